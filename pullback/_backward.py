@@ -1,0 +1,111 @@
+"""The reverse sweep: walk a tape once, backwards, and accumulate cotangents per node."""
+
+import numpy as np
+
+from ._registry import FUNCTIONS
+from ._tangents import InplaceableThunk, Thunk, accum
+from ._trace import Tracked, _astype, _dtype_of
+
+
+def backward(tape, seeds):
+    """Cotangents of every node given `seeds` ({node id: cotangent}); a list indexed by id.
+
+    Iterative, so the tape length is not limited by Python's recursion depth. A node
+    nobody sends a cotangent to is skipped, so the thunks meant for it never run.
+    """
+    values = tape.values
+    grads = [None] * len(values)
+    for i, seed in seeds.items():
+        grads[i] = accum(grads[i], seed)
+    owned = set()  # ids whose cotangent is a buffer this sweep allocated, safe to add into
+    for i, back, in_ids in reversed(tape.entries):
+        g = grads[i]
+        if g is None:
+            continue
+        grads[i] = None
+        g = fit(g, values[i])
+        if g is None:  # a thunk that turned out to be zero
+            continue
+        cotangents = back(g)
+        for j, ct in zip(in_ids, cotangents):
+            if j < 0 or ct is None:
+                continue
+            current = grads[j]
+            if current is None:
+                grads[j] = ct
+            else:
+                grads[j] = _add(current, ct, values[j], j, owned)
+    return grads
+
+
+def _add(current, ct, like, j, owned):
+    """`current + ct` for node `j`, in place when `current` is a buffer this sweep owns."""
+    if j in owned:
+        if isinstance(ct, InplaceableThunk) and type(current) is np.ndarray:
+            return ct.add_into(current)
+        ct = fit(ct, like)
+        if ct is None:
+            return current
+        if type(current) is np.ndarray and type(ct) is not Tracked:
+            return np.add(current, ct, out=current)
+        return current + ct
+    a = fit(current, like)
+    if a is None:
+        return ct
+    if type(a) is np.ndarray and isinstance(ct, InplaceableThunk):
+        total = ct.add_into(a.copy())
+    else:
+        b = fit(ct, like)
+        if b is None:
+            return a
+        total = a + b
+    if type(total) is np.ndarray:
+        owned.add(j)
+    return total
+
+
+def fit(g, like):
+    """Make cotangent `g` match its primal `like`: evaluate thunks, undo broadcasting, restore dtype.
+
+    This is the one place broadcasting is undone, so rules may return cotangents
+    shaped like their (broadcast) output.
+    """
+    if isinstance(g, Thunk):
+        g = g.unthunk()
+    if type(g) is np.ndarray and type(like) is np.ndarray:
+        if g.shape != like.shape:
+            g = unbroadcast(g, like.shape)
+        if g.dtype != like.dtype:
+            g = g.astype(like.dtype)
+        return g
+    if isinstance(like, tuple) or g is None:
+        return g
+    shape = np.shape(like)
+    if np.shape(g) != shape:
+        g = unbroadcast(g, shape)
+    if type(like) is not float:  # a Python float is weak: it takes whatever dtype it meets
+        dtype = _dtype_of(like)
+        if _dtype_of(g) != dtype:
+            g = FUNCTIONS[_astype](g, dtype) if type(g) is Tracked else np.asarray(g, dtype=dtype)
+    return g
+
+
+def unbroadcast(g, shape):
+    """Sum `g` over the axes that broadcasting added or stretched, to get `shape`.
+
+    >>> import numpy as np
+    >>> unbroadcast(np.ones((2, 3)), (1, 3))
+    array([[2., 2., 2.]])
+    """
+    g_shape = np.shape(g)
+    extra = len(g_shape) - len(shape)
+    if extra < 0 or any(n != 1 and m != n for m, n in zip(g_shape[extra:], shape)):
+        if all(m == 1 for m in g_shape) or not g_shape:
+            return np.broadcast_to(g, shape)
+        raise ValueError(f"Cotangent of shape {g_shape} cannot be reduced to shape {shape}")
+    axes = tuple(range(extra)) + tuple(extra + k for k, n in enumerate(shape) if n == 1 and g_shape[extra + k] != 1)
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    if extra:
+        g = np.reshape(g, shape)
+    return g

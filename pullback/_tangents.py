@@ -1,0 +1,195 @@
+"""Cotangent values: lazy thunks, structural tangents, and accumulation.
+
+`None` is the only zero: adding `None` to anything returns that thing unchanged.
+"""
+
+import numpy as np
+
+__all__ = ["Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent"]
+
+
+class Thunk:
+    """A cotangent computed only when somebody asks for it.
+
+    >>> import numpy as np, pullback as pb
+    >>> t = pb.Thunk(lambda: np.ones(2))
+    >>> pb.unthunk(t)
+    array([1., 1.])
+    """
+
+    __slots__ = ("_fn", "_value")
+
+    def __init__(self, fn):
+        self._fn = fn
+        self._value = None
+
+    def unthunk(self):
+        fn = self._fn
+        if fn is not None:
+            value = fn()
+            while isinstance(value, Thunk):  # a rule may hand back a thunk from its thunk
+                value = value.unthunk()
+            self._value = value
+            self._fn = None  # free what the closure holds
+        return self._value
+
+    def __repr__(self):
+        state = "pending" if self._fn is not None else "done"
+        return f"{type(self).__name__}({state})"
+
+
+class InplaceableThunk(Thunk):
+    """A thunk that can also add itself into an existing buffer without allocating.
+
+    `add_into(buffer)` must add the cotangent into `buffer` in place and return it.
+
+    >>> import numpy as np, pullback as pb
+    >>> t = pb.InplaceableThunk(lambda buf: np.add(buf, 1.0, out=buf), lambda: np.ones(2))
+    >>> t.add_into(np.zeros(2))
+    array([1., 1.])
+    """
+
+    __slots__ = ("_add_into",)
+
+    def __init__(self, add_into, fn):
+        super().__init__(fn)
+        self._add_into = add_into
+
+    def add_into(self, buffer):
+        return self._add_into(buffer)
+
+
+def unthunk(x):
+    """Evaluate every thunk in `x`, recursing through tuples, lists, dicts and Tangents.
+
+    >>> import pullback as pb
+    >>> pb.unthunk((pb.Thunk(lambda: 2.0), [None, pb.Thunk(lambda: 3.0)]))
+    (2.0, [None, 3.0])
+    """
+    if isinstance(x, Thunk):
+        return x.unthunk()
+    kind = type(x)
+    if kind is tuple or kind is list:
+        return kind(unthunk(v) for v in x)
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return kind(*(unthunk(v) for v in x))
+    if kind is dict:
+        return {k: unthunk(v) for k, v in x.items()}
+    if isinstance(x, Tangent):
+        return Tangent._make(x.primal_type, {k: unthunk(v) for k, v in x._entries.items()})
+    return x
+
+
+def accum(a, b):
+    """Add two cotangents. `None` is the identity and a lone thunk is passed through untouched.
+
+    >>> import numpy as np, pullback as pb
+    >>> t = pb.Thunk(lambda: np.ones(2))
+    >>> pb.accum(t, None) is t
+    True
+    >>> pb.accum(t, np.ones(2))
+    array([2., 2.])
+    """
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, Thunk) or isinstance(b, Thunk):
+        return accum(unthunk(a), unthunk(b))
+    kind = type(a)
+    if kind is tuple or kind is list:
+        return kind(accum(x, y) for x, y in zip(a, b))
+    if isinstance(a, tuple) and hasattr(a, "_fields"):
+        return kind(*(accum(x, y) for x, y in zip(a, b)))
+    if kind is dict:
+        keys = dict.fromkeys([*a, *b])
+        return {k: accum(a.get(k), b.get(k)) for k in keys}
+    if isinstance(a, Tangent):
+        keys = dict.fromkeys([*a._entries, *b._entries])
+        return Tangent._make(a.primal_type, {k: accum(a._entries.get(k), b._entries.get(k)) for k in keys})
+    return a + b
+
+
+class Tangent:
+    """The gradient of an object that is not a tuple, list or dict: one entry per child.
+
+    Read-only; entries are reached as attributes or items, in the object's own order.
+
+    >>> import numpy as np, pullback as pb
+    >>> class Affine:
+    ...     def __init__(self): self.w, self.name = np.ones(2), "a"
+    >>> (g,) = pb.gradient(lambda m: np.sum(m.w * 3.0), Affine())
+    >>> g
+    Tangent[Affine](w=array([3., 3.]), name=None)
+    >>> g.w is g["w"], g.primal_type is Affine
+    (True, True)
+    """
+
+    __slots__ = ("primal_type", "_entries")
+
+    def __init__(self, primal_type, **entries):
+        object.__setattr__(self, "primal_type", primal_type)
+        object.__setattr__(self, "_entries", entries)
+
+    @classmethod
+    def _make(cls, primal_type, entries):
+        t = object.__new__(cls)
+        object.__setattr__(t, "primal_type", primal_type)
+        object.__setattr__(t, "_entries", entries)
+        return t
+
+    def __getattr__(self, name):
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise AttributeError(f"Tangent[{self.primal_type.__name__}] has no entry {name!r}") from None
+
+    def __getitem__(self, key):
+        try:
+            return self._entries[key]
+        except KeyError:
+            raise KeyError(f"Tangent[{self.primal_type.__name__}] has no entry {key!r}") from None
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Tangent is read-only")
+
+    def __delattr__(self, name):
+        raise AttributeError("Tangent is read-only")
+
+    def __iter__(self):
+        return iter(self._entries)
+
+    def __len__(self):
+        return len(self._entries)
+
+    def __contains__(self, key):
+        return key in self._entries
+
+    def keys(self):
+        return self._entries.keys()
+
+    def values(self):
+        return self._entries.values()
+
+    def items(self):
+        return self._entries.items()
+
+    def __eq__(self, other):
+        if not isinstance(other, Tangent) or other.primal_type is not self.primal_type:
+            return NotImplemented
+        if self._entries.keys() != other._entries.keys():
+            return False
+        return all(_same(a, other._entries[k]) for k, a in self._entries.items())
+
+    __hash__ = None
+
+    def __repr__(self):
+        body = ", ".join(f"{k}={v!r}" for k, v in self._entries.items())
+        return f"Tangent[{self.primal_type.__name__}]({body})"
+
+
+def _same(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.shape(a) == np.shape(b) and bool(np.all(a == b))
+    return a == b
+

@@ -1,0 +1,479 @@
+"""Tracked values and the tape that records what is done to them.
+
+A `Tape` belongs to one call of `gradient` or `pullback`. Each trainable float leaf
+of the arguments becomes a `Tracked` handle on a node of that tape. Every NumPy
+operation on tracked values runs its rule on the plain values and appends
+`(out_id, back, in_ids)` to the tape.
+
+Nested calls make nested tapes. A tape made later has a higher level, and an
+operation unwraps only the inputs that belong to the highest level among them;
+the others stay tracked, so the rule's own arithmetic is recorded on the outer
+tapes and the levels never mix.
+"""
+
+import itertools
+
+import numpy as np
+
+from ._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES, qualified_name
+
+_levels = itertools.count(1)
+_NO_KWARGS = {}
+
+
+class Tape:
+    """Nodes (their primal values) and the entries that produced them, in order."""
+
+    __slots__ = ("level", "values", "entries", "closed", "__weakref__")
+
+    def __init__(self):
+        self.level = next(_levels)
+        self.values = []
+        self.entries = []
+        self.closed = False
+
+    def leaf(self, value):
+        """A new input node holding `value`."""
+        self.values.append(value)
+        return Tracked(value, self, len(self.values) - 1)
+
+    def push(self, y, back, in_ids):
+        """Record that `back` maps the cotangent of a new node `y` to those of `in_ids`."""
+        if self.closed:
+            raise RuntimeError(
+                "A tracked value was used after the gradient call that tracked it had finished. "
+                "Values escaping `f` through globals or closures carry no gradient; "
+                "use pb.stop_gradient(x) to keep a plain copy."
+            )
+        values = self.values
+        i = len(values)
+        values.append(y)
+        self.entries.append((i, back, in_ids))
+        return i
+
+    def close(self):
+        self.closed = True
+
+
+class Tracked:
+    """An array-like value whose operations are recorded on a tape.
+
+    User code never builds one: `gradient` and friends wrap the arguments' float leaves.
+    It speaks NumPy: ufuncs, array functions, operators, indexing and common methods.
+    """
+
+    __slots__ = ("_value", "_tape", "_id", "_aliased")
+    __array_priority__ = 100.0
+    __hash__ = None
+
+    def __init__(self, value, tape, i):
+        self._value = value
+        self._tape = tape
+        self._id = i
+
+    # --- NumPy protocols -------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "__call__" and not kwargs:
+            rule = UFUNC_RULES.get(ufunc)
+            if rule is not None:
+                return apply(rule, inputs)
+        return _ufunc_general(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        impl = FUNCTIONS.get(func)
+        if impl is None:
+            raise missing_rule(func)
+        return impl(*args, **kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise lost_gradient("convert it to a plain NumPy array (np.asarray, np.array, or writing it into a plain array)")
+
+    def __float__(self):
+        raise lost_gradient("convert it to a Python float")
+
+    def __int__(self):
+        raise lost_gradient("convert it to a Python int")
+
+    def __complex__(self):
+        raise lost_gradient("convert it to a Python complex")
+
+    def item(self, *args):
+        raise lost_gradient("call .item() on it")
+
+    def tolist(self):
+        raise lost_gradient("call .tolist() on it")
+
+    def __bool__(self):
+        return bool(stop_gradient(self))
+
+    def __format__(self, spec):
+        return format(stop_gradient(self), spec)
+
+    def __repr__(self):
+        return f"Tracked({self._value!r})"
+
+    # --- array attributes ------------------------------------------------------------
+    @property
+    def shape(self):
+        return np.shape(self._value)
+
+    @property
+    def ndim(self):
+        return np.ndim(self._value)
+
+    @property
+    def size(self):
+        return np.size(self._value)
+
+    @property
+    def dtype(self):
+        return _dtype_of(self._value)
+
+    @property
+    def T(self):
+        return FUNCTIONS[np.transpose](self)
+
+    @property
+    def mT(self):
+        return FUNCTIONS[np.swapaxes](self, -1, -2)
+
+    def __len__(self):
+        return len(self._value)
+
+    def __iter__(self):
+        for i in range(len(self._value)):
+            yield self[i]
+
+    # --- indexing and in-place writes ------------------------------------------------
+    def __getitem__(self, index):
+        return FUNCTIONS[_getitem](self, index)
+
+    def __setitem__(self, index, value):
+        _rebind(self, FUNCTIONS[_index_update](self, index, value))
+
+    # --- binary operators (see _install_operators) -----------------------------------
+    def __matmul__(self, other):
+        return FUNCTIONS[np.matmul](self, other)
+
+    def __rmatmul__(self, other):
+        return FUNCTIONS[np.matmul](other, self)
+
+    def __imatmul__(self, other):
+        _rebind(self, FUNCTIONS[np.matmul](self, other))
+        return self
+
+    def __neg__(self):
+        return apply1(UFUNC_RULES[np.negative], self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return apply1(UFUNC_RULES[np.absolute], self)
+
+
+def _install_operators():
+    """`a + b` and friends go straight to the ufunc's rule, skipping NumPy's dispatch."""
+    pairs = {
+        "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+        "pow": np.power, "mod": np.remainder, "floordiv": np.floor_divide,
+        "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+        "eq": np.equal, "ne": np.not_equal,
+    }
+    reflected = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+    def forward(ufunc):
+        def op(self, other):
+            rule = UFUNC_RULES.get(ufunc)
+            if rule is None:
+                return ufunc(stop_gradient(self), stop_gradient(other))
+            return apply2(rule, self, other)
+        return op
+
+    def backward(ufunc):
+        def op(self, other):
+            rule = UFUNC_RULES.get(ufunc)
+            if rule is None:
+                return ufunc(stop_gradient(other), stop_gradient(self))
+            return apply2(rule, other, self)
+        return op
+
+    def inplace(ufunc):
+        def op(self, other):
+            _rebind(self, forward(ufunc)(self, other))
+            return self
+        return op
+
+    for name, ufunc in pairs.items():
+        setattr(Tracked, f"__{name}__", forward(ufunc))
+        if name in reflected:
+            continue
+        setattr(Tracked, f"__r{name}__", backward(ufunc))
+        setattr(Tracked, f"__i{name}__", inplace(ufunc))
+
+
+_install_operators()
+
+
+def _install_methods():
+    """ndarray methods that forward to the matching NumPy function."""
+    names = {
+        "sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
+        "var": np.var, "std": np.std, "cumsum": np.cumsum, "cumprod": np.cumprod,
+        "swapaxes": np.swapaxes, "squeeze": np.squeeze,
+        "ravel": np.ravel, "flatten": np.ravel, "copy": np.copy, "clip": np.clip,
+        "dot": np.dot, "trace": np.trace, "diagonal": np.diagonal, "repeat": np.repeat,
+        "take": np.take, "argmax": np.argmax, "argmin": np.argmin, "argsort": np.argsort,
+        "nonzero": np.nonzero, "round": np.round, "conj": np.conjugate, "conjugate": np.conjugate,
+        "all": np.all, "any": np.any, "ptp": np.ptp,
+    }
+    for name, fn in names.items():
+        setattr(Tracked, name, _method(fn))
+
+    def reshape(self, *shape, **kwargs):
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = shape[0]
+        return FUNCTIONS[np.reshape](self, shape, **kwargs)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and not isinstance(axes[0], int):
+            axes = axes[0]
+        return FUNCTIONS[np.transpose](self, axes or None)
+
+    def astype(self, dtype, *args, **kwargs):
+        return FUNCTIONS[_astype](self, dtype)
+
+    Tracked.reshape, Tracked.transpose, Tracked.astype = reshape, transpose, astype
+
+
+def _method(fn):
+    def method(self, *args, **kwargs):
+        impl = FUNCTIONS.get(fn)
+        if impl is None:
+            raise missing_rule(fn)
+        return impl(self, *args, **kwargs)
+    method.__name__ = fn.__name__
+    return method
+
+
+_install_methods()
+
+
+# --- stand-ins for operations NumPy has no public function for ----------------------
+def _getitem(x, index):
+    """`x[index]`, as a function the rule tables can key on."""
+    return x[index]
+
+
+def _index_update(x, index, value):
+    """A copy of `x` with `x[index] = value`: the functional form of an in-place write."""
+    y = x.copy()
+    y[index] = value
+    return y
+
+
+def _astype(x, dtype):
+    """`x.astype(dtype)` as a function."""
+    return x.astype(dtype)
+
+
+# --- recording ---------------------------------------------------------------------
+def apply(rule, args, kwargs=_NO_KWARGS):
+    """Run `rule` on the plain values of `args` and record it on the innermost tape."""
+    tape = None
+    for a in args:
+        if type(a) is Tracked:
+            t = a._tape
+            if tape is None or t.level > tape.level:
+                tape = t
+    if tape is None:
+        return rule(*args, **kwargs)[0]
+    values = []
+    ids = []
+    for a in args:
+        if type(a) is Tracked and a._tape is tape:
+            values.append(a._value)
+            ids.append(a._id)
+        else:
+            values.append(a)
+            ids.append(-1)
+    y, back = rule(*values, **kwargs)
+    return record(tape, y, back, ids)
+
+
+def apply_rule(rule, *args, **kwargs):
+    """`apply` with the call's own arguments: what a registered NumPy function runs."""
+    return apply(rule, args, kwargs)
+
+
+def apply1(rule, x):
+    """`apply` for one tracked input: the common case, kept short."""
+    y, back = rule(x._value)
+    return record(x._tape, y, back, (x._id,))
+
+
+def apply2(rule, a, b):
+    """`apply` for two inputs, at least one of them tracked."""
+    if type(a) is Tracked:
+        tape = a._tape
+        if type(b) is Tracked:
+            tb = b._tape
+            if tb is tape:
+                y, back = rule(a._value, b._value)
+                return record(tape, y, back, (a._id, b._id))
+            if tb.level > tape.level:
+                y, back = rule(a, b._value)
+                return record(tb, y, back, (-1, b._id))
+        y, back = rule(a._value, b)
+        return record(tape, y, back, (a._id, -1))
+    y, back = rule(a, b._value)
+    return record(b._tape, y, back, (-1, b._id))
+
+
+def record(tape, y, back, ids):
+    """Put `y` on the tape if it can carry a gradient; return what the user sees."""
+    if type(y) is np.ndarray:
+        kind = y.dtype.kind
+        if kind == "f":
+            return Tracked(y, tape, tape.push(y, back, ids))
+    elif type(y) is Tracked or isinstance(y, (float, np.floating)):
+        return Tracked(y, tape, tape.push(y, back, ids))
+    elif isinstance(y, tuple):
+        return _record_many(tape, y, back, ids)
+    else:
+        kind = _dtype_of(y).kind
+    if kind == "c":
+        raise TypeError(
+            "An operation on tracked values produced complex numbers; pullback differentiates "
+            "real-valued code only. Split complex quantities into real and imaginary parts."
+        )
+    return y  # integers and booleans carry no gradient
+
+
+def _record_many(tape, ys, back, ids):
+    """Several outputs (e.g. `eigh`): one node for the tuple, one per float element."""
+    group = tape.push(ys, back, ids)
+    outs = []
+    for j, y in enumerate(ys):
+        outs.append(record(tape, y, _select(j, len(ys)), (group,)))
+    if hasattr(ys, "_fields"):
+        return type(ys)(*outs)
+    return type(ys)(outs)
+
+
+def _select(j, n):
+    def back(g):
+        parts = [None] * n
+        parts[j] = g
+        return (tuple(parts),)
+    return back
+
+
+def _dtype_of(x):
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None:
+        return dtype
+    return np.result_type(x)
+
+
+def stop_gradient(x):
+    """The plain value inside `x`, at every level of nesting: no gradient flows through it.
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.gradient(lambda x: np.sum(x * pb.stop_gradient(x)), np.array([3.0]))
+    (array([3.]),)
+    """
+    while type(x) is Tracked:
+        x = x._value
+    return x
+
+
+def strip_all(x):
+    """`stop_gradient` through tuples, lists and dicts (for keyword arguments and masks)."""
+    if type(x) is Tracked:
+        return stop_gradient(x)
+    if type(x) in (tuple, list):
+        return type(x)(strip_all(v) for v in x)
+    if type(x) is dict:
+        return {k: strip_all(v) for k, v in x.items()}
+    return x
+
+
+def _rebind(handle, new):
+    """Make `handle` (a Tracked the user holds) refer to `new`: how in-place writes work."""
+    if getattr(handle, "_aliased", False):
+        raise ValueError(
+            "In-place write to a tracked array that shares memory with another tracked array "
+            "(a view such as x[1:], x.T or x.reshape(...), or an array such views were taken of). "
+            "NumPy would write through to both, which pullback does not follow. "
+            "Write into a copy (y = x.copy()) or build the result with np.where / np.concatenate."
+        )
+    if type(new) is not Tracked:
+        raise TypeError("In-place write produced a value that carries no gradient")
+    if new.shape != handle.shape:
+        raise ValueError(f"In-place operation would change the shape from {handle.shape} to {new.shape}")
+    if new.dtype != handle.dtype:
+        new = FUNCTIONS[_astype](new, handle.dtype)
+    handle._value, handle._tape, handle._id = new._value, new._tape, new._id
+
+
+def _ufunc_general(ufunc, method, inputs, kwargs):
+    """Every ufunc call that is not a plain `ufunc(*tracked_inputs)`."""
+    if ufunc in NONDIFF_UFUNCS:
+        return getattr(ufunc, method)(*strip_all(inputs), **strip_all(kwargs))
+    name = f"numpy.{ufunc.__name__}"
+    if "out" in kwargs:
+        raise TypeError(
+            f"{name}(..., out=...) would write a tracked result into a plain array and lose the "
+            "gradient (this is also what `a += x` does when `a` is a plain array). "
+            "Assign the result instead: a = a + x."
+        )
+    if "where" in kwargs:
+        raise TypeError(f"{name}(..., where=...) is not supported on tracked values; use np.where(mask, {ufunc.__name__}(x), fallback).")
+    if method == "__call__":
+        dtype = kwargs.pop("dtype", None)
+        if kwargs:
+            raise TypeError(f"{name} got keyword arguments pullback does not support on tracked values: {sorted(kwargs)}")
+        rule = UFUNC_RULES.get(ufunc)
+        if rule is None:
+            raise missing_rule(ufunc)
+        y = apply(rule, inputs)
+        return y if dtype is None else FUNCTIONS[_astype](y, dtype)
+    if method == "reduce":
+        reduction = _REDUCTIONS.get(ufunc)
+        if reduction is not None:
+            kwargs.setdefault("axis", 0)
+            return FUNCTIONS[reduction](*inputs, **kwargs)
+    if method == "outer" and ufunc in UFUNC_RULES:
+        a, b = inputs
+        return ufunc(FUNCTIONS[np.reshape](a, np.shape(a) + (1,) * np.ndim(b)), b)
+    if method == "accumulate":
+        scan = _SCANS.get(ufunc)
+        if scan is not None:
+            kwargs.setdefault("axis", 0)
+            return FUNCTIONS[scan](*inputs, **kwargs)
+    raise TypeError(
+        f"{name}.{method} is not supported on tracked values"
+        + (": it writes in place; build the result with np.where or indexing instead." if method == "at" else ".")
+    )
+
+
+_REDUCTIONS = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min}
+_SCANS = {np.add: np.cumsum, np.multiply: np.cumprod}
+
+
+def missing_rule(fn):
+    name = f"numpy.{fn.__name__}" if isinstance(fn, np.ufunc) else qualified_name(fn)
+    return NotImplementedError(
+        f"pullback has no derivative rule for {name}. Register one with "
+        f"@pullback.rrule({name}) on a function returning (y, back), or call it on "
+        "pullback.stop_gradient(x) if no gradient should flow through it."
+    )
+
+
+def lost_gradient(action):
+    return TypeError(
+        f"Cannot {action}: the value is being differentiated, and the gradient would be lost. "
+        "Keep using NumPy operations on it, or take pullback.stop_gradient(x) if you want a plain value "
+        "that carries no gradient."
+    )

@@ -1,0 +1,107 @@
+"""Rules for reductions: sum, mean, prod, max, min and their aliases."""
+
+import numpy as np
+
+from ._register import function_rule, no_gradient
+
+
+def _axes(axis, ndim):
+    """`axis` as a sorted tuple of non-negative axes (None: all of them)."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        return tuple(sorted(a % ndim for a in axis))
+    return (axis % ndim,)
+
+
+def expand_to(g, shape, axis, keepdims):
+    """Broadcast a reduced cotangent back over the reduced axes of `shape`."""
+    if not keepdims:
+        g = np.reshape(g, _kept_shape(shape, axis))
+    return np.broadcast_to(g, shape)
+
+
+def _kept_shape(shape, axis):
+    axes = _axes(axis, len(shape))
+    return tuple(1 if k in axes else n for k, n in enumerate(shape))
+
+
+def _check_plain(name, out, where, initial=None):
+    if out is not None or where is not True or initial is not None:
+        raise TypeError(f"numpy.{name}: out=, where= and initial= are not supported on tracked values")
+
+
+@function_rule(np.sum)
+def sum_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
+    _check_plain("sum", out, where, initial)
+    y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    shape = np.shape(x)
+    return y, lambda g: (expand_to(g, shape, axis, keepdims),)
+
+
+@function_rule(np.mean)
+def mean_rule(x, axis=None, dtype=None, out=None, keepdims=False, where=True):
+    _check_plain("mean", out, where)
+    y = np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    shape = np.shape(x)
+    count = np.prod([shape[k] for k in _axes(axis, len(shape))], dtype=np.int64)
+    return y, lambda g: (expand_to(g / float(count), shape, axis, keepdims),)
+
+
+@function_rule(np.max, np.amax)
+def max_rule(x, axis=None, out=None, keepdims=False, initial=None, where=True):
+    return _extreme(np.max, x, axis, keepdims, out, initial, where)
+
+
+@function_rule(np.min, np.amin)
+def min_rule(x, axis=None, out=None, keepdims=False, initial=None, where=True):
+    return _extreme(np.min, x, axis, keepdims, out, initial, where)
+
+
+def _extreme(reduce, x, axis, keepdims, out, initial, where):
+    _check_plain(reduce.__name__, out, where, initial)
+    kept = reduce(x, axis=axis, keepdims=True)
+    y = kept if keepdims else np.reshape(kept, _reduced_shape(np.shape(x), axis))
+
+    def back(g):
+        # Ties share the cotangent equally, so the result is a valid subgradient.
+        hit = x == kept
+        share = np.sum(hit, axis=axis, keepdims=True)
+        g = g if keepdims else np.reshape(g, np.shape(kept))
+        return (np.where(hit, g / share, 0.0),)
+
+    return y, back
+
+
+def _reduced_shape(shape, axis):
+    axes = _axes(axis, len(shape))
+    return tuple(n for k, n in enumerate(shape) if k not in axes)
+
+
+@function_rule(np.prod)
+def prod_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
+    _check_plain("prod", out, where, initial)
+    y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    shape = np.shape(x)
+
+    def back(g):
+        # d prod / d x_i = product of the others; safe when some x are zero.
+        zero = x == 0
+        zeros = np.sum(zero, axis=axis, keepdims=True)
+        nonzero_prod = np.prod(np.where(zero, 1.0, x), axis=axis, keepdims=True)
+        others = np.where(
+            zeros == 0,
+            nonzero_prod / np.where(zero, 1.0, x),
+            np.where(zero & (zeros == 1), nonzero_prod, 0.0),
+        )
+        return (expand_to(g, shape, axis, keepdims) * others,)
+
+    return y, back
+
+
+no_gradient(
+    np.argmax, np.argmin, np.argsort, np.nonzero, np.flatnonzero, np.count_nonzero, np.all, np.any,
+    np.shape, np.ndim, np.size, np.isclose, np.allclose, np.array_equal, np.searchsorted, np.round,
+    np.around, np.iscomplexobj, np.isrealobj, np.result_type,
+    np.may_share_memory, np.shares_memory, np.digitize, np.unique,
+)

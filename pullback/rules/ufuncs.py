@@ -1,0 +1,137 @@
+"""Rules for NumPy's elementwise ufuncs.
+
+Each derivative is written with NumPy calls, so it is itself differentiable (higher
+order). Constants are Python floats, which are weak and never change a float32 dtype.
+Cotangents keep the broadcast shape; the engine sums them down to each input.
+"""
+
+import math
+
+import numpy as np
+
+from .._tangents import Thunk
+from ._register import no_gradient, ufunc_rule
+
+
+def unary(ufunc, derivative):
+    """Register `ufunc(x)` with cotangent `derivative(g, x, y)`."""
+
+    def rule(x):
+        y = ufunc(x)
+        return y, lambda g: (derivative(g, x, y),)
+
+    ufunc_rule(ufunc)(rule)
+
+
+def binary(ufunc, da, db):
+    """Register `ufunc(a, b)`; `da(g, a, b, y)` and `db(...)` (None: no gradient) run only if needed."""
+
+    def rule(a, b):
+        y = ufunc(a, b)
+
+        def back(g):
+            return (
+                None if type(a) in _CONSTANTS else Thunk(lambda: da(g, a, b, y)),
+                None if db is None or type(b) in _CONSTANTS else Thunk(lambda: db(g, a, b, y)),
+            )
+
+        return y, back
+
+    ufunc_rule(ufunc)(rule)
+
+
+# Python numbers are never tracked, so their cotangent is never wanted.
+_CONSTANTS = (int, float, bool)
+
+LN2, LN10 = math.log(2.0), math.log(10.0)
+
+unary(np.negative, lambda g, x, y: -g)
+unary(np.positive, lambda g, x, y: g)
+unary(np.conjugate, lambda g, x, y: g)
+unary(np.exp, lambda g, x, y: g * y)
+unary(np.exp2, lambda g, x, y: g * y * LN2)
+unary(np.expm1, lambda g, x, y: g * (y + 1.0))
+unary(np.log, lambda g, x, y: g / x)
+unary(np.log2, lambda g, x, y: g / (x * LN2))
+unary(np.log10, lambda g, x, y: g / (x * LN10))
+unary(np.log1p, lambda g, x, y: g / (x + 1.0))
+unary(np.sqrt, lambda g, x, y: g / (2.0 * y))
+unary(np.cbrt, lambda g, x, y: g / (3.0 * y * y))
+unary(np.square, lambda g, x, y: 2.0 * g * x)
+unary(np.reciprocal, lambda g, x, y: -g * y * y)
+unary(np.sin, lambda g, x, y: g * np.cos(x))
+unary(np.cos, lambda g, x, y: -g * np.sin(x))
+unary(np.tan, lambda g, x, y: g * (1.0 + y * y))
+unary(np.arcsin, lambda g, x, y: g / np.sqrt(1.0 - x * x))
+unary(np.arccos, lambda g, x, y: -g / np.sqrt(1.0 - x * x))
+unary(np.arctan, lambda g, x, y: g / (1.0 + x * x))
+unary(np.sinh, lambda g, x, y: g * np.cosh(x))
+unary(np.cosh, lambda g, x, y: g * np.sinh(x))
+unary(np.tanh, lambda g, x, y: g * (1.0 - y * y))
+unary(np.arcsinh, lambda g, x, y: g / np.sqrt(x * x + 1.0))
+unary(np.arccosh, lambda g, x, y: g / np.sqrt(x * x - 1.0))
+unary(np.arctanh, lambda g, x, y: g / (1.0 - x * x))
+unary(np.absolute, lambda g, x, y: g * np.sign(x))
+unary(np.fabs, lambda g, x, y: g * np.sign(x))
+unary(np.deg2rad, lambda g, x, y: g * (math.pi / 180.0))
+unary(np.rad2deg, lambda g, x, y: g * (180.0 / math.pi))
+
+
+@ufunc_rule(np.add)
+def add_rule(a, b):
+    return a + b, lambda g: (g, g)
+
+
+@ufunc_rule(np.subtract)
+def subtract_rule(a, b):
+    y = a - b
+    return y, lambda g: (g, None if type(b) in _CONSTANTS else Thunk(lambda: -g))
+
+
+binary(np.multiply, lambda g, a, b, y: g * b, lambda g, a, b, y: g * a)
+binary(np.true_divide, lambda g, a, b, y: g / b, lambda g, a, b, y: -g * y / b)
+
+
+def _power_da(g, a, b, y):
+    if np.ndim(b) == 0 and type(b) in _CONSTANTS:
+        if b == 2:
+            return 2.0 * g * a
+        return g * b if b == 1 else g * b * a ** (b - 1)
+    return np.where(b == 0, 0.0, g * b * a ** np.where(b == 0, 1.0, b - 1))
+
+
+def _power_db(g, a, b, y):
+    # d/db a**b = a**b log a; defined as 0 where a == 0 (the limit for b > 0).
+    safe_a = np.where(a == 0, 1.0, a)
+    return np.where(a == 0, 0.0, g * y * np.log(safe_a))
+
+
+binary(np.power, _power_da, _power_db)
+binary(np.float_power, _power_da, _power_db)
+
+
+def _balanced(g, win, tie):
+    """`g` where `win`, half of it where `tie`: the subgradient of max/min that splits ties."""
+    return np.where(win, g, np.where(tie, g * 0.5, 0.0))
+
+
+binary(np.maximum, lambda g, a, b, y: _balanced(g, a > b, a == b), lambda g, a, b, y: _balanced(g, b > a, a == b))
+binary(np.minimum, lambda g, a, b, y: _balanced(g, a < b, a == b), lambda g, a, b, y: _balanced(g, b < a, a == b))
+binary(np.fmax, lambda g, a, b, y: _balanced(g, a > b, a == b), lambda g, a, b, y: _balanced(g, b > a, a == b))
+binary(np.fmin, lambda g, a, b, y: _balanced(g, a < b, a == b), lambda g, a, b, y: _balanced(g, b < a, a == b))
+binary(np.arctan2, lambda g, a, b, y: g * b / (a * a + b * b), lambda g, a, b, y: -g * a / (a * a + b * b))
+binary(np.hypot, lambda g, a, b, y: g * a / y, lambda g, a, b, y: g * b / y)
+binary(np.logaddexp, lambda g, a, b, y: g * np.exp(a - y), lambda g, a, b, y: g * np.exp(b - y))
+binary(np.logaddexp2, lambda g, a, b, y: g * np.exp2(a - y), lambda g, a, b, y: g * np.exp2(b - y))
+binary(np.remainder, lambda g, a, b, y: g, lambda g, a, b, y: -g * np.floor_divide(a, b))
+binary(np.fmod, lambda g, a, b, y: g, lambda g, a, b, y: -g * np.trunc(a / b))
+binary(np.copysign, lambda g, a, b, y: g * np.sign(a) * np.sign(y), None)
+binary(np.ldexp, lambda g, a, b, y: g * np.exp2(b), None)
+
+# Piecewise constant or boolean: no gradient flows through these.
+no_gradient(
+    np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
+    np.logical_and, np.logical_or, np.logical_xor, np.logical_not,
+    np.isnan, np.isinf, np.isfinite, np.signbit, np.sign, np.floor, np.ceil, np.trunc, np.rint,
+    np.floor_divide, np.heaviside, np.nextafter, np.spacing,
+)
