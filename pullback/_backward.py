@@ -23,9 +23,11 @@ def backward(tape, seeds):
         if g is None:
             continue
         grads[i] = None
-        g = fit(g, values[i])
-        if g is None:  # a thunk that turned out to be zero
-            continue
+        like = values[i]
+        if not (type(g) is np.ndarray and type(like) is np.ndarray and g.shape == like.shape and g.dtype == like.dtype):
+            g = fit(g, like)
+            if g is None:  # a thunk that turned out to be zero
+                continue
         cotangents = back(g)
         for j, ct in zip(in_ids, cotangents):
             if j < 0 or ct is None:

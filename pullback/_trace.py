@@ -76,6 +76,10 @@ class Tracked:
         if method == "__call__" and not kwargs:
             rule = UFUNC_RULES.get(ufunc)
             if rule is not None:
+                if len(inputs) == 1:
+                    return apply1(rule, self)
+                if len(inputs) == 2:
+                    return apply2(rule, inputs[0], inputs[1])
                 return apply(rule, inputs)
         return _ufunc_general(ufunc, method, inputs, kwargs)
 
@@ -334,8 +338,14 @@ def record(tape, y, back, ids):
     """Put `y` on the tape if it can carry a gradient; return what the user sees."""
     if type(y) is np.ndarray:
         kind = y.dtype.kind
+        if kind == "f" and not tape.closed:  # Tape.push, inlined: this is the hot path
+            values = tape.values
+            i = len(values)
+            values.append(y)
+            tape.entries.append((i, back, ids))
+            return Tracked(y, tape, i)
         if kind == "f":
-            return Tracked(y, tape, tape.push(y, back, ids))
+            tape.push(y, back, ids)  # raises the closed-tape error
     elif type(y) is Tracked or isinstance(y, (float, np.floating)):
         return Tracked(y, tape, tape.push(y, back, ids))
     elif isinstance(y, tuple):

@@ -40,8 +40,9 @@ def binary(ufunc, da, db):
     ufunc_rule(ufunc)(rule)
 
 
-# Python numbers are never tracked, so their cotangent is never wanted.
-_CONSTANTS = (int, float, bool)
+# Python ints are never tracked, so their cotangent is never wanted. (Python floats can be:
+# a float argument is tracked as itself, to keep its weak dtype.)
+_CONSTANTS = (int, bool)
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
