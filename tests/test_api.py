@@ -1,0 +1,182 @@
+"""The public entry points: gradient, withgradient, pullback, grad, value_and_grad, and their errors."""
+
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from fd import assert_gradient, numerical_gradient
+
+
+class Dense:
+    def __init__(self, w, b, act=np.tanh):
+        self.w, self.b, self.act = w, b, act
+
+    def __call__(self, x):
+        return self.act(self.w @ x + self.b)
+
+
+def test_issue_example_structure_dtypes_and_values():
+    rng = np.random.default_rng(0)
+    m = Dense(rng.normal(size=(2, 3)).astype(np.float32), rng.normal(size=2).astype(np.float32))
+    x = rng.normal(size=3).astype(np.float32)
+    val, (gm, gx) = pb.withgradient(lambda m, x: np.sum(m(x) ** 2), m, x)
+    assert isinstance(gm, pb.Tangent) and gm.primal_type is Dense
+    assert gm.w.dtype == np.float32 and gm.w.shape == (2, 3)
+    assert gm.b.dtype == np.float32 and gm.b.shape == (2,)
+    assert gm.act is None
+    assert gx.dtype == np.float32 and gx.shape == (3,)
+    # hand derivation: y = tanh(Wx + b), L = sum(y^2), dL/dpre = 2 y (1 - y^2)
+    w, b = m.w.astype(np.float64), m.b.astype(np.float64)
+    y = np.tanh(w @ x + b)
+    dpre = 2 * y * (1 - y**2)
+    np.testing.assert_allclose(val, np.sum(y**2), rtol=1e-5)
+    np.testing.assert_allclose(gm.w, np.outer(dpre, x), rtol=1e-4)
+    np.testing.assert_allclose(gm.b, dpre, rtol=1e-4)
+    np.testing.assert_allclose(gx, w.T @ dpre, rtol=1e-4)
+
+
+def test_gradient_matches_finite_differences_for_several_arguments():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(3, 4)), rng.normal(size=4)
+    assert_gradient(lambda a, b, c: np.sum(np.sin(a * b) * c), a, b, 1.5)
+
+
+def test_keyword_arguments_are_passed_but_not_differentiated():
+    x = np.array([1.0, 2.0])
+    (g,) = pb.gradient(lambda x, *, scale: np.sum(x * scale), x, scale=np.array([3.0, 4.0]))
+    np.testing.assert_allclose(g, [3.0, 4.0])
+
+
+def test_withgradient_with_aux_output_differentiates_first_element_only():
+    x = np.array([1.0, 2.0, 3.0])
+
+    def f(x):
+        loss = np.sum(x**2)
+        return loss, {"mean": np.mean(x), "label": "run"}
+
+    val, (g,) = pb.withgradient(f, x)
+    np.testing.assert_allclose(g, 2 * x)
+    assert val[0] == pytest.approx(14.0)
+    assert type(val[1]["mean"]) is not pb._trace.Tracked
+    assert val[1]["mean"] == pytest.approx(2.0) and val[1]["label"] == "run"
+
+
+def test_withgradient_with_namedtuple_output():
+    Out = namedtuple("Out", "loss extra")
+    x = np.array([2.0])
+    val, (g,) = pb.withgradient(lambda x: Out(np.sum(x**3), x * 2), x)
+    assert isinstance(val, Out)
+    assert isinstance(val.extra, np.ndarray)
+    np.testing.assert_allclose(val.extra, [4.0])
+    np.testing.assert_allclose(g, [12.0])
+
+
+def test_pullback_structured_seed_and_repeated_calls():
+    x = np.array([1.0, 2.0])
+    y, back = pb.pullback(lambda x: {"a": x * 3.0, "b": (np.sum(x), x**2)}, x)
+    np.testing.assert_allclose(y["a"], [3.0, 6.0])
+    (g1,) = back({"a": np.array([1.0, 0.0]), "b": (None, None)})
+    np.testing.assert_allclose(g1, [3.0, 0.0])
+    (g2,) = back({"a": None, "b": (2.0, np.array([1.0, 1.0]))})
+    np.testing.assert_allclose(g2, 2.0 + 2 * x)
+    assert back({"a": None, "b": None}) == (None,)
+
+
+def test_pullback_rejects_mismatched_seed_shape():
+    _, back = pb.pullback(lambda x: x * 2, np.ones(3))
+    with pytest.raises(ValueError, match="shape"):
+        back(np.ones(2))
+
+
+def test_grad_and_value_and_grad_argnums_and_aux():
+    x, y = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    f = lambda x, y: np.sum(x * y)
+    np.testing.assert_allclose(pb.grad(f)(x, y), y)
+    gx, gy = pb.grad(f, argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(gx, y)
+    np.testing.assert_allclose(gy, x)
+    np.testing.assert_allclose(pb.grad(f, argnums=-1)(x, y), x)
+    val, g = pb.value_and_grad(f, argnums=1)(x, y)
+    assert val == pytest.approx(11.0)
+    np.testing.assert_allclose(g, x)
+    (val, aux), g = pb.value_and_grad(lambda x: (np.sum(x**2), x + 1), has_aux=True)(x)
+    np.testing.assert_allclose(aux, x + 1)
+    np.testing.assert_allclose(g, 2 * x)
+    g, aux = pb.grad(lambda x: (np.sum(x**2), "tag"), has_aux=True)(x)
+    assert aux == "tag"
+    with pytest.raises(TypeError, match="pair"):
+        pb.grad(lambda x: np.sum(x), has_aux=True)(x)
+    with pytest.raises(ValueError, match="argnums"):
+        pb.grad(f, argnums=2)(x, y)
+
+
+@pytest.mark.parametrize("value", [np.float32(2.0), np.array(2.0), 2.0])
+def test_zero_dimensional_and_numpy_scalar_outputs_count_as_scalars(value):
+    (g,) = pb.gradient(lambda x: x * value, np.array(3.0))
+    assert float(g) == pytest.approx(2.0)
+
+
+def test_array_output_error_message():
+    with pytest.raises(TypeError, match="Output is an array, so the gradient is not defined. Perhaps you wanted jacobian."):
+        pb.gradient(lambda x: x * 2, np.ones(3))
+    with pytest.raises(TypeError, match="Output is an array"):
+        pb.gradient(lambda x: x[:1], np.ones(3))  # a 1-element array is still an array
+
+
+def test_complex_output_error_message():
+    with pytest.raises(TypeError, match="Output is complex, so the gradient is not defined."):
+        pb.gradient(lambda x: 1j, np.ones(3))
+
+
+def test_other_non_scalar_output_error_message():
+    for bad in ("text", None, [1.0], {"a": 1.0}):
+        with pytest.raises(TypeError, match="Output should be scalar"):
+            pb.gradient(lambda x, bad=bad: bad, np.ones(3))
+    with pytest.raises(TypeError, match="Output should be scalar"):
+        pb.gradient(lambda x: (np.sum(x), 1.0), np.ones(3))
+
+
+def test_output_independent_of_arguments_gives_none():
+    assert pb.gradient(lambda x: 3.0, np.ones(2)) == (None,)
+    assert pb.gradient(lambda x, y: np.sum(y), np.ones(2), np.ones(2))[0] is None
+
+
+def test_float32_stays_float32_with_python_and_float64_scalars():
+    x = np.ones(3, np.float32)
+    for f in (lambda x: np.sum(x * 2.5), lambda x: np.sum(np.exp(x) / 3.0), lambda x: np.sum(x ** 2) + 1.0):
+        (g,) = pb.gradient(f, x)
+        assert g.dtype == np.float32
+    # A float64 array mixed in promotes the computation, yet the gradient keeps the argument's dtype.
+    (g,) = pb.gradient(lambda x: np.sum(x * np.ones(3)), x)
+    assert g.dtype == np.float32
+
+
+def test_python_float_and_numpy_scalar_arguments_keep_their_types():
+    gf, gs = pb.gradient(lambda a, b: a * b * 2.0, 3.0, np.float32(4.0))
+    assert type(gf) is float and gf == pytest.approx(8.0)
+    assert type(gs) is np.float32 and gs == pytest.approx(6.0)
+
+
+def test_python_float_argument_is_weak():
+    x = np.ones(2, np.float32)
+    (g, gs) = pb.gradient(lambda x, s: np.sum(x * s), x, 2.0)
+    assert g.dtype == np.float32 and type(gs) is float and gs == pytest.approx(2.0)
+
+
+def test_complex_arguments_are_refused_clearly():
+    with pytest.raises(TypeError, match="complex"):
+        pb.gradient(lambda z: 1.0, np.ones(2, complex))
+    with pytest.raises(TypeError, match="complex"):
+        pb.gradient(lambda x: np.sum(np.abs(x * 1j)), np.ones(2))
+
+
+def test_returned_gradients_never_alias_each_other_or_inputs():
+    x, y = np.ones(3), np.ones(3)
+    gx, gy = pb.gradient(lambda x, y: np.sum(x + y), x, y)
+    assert gx is not gy and not np.shares_memory(gx, gy)
+    gx[0] = 100.0
+    assert gy[0] == 1.0 and x[0] == 1.0
+    (g,) = pb.gradient(lambda x: np.sum(x), np.ones(3))
+    assert g.flags.writeable  # not a read-only broadcast view

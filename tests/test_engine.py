@@ -1,0 +1,377 @@
+"""The tracer and the reverse sweep: tapes, levels, laziness, memory, threads, errors."""
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback import _trace
+
+
+# --- thunks and accumulation ---------------------------------------------------------
+def test_accum_none_is_identity_and_passes_thunks_through():
+    t = pb.Thunk(lambda: np.ones(2))
+    assert pb.accum(t, None) is t
+    assert pb.accum(None, t) is t
+    assert pb.accum(None, None) is None
+    np.testing.assert_allclose(pb.accum(t, pb.Thunk(lambda: np.full(2, 2.0))), [3.0, 3.0])
+    np.testing.assert_allclose(pb.accum(np.ones(2), t), [2.0, 2.0])
+    assert pb.accum((None, np.ones(1)), (np.ones(1), None))[0][0] == 1.0
+
+
+def test_unthunk_recurses_through_containers_and_tangents():
+    tangent = pb.Tangent(dict, a=pb.Thunk(lambda: 1.0), b=[pb.Thunk(lambda: 2.0)])
+    out = pb.unthunk({"t": tangent, "x": (pb.Thunk(lambda: 3.0),)})
+    assert out["t"].a == 1.0 and out["t"].b == [2.0] and out["x"] == (3.0,)
+
+
+def _rule_counting(calls):
+    @pb.primitive
+    def scaled(x, c):
+        return x * c
+
+    @pb.rrule(scaled)
+    def scaled_rule(x, c):
+        def back(dy):
+            def dx():
+                calls.append("x")
+                return dy * c
+
+            def dc():
+                calls.append("c")
+                return np.sum(dy * x)
+
+            return pb.Thunk(dx), pb.Thunk(dc)
+
+        return scaled(x, c), back
+
+    return scaled
+
+
+def test_thunk_for_an_untracked_argument_is_never_called():
+    calls = []
+    scaled = _rule_counting(calls)
+    (g,) = pb.gradient(lambda x: np.sum(scaled(x, 3.0)), np.ones(2))
+    np.testing.assert_allclose(g, [3.0, 3.0])
+    assert calls == ["x"]
+    calls.clear()
+    pb.gradient(lambda x, c: np.sum(scaled(x, c)), np.ones(2), 2.0)
+    assert sorted(calls) == ["c", "x"]
+
+
+def test_thunk_for_a_value_nobody_needs_is_never_called():
+    calls = []
+    scaled = _rule_counting(calls)
+
+    def f(x):
+        unused = scaled(x, 2.0)  # noqa: F841  computed but not part of the output
+        return np.sum(x)
+
+    pb.gradient(f, np.ones(2))
+    assert calls == []
+
+
+def _contains_thunk(x):
+    if isinstance(x, pb.Thunk):
+        return True
+    if isinstance(x, (tuple, list)):
+        return any(_contains_thunk(v) for v in x)
+    if isinstance(x, dict):
+        return any(_contains_thunk(v) for v in x.values())
+    if isinstance(x, pb.Tangent):
+        return any(_contains_thunk(v) for v in x.values())
+    return False
+
+
+def test_no_thunk_is_ever_returned_at_any_depth():
+    class Layer:
+        def __init__(self):
+            self.w, self.b = np.ones((2, 2)), np.ones(2)
+
+    model = [Layer(), {"inner": (Layer(), 3)}]
+    x = np.ones(2)
+    f = lambda m, x: np.sum(m[0].w @ x * m[1]["inner"][0].b) + np.sum(m[1]["inner"][0].w)
+    assert not _contains_thunk(pb.gradient(f, model, x))
+    assert not _contains_thunk(pb.withgradient(f, model, x))
+    _, back = pb.pullback(lambda m, x: m[0].w @ x, model, x)
+    assert not _contains_thunk(back(np.ones(2)))
+    assert not _contains_thunk(pb.grad(f, argnums=(0, 1))(model, x))
+
+
+def test_inplaceable_thunk_adds_into_an_owned_buffer():
+    added = []
+
+    @pb.primitive
+    def pick(x, i):
+        return x[i]
+
+    @pb.rrule(pick)
+    def pick_rule(x, i):
+        def back(dy):
+            def add_into(buffer):
+                added.append(i)
+                buffer[i] += dy
+                return buffer
+
+            def fresh():
+                out = np.zeros_like(x)
+                out[i] = dy
+                return out
+
+            return pb.InplaceableThunk(add_into, fresh), None
+
+        return x[i], back
+
+    x = np.arange(5.0)
+    (g,) = pb.gradient(lambda x: sum(pick(x, i) * (i + 1.0) for i in range(5)), x)
+    np.testing.assert_allclose(g, [1, 2, 3, 4, 5])
+    assert len(added) >= 3  # after the first two contributions, the rest add in place
+
+
+# --- the tape --------------------------------------------------------------------------
+def test_long_tape_does_not_hit_the_recursion_limit():
+    def f(x):
+        for _ in range(100_000):
+            x = x * 1.0
+        return np.sum(x)
+
+    (g,) = pb.gradient(f, np.ones(3))
+    np.testing.assert_allclose(g, [1.0, 1.0, 1.0])
+
+
+def test_nothing_of_the_tape_stays_alive_after_gradient():
+    tapes, values = [], []
+    real_tape = _trace.Tape
+
+    def f(x):
+        y = np.sin(x) * 2.0
+        values.append(weakref.ref(_trace.stop_gradient(y)))
+        return np.sum(y)
+
+    class Spy(real_tape):
+        __slots__ = ()
+
+        def __init__(self):
+            super().__init__()
+            tapes.append(weakref.ref(self))
+
+    _trace.Tape = Spy
+    try:
+        from pullback import _api
+        _api.Tape = Spy
+        pb.gradient(f, np.ones(1000))
+    finally:
+        _trace.Tape = real_tape
+        _api.Tape = real_tape
+    gc.collect()
+    assert tapes and tapes[0]() is None
+    assert values[0]() is None
+
+
+def test_pullback_keeps_its_tape_only_while_back_lives():
+    seen = []
+
+    def f(x):
+        y = np.exp(x)  # an intermediate the tape must hold for the backward pass
+        seen.append(weakref.ref(_trace.stop_gradient(y)))
+        return y * 2.0
+
+    out, back = pb.pullback(f, np.ones(3))
+    assert seen[0]() is not None
+    back(np.ones(3))
+    back(np.ones(3))
+    del back
+    gc.collect()
+    assert seen[0]() is None
+
+
+def test_a_tracked_value_escaping_f_cannot_be_used_later():
+    leaked = []
+    pb.gradient(lambda x: leaked.append(x * 2.0) or np.sum(x), np.ones(2))
+    with pytest.raises(RuntimeError, match="after the gradient call"):
+        np.sin(leaked[0])
+
+
+# --- nesting --------------------------------------------------------------------------
+def test_nested_levels_do_not_confuse_perturbations():
+    d = lambda f, x: pb.gradient(f, x)[0]
+    # d/dx [x * d/dy (x * y) at y=1] = d/dx x^2 = 2x
+    assert d(lambda x: x * d(lambda y: x * y, 1.0), 4.0) == pytest.approx(8.0)
+    assert d(lambda x: d(lambda y: x * y, 1.0) * x, 3.0) == pytest.approx(6.0)
+
+
+def test_second_and_third_derivatives():
+    d = lambda f: (lambda x: pb.gradient(f, x)[0])
+    np.testing.assert_allclose(d(d(np.sin))(0.7), -np.sin(0.7))
+    np.testing.assert_allclose(d(d(d(np.exp)))(0.3), np.exp(0.3))
+    x = np.array([1.0, 2.0, 3.0])
+    (h,) = pb.gradient(lambda x: np.sum(pb.gradient(lambda y: np.sum(y**3), x)[0] * np.array([1.0, 10.0, 100.0])), x)
+    np.testing.assert_allclose(h, 6 * x * [1.0, 10.0, 100.0])
+
+
+def test_gradient_with_respect_to_a_closure_value_inside_nested_call():
+    # The inner gradient's value depends on the outer variable; aux parts stay tracked at the outer level.
+    def outer(a):
+        val, (g,) = pb.withgradient(lambda x: np.sum(a * x**2), np.array([1.0, 2.0]))
+        return val + np.sum(g)
+
+    (ga,) = pb.gradient(outer, np.array([3.0, 5.0]))
+    # val = a1*1 + a2*4, g = 2*a*x  -> d/da (val + sum(g)) = x^2 + 2x
+    np.testing.assert_allclose(ga, [1.0 + 2.0, 4.0 + 4.0])
+
+
+# --- threads -------------------------------------------------------------------------
+def test_concurrent_gradients_in_threads_do_not_interfere():
+    results, errors = {}, []
+
+    def work(k):
+        try:
+            x = np.full(50, float(k))
+            for _ in range(30):
+                (g,) = pb.gradient(lambda x: np.sum(np.sin(x) * k), x)
+                np.testing.assert_allclose(g, k * np.cos(x))
+            results[k] = True
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(1, 9)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 8
+
+
+# --- errors ---------------------------------------------------------------------------
+def test_converting_a_tracked_value_says_the_gradient_would_be_lost():
+    for convert in (np.asarray, np.array, float, int, lambda v: v.item(), lambda v: v.tolist()):
+        with pytest.raises(TypeError, match="gradient would be lost"):
+            pb.gradient(lambda x: convert(np.sum(x)), np.ones(2))
+    with pytest.raises(TypeError, match="gradient would be lost"):
+        pb.gradient(lambda x: np.sum(np.zeros(2) + np.array([x[0], 1.0])), np.ones(2))
+
+
+def test_writing_a_tracked_value_into_a_plain_array_is_refused():
+    def f(x):
+        buf = np.zeros(2)
+        buf[0] = x[0]
+        return np.sum(buf)
+
+    # NumPy reports "setting an array element with a sequence" and chains our explanation as the cause.
+    with pytest.raises((TypeError, ValueError)) as info:
+        pb.gradient(f, np.ones(2))
+    cause = info.value if isinstance(info.value, TypeError) else info.value.__cause__
+    assert "gradient would be lost" in str(cause)
+
+    def g(x):
+        buf = np.zeros(2)
+        buf += x
+        return np.sum(buf)
+
+    with pytest.raises(TypeError, match="out="):
+        pb.gradient(g, np.ones(2))
+
+
+def test_missing_rule_error_names_the_function_and_how_to_add_one():
+    with pytest.raises(NotImplementedError, match=r"numpy\.i0.*pullback\.rrule"):
+        pb.gradient(lambda x: np.sum(np.i0(x)), np.ones(2))
+
+
+def test_rrule_on_a_function_numpy_does_not_dispatch_is_refused():
+    def plain(x):
+        return x
+
+    with pytest.raises(TypeError, match="primitive"):
+        pb.rrule(plain)(lambda x: (x, lambda g: (g,)))
+
+
+def test_unsupported_ufunc_forms_are_refused_clearly():
+    with pytest.raises(TypeError, match="where="):
+        pb.gradient(lambda x: np.sum(np.sin(x, where=x > 0)), np.ones(2))
+    with pytest.raises(TypeError, match=r"add\.at"):
+        pb.gradient(lambda x: np.add.at(x, [0], 1.0), np.ones(2))
+
+
+def test_formatting_and_truthiness_of_tracked_scalars_work():
+    def f(x):
+        s = np.sum(x)
+        text = f"{s:.2f}"
+        assert text == "3.00"
+        return s * 2.0 if s > 0 and bool(s) else s
+
+    assert pb.gradient(f, np.ones(3))[0][0] == pytest.approx(2.0)
+
+
+def test_stop_gradient_blocks_the_gradient():
+    (g,) = pb.gradient(lambda x: np.sum(x * pb.stop_gradient(x)), np.array([2.0, 3.0]))
+    np.testing.assert_allclose(g, [2.0, 3.0])
+
+
+# --- in-place writes -------------------------------------------------------------------
+def test_inplace_operators_rebind_and_keep_gradients_right():
+    def f(x):
+        y = x * 1.0
+        alias = y
+        y += 2.0
+        y *= x  # y = (x + 2) * x, and alias sees it as NumPy would
+        return np.sum(alias)
+
+    x = np.array([1.0, 3.0])
+    (g,) = pb.gradient(f, x)
+    np.testing.assert_allclose(g, 2 * x + 2)
+
+
+def test_setitem_on_tracked_array_is_differentiated():
+    def f(x, v):
+        h = np.zeros_like(x)
+        h[0] = v * 3.0
+        h[1:] = x[:-1] ** 2
+        return np.sum(h * np.array([1.0, 2.0, 4.0]))
+
+    x, v = np.array([1.0, 2.0, 3.0]), 5.0
+    gx, gv = pb.gradient(f, x, v)
+    np.testing.assert_allclose(gx, [2 * 2 * 1.0, 4 * 2 * 2.0, 0.0])
+    assert gv == pytest.approx(3.0)
+
+
+def test_overwritten_elements_of_an_argument_get_zero_gradient():
+    def f(x):
+        x = x * 1.0
+        x[1] = 7.0
+        return np.sum(x * x)
+
+    (g,) = pb.gradient(f, np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(g, [2.0, 0.0, 6.0])
+
+
+def test_inplace_write_through_a_view_is_refused():
+    def f(x):
+        y = x * 1.0
+        v = y[1:]
+        v[0] = 0.0
+        return np.sum(y)
+
+    with pytest.raises(ValueError, match="view"):
+        pb.gradient(f, np.ones(3))
+
+    def g(x):
+        y = x * 1.0
+        t = y.T  # noqa: F841  y now has a view
+        y[0] = 0.0
+        return np.sum(y)
+
+    with pytest.raises(ValueError, match="view"):
+        pb.gradient(g, np.ones(3))
+
+
+def test_repeated_indices_in_assignment_are_refused():
+    def f(x):
+        y = x * 1.0
+        y[[0, 0]] = x[1:]
+        return np.sum(y)
+
+    with pytest.raises(ValueError, match="more than once"):
+        pb.gradient(f, np.ones(3))
