@@ -8,7 +8,8 @@
 from . import rules as _rules  # noqa: F401  (registers the built-in rules)
 from . import tree
 from ._api import WithGradient, grad, gradient, pullback, value_and_grad, withgradient
-from ._extend import primitive, rrule
+from ._derivatives import WithJacobian, hessian, hvp, jacobian, jvp, withjacobian
+from ._extend import frule, primitive, rrule
 from ._tangents import InplaceableThunk, Tangent, Thunk, accum, unthunk
 from ._trace import stop_gradient
 
@@ -16,6 +17,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "gradient", "withgradient", "pullback", "grad", "value_and_grad", "WithGradient",
-    "primitive", "rrule", "stop_gradient",
+    "jvp", "jacobian", "withjacobian", "WithJacobian", "hessian", "hvp",
+    "primitive", "rrule", "frule", "stop_gradient",
     "Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent", "tree",
 ]

@@ -5,8 +5,9 @@ from collections import namedtuple
 import numpy as np
 
 from . import tree
-from ._backward import backward, fit
-from ._trace import Tape, Tracked
+from ._backward import backward
+from ._leaves import read_all, wrap_leaves
+from ._trace import Tape, Traced, Tracked
 
 __all__ = ["gradient", "withgradient", "pullback", "grad", "value_and_grad"]
 
@@ -68,7 +69,7 @@ def pullback(f, *args, **kwargs):
         seeds = {}
         _collect_seeds(out, dy, tape, seeds)
         grads = backward(tape, seeds) if seeds else None
-        return _read_all(plans, grads)
+        return read_all(plans, grads)
 
     return y, back
 
@@ -131,7 +132,7 @@ def _trace_call(f, args, kwargs, positions):
     tracked = list(args)
     plans = [None] * len(args)
     for i in positions:
-        tracked[i], plans[i] = _track(args[i], tape, {}, f"argument {i}")
+        tracked[i], plans[i] = wrap_leaves(args[i], lambda x, path, _: _tape_leaf(tape, x), f"argument {i}")
     try:
         out = f(*tracked, **kwargs)
     finally:
@@ -139,60 +140,9 @@ def _trace_call(f, args, kwargs, positions):
     return tape, out, plans
 
 
-def _track(x, tape, ancestors, path):
-    """A copy of `x` whose float leaves are tracked, and a plan to read its gradient back.
-
-    A plan is None (no gradient), `("leaf", node_id, primal)` or `("node", x, {key: plan})`.
-    Each place gets its own tracked leaf, so a tied array gets one partial gradient per place.
-    """
-    if _is_float(x):
-        leaf = tape.leaf(x)
-        return leaf, ("leaf", leaf._id, x)
-    if _is_complex(x):
-        raise TypeError(
-            f"{path} is complex; pullback differentiates real-valued code only. "
-            "Pass the real and imaginary parts as separate float arrays."
-        )
-    kind = tree.kind_of(x)
-    if kind is None:
-        return x, None
-    key = id(x)
-    if key in ancestors:  # a cycle: point at the copy being built, and count no gradient here
-        return ancestors[key], None
-    shell = kind.shell(x) if kind.shell is not None else None
-    ancestors[key] = shell if shell is not None else x
-    names = tree.trainable_names(x)
-    kids = kind.children(x)
-    new, plans = {}, {}
-    for k, v in kids.items():
-        if names is not None and k not in names:
-            new[k], plans[k] = v, None
-        else:
-            where = f"{path}.{k}" if kind is tree._OBJECT else f"{path}[{k!r}]"
-            new[k], plans[k] = _track(v, tape, ancestors, where)
-    del ancestors[key]
-    if all(p is None for p in plans.values()) and all(new[k] is v for k, v in kids.items()):
-        return x, None
-    if shell is not None:
-        kind.fill(shell, new)
-        copy = shell
-    else:
-        copy = kind.rebuild(x, new)
-    return copy, ("node", x, plans)
-
-
-def _is_float(x):
-    if type(x) is float:
-        return True
-    if isinstance(x, (np.ndarray, np.generic, Tracked)):
-        return x.dtype.kind == "f"
-    return False
-
-
-def _is_complex(x):
-    if type(x) is complex:
-        return True
-    return isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "c"
+def _tape_leaf(tape, x):
+    leaf = tape.leaf(x)
+    return leaf, leaf._id
 
 
 def _gradients(tape, out, plans):
@@ -201,17 +151,17 @@ def _gradients(tape, out, plans):
     if seed_id is None:
         return tuple(None for _ in plans)
     grads = backward(tape, {seed_id: _one_like(tape.values[seed_id])})
-    return _read_all(plans, grads)
+    return read_all(plans, grads)
 
 
 def _scalar_output(out, tape):
     """The node id to seed, or None when `out` does not depend on this tape; errors if not scalar."""
     value = out._value if type(out) is Tracked and out._tape is tape else out
-    if isinstance(value, (np.ndarray, Tracked)) and np.ndim(value) > 0:
+    if isinstance(value, (np.ndarray, Traced)) and np.ndim(value) > 0:
         raise TypeError("Output is an array, so the gradient is not defined. Perhaps you wanted jacobian.")
     if isinstance(value, (complex, np.complexfloating)) or (isinstance(value, np.ndarray) and value.dtype.kind == "c"):
         raise TypeError("Output is complex, so the gradient is not defined.")
-    if not isinstance(value, (int, float, np.number, np.bool_, np.ndarray, Tracked)):
+    if not isinstance(value, (int, float, np.number, np.bool_, np.ndarray, Traced)):
         raise TypeError(f"Output should be scalar; got {type(value).__name__}. Return a real number or a 0-d array.")
     return out._id if value is not out else None
 
@@ -237,48 +187,6 @@ def _collect_seeds(out, dy, tape, seeds):
         return
     for k, part in kind.children(out).items():
         _collect_seeds(part, tree._child(dy, k), tape, seeds)
-
-
-def _read_all(plans, grads):
-    returned = set()
-    return tuple(_read(p, grads, returned) for p in plans)
-
-
-def _read(plan, grads, returned):
-    """Gradient for one plan: arrays, Tangents and containers, `None` where all parts are None."""
-    if plan is None or grads is None:
-        return None
-    if plan[0] == "leaf":
-        return _leaf_gradient(grads[plan[1]], plan[2], returned)
-    _, x, plans = plan
-    kids = {k: _read(p, grads, returned) for k, p in plans.items()}
-    if all(v is None for v in kids.values()):
-        return None
-    if type(x) in (tuple, list):
-        return type(x)(kids.values())
-    if isinstance(x, tuple):
-        return type(x)(*kids.values())
-    if isinstance(x, dict):
-        return dict(kids)
-    return tree.Tangent._make(type(x), kids)
-
-
-def _leaf_gradient(g, primal, returned):
-    if g is None:
-        return None
-    g = fit(g, primal)
-    if type(g) is Tracked:  # a nested call: this gradient is itself being differentiated
-        return g
-    if type(primal) is float:
-        return float(g)
-    if isinstance(primal, np.generic):
-        return primal.dtype.type(g)
-    g = np.asarray(g)
-    # Never hand out a read-only broadcast, a view, the caller's own array, or one array twice.
-    if id(g) in returned or g is primal or g.base is not None or not g.flags.writeable:
-        g = g.copy()
-    returned.add(id(g))
-    return g
 
 
 def _untrack(out, tape):

@@ -4,7 +4,7 @@ import numpy as np
 
 from ._registry import FUNCTIONS
 from ._tangents import InplaceableThunk, Thunk, accum
-from ._trace import Tracked, _astype, _dtype_of
+from ._trace import Traced, _astype, _dtype_of
 
 
 def backward(tape, seeds):
@@ -48,7 +48,7 @@ def _add(current, ct, like, j, owned):
         ct = fit(ct, like)
         if ct is None:
             return current
-        if type(current) is np.ndarray and type(ct) is not Tracked:
+        if type(current) is np.ndarray and not isinstance(ct, Traced):
             return np.add(current, ct, out=current)
         return current + ct
     a = fit(current, like)
@@ -88,7 +88,7 @@ def fit(g, like):
     if type(like) is not float:  # a Python float is weak: it takes whatever dtype it meets
         dtype = _dtype_of(like)
         if _dtype_of(g) != dtype:
-            g = FUNCTIONS[_astype](g, dtype) if type(g) is Tracked else np.asarray(g, dtype=dtype)
+            g = FUNCTIONS[_astype](g, dtype) if isinstance(g, Traced) else np.asarray(g, dtype=dtype)
     return g
 
 

@@ -19,3 +19,7 @@ def qualified_name(fn):
     module = getattr(fn, "__module__", None) or "numpy"
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     return f"{module}.{name}"
+
+# reverse rule -> frule(primals, tangents, **kwargs) -> (y, y_dot); `tangents[k]` is None when
+# argument k carries no tangent, and `y_dot` may be None (a zero tangent).
+FORWARD_RULES = {}

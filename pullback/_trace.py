@@ -55,28 +55,23 @@ class Tape:
         self.closed = True
 
 
-class Tracked:
-    """An array-like value whose operations are recorded on a tape.
+class Traced:
+    """What tracked (reverse mode) and dual (forward mode) values share: they speak NumPy.
 
-    User code never builds one: `gradient` and friends wrap the arguments' float leaves.
-    It speaks NumPy: ufuncs, array functions, operators, indexing and common methods.
+    Ufuncs, array functions, operators, indexing and the common ndarray methods all
+    end in `apply`, which hands the operation to the innermost level among its inputs.
     """
 
-    __slots__ = ("_value", "_tape", "_id", "_aliased")
+    __slots__ = ("_value", "_tape", "_aliased")
     __array_priority__ = 100.0
     __hash__ = None
-
-    def __init__(self, value, tape, i):
-        self._value = value
-        self._tape = tape
-        self._id = i
 
     # --- NumPy protocols -------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method == "__call__" and not kwargs:
             rule = UFUNC_RULES.get(ufunc)
             if rule is not None:
-                if len(inputs) == 1:
+                if len(inputs) == 1 and type(self) is Tracked:
                     return apply1(rule, self)
                 if len(inputs) == 2:
                     return apply2(rule, inputs[0], inputs[1])
@@ -114,7 +109,7 @@ class Tracked:
         return format(stop_gradient(self), spec)
 
     def __repr__(self):
-        return f"Tracked({self._value!r})"
+        return f"{type(self).__name__}({self._value!r})"
 
     # --- array attributes ------------------------------------------------------------
     @property
@@ -167,13 +162,54 @@ class Tracked:
         return self
 
     def __neg__(self):
-        return apply1(UFUNC_RULES[np.negative], self)
+        return apply((UFUNC_RULES[np.negative]), (self,))
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return apply1(UFUNC_RULES[np.absolute], self)
+        return apply(UFUNC_RULES[np.absolute], (self,))
+
+
+class Tracked(Traced):
+    """A value whose operations are recorded on a tape (reverse mode).
+
+    User code never builds one: `gradient` and friends wrap the arguments' float leaves.
+    """
+
+    __slots__ = ("_id",)
+
+    def __init__(self, value, tape, i):
+        self._value = value
+        self._tape = tape
+        self._id = i
+
+
+class Dual(Traced):
+    """A value carrying a tangent alongside (forward mode); `_tape` is its `ForwardTag`."""
+
+    __slots__ = ("_tangent",)
+
+    def __init__(self, value, tangent, tag):
+        self._value = value
+        self._tangent = tangent
+        self._tape = tag
+
+    def __repr__(self):
+        return f"Dual({self._value!r}, tangent={self._tangent!r})"
+
+
+class ForwardTag:
+    """The level of one `jvp` call: a Dual belongs to exactly one."""
+
+    __slots__ = ("level", "closed")
+
+    def __init__(self):
+        self.level = next(_levels)
+        self.closed = False
+
+    def close(self):
+        self.closed = True
 
 
 def _install_operators():
@@ -209,11 +245,11 @@ def _install_operators():
         return op
 
     for name, ufunc in pairs.items():
-        setattr(Tracked, f"__{name}__", forward(ufunc))
+        setattr(Traced, f"__{name}__", forward(ufunc))
         if name in reflected:
             continue
-        setattr(Tracked, f"__r{name}__", backward(ufunc))
-        setattr(Tracked, f"__i{name}__", inplace(ufunc))
+        setattr(Traced, f"__r{name}__", backward(ufunc))
+        setattr(Traced, f"__i{name}__", inplace(ufunc))
 
 
 _install_operators()
@@ -232,7 +268,7 @@ def _install_methods():
         "all": np.all, "any": np.any, "ptp": np.ptp,
     }
     for name, fn in names.items():
-        setattr(Tracked, name, _method(fn))
+        setattr(Traced, name, _method(fn))
 
     def reshape(self, *shape, **kwargs):
         if len(shape) == 1 and not isinstance(shape[0], int):
@@ -247,7 +283,7 @@ def _install_methods():
     def astype(self, dtype, *args, **kwargs):
         return FUNCTIONS[_astype](self, dtype)
 
-    Tracked.reshape, Tracked.transpose, Tracked.astype = reshape, transpose, astype
+    Traced.reshape, Traced.transpose, Traced.astype = reshape, transpose, astype
 
 
 def _method(fn):
@@ -283,15 +319,18 @@ def _astype(x, dtype):
 
 # --- recording ---------------------------------------------------------------------
 def apply(rule, args, kwargs=_NO_KWARGS):
-    """Run `rule` on the plain values of `args` and record it on the innermost tape."""
+    """Run `rule` for the innermost level among `args`: record it on a tape, or push tangents forward."""
     tape = None
     for a in args:
-        if type(a) is Tracked:
+        kind = type(a)
+        if kind is Tracked or kind is Dual:
             t = a._tape
             if tape is None or t.level > tape.level:
                 tape = t
     if tape is None:
         return rule(*args, **kwargs)[0]
+    if type(tape) is ForwardTag:
+        return push_forward(tape, rule, args, kwargs)
     values = []
     ids = []
     for a in args:
@@ -317,10 +356,11 @@ def apply1(rule, x):
 
 
 def apply2(rule, a, b):
-    """`apply` for two inputs, at least one of them tracked."""
+    """`apply` for two inputs, at least one of them traced; the common reverse-mode cases kept short."""
     if type(a) is Tracked:
         tape = a._tape
-        if type(b) is Tracked:
+        kind_b = type(b)
+        if kind_b is Tracked:
             tb = b._tape
             if tb is tape:
                 y, back = rule(a._value, b._value)
@@ -328,10 +368,17 @@ def apply2(rule, a, b):
             if tb.level > tape.level:
                 y, back = rule(a, b._value)
                 return record(tb, y, back, (-1, b._id))
+        elif kind_b is not Dual:
+            y, back = rule(a._value, b)
+            return record(tape, y, back, (a._id, -1))
+        else:
+            return apply(rule, (a, b))
         y, back = rule(a._value, b)
         return record(tape, y, back, (a._id, -1))
-    y, back = rule(a, b._value)
-    return record(b._tape, y, back, (-1, b._id))
+    if type(b) is Tracked and type(a) is not Dual:
+        y, back = rule(a, b._value)
+        return record(b._tape, y, back, (-1, b._id))
+    return apply(rule, (a, b))
 
 
 def record(tape, y, back, ids):
@@ -346,8 +393,10 @@ def record(tape, y, back, ids):
             return Tracked(y, tape, i)
         if kind == "f":
             tape.push(y, back, ids)  # raises the closed-tape error
-    elif type(y) is Tracked or isinstance(y, (float, np.floating)):
-        return Tracked(y, tape, tape.push(y, back, ids))
+    elif isinstance(y, (Traced, float, np.floating)):
+        if _dtype_of(y).kind == "f":
+            return Tracked(y, tape, tape.push(y, back, ids))
+        kind = _dtype_of(y).kind
     elif isinstance(y, tuple):
         return _record_many(tape, y, back, ids)
     else:
@@ -393,14 +442,14 @@ def stop_gradient(x):
     >>> pb.gradient(lambda x: np.sum(x * pb.stop_gradient(x)), np.array([3.0]))
     (array([3.]),)
     """
-    while type(x) is Tracked:
+    while type(x) is Tracked or type(x) is Dual:
         x = x._value
     return x
 
 
 def strip_all(x):
     """`stop_gradient` through tuples, lists and dicts (for keyword arguments and masks)."""
-    if type(x) is Tracked:
+    if type(x) is Tracked or type(x) is Dual:
         return stop_gradient(x)
     if type(x) in (tuple, list):
         return type(x)(strip_all(v) for v in x)
@@ -418,13 +467,18 @@ def _rebind(handle, new):
             "NumPy would write through to both, which pullback does not follow. "
             "Write into a copy (y = x.copy()) or build the result with np.where / np.concatenate."
         )
-    if type(new) is not Tracked:
-        raise TypeError("In-place write produced a value that carries no gradient")
+    if type(new) is not type(handle):
+        raise TypeError(
+            "In-place write would mix forward-mode and reverse-mode values in one array; "
+            "assign to a new variable instead (y = x + v)."
+        )
     if new.shape != handle.shape:
         raise ValueError(f"In-place operation would change the shape from {handle.shape} to {new.shape}")
     if new.dtype != handle.dtype:
         new = FUNCTIONS[_astype](new, handle.dtype)
-    handle._value, handle._tape, handle._id = new._value, new._tape, new._id
+    for name in type(handle).__slots__ + ("_value", "_tape"):
+        if name != "_aliased":
+            setattr(handle, name, getattr(new, name))
 
 
 def _ufunc_general(ufunc, method, inputs, kwargs):
@@ -487,3 +541,6 @@ def lost_gradient(action):
         "Keep using NumPy operations on it, or take pullback.stop_gradient(x) if you want a plain value "
         "that carries no gradient."
     )
+
+
+from ._forward import push_forward  # noqa: E402  (forward mode builds on the classes above)

@@ -20,7 +20,7 @@ import types
 import numpy as np
 
 from ._tangents import Tangent
-from ._trace import Tracked
+from ._trace import Traced
 
 __all__ = ["children", "fmap", "leaves", "register", "trainable_names"]
 
@@ -90,7 +90,7 @@ _OPAQUE = (
     str, bytes, bytearray, int, float, complex, type(None), np.ndarray, np.generic, np.dtype, np.ufunc,
     type, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType,
     types.CodeType, types.GeneratorType, functools.partial, range, slice, type(Ellipsis), enum.Enum,
-    np.random.Generator, np.random.BitGenerator, np.random.RandomState, np.random.SeedSequence, Tracked,
+    np.random.Generator, np.random.BitGenerator, np.random.RandomState, np.random.SeedSequence, Traced,
 )
 
 

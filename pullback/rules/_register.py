@@ -3,7 +3,7 @@
 import functools
 
 from .._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
-from .._trace import Tracked, apply_rule, strip_all
+from .._trace import apply_rule, strip_all
 
 
 def ufunc_rule(ufunc):
@@ -53,7 +53,3 @@ def no_gradient(*fns):
 
 def _call_plain(fn, *args, **kwargs):
     return fn(*strip_all(args), **strip_all(kwargs))
-
-
-def is_tracked(x):
-    return type(x) is Tracked

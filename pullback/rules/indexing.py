@@ -5,7 +5,7 @@ import numpy as np
 from .._extend import primitive, rrule
 from .._registry import FUNCTIONS
 from .._tangents import InplaceableThunk, Thunk
-from .._trace import Tracked, _getitem, _index_update, apply, stop_gradient
+from .._trace import Traced, _getitem, _index_update, apply, stop_gradient
 from ._register import implements
 
 
@@ -28,7 +28,7 @@ def unindex_rule(g, index, shape):
 
 
 def _add_at(buffer, index, g):
-    if type(g) is Tracked:  # a nested derivative: keep it on the outer tape
+    if isinstance(g, Traced):  # a nested derivative: keep it on the outer tape
         return buffer + unindex(g, index, np.shape(buffer))
     if is_basic(index):
         buffer[index] += g
@@ -51,7 +51,7 @@ def getitem_rule(x, index):
 def getitem(x, index):
     index = _plain_index(index)
     y = apply(getitem_rule, (x, index))
-    if is_basic(index) and type(y) is Tracked and type(x) is Tracked:
+    if is_basic(index) and isinstance(y, Traced) and isinstance(x, Traced):
         y._aliased = x._aliased = True
     return y
 
@@ -64,7 +64,7 @@ def _plain_index(index):
 
 def index_update_rule(x, index, value):
     _refuse_repeats(np.shape(x), index)
-    y = FUNCTIONS[_index_update](x, index, value) if Tracked in (type(x), type(value)) else _update_plain(x, index, value)
+    y = FUNCTIONS[_index_update](x, index, value) if isinstance(x, Traced) or isinstance(value, Traced) else _update_plain(x, index, value)
 
     def back(g):
         return Thunk(lambda: FUNCTIONS[_index_update](g, index, 0.0)), None, Thunk(lambda: g[index])

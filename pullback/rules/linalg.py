@@ -7,7 +7,7 @@ import numpy as np
 from .._registry import FUNCTIONS
 from .._tangents import Thunk
 from .._trace import apply
-from ._register import function_rule, implements
+from ._register import function_rule, implements, ufunc_rule
 
 
 def _swap(a):
@@ -30,7 +30,8 @@ def _matmul_db(g, a, b):
     return _swap(a) @ g
 
 
-@function_rule(np.matmul)
+@ufunc_rule(np.matmul)  # np.matmul(a, b) and `plain @ tracked` arrive as a ufunc call
+@function_rule(np.matmul)  # `tracked @ b` comes straight here
 def matmul_rule(a, b):
     y = np.matmul(a, b)
     return y, lambda g: (Thunk(lambda: _matmul_da(g, a, b)), Thunk(lambda: _matmul_db(g, a, b)))

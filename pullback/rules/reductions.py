@@ -84,19 +84,19 @@ def prod_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, 
     y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
     shape = np.shape(x)
 
-    def back(g):
-        # d prod / d x_i = product of the others; safe when some x are zero.
-        zero = x == 0
-        zeros = np.sum(zero, axis=axis, keepdims=True)
-        nonzero_prod = np.prod(np.where(zero, 1.0, x), axis=axis, keepdims=True)
-        others = np.where(
-            zeros == 0,
-            nonzero_prod / np.where(zero, 1.0, x),
-            np.where(zero & (zeros == 1), nonzero_prod, 0.0),
-        )
-        return (expand_to(g, shape, axis, keepdims) * others,)
+    return y, lambda g: (expand_to(g, shape, axis, keepdims) * product_of_others(x, axis),)
 
-    return y, back
+
+def product_of_others(x, axis):
+    """d prod(x) / d x_i: the product of all the other elements along `axis`, safe when some are zero."""
+    zero = x == 0
+    zeros = np.sum(zero, axis=axis, keepdims=True)
+    nonzero_prod = np.prod(np.where(zero, 1.0, x), axis=axis, keepdims=True)
+    return np.where(
+        zeros == 0,
+        nonzero_prod / np.where(zero, 1.0, x),
+        np.where(zero & (zeros == 1), nonzero_prod, 0.0),
+    )
 
 
 no_gradient(

@@ -3,7 +3,7 @@
 import numpy as np
 
 from .._registry import FUNCTIONS
-from .._trace import Tracked, _astype, apply, stop_gradient
+from .._trace import Dual, Traced, Tracked, _astype, apply, stop_gradient
 from ._register import function_rule, implements
 
 
@@ -13,7 +13,7 @@ def view_rule(*fns):
     def register(rule):
         def run(x, *args, **kwargs):
             y = apply(rule, (x,) + args, kwargs)
-            if type(y) is Tracked and type(x) is Tracked:
+            if isinstance(y, Traced) and isinstance(x, Traced):
                 y._aliased = x._aliased = True
             return y
 
@@ -160,8 +160,10 @@ def _like(make):
 
     def run(prototype, *args, **kwargs):
         value = make(stop_gradient(prototype), *args, **kwargs)
-        if type(prototype) is not Tracked or value.dtype.kind != "f":
+        if not isinstance(prototype, Traced) or value.dtype.kind != "f":
             return value
+        if type(prototype) is Dual:
+            return Dual(value, None, prototype._tape)  # a None tangent is a zero tangent
         return prototype._tape.leaf(value)
 
     return run

@@ -9,18 +9,29 @@ import math
 
 import numpy as np
 
+from .._registry import FORWARD_RULES
 from .._tangents import Thunk
 from ._register import no_gradient, ufunc_rule
 
 
 def unary(ufunc, derivative):
-    """Register `ufunc(x)` with cotangent `derivative(g, x, y)`."""
+    """Register `ufunc(x)` with local derivative `derivative(g, x, y)` (linear in g, elementwise).
+
+    The same local derivative serves both modes: cotangent `derivative(dy, ...)` in reverse,
+    tangent `derivative(dx, ...)` in forward, as the Jacobian of an elementwise map is diagonal.
+    """
 
     def rule(x):
         y = ufunc(x)
         return y, lambda g: (derivative(g, x, y),)
 
+    def frule(primals, tangents):
+        (x,), (t,) = primals, tangents
+        y = ufunc(x)
+        return y, None if t is None else derivative(t, x, y)
+
     ufunc_rule(ufunc)(rule)
+    FORWARD_RULES[rule] = frule
 
 
 def binary(ufunc, da, db):
@@ -37,12 +48,21 @@ def binary(ufunc, da, db):
 
         return y, back
 
+    def frule(primals, tangents):
+        (a, b), (ta, tb) = primals, tangents
+        y = ufunc(a, b)
+        dot_a = None if ta is None else da(ta, a, b, y)
+        dot_b = None if tb is None or db is None else db(tb, a, b, y)
+        return y, dot_a if dot_b is None else dot_b if dot_a is None else dot_a + dot_b
+
     ufunc_rule(ufunc)(rule)
+    FORWARD_RULES[rule] = frule
 
 
 # Python ints are never tracked, so their cotangent is never wanted. (Python floats can be:
 # a float argument is tracked as itself, to keep its weak dtype.)
 _CONSTANTS = (int, bool)
+_PYTHON_NUMBERS = (int, bool, float)
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
@@ -94,17 +114,19 @@ binary(np.true_divide, lambda g, a, b, y: g / b, lambda g, a, b, y: -g * y / b)
 
 
 def _power_da(g, a, b, y):
-    if np.ndim(b) == 0 and type(b) in _CONSTANTS:
-        if b == 2:
-            return 2.0 * g * a
-        return g * b if b == 1 else g * b * a ** (b - 1)
-    return np.where(b == 0, 0.0, g * b * a ** np.where(b == 0, 1.0, b - 1))
+    if type(b) is int and b == 2:  # the common square, kept cheap
+        return 2.0 * g * a
+    # b * a**(b - 1), with the exponent moved to 0 where b == 0 so that 0 ** -1 never appears.
+    # Plain arithmetic on `b` keeps a Python-number exponent weak (no float64 from np.where).
+    return g * b * a ** (b - 1 + (b == 0))
 
 
 def _power_db(g, a, b, y):
     # d/db a**b = a**b log a; defined as 0 where a == 0 (the limit for b > 0).
-    safe_a = np.where(a == 0, 1.0, a)
-    return np.where(a == 0, 0.0, g * y * np.log(safe_a))
+    log_a = np.log(a + (a == 0))
+    if type(a) in _PYTHON_NUMBERS:  # np.log made a float64 scalar; a Python base must stay weak
+        log_a = float(log_a)
+    return g * y * log_a
 
 
 binary(np.power, _power_da, _power_db)
@@ -127,7 +149,7 @@ binary(np.logaddexp2, lambda g, a, b, y: g * np.exp2(a - y), lambda g, a, b, y: 
 binary(np.remainder, lambda g, a, b, y: g, lambda g, a, b, y: -g * np.floor_divide(a, b))
 binary(np.fmod, lambda g, a, b, y: g, lambda g, a, b, y: -g * np.trunc(a / b))
 binary(np.copysign, lambda g, a, b, y: g * np.sign(a) * np.sign(y), None)
-binary(np.ldexp, lambda g, a, b, y: g * np.exp2(b), None)
+binary(np.ldexp, lambda g, a, b, y: np.ldexp(g, b), None)  # g * 2**b, exactly and in g's dtype
 
 # Piecewise constant or boolean: no gradient flows through these.
 no_gradient(

@@ -1,0 +1,198 @@
+"""Forward mode and whole matrices of derivatives: jvp, jacobian, withjacobian, hessian, hvp."""
+
+from collections import namedtuple
+
+import numpy as np
+
+from . import tree
+from ._api import _trace_call, gradient
+from ._backward import backward, fit
+from ._forward import fit_tangent
+from ._leaves import plan_leaves, read_all, wrap_leaves
+from ._trace import Dual, ForwardTag, Tracked
+
+__all__ = ["jvp", "jacobian", "withjacobian", "hessian", "hvp", "WithJacobian"]
+
+WithJacobian = namedtuple("WithJacobian", ["val", "jacobian"])
+
+
+def jvp(f, primals, tangents):
+    """`(y, y_dot)`: `f(*primals)` and its derivative along `tangents`, by forward mode.
+
+    `tangents` mirrors `primals` (None parts are zero); `y_dot` mirrors `y`, with None
+    where the output does not depend on the inputs.
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.jvp(np.sin, (np.array([0.0, np.pi]),), (np.array([1.0, 2.0]),))[1]
+    array([ 1., -2.])
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(f"jvp got {len(primals)} primals but {len(tangents)} tangents")
+    out, tag = _push(f, primals, lambda key, x, path, t: t, tangents)
+    return _primal_part(out, tag), _tangent_part(out, tag)
+
+
+def _push(f, primals, tangent_for, companions=None):
+    """Run `f` with each float leaf of `primals` carrying `tangent_for(key, leaf, path, companion)`."""
+    tag = ForwardTag()
+    counter = iter(range(1 << 62))
+
+    def make_leaf(x, path, companion):
+        t = tangent_for(next(counter), x, path, companion)
+        if t is None:
+            return x, None
+        if np.shape(t) != np.shape(x):
+            raise ValueError(f"The tangent for {path} has shape {np.shape(t)}, but its primal has shape {np.shape(x)}")
+        return Dual(x, fit_tangent(t, x), tag), None
+
+    companions = companions or (None,) * len(primals)
+    args = [wrap_leaves(p, make_leaf, f"primal {i}", c)[0] for i, (p, c) in enumerate(zip(primals, companions))]
+    try:
+        out = f(*args)
+    finally:
+        tag.close()
+    return out, tag
+
+
+def _primal_part(out, tag):
+    return tree.fmap(lambda v: v._value if type(v) is Dual and v._tape is tag else v, out)
+
+
+def _tangent_part(out, tag):
+    def tangent(v):
+        if type(v) is not Dual or v._tape is not tag or v._tangent is None:
+            return None
+        t = v._tangent
+        return np.array(t) if isinstance(t, np.ndarray) and not t.flags.writeable else t
+
+    return tree.fmap(tangent, out)
+
+
+def withjacobian(f, *args):
+    """`(val, jacobian)`: one Jacobian per positional argument, shaped like the argument.
+
+    For an array argument the Jacobian has shape `y.shape + x.shape`; for a structured
+    argument each float leaf gets such an array; `None` where there is no dependence.
+    Forward mode is used when the inputs are fewer than the outputs, reverse otherwise.
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.withjacobian(lambda x: x ** 2, np.array([1.0, 2.0])).jacobian[0]
+    array([[2., 0.],
+           [0., 4.]])
+    """
+    y = f(*args)
+    if not _is_float_output(y):
+        raise TypeError(f"jacobian needs f to return one real array or number; got {type(y).__name__}.")
+    counter = iter(range(1 << 62))
+    plans = [wrap_leaves(a, lambda x, path, _: (x, next(counter)), f"argument {i}")[1] for i, a in enumerate(args)]
+    leaves = [leaf for p in plans for leaf in plan_leaves(p)]
+    n_in = sum(int(np.size(primal)) for _, _, primal in leaves)
+    forward = n_in <= np.size(y)
+    parts_of = _forward_columns(f, args, leaves) if forward else _reverse_rows(f, args, y)
+    results = {}
+    for _, key, primal in leaves:
+        parts = parts_of[key]
+        if all(p is None for p in parts):
+            results[key] = None
+            continue
+        dtype = np.result_type(_dtype(y), _dtype(primal))
+        blank = np.zeros(np.shape(y) if forward else np.shape(primal), dtype)
+        parts = [blank if p is None else np.asarray(p, dtype) for p in parts]
+        # forward: one column per input element; reverse: one row per output element
+        matrix = np.stack(parts, axis=-1 if forward else 0)
+        results[key] = matrix.reshape(np.shape(y) + np.shape(primal))
+    return WithJacobian(y, read_all(plans, results, lambda r, primal, returned: r))
+
+
+def jacobian(f, *args):
+    """One Jacobian per positional argument; see `withjacobian`.
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.jacobian(lambda x: x[::-1] * 2.0, np.zeros(3))[0]
+    array([[0., 0., 2.],
+           [0., 2., 0.],
+           [2., 0., 0.]])
+    """
+    return withjacobian(f, *args).jacobian
+
+
+def _forward_columns(f, args, leaves):
+    """For each leaf key, the output tangent for each basis direction of that leaf (forward mode)."""
+    columns = {}
+    for _, key, primal in leaves:
+        columns[key] = []
+        for j in range(int(np.size(primal))):
+            basis = _basis(primal, j)
+            out, tag = _push(f, args, lambda k, x, path, c, key=key, basis=basis: basis if k == key else None)
+            columns[key].append(_tangent_part(out, tag))
+    return columns
+
+
+def _reverse_rows(f, args, y):
+    """For each leaf key, the gradient of each output element (reverse mode, one sweep per element)."""
+    tape, out, plans = _trace_call(f, args, {}, range(len(args)))
+    leaves = [leaf for p in plans for leaf in plan_leaves(p)]
+    # keys of this trace are node ids; translate to walk order, which matches the caller's keys
+    rows = {k: [] for k in range(len(leaves))}
+    for i in range(int(np.size(y))):
+        if type(out) is Tracked and out._tape is tape:
+            seed = np.zeros(np.shape(y), _dtype(y))
+            seed.reshape(-1)[i] = 1.0
+            grads = backward(tape, {out._id: seed.reshape(np.shape(y))})
+        else:
+            grads = None
+        for k, (_, node, primal) in enumerate(leaves):
+            g = None if grads is None else grads[node]
+            rows[k].append(None if g is None else fit(g, primal))
+    tape.values.clear()
+    tape.entries.clear()
+    return rows
+
+
+def _basis(primal, j):
+    if type(primal) is float:
+        return 1.0
+    e = np.zeros(np.shape(primal), dtype=primal.dtype)
+    e.reshape(-1)[j] = 1.0
+    return e
+
+
+def _dtype(x):
+    return np.result_type(x) if not hasattr(x, "dtype") else x.dtype
+
+
+def _is_float_output(y):
+    return type(y) is float or (isinstance(y, (np.ndarray, np.generic)) and y.dtype.kind == "f")
+
+
+def hvp(f, x, v):
+    """The Hessian of scalar `f` at `x` times `v`, without forming the Hessian (forward over reverse).
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.hvp(lambda x: np.sum(x ** 3), np.array([1.0, 2.0]), np.array([1.0, 0.0]))
+    array([6., 0.])
+    """
+    def gradient_of_f(x):
+        (g,) = gradient(f, x)
+        return np.zeros_like(x) if g is None else g
+
+    _, h_v = jvp(gradient_of_f, (x,), (v,))
+    if h_v is None:
+        return 0.0 if type(x) is float else np.zeros_like(x)
+    return h_v
+
+
+def hessian(f, x):
+    """The Hessian of scalar `f` at array (or float) `x`, shaped `x.shape + x.shape`.
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.hessian(lambda x: x[0] * x[1], np.array([1.0, 2.0]))
+    array([[0., 1.],
+           [1., 0.]])
+    """
+    if type(x) is float:
+        return float(hvp(f, x, 1.0))
+    x = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    columns = [hvp(f, x, _basis(x, j)) for j in range(x.size)]
+    return np.stack([np.reshape(c, -1) for c in columns], axis=-1).reshape(x.shape + x.shape)

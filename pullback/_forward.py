@@ -1,0 +1,90 @@
+"""Forward mode: dual values carry a tangent, and each operation pushes it through a forward rule.
+
+Forward rules are keyed by the reverse rule of the same operation (every operation the
+tracer knows has one), so one dispatch path serves both modes. An operation with only a
+reverse rule still works in forward mode, by transposing its linear `back` map.
+"""
+
+import numpy as np
+
+from ._registry import FORWARD_RULES, FUNCTIONS
+from ._tangents import unthunk
+from ._trace import Dual, ForwardTag, Traced, _astype, _dtype_of
+
+
+def push_forward(tag, rule, args, kwargs):
+    """Apply the operation whose reverse rule is `rule` to `args`, carrying tangents of level `tag`."""
+    if tag.closed:
+        raise RuntimeError(
+            "A dual value was used after the jvp call that created it had finished; "
+            "use pb.stop_gradient(x) to keep a plain copy."
+        )
+    primals, tangents = [], []
+    for a in args:
+        if type(a) is Dual and a._tape is tag:
+            primals.append(a._value)
+            tangents.append(a._tangent)
+        else:
+            primals.append(a)
+            tangents.append(None)
+    frule = FORWARD_RULES.get(rule)
+    if frule is not None:
+        y, y_dot = frule(primals, tangents, **kwargs)
+    else:
+        y, y_dot = _transposed(rule, primals, tangents, kwargs)
+    return make_dual(tag, y, y_dot)
+
+
+def make_dual(tag, y, y_dot):
+    """`y` carrying tangent `y_dot` (shaped and typed like `y`); plain `y` when there is no tangent."""
+    if isinstance(y, tuple):
+        parts = y_dot if y_dot is not None else (None,) * len(y)
+        duals = [make_dual(tag, yi, ti) for yi, ti in zip(y, parts)]
+        return type(y)(*duals) if hasattr(y, "_fields") else type(y)(duals)
+    kind = _dtype_of(y).kind
+    if kind == "c":
+        raise TypeError(
+            "An operation on dual values produced complex numbers; pullback differentiates "
+            "real-valued code only. Split complex quantities into real and imaginary parts."
+        )
+    if kind != "f" or y_dot is None:
+        return y
+    return Dual(y, fit_tangent(y_dot, y), tag)
+
+
+def fit_tangent(t, y):
+    """Broadcast tangent `t` to `y`'s shape and give it `y`'s dtype (a Python float `y` is weak)."""
+    shape = np.shape(y)
+    if np.shape(t) != shape:
+        t = np.broadcast_to(t, shape)
+    if type(y) is not float:
+        dtype = _dtype_of(y)
+        if _dtype_of(t) != dtype:
+            t = FUNCTIONS[_astype](t, dtype) if isinstance(t, Traced) else np.asarray(t, dtype=dtype)
+    return t
+
+
+def _transposed(rule, primals, tangents, kwargs):
+    """The tangent from a reverse rule alone: `y_dot = J v` is the gradient of `u -> <J^T u, v>`."""
+    from ._api import gradient
+    from ._backward import fit
+
+    y, back = rule(*primals, **kwargs)
+    if all(t is None for t in tangents):
+        return y, None
+    if isinstance(y, tuple):
+        raise NotImplementedError("This operation has several outputs and no forward rule; register one with pullback.frule.")
+
+    def pairing(u):
+        total = 0.0
+        for ct, t, p in zip(back(u), tangents, primals):
+            if t is not None and ct is not None:
+                total = total + np.sum(fit(unthunk(ct), p) * t)
+        return total
+
+    zero = 0.0 if type(y) is float else np.zeros(np.shape(y), dtype=_dtype_of(y))
+    (y_dot,) = gradient(pairing, zero)
+    return y, y_dot
+
+
+__all__ = ["push_forward", "make_dual", "fit_tangent", "ForwardTag"]
