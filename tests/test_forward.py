@@ -1,0 +1,319 @@
+"""Forward mode, Jacobians, Hessians, mixed-mode nesting, frule, and check_gradient."""
+
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pullback as pb
+from pullback._registry import FORWARD_RULES, UFUNC_RULES
+from fd import numerical_gradient
+
+
+# --- jvp ---------------------------------------------------------------------------------
+def test_jvp_matches_finite_differences_and_keeps_structure():
+    rng = np.random.default_rng(0)
+    params = {"w": rng.normal(size=(3, 2)), "b": rng.normal(size=3), "name": "layer"}
+    x = rng.normal(size=2)
+    tangent = {"w": rng.normal(size=(3, 2)), "b": None, "name": None}
+    f = lambda p, x: (np.tanh(p["w"] @ x + p["b"]), "aux")
+    (y, aux), (y_dot, aux_dot) = pb.jvp(f, (params, x), (tangent, None))
+    assert aux == "aux" and aux_dot is None
+    eps = 1e-6
+    moved = lambda s: f({**params, "w": params["w"] + s * tangent["w"]}, x)[0]
+    np.testing.assert_allclose(y_dot, (moved(eps) - moved(-eps)) / (2 * eps), rtol=1e-6)
+    np.testing.assert_allclose(y, f(params, x)[0])
+
+
+def test_jvp_output_not_depending_on_input_has_none_tangent():
+    y, y_dot = pb.jvp(lambda x: np.ones(2), (np.ones(3),), (np.ones(3),))
+    assert y_dot is None
+
+
+def test_jvp_validates_tangents():
+    with pytest.raises(ValueError, match="shape"):
+        pb.jvp(np.sin, (np.ones(3),), (np.ones(2),))
+    with pytest.raises(ValueError, match="tangents"):
+        pb.jvp(np.sin, (np.ones(3),), ())
+
+
+def test_jvp_keeps_float32():
+    _, t = pb.jvp(lambda x: np.exp(x) * 2.5, (np.ones(2, np.float32),), (np.ones(2, np.float64),))
+    assert t.dtype == np.float32
+
+
+# --- the dot-product test: every forward/reverse pair agrees ---------------------------------
+def _inputs(rng, shapes, positive=False):
+    arrays = [rng.uniform(0.5, 1.5, s) if positive else rng.uniform(-0.9, 0.9, s) for s in shapes]
+    return arrays
+
+
+UNARY_DOMAIN = {np.log: "pos", np.log2: "pos", np.log10: "pos", np.sqrt: "pos", np.arccosh: "gt1", np.reciprocal: "pos", np.cbrt: "pos"}
+
+CASES = {
+    "sum axis": (lambda x: np.sum(x, axis=1, keepdims=True), [(3, 4)]),
+    "mean": (lambda x: np.mean(x, axis=(0, 2)), [(2, 3, 2)]),
+    "max": (lambda x: np.max(x, axis=0), [(4, 3)]),
+    "min": (lambda x: np.min(x), [(5,)]),
+    "prod": (lambda x: np.prod(x, axis=-1), [(3, 4)]),
+    "reshape": (lambda x: np.reshape(x, (6, 2)), [(3, 4)]),
+    "ravel": (lambda x: np.ravel(x), [(3, 4)]),
+    "transpose": (lambda x: np.transpose(x, (2, 0, 1)), [(2, 3, 4)]),
+    "swapaxes": (lambda x: np.swapaxes(x, 0, 2), [(2, 3, 4)]),
+    "moveaxis": (lambda x: np.moveaxis(x, 0, -1), [(2, 3, 4)]),
+    "expand_dims": (lambda x: np.expand_dims(x, 1), [(3, 2)]),
+    "squeeze": (lambda x: np.squeeze(x), [(3, 1, 2)]),
+    "broadcast_to": (lambda x: np.broadcast_to(x, (4, 3)), [(3,)]),
+    "copy": (lambda x: np.copy(x), [(3,)]),
+    "astype": (lambda x: x.astype(np.longdouble).astype(np.float64), [(3,)]),
+    "concatenate": (lambda a, b: np.concatenate([a, b], axis=1), [(2, 3), (2, 2)]),
+    "concatenate flat": (lambda a, b: np.concatenate([a, b], axis=None), [(2, 3), (2,)]),
+    "stack": (lambda a, b: np.stack([a, b], axis=-1), [(2, 3), (2, 3)]),
+    "getitem basic": (lambda x: x[1:, ::-1], [(3, 4)]),
+    "getitem advanced": (lambda x: x[[0, 2, 0]], [(3, 4)]),
+    "setitem": (lambda x, v: _set(x, v), [(4,), (2,)]),
+    "where": (lambda a, b: np.where(a > 0, a, b), [(3, 3), (3,)]),
+    "clip": (lambda x, lo, hi: np.clip(x, lo - 1.5, hi + 1.5), [(5,), (5,), (5,)]),
+    "matmul": (lambda a, b: a @ b, [(2, 3), (3, 4)]),
+    "matmul batched": (lambda a, b: a @ b, [(2, 2, 3), (3,)]),
+    "tensordot": (lambda a, b: np.tensordot(a, b, axes=([0, 2], [1, 0])), [(2, 3, 4), (4, 2, 5)]),
+    "outer": (lambda a, b: np.outer(a, b), [(3,), (2, 2)]),
+    "einsum": (lambda a, b, c: np.einsum("ij,jk,k->i", a, b, c), [(2, 3), (3, 4), (4,)]),
+    "einsum sum-only index": (lambda a, b: np.einsum("ij,k->ik", a, b), [(2, 3), (4,)]),
+    "add broadcast": (lambda a, b: a + b, [(2, 3), (3,)]),
+    "subtract broadcast": (lambda a, b: a - b, [(2, 1), (3,)]),
+}
+
+
+def _set(x, v):
+    y = x * 1.0
+    y[1:3] = v
+    return y
+
+
+def _dot_product_test(f, arrays, rng):
+    v = [rng.normal(size=np.shape(a)) for a in arrays]
+    y, y_dot = pb.jvp(f, tuple(arrays), tuple(v))
+    u = rng.normal(size=np.shape(y))
+    _, back = pb.pullback(f, *arrays)
+    cotangents = back(u)
+    forward = float(np.sum(np.asarray(y_dot if y_dot is not None else 0.0) * u))
+    reverse = sum(float(np.sum(c * t)) for c, t in zip(cotangents, v) if c is not None)
+    np.testing.assert_allclose(forward, reverse, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_dot_product_for_structural_rules(name):
+    f, shapes = CASES[name]
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    _dot_product_test(f, _inputs(rng, shapes), rng)
+
+
+def _ufunc_cases():
+    cases = []
+    for ufunc, rule in UFUNC_RULES.items():
+        if rule not in FORWARD_RULES or ufunc is np.matmul:
+            continue
+        cases.append(ufunc)
+    return sorted(cases, key=lambda u: u.__name__)
+
+
+@pytest.mark.parametrize("ufunc", _ufunc_cases(), ids=lambda u: u.__name__)
+def test_dot_product_for_every_ufunc(ufunc):
+    rng = np.random.default_rng(7)
+    if ufunc.nin == 1:
+        domain = UNARY_DOMAIN.get(ufunc)
+        x = rng.uniform(1.2, 2.0, (3, 2)) if domain == "gt1" else _inputs(rng, [(3, 2)], domain == "pos")[0]
+        _dot_product_test(ufunc, [x], rng)
+    else:
+        a, b = _inputs(rng, [(3, 2), (2,)], positive=ufunc in (np.power, np.float_power))
+        if ufunc is np.ldexp:
+            b = rng.integers(-2, 3, size=2)  # the exponent is an integer: no tangent
+        _dot_product_test(ufunc, [a, b], rng)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(0, 2**31))
+def test_forward_mode_matches_finite_differences_on_a_composite(n, m, seed):
+    rng = np.random.default_rng(seed)
+    w, x = rng.normal(size=(n, m)), rng.normal(size=m)
+    f = lambda w, x: np.sum(np.exp(np.tanh(w @ x)) * np.max(w, axis=1))
+    v = rng.normal(size=w.shape)
+    _, t = pb.jvp(f, (w, x), (v, None))
+    expected = np.sum(numerical_gradient(f, [w, x], 0) * v)
+    np.testing.assert_allclose(t, expected, rtol=1e-6, atol=1e-8)
+
+
+# --- jacobian, hessian, hvp -------------------------------------------------------------
+def test_jacobian_numbers_from_the_issue():
+    ja, jx = pb.jacobian(lambda a, x: a**2 * x, np.array([1.0, 2.0, 3.0]), 1.0)
+    np.testing.assert_allclose(ja, np.diag([2.0, 4.0, 6.0]))
+    np.testing.assert_allclose(jx, [1.0, 4.0, 9.0])
+
+
+def test_jacobian_forward_and_reverse_agree_and_shapes():
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(2, 3))
+    wide = lambda x: np.tanh(w.T @ np.sin(x))  # 2 inputs -> 3 outputs: forward mode
+    narrow = lambda x: np.tanh(w @ x)  # 3 inputs -> 2 outputs: reverse mode
+    x2, x3 = rng.normal(size=2), rng.normal(size=3)
+    (j_wide,) = pb.jacobian(wide, x2)
+    (j_narrow,) = pb.jacobian(narrow, x3)
+    assert j_wide.shape == (3, 2) and j_narrow.shape == (2, 3)
+    for f, x, j in ((wide, x2, j_wide), (narrow, x3, j_narrow)):
+        expected = np.stack([numerical_gradient(lambda x, i=i: f(x)[i], [x], 0) for i in range(j.shape[0])])
+        np.testing.assert_allclose(j, expected, rtol=1e-6, atol=1e-9)
+
+
+def test_jacobian_of_structured_argument_and_non_differentiable_ones():
+    params = {"w": np.array([[1.0, 2.0], [3.0, 4.0]]), "n": 3}
+    val, (jp, jn) = pb.withjacobian(lambda p, k: p["w"].sum(axis=1) * k, params, 2)
+    np.testing.assert_allclose(val, [6.0, 14.0])
+    assert jn is None and jp["n"] is None
+    assert jp["w"].shape == (2, 2, 2)
+    np.testing.assert_allclose(jp["w"][0], [[2.0, 2.0], [0.0, 0.0]])
+
+
+def test_jacobian_of_matrix_output_and_errors():
+    x = np.arange(4.0).reshape(2, 2)
+    (j,) = pb.jacobian(lambda x: x.T * 1.0, x)
+    assert j.shape == (2, 2, 2, 2)
+    assert j[0, 1, 1, 0] == 1.0 and j[0, 1, 0, 1] == 0.0
+    with pytest.raises(TypeError, match="one real array"):
+        pb.jacobian(lambda x: (x, x), x)
+
+
+def test_hessian_numbers_from_the_issue():
+    x = np.array([1.5, -2.0])
+    np.testing.assert_allclose(pb.hessian(lambda x: x[0] * x[1], x), [[0.0, 1.0], [1.0, 0.0]])
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(pb.hessian(lambda x: np.sum(x**3), x), np.diag(6 * x))
+    assert pb.hessian(np.sin, np.pi / 2) == pytest.approx(-1.0)
+    m = np.arange(4.0).reshape(2, 2) + 1
+    h = pb.hessian(lambda m: m[0, 0] * m[1, 1] ** 2, m)
+    assert h.shape == (2, 2, 2, 2) and h[0, 0, 1, 1] == pytest.approx(2 * m[1, 1])  # flattened index order
+
+
+def test_hvp_without_forming_the_hessian():
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=(3, 3))
+    f = lambda x: np.sum(np.tanh(a @ x) ** 2)
+    x, v = rng.normal(size=3), rng.normal(size=3)
+    np.testing.assert_allclose(pb.hvp(f, x, v), pb.hessian(f, x) @ v, rtol=1e-10)
+    grad = lambda x: pb.gradient(f, x)[0]
+    eps = 1e-6
+    np.testing.assert_allclose(pb.hvp(f, x, v), (grad(x + eps * v) - grad(x - eps * v)) / (2 * eps), rtol=1e-5)
+
+
+# --- nesting in any mix of modes ---------------------------------------------------------
+D = lambda f: (lambda x: pb.jvp(f, (x,), (1.0,))[1])
+G = lambda f: (lambda x: pb.gradient(f, x)[0])
+
+
+@pytest.mark.parametrize("outer", [D, G], ids=["fwd", "rev"])
+@pytest.mark.parametrize("inner", [D, G], ids=["fwd", "rev"])
+def test_no_perturbation_confusion_in_any_mix(outer, inner):
+    assert outer(lambda x: x * inner(lambda y: x * y)(1.0))(4.0) == pytest.approx(8.0)
+
+
+@pytest.mark.parametrize("a", [D, G], ids=["f", "r"])
+@pytest.mark.parametrize("b", [D, G], ids=["f", "r"])
+@pytest.mark.parametrize("c", [D, G], ids=["f", "r"])
+def test_third_order_in_any_mix(a, b, c):
+    assert a(b(c(np.sin)))(0.3) == pytest.approx(-np.cos(0.3), rel=1e-12)
+    assert a(b(c(lambda x: x**5)))(1.5) == pytest.approx(60 * 1.5**2, rel=1e-12)
+
+
+# --- registering forward rules ------------------------------------------------------------
+def test_primitive_with_only_a_forward_rule():
+    @pb.primitive
+    def triple(x):
+        return 3.0 * x
+
+    @pb.frule(triple)
+    def triple_frule(primals, tangents):
+        return triple(primals[0]), None if tangents[0] is None else 3.0 * tangents[0]
+
+    np.testing.assert_allclose(pb.jvp(triple, (np.ones(2),), (np.array([1.0, 2.0]),))[1], [3.0, 6.0])
+    with pytest.raises(NotImplementedError, match="no reverse rule"):
+        pb.gradient(lambda x: np.sum(triple(x)), np.ones(2))
+
+    @pb.rrule(triple)
+    def triple_rule(x):
+        return triple(x), lambda g: (3.0 * g,)
+
+    np.testing.assert_allclose(pb.gradient(lambda x: np.sum(triple(x)), np.ones(2))[0], [3.0, 3.0])
+    np.testing.assert_allclose(pb.jvp(triple, (np.ones(2),), (np.ones(2),))[1], [3.0, 3.0])
+
+
+def test_primitive_with_only_a_reverse_rule_works_forward_by_transposition():
+    @pb.primitive
+    def mix(x, y):
+        return np.cumprod(x) if False else x * y[::-1]
+
+    @pb.rrule(mix)
+    def mix_rule(x, y):
+        return mix(x, y), lambda g: (g * y[::-1], (g * x)[::-1])
+
+    rng = np.random.default_rng(2)
+    x, y, vx, vy = (rng.normal(size=3) for _ in range(4))
+    _, t = pb.jvp(mix, (x, y), (vx, vy))
+    np.testing.assert_allclose(t, vx * y[::-1] + x * vy[::-1])
+    # and it nests: a second derivative through the transposed rule
+    (h,) = pb.gradient(lambda x: np.sum(pb.jvp(lambda x: mix(x, x), (x,), (np.ones(3),))[1]), x)
+    np.testing.assert_allclose(h, 2 * np.ones(3))
+
+
+def test_frule_on_a_composite_is_refused():
+    with pytest.raises(TypeError, match="composing"):
+        pb.frule(np.concatenate)(lambda p, t: None)
+
+
+# --- check_gradient ----------------------------------------------------------------------
+class Layer:
+    def __init__(self, weight, bias):
+        self.weight, self.bias = weight, bias
+
+
+class Chain:
+    def __init__(self, *layers):
+        self.layers = layers
+
+
+def test_check_gradient_passes_for_correct_rules_and_names_paths():
+    rng = np.random.default_rng(1)
+    model = Chain(Layer(rng.normal(size=(4, 2)), rng.normal(size=4)), Layer(rng.normal(size=(1, 4)), np.zeros(1)))
+    x = rng.normal(size=2)
+    loss = lambda m: np.sum(m.layers[1].weight @ np.tanh(m.layers[0].weight @ x + m.layers[0].bias) + m.layers[1].bias)
+    result = pb.check_gradient(loss, model)
+    assert result
+    assert [leaf.path for leaf in result.leaves] == ["layers[0].weight", "layers[0].bias", "layers[1].weight", "layers[1].bias"]
+    assert result.leaves[0].directions == 3  # 8 elements > dense_up_to: random directions
+    assert result.leaves[1].directions == 4  # small leaves: every axis direction
+    assert "layers[1].weight" in str(result) and "all agree" in str(result)
+
+
+def test_check_gradient_finds_the_layer_with_a_wrong_rule():
+    @pb.primitive
+    def wrong_tanh(x):
+        return np.tanh(x)
+
+    @pb.rrule(wrong_tanh)
+    def wrong_tanh_rule(x):
+        y = wrong_tanh(x)
+        return y, lambda g: (g * (1 - y),)  # should be 1 - y**2
+
+    model = Chain(Layer(np.array([[0.5, -1.0]]), np.array([0.3])), Layer(np.array([[2.0]]), np.array([0.1])))
+    x = np.array([1.0, 2.0])
+
+    def loss(m):
+        h = wrong_tanh(m.layers[0].weight @ x + m.layers[0].bias)
+        return np.sum(m.layers[1].weight @ h + m.layers[1].bias)
+
+    result = pb.check_gradient(loss, model)
+    assert not result
+    failing = {leaf.path for leaf in result.failures}
+    assert failing == {"layers[0].weight", "layers[0].bias"}
+    assert "disagree" in str(result)
