@@ -1,0 +1,135 @@
+"""pb.tree: children, fmap, leaves, register, trainable_names."""
+
+import dataclasses
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback import tree
+
+Pair = namedtuple("Pair", "a b")
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    w: np.ndarray
+    k: int
+
+
+class Plain:
+    def __init__(self, w, name):
+        self.w, self.name = w, name
+
+
+def test_children_of_each_kind():
+    w = np.ones(2)
+    assert tree.children((1, 2)) == {0: 1, 1: 2}
+    assert tree.children([w])[0] is w
+    assert tree.children({"a": 1}) == {"a": 1}
+    assert tree.children(Pair(1, 2)) == {"a": 1, "b": 2}
+    assert list(tree.children(Frozen(w, 3))) == ["w", "k"]
+    assert list(tree.children(Plain(w, "x"))) == ["w", "name"]
+    for leaf in (w, 1.0, "s", None, np.sin, Plain, np.random.default_rng(0)):
+        assert tree.children(leaf) == {}
+
+
+def test_fmap_rebuilds_every_kind_without_touching_the_original():
+    w = np.array([1.0, 2.0])
+    x = {"t": (w, 3), "p": Pair(w * 1, "s"), "f": Frozen(w * 2, 1), "o": Plain(w * 3, "n"), "l": [w * 4]}
+    doubled = tree.fmap(lambda v: v * 2 if isinstance(v, np.ndarray) else v, x)
+    np.testing.assert_allclose(doubled["t"][0], [2.0, 4.0])
+    assert doubled["t"][1] == 3 and type(doubled["p"]) is Pair and doubled["p"].b == "s"
+    assert type(doubled["f"]) is Frozen and doubled["f"].k == 1
+    np.testing.assert_allclose(doubled["f"].w, [4.0, 8.0])
+    assert type(doubled["o"]) is Plain and doubled["o"].name == "n"
+    np.testing.assert_allclose(doubled["l"][0], [8.0, 16.0])
+    np.testing.assert_allclose(x["f"].w, [2.0, 4.0])  # original untouched
+    assert doubled["o"] is not x["o"]
+
+
+def test_fmap_returns_unchanged_containers_as_the_same_objects():
+    x = {"a": [1, 2], "b": Plain(np.ones(1), "n")}
+    same = tree.fmap(lambda v: v, x)
+    assert same is x
+
+
+def test_fmap_cache_visits_a_shared_leaf_once_and_keeps_the_tie():
+    w = np.ones(2)
+    calls = []
+    out = tree.fmap(lambda v: calls.append(1) or (v + 1 if isinstance(v, np.ndarray) else v), {"a": w, "b": [w]})
+    assert out["a"] is out["b"][0]
+    assert sum(calls) == 1  # the dict and the list are nodes; w is the only leaf, visited once
+    np.testing.assert_allclose(out["a"], [2.0, 2.0])
+
+
+def test_fmap_walks_companion_trees_including_gradients():
+    model = Plain(np.array([1.0, 2.0]), "n")
+    (g,) = pb.gradient(lambda m: np.sum(m.w * 3.0), model)
+    new = tree.fmap(lambda p, dp: p - 0.1 * dp if dp is not None else p, model, g)
+    np.testing.assert_allclose(new.w, [0.7, 1.7])
+    assert new.name == "n"
+    untouched = tree.fmap(lambda p, dp: p if dp is None else p - dp, model, None)
+    assert untouched is model
+
+
+def test_fmap_exclude_marks_nodes_as_leaves():
+    x = {"keep": (1, 2), "other": (3, 4)}
+    out = tree.fmap(lambda v: "leaf" if isinstance(v, tuple) else v * 10, x, exclude=lambda v: v == (1, 2))
+    assert out == {"keep": "leaf", "other": (30, 40)}
+
+
+def test_fmap_and_leaves_terminate_on_cycles():
+    a = Plain(np.ones(1), "a")
+    b = Plain(np.zeros(1), "b")
+    a.name, b.name = b, a  # a -> b -> a
+    out = tree.fmap(lambda v: v + 1 if isinstance(v, np.ndarray) else v, a)
+    np.testing.assert_allclose(out.w, [2.0])
+    np.testing.assert_allclose(out.name.w, [1.0])
+    found = tree.leaves(a)
+    assert len([v for v in found if isinstance(v, np.ndarray)]) == 2
+
+
+def test_leaves_lists_each_object_once_in_walk_order():
+    w, v = np.zeros(1), np.ones(1)
+    found = tree.leaves({"a": w, "b": (v, w), "c": 3})
+    assert found[0] is w and found[1] is v and found[2] == 3 and len(found) == 3
+
+
+def test_trainable_names():
+    class Layer:
+        def __init__(self):
+            self.w, self.state = np.ones(1), np.zeros(1)
+
+        def trainable(self):
+            return ["w"]
+
+    assert tree.trainable_names(Layer()) == {"w"}
+    assert tree.trainable_names(Plain(1, 2)) is None
+
+    @dataclasses.dataclass
+    class HasFlag:
+        trainable: bool = True  # a field named trainable is not the method
+
+    assert tree.trainable_names(HasFlag()) is None
+
+
+def test_register_custom_container():
+    class Opaque:
+        __slots__ = ("_data",)
+
+        def __init__(self, data):
+            object.__setattr__(self, "_data", dict(data))
+
+    tree.register(Opaque, lambda o: dict(o._data), lambda o, kids: Opaque(kids))
+    x = Opaque({"p": np.ones(2), "q": "s"})
+    assert set(tree.children(x)) == {"p", "q"}
+    out = tree.fmap(lambda v: v * 3 if isinstance(v, np.ndarray) else v, x)
+    assert type(out) is Opaque and out._data["q"] == "s"
+    np.testing.assert_allclose(out._data["p"], [3.0, 3.0])
+
+
+def test_objects_that_are_not_containers_are_leaves():
+    for leaf in (np.sin, np.add, lambda x: x, Plain, np.float32, np.random.default_rng(1), range(3), slice(1), "s"):
+        assert tree.kind_of(leaf) is None
