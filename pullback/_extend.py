@@ -50,11 +50,14 @@ def rrule(fn):
     sums them down to each input's shape and casts them to its dtype.
 
     >>> import numpy as np, pullback as pb
-    >>> @pb.rrule(np.cbrt)
-    ... def cbrt_rule(x):
-    ...     y = np.cbrt(x)
-    ...     return y, lambda dy: (dy / (3 * y ** 2),)
-    >>> pb.gradient(lambda x: np.sum(np.cbrt(x)), np.array([8.0]))
+    >>> @pb.primitive
+    ... def cube_root(x):
+    ...     return np.cbrt(x)
+    >>> @pb.rrule(cube_root)
+    ... def cube_root_rule(x):
+    ...     y = cube_root(x)
+    ...     return y, lambda dy: (pb.Thunk(lambda: dy / (3 * y ** 2)),)
+    >>> pb.gradient(lambda x: np.sum(cube_root(x)), np.array([8.0]))
     (array([0.08333333]),)
     """
 

@@ -76,6 +76,7 @@ CASES = {
     "setitem": (lambda x, v: _set(x, v), [(4,), (2,)]),
     "where": (lambda a, b: np.where(a > 0, a, b), [(3, 3), (3,)]),
     "clip": (lambda x, lo, hi: np.clip(x, lo - 1.5, hi + 1.5), [(5,), (5,), (5,)]),
+    "clip inverted bounds": (lambda x, lo, hi: np.clip(x, lo, hi - 1.0), [(6,), (6,), (6,)]),
     "matmul": (lambda a, b: a @ b, [(2, 3), (3, 4)]),
     "matmul batched": (lambda a, b: a @ b, [(2, 2, 3), (3,)]),
     "tensordot": (lambda a, b: np.tensordot(a, b, axes=([0, 2], [1, 0])), [(2, 3, 4), (4, 2, 5)]),

@@ -146,16 +146,17 @@ def clip_frule(primals, tangents):
     x, low, high = primals
     tx, tlow, thigh = tangents
     y = np.clip(x, low, high)
-    inside = True
-    if low is not None:
-        inside = inside & (x >= low)
-    if high is not None:
-        inside = inside & (x <= high)
-    dot = None if tx is None else np.where(inside, tx, 0.0)
+    # np.clip is min(max(x, low), high): `high` wins wherever it binds, even when low > high.
+    below = False if low is None else x < low
+    if high is None:
+        above = False
+    else:
+        above = x > high if low is None else np.where(below, low > high, x > high)
+    dot = None if tx is None else np.where(np.logical_or(below, above), 0.0, tx)
     if tlow is not None:
-        dot = _add(dot, np.where(x < low, tlow, 0.0))
+        dot = _add(dot, np.where(np.logical_and(below, np.logical_not(above)), tlow, 0.0))
     if thigh is not None:
-        dot = _add(dot, np.where(x > high, thigh, 0.0))
+        dot = _add(dot, np.where(above, thigh, 0.0))
     return y, dot
 
 

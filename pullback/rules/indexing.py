@@ -111,15 +111,16 @@ def clip_rule(x, low, high):
     y = np.clip(x, low, high)
 
     def back(g):
-        inside = True
-        if low is not None:
-            inside = inside & (x >= low)
-        if high is not None:
-            inside = inside & (x <= high)
+        # np.clip is min(max(x, low), high): `high` wins wherever it binds, even when low > high.
+        below = False if low is None else x < low
+        if high is None:
+            above = False
+        else:
+            above = x > high if low is None else np.where(below, low > high, x > high)
         return (
-            Thunk(lambda: np.where(inside, g, 0.0)),
-            None if low is None else Thunk(lambda: np.where(x < low, g, 0.0)),
-            None if high is None else Thunk(lambda: np.where(x > high, g, 0.0)),
+            Thunk(lambda: np.where(np.logical_or(below, above), 0.0, g)),
+            None if low is None else Thunk(lambda: np.where(np.logical_and(below, np.logical_not(above)), g, 0.0)),
+            None if high is None else Thunk(lambda: np.where(above, g, 0.0)),
         )
 
     return y, back

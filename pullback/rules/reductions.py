@@ -66,7 +66,7 @@ def _extreme(reduce, x, axis, keepdims, out, initial, where):
     def back(g):
         # Ties share the cotangent equally, so the result is a valid subgradient.
         hit = x == kept
-        share = np.sum(hit, axis=axis, keepdims=True)
+        share = np.sum(hit, axis=axis, keepdims=True, dtype=kept.dtype)  # a count in float32 keeps g float32
         g = g if keepdims else np.reshape(g, np.shape(kept))
         return (np.where(hit, g / share, 0.0),)
 
@@ -88,15 +88,32 @@ def prod_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, 
 
 
 def product_of_others(x, axis):
-    """d prod(x) / d x_i: the product of all the other elements along `axis`, safe when some are zero."""
+    """d prod(x) / d x_i: the product of all the other elements along `axis`, safe when some are zero.
+
+    Away from zeros it is the quotient prod / x_i (0 / x_i in a slice with a zero, which still has
+    the right derivatives). At the q-th zero of each slice it is the product that skips that factor,
+    one more reduction per zero and no division, so higher derivatives stay exact at zeros too.
+    """
     zero = x == 0
-    zeros = np.sum(zero, axis=axis, keepdims=True)
-    nonzero_prod = np.prod(np.where(zero, 1.0, x), axis=axis, keepdims=True)
-    return np.where(
-        zeros == 0,
-        nonzero_prod / np.where(zero, 1.0, x),
-        np.where(zero & (zeros == 1), nonzero_prod, 0.0),
-    )
+    whole = np.prod(x, axis=axis, keepdims=True)
+    if not np.any(zero):
+        return whole / x
+    others = whole / np.where(zero, 1.0, x)
+    rank = _zero_ranks(zero, axis)
+    for q in range(1, int(np.max(rank)) + 1):
+        at = rank == q
+        others = np.where(at, np.prod(np.where(at, 1.0, x), axis=axis, keepdims=True), others)
+    return others
+
+
+def _zero_ranks(zero, axis):
+    """1, 2, ... at the first, second, ... True of each slice along `axis`; 0 elsewhere."""
+    shape = np.shape(zero)
+    reduced = _axes(axis, len(shape))
+    order = [k for k in range(len(shape)) if k not in reduced] + list(reduced)
+    lines = np.reshape(np.transpose(zero, order), [shape[k] for k in order[: len(order) - len(reduced)]] + [-1])
+    ranks = np.cumsum(lines, axis=-1) * lines
+    return np.transpose(np.reshape(ranks, [shape[k] for k in order]), np.argsort(order))
 
 
 no_gradient(

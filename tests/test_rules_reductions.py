@@ -1,0 +1,201 @@
+"""sum, mean, max, min, amax, amin, prod (functions and methods) against central differences and hand derivations."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import pullback as pb
+from fd import assert_gradient
+from pullback.rules import reductions
+
+SETTINGS = settings(max_examples=25, deadline=None)
+dtypes = st.sampled_from([np.float64, np.float32])
+seeds = st.integers(0, 2**32 - 1)
+
+REDUCTIONS = {
+    "sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "amax": np.amax, "amin": np.amin, "prod": np.prod,
+}
+
+
+def tolerance(dtype):
+    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
+
+
+@st.composite
+def shape_and_axis(draw):
+    """A shape and an `axis` argument for it: None, an int (maybe negative) or a tuple of distinct axes."""
+    shape = draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=4))
+    ndim = len(shape)
+    if ndim == 0:
+        return shape, None
+    axis = draw(st.one_of(
+        st.none(),
+        st.integers(-ndim, ndim - 1),
+        st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim, unique=True).map(
+            lambda axes: tuple(a - ndim if k % 2 else a for k, a in enumerate(axes))  # mix negative spellings in
+        ),
+    ))
+    return shape, axis
+
+
+def distinct_values(rng, shape):
+    """Values at least 0.01 apart, so max/min have a unique winner and central differences apply."""
+    n = int(np.prod(shape))
+    return (rng.permutation(n) * 0.01 + 0.5 + rng.uniform(0, 0.002, n)).reshape(shape) * rng.choice([-1.0, 1.0])
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+@SETTINGS
+@given(shape_axis=shape_and_axis(), keepdims=st.booleans(), dtype=dtypes, seed=seeds)
+def test_reduction(name, shape_axis, keepdims, dtype, seed):
+    shape, axis = shape_axis
+    reduce = REDUCTIONS[name]
+    rng = np.random.default_rng(seed)
+    if name == "prod":
+        x = rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 1.5, shape)
+    else:
+        x = distinct_values(rng, shape)
+    x = x.astype(dtype)
+    out = reduce(x, axis=axis, keepdims=keepdims)
+    w = rng.normal(size=np.shape(out))
+    shapes_seen = []
+
+    def f(x):
+        y = reduce(x, axis=axis, keepdims=keepdims)
+        shapes_seen.append((np.shape(y), y.dtype))
+        return np.sum(y * w)
+
+    assert_gradient(f, x, **tolerance(dtype))
+    assert shapes_seen[0] == (np.shape(out), np.dtype(dtype))
+
+
+METHODS = ["sum", "mean", "max", "min", "prod"]
+
+
+@pytest.mark.parametrize("name", METHODS)
+@SETTINGS
+@given(shape_axis=shape_and_axis(), keepdims=st.booleans(), dtype=dtypes, seed=seeds)
+def test_method(name, shape_axis, keepdims, dtype, seed):
+    shape, axis = shape_axis
+    rng = np.random.default_rng(seed)
+    x = (distinct_values(rng, shape) if name in ("max", "min") else rng.uniform(0.5, 1.5, shape)).astype(dtype)
+    w = rng.normal(size=np.shape(getattr(x, name)(axis=axis, keepdims=keepdims)))
+    tol = tolerance(dtype)
+    assert_gradient(lambda x: np.sum(getattr(x, name)(axis=axis, keepdims=keepdims) * w), x, **tol)
+    assert_gradient(lambda x: getattr(x, name)(), x, **tol)  # no arguments: over everything, a scalar
+    if x.ndim:
+        assert_gradient(lambda x: np.sum(getattr(x, name)(0) * np.sum(w)), x, **tol)  # axis positionally
+
+
+# --- ties and zeros: hand-derived expectations -----------------------------------------------
+def test_max_ties_share_equally():
+    x = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0], [5.0, 0.0, 5.0]])
+    (g,) = pb.gradient(lambda x: np.sum(np.max(x, axis=1) * np.array([1.0, 2.0, 3.0])), x)
+    np.testing.assert_array_equal(g, [[0.0, 0.5, 0.5], [2 / 3, 2 / 3, 2 / 3], [1.5, 0.0, 1.5]])
+    (g,) = pb.gradient(lambda x: np.max(x), x)
+    np.testing.assert_array_equal(g, [[0, 0, 0], [0, 0, 0], [0.5, 0, 0.5]])
+
+
+@pytest.mark.parametrize("reduce", [np.min, np.amin, lambda x, **kw: x.min(**kw)])
+def test_min_ties_share_equally(reduce):
+    x = np.array([[1.0, 1.0, 4.0, 1.0], [0.0, 2.0, 3.0, 0.5]], np.float32)
+    (g,) = pb.gradient(lambda x: np.sum(reduce(x, axis=-1, keepdims=True) * np.array([[3.0], [1.0]])), x)
+    np.testing.assert_array_equal(g, [[1.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+    assert g.dtype == np.float32
+    (g,) = pb.gradient(lambda x: np.sum(reduce(x, axis=0)), x)
+    np.testing.assert_array_equal(g, [[0, 1, 0, 0], [1, 0, 1, 1]])
+
+
+def test_max_ties_over_a_tuple_of_axes():
+    x = np.zeros((2, 2, 3))
+    x[0, 1, 2] = x[1, 0, 0] = 7.0  # unique maxima in columns 0 and 2; column 1 is a four-way tie
+    (g,) = pb.gradient(lambda x: np.sum(np.max(x, axis=(0, 1)) * np.array([1.0, 2.0, 4.0])), x)
+    expected = np.zeros((2, 2, 3))
+    expected[1, 0, 0] = 1.0  # column 0: a unique maximum
+    expected[:, :, 1] = 2.0 / 4  # column 1: four zeros tie
+    expected[0, 1, 2] = 4.0  # column 2: a unique maximum
+    np.testing.assert_array_equal(g, expected)
+
+
+def test_prod_with_one_zero():
+    x = np.array([[2.0, 0.0, 3.0], [1.0, 4.0, 5.0]])
+    (g,) = pb.gradient(lambda x: np.sum(np.prod(x, axis=1) * np.array([1.0, 10.0])), x)
+    # Row 0: only the zero's derivative survives (2 * 3); row 1: products of the others times 10.
+    np.testing.assert_array_equal(g, [[0.0, 6.0, 0.0], [200.0, 50.0, 40.0]])
+
+
+def test_prod_with_two_zeros():
+    x = np.array([0.0, 2.0, 0.0, 3.0])
+    (g,) = pb.gradient(np.prod, x)
+    np.testing.assert_array_equal(g, [0.0, 0.0, 0.0, 0.0])
+    x = np.array([[0.0, 0.0], [0.0, 5.0]])
+    (g,) = pb.gradient(lambda x: np.sum(np.prod(x, axis=0)), x)  # column 0 two zeros, column 1 one zero
+    np.testing.assert_array_equal(g, [[0.0, 5.0], [0.0, 0.0]])
+
+
+@given(shape_axis=shape_and_axis(), seed=seeds)
+@SETTINGS
+def test_prod_with_zeros_matches_products_of_the_others(shape_axis, seed):
+    shape, axis = shape_axis
+    rng = np.random.default_rng(seed)
+    x = np.asarray(rng.uniform(0.5, 1.5, shape) * (rng.uniform(size=shape) > 0.3))  # some exact zeros
+    w = rng.normal(size=np.shape(np.prod(x, axis=axis)))
+    (g,) = pb.gradient(lambda x: np.sum(np.prod(x, axis=axis) * w), x)
+    # Hand derivation, element by element: d prod / d x_i = product of the other elements of its slice.
+    expected = np.zeros(shape)
+    axes = tuple(range(len(shape))) if axis is None else tuple(np.atleast_1d(axis) % max(len(shape), 1))
+    for i in np.ndindex(*shape):
+        others = x.copy()
+        others[i] = 1.0
+        slice_product = np.prod(others, axis=axis, keepdims=True)
+        kept = tuple(0 if k in axes else i[k] for k in range(len(shape)))
+        expected[i] = slice_product[kept] * np.reshape(w, np.shape(slice_product))[kept]
+    np.testing.assert_allclose(g, expected, rtol=1e-12, atol=1e-300)
+
+
+def test_mean_with_integer_count_dtype_and_float32():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    (g,) = pb.gradient(lambda x: np.sum(np.mean(x, axis=(0, 2)) * np.array([1.0, 2.0, 3.0])), x)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, np.broadcast_to(np.array([1.0, 2.0, 3.0])[None, :, None] / 8, x.shape))
+
+
+def test_reductions_with_unsupported_keywords_raise():
+    x = np.ones(3)
+    with pytest.raises(TypeError, match="where="):
+        pb.gradient(lambda x: np.sum(x, where=np.array([True, False, True])), x)
+    with pytest.raises(TypeError, match="initial="):
+        pb.gradient(lambda x: np.max(x, initial=0.0), x)
+
+
+def test_argmax_is_plain():
+    x = np.array([0.3, 2.0, -1.0])
+    seen = []
+
+    def f(x):
+        seen.append(np.argmax(x))
+        seen.append(x.argmin())
+        return x[np.argmax(x)] * 2.0
+
+    (g,) = pb.gradient(f, x)
+    assert seen[:2] == [1, 2] and all(type(s) is np.intp or isinstance(s, np.integer) for s in seen[:2])
+    np.testing.assert_array_equal(g, [0.0, 2.0, 0.0])
+
+
+RULES = [reductions.sum_rule, reductions.mean_rule, reductions.max_rule, reductions.min_rule, reductions.prod_rule]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.__name__)
+@pytest.mark.parametrize("axis", [None, 0, (0, 1)])
+@pytest.mark.parametrize("with_zero", [False, True])
+def test_rules_compute_in_float32(rule, axis, with_zero):
+    """Called directly (before the engine casts anything), each reduction's cotangent stays float32."""
+    x = np.arange(1.0, 13.0, dtype=np.float32).reshape(2, 3, 2)
+    if with_zero:
+        x[0, 1, 1] = 0.0
+    y, back = rule(x, axis=axis)
+    assert y.dtype == np.float32
+    (ct,) = back(np.ones_like(y))
+    assert pb.unthunk(ct).dtype == np.float32

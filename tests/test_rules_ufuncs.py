@@ -1,0 +1,396 @@
+"""Elementwise ufunc rules against float64 central differences, over random shapes and dtypes.
+
+The list of ufuncs comes from the registry, so a ufunc that gains a rule without a
+domain here fails `test_every_ufunc_rule_has_a_test_domain`.
+"""
+
+import math
+import operator
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import pullback as pb
+from fd import assert_gradient
+from pullback._registry import NONDIFF_UFUNCS, UFUNC_RULES
+
+SETTINGS = settings(max_examples=25, deadline=None)
+FEW = settings(max_examples=10, deadline=None)
+
+shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4)
+pairs = hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=1, max_side=4)
+dtypes = st.sampled_from([np.float64, np.float32])
+seeds = st.integers(0, 2**32 - 1)
+
+
+def tolerance(dtype):
+    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
+
+
+# --- input domains: where each ufunc is smooth, so central differences are valid ---------
+def real(rng, shape):
+    return rng.uniform(-2.0, 2.0, shape)
+
+
+def small(rng, shape):
+    return rng.uniform(-1.2, 1.2, shape)
+
+
+def positive(rng, shape):
+    return rng.uniform(0.2, 2.0, shape)
+
+
+def nonzero(rng, shape):
+    return rng.choice([-1.0, 1.0], shape) * rng.uniform(0.2, 2.0, shape)
+
+
+def inside_unit(rng, shape):
+    return rng.uniform(-0.9, 0.9, shape)
+
+
+def above_one(rng, shape):
+    return rng.uniform(1.2, 3.0, shape)
+
+
+def grid_low(rng, shape):
+    # Multiples of 0.1 plus 0.03: never within 0.04 of a `grid_high` value, so max/min have no ties.
+    return rng.integers(-10, 11, shape) / 10.0 + 0.03
+
+
+def grid_high(rng, shape):
+    return rng.integers(-10, 11, shape) / 10.0 + 0.07
+
+
+def dividend(rng, shape):
+    # k + [0.3, 0.7] over a divisor of magnitude [1.0, 1.2]: the quotient stays >= 0.08 from an integer.
+    return rng.integers(-2, 3, shape) + rng.uniform(0.3, 0.7, shape)
+
+
+def divisor(rng, shape):
+    return rng.choice([-1.0, 1.0], shape) * rng.uniform(1.0, 1.2, shape)
+
+
+def small_int(rng, shape):
+    return rng.integers(-3, 4, shape)
+
+
+UNARY = {
+    np.negative: real, np.positive: real, np.conjugate: real,
+    np.exp: real, np.exp2: real, np.expm1: real,
+    np.log: positive, np.log2: positive, np.log10: positive, np.log1p: inside_unit,
+    np.sqrt: positive, np.cbrt: nonzero, np.square: real, np.reciprocal: nonzero,
+    np.sin: real, np.cos: real, np.tan: small,
+    np.arcsin: inside_unit, np.arccos: inside_unit, np.arctan: real,
+    np.sinh: real, np.cosh: real, np.tanh: real,
+    np.arcsinh: real, np.arccosh: above_one, np.arctanh: inside_unit,
+    np.absolute: nonzero, np.fabs: nonzero, np.deg2rad: real, np.rad2deg: real,
+}
+
+# ufunc -> (domain of a, domain of b)
+BINARY = {
+    np.add: (real, real), np.subtract: (real, real), np.multiply: (real, real),
+    np.true_divide: (real, nonzero),
+    np.power: (positive, real), np.float_power: (positive, real),
+    np.maximum: (grid_low, grid_high), np.minimum: (grid_low, grid_high),
+    np.fmax: (grid_low, grid_high), np.fmin: (grid_low, grid_high),
+    np.arctan2: (nonzero, real), np.hypot: (nonzero, real),
+    np.logaddexp: (real, real), np.logaddexp2: (real, real),
+    np.remainder: (dividend, divisor), np.fmod: (dividend, divisor),
+    np.copysign: (nonzero, nonzero), np.ldexp: (real, small_int),
+}
+
+# Registered as ufunc rules but with their own test files.
+TESTED_ELSEWHERE = {np.matmul}
+
+
+def numpy_ufuncs(table):
+    """NumPy's own ufuncs in a rule table (SciPy's, registered by `rules.special`, are tested with it)."""
+    return {u for u in table if getattr(np, u.__name__, None) is u}
+
+
+NUMPY_RULES = numpy_ufuncs(UFUNC_RULES)
+NUMPY_NONDIFF = numpy_ufuncs(NONDIFF_UFUNCS)
+
+
+def by_name(ufuncs):
+    return sorted(ufuncs, key=lambda u: u.__name__)
+
+
+def sample(domain, rng, shape, dtype):
+    x = np.asarray(domain(rng, shape))
+    return x.astype(dtype) if x.dtype.kind == "f" else x
+
+
+def test_every_ufunc_rule_has_a_test_domain():
+    covered = set(UNARY) | set(BINARY) | TESTED_ELSEWHERE
+    missing = [u.__name__ for u in numpy_ufuncs(UFUNC_RULES) if u not in covered]
+    assert not missing, f"ufuncs with a rule but no test domain in {__file__}: {missing}"
+
+
+@pytest.mark.parametrize("ufunc", by_name(u for u in NUMPY_RULES if u.nin == 1), ids=lambda u: u.__name__)
+@SETTINGS
+@given(shape=shapes, dtype=dtypes, seed=seeds)
+def test_unary(ufunc, shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = sample(UNARY[ufunc], rng, shape, dtype)
+    w = rng.normal(size=shape)
+    assert_gradient(lambda x: np.sum(ufunc(x) * w), x, **tolerance(dtype))
+
+
+@pytest.mark.parametrize(
+    "ufunc", by_name(u for u in NUMPY_RULES if u.nin == 2 and u not in TESTED_ELSEWHERE), ids=lambda u: u.__name__
+)
+@SETTINGS
+@given(shapes=pairs, dtype=dtypes, seed=seeds)
+def test_binary_with_broadcasting(ufunc, shapes, dtype, seed):
+    rng = np.random.default_rng(seed)
+    domain_a, domain_b = BINARY[ufunc]
+    (shape_a, shape_b), out_shape = shapes.input_shapes, shapes.result_shape
+    a, b = sample(domain_a, rng, shape_a, dtype), sample(domain_b, rng, shape_b, dtype)
+    w = rng.normal(size=out_shape)
+    assert_gradient(lambda a, b: np.sum(ufunc(a, b) * w), a, b, **tolerance(dtype))
+
+
+@pytest.mark.parametrize(
+    "ufunc", by_name(u for u in NUMPY_RULES if u.nin == 2 and u not in TESTED_ELSEWHERE), ids=lambda u: u.__name__
+)
+@FEW
+@given(shape=shapes, dtype=dtypes, seed=seeds, scalar_first=st.booleans())
+def test_binary_with_python_scalar(ufunc, shape, dtype, seed, scalar_first):
+    """A Python scalar operand is weak: a float32 array stays float32, and a Python float gets a float gradient."""
+    rng = np.random.default_rng(seed)
+    domain_a, domain_b = BINARY[ufunc]
+    if scalar_first:
+        a, b = sample(domain_a, rng, (), np.float64).item(), sample(domain_b, rng, shape, dtype)
+    else:
+        a, b = sample(domain_a, rng, shape, dtype), sample(domain_b, rng, (), np.float64).item()
+    w = rng.normal(size=shape)
+    forward_dtypes = []
+
+    def f(a, b):
+        y = ufunc(a, b)
+        forward_dtypes.append(y.dtype)
+        return np.sum(y * w)
+
+    grads = assert_gradient(f, a, b, **tolerance(dtype))
+    array = b if scalar_first else a
+    if ufunc is not np.float_power and array.dtype.kind == "f":  # float_power computes in float64 by definition
+        assert forward_dtypes[0] == dtype
+    for k, (arg, g) in enumerate(zip((a, b), grads)):
+        if type(arg) is float and not (k == 1 and ufunc is np.copysign):  # the sign source has no gradient
+            assert type(g) is float
+        elif type(arg) is int:
+            assert g is None
+
+
+def float32_rule_cases():
+    """(ufunc, where the Python scalar goes): every operand layout that has a float32 array in it."""
+    for u in by_name(u for u in NUMPY_RULES if u not in TESTED_ELSEWHERE):
+        if u.nin == 1:
+            yield pytest.param(u, None, id=u.__name__)
+            continue
+        yield pytest.param(u, None, id=f"{u.__name__}-arrays")
+        yield pytest.param(u, 1, id=f"{u.__name__}-scalar second")
+        if u is not np.ldexp:  # ldexp's other operand is an integer exponent: no float32 array would be left
+            yield pytest.param(u, 0, id=f"{u.__name__}-scalar first")
+
+
+@pytest.mark.parametrize("ufunc, scalar_at", float32_rule_cases())
+def test_rule_keeps_float32(ufunc, scalar_at):
+    """Called directly (before the engine casts anything), each rule computes in float32 for float32 inputs."""
+    rng = np.random.default_rng(0)
+    rule = UFUNC_RULES[ufunc]
+    domains = (UNARY[ufunc],) if ufunc.nin == 1 else BINARY[ufunc]
+    args = [sample(domain, rng, (3,), np.float32) for domain in domains]
+    if scalar_at is not None:
+        args[scalar_at] = sample(domains[scalar_at], rng, (), np.float64).item()
+    y, back = rule(*args)
+    expected = np.float64 if ufunc is np.float_power else np.float32
+    assert y.dtype == expected
+    for arg, ct in zip(args, back(np.ones_like(y))):
+        ct = pb.unthunk(ct)
+        if isinstance(arg, np.ndarray) and arg.dtype.kind == "f" and ct is not None:
+            assert np.result_type(ct) == expected, f"cotangent dtype {np.result_type(ct)}"
+
+
+# --- operator spellings --------------------------------------------------------------------
+OPERATORS = {
+    "+": (operator.add, real, real), "-": (operator.sub, real, real), "*": (operator.mul, real, real),
+    "/": (operator.truediv, real, nonzero), "**": (operator.pow, positive, real),
+    "%": (operator.mod, dividend, divisor),
+}
+
+
+@pytest.mark.parametrize("name", OPERATORS)
+@SETTINGS
+@given(shapes=pairs, dtype=dtypes, seed=seeds)
+def test_operator(name, shapes, dtype, seed):
+    op, domain_a, domain_b = OPERATORS[name]
+    rng = np.random.default_rng(seed)
+    (shape_a, shape_b), out_shape = shapes.input_shapes, shapes.result_shape
+    a, b = sample(domain_a, rng, shape_a, dtype), sample(domain_b, rng, shape_b, dtype)
+    w = rng.normal(size=out_shape)
+    tol = tolerance(dtype)
+    assert_gradient(lambda a, b: np.sum(op(a, b) * w), a, b, **tol)
+    # Reflected: a plain array on the left, the tracked value on the right.
+    assert_gradient(lambda b: np.sum(op(a, b) * w), b, **tol)
+    assert_gradient(lambda a: np.sum(op(a, b) * w), a, **tol)
+
+
+@pytest.mark.parametrize("name", OPERATORS)
+@FEW
+@given(shape=shapes, dtype=dtypes, seed=seeds, integer=st.booleans())
+def test_operator_with_python_scalar_on_the_left(name, shape, dtype, seed, integer):
+    op, domain_a, domain_b = OPERATORS[name]
+    rng = np.random.default_rng(seed)
+    left = sample(domain_a, rng, (), np.float64).item()
+    if integer:
+        left = {"%": 2, "**": 2}.get(name, -3)
+    b = sample(domain_b, rng, shape, dtype)
+    w = rng.normal(size=shape)
+    y_dtypes = []
+
+    def f(b):
+        y = op(left, b)
+        y_dtypes.append(y.dtype)
+        return np.sum(y * w)
+
+    assert_gradient(f, b, **tolerance(dtype))
+    assert y_dtypes[0] == dtype
+
+
+@SETTINGS
+@given(shape=shapes, dtype=dtypes, seed=seeds)
+def test_unary_operators(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = sample(nonzero, rng, shape, dtype)
+    w = rng.normal(size=shape)
+    tol = tolerance(dtype)
+    assert_gradient(lambda x: np.sum(-x * w), x, **tol)
+    assert_gradient(lambda x: np.sum(+x * w), x, **tol)
+    assert_gradient(lambda x: np.sum(abs(x) * w), x, **tol)
+
+
+@SETTINGS
+@given(dims=st.lists(st.integers(1, 4), min_size=3, max_size=3), dtype=dtypes, seed=seeds)
+def test_matmul_operator_and_reflected(dims, dtype, seed):
+    n, k, m = dims
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(size=(n, k)).astype(dtype), rng.normal(size=(k, m)).astype(dtype)
+    w = rng.normal(size=(n, m))
+    tol = tolerance(dtype)
+    assert_gradient(lambda a, b: np.sum((a @ b) * w), a, b, **tol)
+    assert_gradient(lambda b: np.sum((a @ b) * w), b, **tol)  # ndarray.__matmul__ with a tracked right side
+    assert_gradient(lambda a: np.sum((a @ b) * w), a, **tol)
+
+
+def test_python_scalar_operators_never_promote_float32():
+    x = np.array([0.5, 1.5], np.float32)
+
+    def f(x):
+        ys = [
+            x + 1.5, 1.5 + x, x - 2.0, 2.0 - x, x * 0.1, 0.1 * x, x / 3.0, 3.0 / x, x**2.5, 2.5**x, x % 0.7, -x, 2 * x,
+        ]
+        assert all(y.dtype == np.float32 for y in ys), [y.dtype for y in ys]
+        return sum(np.sum(y) for y in ys)
+
+    (g,) = pb.gradient(f, x)
+    assert g.dtype == np.float32
+    x64 = x.astype(np.float64)
+    expected = 1 + 1 + 1 - 1 + 0.1 + 0.1 + 1 / 3 - 3 / x64**2 + 2.5 * x64**1.5 + 2.5**x64 * math.log(2.5) + 1 - 1 + 2
+    np.testing.assert_allclose(g, expected, rtol=1e-5)
+
+
+# --- ufunc methods -------------------------------------------------------------------------
+@SETTINGS
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, max_side=4), data=st.data(), dtype=dtypes, seed=seeds)
+def test_add_reduce(shape, data, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = sample(real, rng, shape, dtype)
+    axis = data.draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)), label="axis")
+    kwargs = {} if axis == 0 else {"axis": axis}
+    w = rng.normal(size=np.add.reduce(x, **kwargs).shape)
+    assert_gradient(lambda x: np.sum(np.add.reduce(x, **kwargs) * w), x, **tolerance(dtype))
+    assert_gradient(lambda x: np.sum(np.multiply.reduce(x, **kwargs) * w), x, **tolerance(dtype))
+
+
+@SETTINGS
+@given(shape_a=shapes, shape_b=shapes, dtype=dtypes, seed=seeds)
+def test_ufunc_outer(shape_a, shape_b, dtype, seed):
+    rng = np.random.default_rng(seed)
+    a, b = sample(real, rng, shape_a, dtype), sample(nonzero, rng, shape_b, dtype)
+    w = rng.normal(size=shape_a + shape_b)
+    tol = tolerance(dtype)
+    assert_gradient(lambda a, b: np.sum(np.multiply.outer(a, b) * w), a, b, **tol)
+    assert_gradient(lambda a, b: np.sum(np.subtract.outer(a, b) * w), a, b, **tol)
+    assert_gradient(lambda a, b: np.sum(np.true_divide.outer(a, b) * w), a, b, **tol)
+
+
+# --- no gradient ---------------------------------------------------------------------------
+@SETTINGS
+@given(shape=shapes, seed=seeds)
+def test_nondifferentiable_results_are_plain(shape, seed):
+    rng = np.random.default_rng(seed)
+    x = sample(nonzero, rng, shape, np.float64)
+    seen = {}
+
+    def f(x):
+        seen["compare"] = x > 0
+        seen["sign"] = np.sign(x)
+        seen["floor"] = np.floor(x)
+        seen["argmax"] = np.argmax(x)
+        seen["isfinite"] = np.isfinite(x)
+        return np.sum(x * (x > 0)) + np.sum(np.sign(x)) + np.sum(np.floor(x))
+
+    (g,) = pb.gradient(f, x)
+    np.testing.assert_array_equal(seen["compare"], x > 0)
+    np.testing.assert_array_equal(seen["sign"], np.sign(x))
+    np.testing.assert_array_equal(seen["floor"], np.floor(x))
+    assert seen["argmax"] == np.argmax(x)
+    for value in seen.values():
+        assert type(value) in (np.ndarray, np.bool_, np.float64, np.intp, np.int64)
+    np.testing.assert_array_equal(g, (x > 0).astype(float))
+    only_plain = lambda x: np.sum(np.sign(x)) + np.sum(np.floor(x)) + np.argmax(x) + np.sum(x > 0)  # noqa: E731
+    assert pb.gradient(only_plain, x) == (None,)
+
+
+@pytest.mark.parametrize("ufunc", by_name(u for u in NUMPY_NONDIFF if u.nin == 1), ids=lambda u: u.__name__)
+def test_nondifferentiable_unary_gives_none(ufunc):
+    x = np.array([-1.7, 0.4, 2.2])
+    out = {}
+
+    def f(x):
+        out["y"] = ufunc(x)
+        return np.sum(ufunc(x))
+
+    assert pb.gradient(f, x) == (None,)
+    assert type(out["y"]) is np.ndarray
+    np.testing.assert_array_equal(out["y"], ufunc(x))
+
+
+@pytest.mark.parametrize("ufunc", by_name(u for u in NUMPY_NONDIFF if u.nin == 2), ids=lambda u: u.__name__)
+def test_nondifferentiable_binary_gives_none(ufunc):
+    a, b = np.array([-1.7, 0.4, 2.2]), np.array([0.5, 0.4, -1.0])
+    out = {}
+
+    def f(a, b):
+        out["y"] = ufunc(a, b)
+        return np.sum(ufunc(a, b))
+
+    assert pb.gradient(f, a, b) == (None, None)
+    assert type(out["y"]) is np.ndarray
+    np.testing.assert_array_equal(out["y"], ufunc(a, b))
+
+
+def test_power_at_zero_by_hand():
+    x = np.array([0.0, 2.0])
+    for exponent, expected in [(0, [0.0, 0.0]), (1, [1.0, 1.0]), (2, [0.0, 4.0]), (3, [0.0, 12.0]), (2.0, [0.0, 4.0])]:
+        (g,) = pb.gradient(lambda x: np.sum(x**exponent), x)
+        np.testing.assert_array_equal(g, expected, err_msg=f"d/dx x**{exponent!r}")
+    (g,) = pb.gradient(lambda b: np.sum(np.array([0.0, 0.0, 3.0]) ** b), np.array([0.0, 2.0, 2.0]))
+    np.testing.assert_allclose(g, [0.0, 0.0, 9.0 * math.log(3.0)])  # d/db 0**b is 0 (the limit from b > 0)
+    (g,) = pb.gradient(lambda b: np.sum(np.power(np.zeros(2), b)), np.array([0.0, 1.5], np.float32))
+    np.testing.assert_array_equal(g, [0.0, 0.0])
