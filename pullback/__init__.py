@@ -16,9 +16,35 @@ from ._trace import stop_gradient
 
 __version__ = "0.1.0"
 
+# Heavier parts load on first use, so `import pullback` stays fast.
+_LAZY = {
+    "optim": ("pullback.optim", None),
+    "destructure": ("pullback.optim", "destructure"),
+    "save": ("pullback.checkpoint", "save"),
+    "load": ("pullback.checkpoint", "load"),
+    "nn": ("pullback.nn", None),
+}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'pullback' has no attribute {name!r}")
+    import importlib
+
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 __all__ = [
     "gradient", "withgradient", "pullback", "grad", "value_and_grad", "WithGradient",
     "check_gradient", "GradientCheck", "jvp", "jacobian", "withjacobian", "WithJacobian", "hessian", "hvp",
     "primitive", "rrule", "frule", "stop_gradient",
     "Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent", "tree",
+    "optim", "destructure", "save", "load", "nn",
 ]

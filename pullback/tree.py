@@ -218,8 +218,8 @@ def fmap(f, x, *ys, exclude=None):
 
     Containers whose leaves are all unchanged come back as the same objects. The same
     array or sub-object met twice is visited once and both places get the same result
-    (so ties survive); a reference back to an object still being visited (a cycle) is
-    left pointing at the original. `ys` are trees shaped like `x` (or gradients of it:
+    (so ties survive); a cycle through mutable objects is rebuilt as a cycle of the new
+    objects. `ys` are trees shaped like `x` (or gradients of it:
     `None` and `Tangent` parts are fine). `exclude(node)` marks extra nodes as leaves.
 
     >>> import numpy as np
@@ -231,6 +231,7 @@ def fmap(f, x, *ys, exclude=None):
     """
     cache = {}
     in_progress = set()
+    shells = {}  # objects met again while still being walked (cycles): their copies, made early
 
     def walk(x, ys):
         key = id(x)
@@ -241,13 +242,23 @@ def fmap(f, x, *ys, exclude=None):
             result = f(x, *ys)
         else:
             if key in in_progress:
-                return x
+                if kind.shell is None:
+                    return x  # an immutable container in a cycle keeps pointing at the original
+                if key not in shells:
+                    shells[key] = kind.shell(x)
+                return shells[key]
             in_progress.add(key)
             kids = kind.children(x)
             new = {k: walk(v, [_child(y, k) for y in ys]) for k, v in kids.items()}
             in_progress.discard(key)
-            changed = any(new[k] is not v for k, v in kids.items())
-            result = kind.rebuild(x, new) if changed else x
+            shell = shells.pop(key, None)
+            if shell is not None:
+                kind.fill(shell, new)
+                result = shell
+            elif any(new[k] is not v for k, v in kids.items()):
+                result = kind.rebuild(x, new)
+            else:
+                result = x
         if _is_cacheable(x):
             cache[key] = result
         return result

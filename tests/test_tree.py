@@ -87,6 +87,8 @@ def test_fmap_and_leaves_terminate_on_cycles():
     out = tree.fmap(lambda v: v + 1 if isinstance(v, np.ndarray) else v, a)
     np.testing.assert_allclose(out.w, [2.0])
     np.testing.assert_allclose(out.name.w, [1.0])
+    assert out.name.name is out and out is not a  # the new objects form the cycle
+    np.testing.assert_allclose(a.w, [1.0])
     found = tree.leaves(a)
     assert len([v for v in found if isinstance(v, np.ndarray)]) == 2
 

@@ -1,0 +1,547 @@
+"""pb.save / pb.load: exact round trips, the documented format, atomic writes, and every way a
+file or a `like` model can be wrong."""
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import numpy as np
+import pytest
+from _random_models import models
+from hypothesis import given, settings
+
+import pullback as pb
+from pullback import optim
+from pullback.checkpoint import CheckpointError
+
+
+class Dense:
+    def __init__(self, weight, bias):
+        self.weight, self.bias, self.activation = weight, bias, np.tanh
+
+
+class BatchNorm:
+    def __init__(self, n, rng):
+        self.scale = rng.standard_normal(n).astype(np.float32)
+        self.shift = rng.standard_normal(n).astype(np.float32)
+        self.running_mean = rng.standard_normal(n).astype(np.float32)
+        self.batches = np.array(rng.integers(0, 100), dtype=np.int64)
+        self.training = True
+        self.momentum = 0.1
+
+    def trainable(self):
+        return ("scale", "shift")
+
+
+def build(seed):
+    """The same structure for every seed; values differ."""
+    rng = np.random.default_rng(seed)
+    shared = Dense(rng.standard_normal((2, 2)), rng.standard_normal(2))
+    embed = rng.standard_normal((4, 2)).astype(np.float32)
+    special = rng.standard_normal(3)
+    special[:3] = [np.nan, -np.inf, -0.0] if seed == 0 else special[:3]
+    return {
+        "layers": [shared, Dense(rng.standard_normal((1, 2)).astype(np.float32), None), BatchNorm(2, rng), shared],
+        "embed": embed,
+        "head": embed,
+        "mask": rng.random(3) > 0.5,
+        "empty": np.zeros((0, 3), np.float32),
+        "scalar": np.array(rng.standard_normal()),
+        "fortran": np.asfortranarray(rng.standard_normal((2, 3))),
+        "big_endian": rng.standard_normal(2).astype(">f8"),
+        "half": rng.standard_normal(2).astype(np.float16),
+        "labels": np.array(["cat", "dog"]) if seed == 0 else np.array(["aaa", "bbb"]),
+        "special": special,
+        "name": f"model {seed}",
+    }
+
+
+def grads_for(model, seed):
+    rng = np.random.default_rng(seed)
+    def grad(a):
+        if optim._walk.is_param(a) and np.all(np.isfinite(a)):
+            return rng.standard_normal(a.shape).astype(a.dtype)
+        return None
+
+    return pb.tree.fmap(grad, model)
+
+
+def arrays_by_path(model):
+    return {p: x for x, paths in pb.checkpoint._array_groups(model).values() for p in paths}
+
+
+def assert_bit_identical(a, b):
+    assert type(a) is type(b) is np.ndarray
+    assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def assert_value_identical(a, b):
+    """Rule states: same nesting, same types, arrays bit for bit."""
+    if isinstance(a, np.ndarray):
+        assert_bit_identical(a, b)
+    elif isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_value_identical(x, y)
+    elif isinstance(a, float) and np.isnan(a):
+        assert type(b) is float and np.isnan(b)
+    else:
+        assert type(a) is type(b) and a == b
+
+
+def assert_states_identical(s1, s2, m1, m2):
+    e1, e2 = optim._update._pair(s1, m1, None), optim._update._pair(s2, m2, None)
+    assert len(e1) == len(e2)
+    for (l1, _, _, p1), (l2, _, _, p2) in zip(e1.values(), e2.values()):
+        assert p1 == p2 and l1.rule == l2.rule and l1.frozen == l2.frozen
+        assert_value_identical(l1.state, l2.state)
+
+
+def trained(steps=3):
+    model = build(0)
+    rule = optim.OptimiserChain(optim.ClipNorm(5.0, p=np.inf), optim.OptimiserChain(optim.WeightDecay(0.01), optim.Adam(0.01)))
+    state = optim.setup(rule, model)
+    for k in range(steps):
+        state, model = optim.update(state, model, grads_for(model, k))
+    state = optim.adjust(state, lr=0.005)
+    optim.freeze(state["layers"][2])
+    return model, state
+
+
+# --- round trips ------------------------------------------------------------------------
+def test_model_round_trip_is_exact_with_dtypes_and_ties(tmp_path):
+    model = build(0)
+    path = tmp_path / "model.ckpt"
+    pb.save(path, model)
+    like = build(1)
+    loaded = pb.load(path, like=like)
+    assert type(loaded) is dict and loaded is not like
+    original, got = arrays_by_path(model), arrays_by_path(loaded)
+    assert original.keys() == got.keys() and len(original) == 19
+    for p, x in original.items():
+        assert_bit_identical(x, got[p])
+    assert loaded["embed"] is loaded["head"]
+    assert loaded["layers"][0] is loaded["layers"][3]  # a shared layer stays one object
+    assert loaded["fortran"].flags.f_contiguous
+    assert loaded["big_endian"].dtype == np.dtype(">f8")
+    assert loaded["name"] == "model 1" and loaded["layers"][2].training is True  # non-arrays come from like
+    assert loaded["layers"][1].bias is None and loaded["layers"][0].activation is np.tanh
+
+
+def test_load_returns_the_model_alone_or_with_the_state(tmp_path):
+    model = {"w": np.ones(2)}
+    pb.save(tmp_path / "a.ckpt", model)
+    pb.save(tmp_path / "b.ckpt", model, optim.setup(optim.Descent(), model))
+    assert isinstance(pb.load(tmp_path / "a.ckpt", like=model), dict)
+    loaded, state = pb.load(str(tmp_path / "b.ckpt"), like=model)
+    assert isinstance(state["w"], optim.Leaf) and state["w"].rule == optim.Descent()
+
+
+def test_optimiser_state_round_trip_is_exact_and_training_continues_identically(tmp_path):
+    model, state = trained()
+    path = tmp_path / "run.ckpt"
+    pb.save(path, model, state)
+    loaded_model, loaded_state = pb.load(path, like=build(7))
+
+    assert_states_identical(state, loaded_state, model, loaded_model)
+    leaf = loaded_state["layers"][0].weight
+    clip_state, (decay_state, (m, v, step)) = leaf.state
+    assert step == 3 and type(step) is int and m.dtype == np.float64
+    assert loaded_state["embed"] is loaded_state["head"] and loaded_state["layers"][0] is loaded_state["layers"][3]
+    assert loaded_state["layers"][2].scale.frozen and not loaded_state["embed"].frozen
+    assert loaded_state["embed"].rule.rules[1].rules[1].lr == 0.005
+    assert loaded_state["layers"][2].running_mean is None
+
+    for k in (10, 11):
+        state, model = optim.update(state, model, grads_for(model, k))
+        optim.update_(loaded_state, loaded_model, grads_for(loaded_model, k))
+    for p, x in arrays_by_path(model).items():
+        assert_bit_identical(x, arrays_by_path(loaded_model)[p])
+    assert_states_identical(state, loaded_state, model, loaded_model)
+
+
+@dataclasses.dataclass(frozen=True)
+class OddStateRule(optim.Rule):
+    """A rule whose state holds every kind of value a checkpoint can store."""
+
+    scale: float = float("inf")
+    label: str = "odd"
+
+    def init(self, x):
+        return (np.float32(1.5), float("nan"), float("-inf"), [None, True, 7], (np.zeros(2, np.int32), ()), 2**70)
+
+    def apply(self, state, x, dx):
+        return state, dx
+
+
+def test_every_kind_of_rule_state_value_round_trips(tmp_path):
+    model = [np.ones(2)]
+    state = optim.setup(optim.OptimiserChain(OddStateRule(), optim.ClipNorm(1.0, p=np.inf)), model)
+    pb.save(tmp_path / "odd.ckpt", model, state)
+    _, loaded = pb.load(tmp_path / "odd.ckpt", like=model)
+    assert loaded[0].rule == state[0].rule and loaded[0].rule.rules[0].scale == float("inf")
+    assert_value_identical(state[0].state, loaded[0].state)
+    assert type(loaded[0].state[0][0]) is np.float32
+
+
+def test_the_file_is_a_zip_of_npy_entries_and_a_json_manifest(tmp_path):
+    model, state = trained(1)
+    path = tmp_path / "run.ckpt"
+    pb.save(path, model, state)
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        manifest = json.loads(archive.read("manifest.json"))
+        assert all(info.compress_type == zipfile.ZIP_STORED for info in archive.infolist())
+    assert set(names) == {"manifest.json"} | {s["entry"] for s in manifest["arrays"] + manifest["state"]["arrays"]}
+    assert manifest["format"] == "pullback-checkpoint" and manifest["version"] == 1
+    embed_spec = next(s for s in manifest["arrays"] if "model['embed']" in s["paths"])
+    assert embed_spec["paths"] == ["model['embed']", "model['head']"] and embed_spec["dtype"] == "<f4"
+    assert embed_spec["shape"] == [4, 2]
+    with np.load(path, allow_pickle=False) as npz:  # readable without pullback
+        np.testing.assert_array_equal(npz[embed_spec["entry"][:-4]], model["embed"])
+        with zipfile.ZipFile(path) as archive:
+            assert hashlib.sha256(archive.read(embed_spec["entry"])).hexdigest() == embed_spec["sha256"]
+    assert manifest["state"]["rules"][0]["rule"] == "OptimiserChain"
+
+
+def test_identical_inputs_give_identical_files(tmp_path):
+    model, state = trained(1)
+    pb.save(tmp_path / "a.ckpt", model, state)
+    pb.save(tmp_path / "b.ckpt", model, state)
+    assert (tmp_path / "a.ckpt").read_bytes() == (tmp_path / "b.ckpt").read_bytes()
+
+
+def test_like_is_never_changed(tmp_path):
+    pb.save(tmp_path / "m.ckpt", build(0))
+    like = build(1)
+    before = {p: x.copy() for p, x in arrays_by_path(like).items()}
+    identities = {p: id(x) for p, x in arrays_by_path(like).items()}
+    pb.load(tmp_path / "m.ckpt", like=like)
+    like["layers"][1].weight = like["layers"][1].weight.astype(np.float64)  # make the next load fail part way
+    with pytest.raises(CheckpointError):
+        pb.load(tmp_path / "m.ckpt", like=like)
+    for p, x in arrays_by_path(like).items():
+        np.testing.assert_array_equal(x, before[p])
+        if p != "model['layers'][1].weight":
+            assert id(x) == identities[p]
+
+
+@settings(max_examples=40, deadline=None)
+@given(models())
+def test_random_models_round_trip_exactly_with_their_ties(model):
+    import tempfile
+
+    like = pb.tree.fmap(lambda a: np.zeros_like(a) if isinstance(a, np.ndarray) else a, model)
+    with tempfile.TemporaryDirectory() as folder:
+        pb.save(os.path.join(folder, "m.ckpt"), model)
+        loaded = pb.load(os.path.join(folder, "m.ckpt"), like=like)
+    original, got = arrays_by_path(model), arrays_by_path(loaded)
+    assert original.keys() == got.keys()
+    for p, x in original.items():
+        assert_bit_identical(x, got[p])
+        for q, y in original.items():
+            assert (x is y) == (got[p] is got[q])
+
+
+# --- atomic writes -----------------------------------------------------------------------
+def test_a_failure_half_way_leaves_the_old_file_byte_identical(tmp_path, monkeypatch):
+    path = tmp_path / "model.ckpt"
+    pb.save(path, {"w": np.zeros(3)})
+    old = path.read_bytes()
+    calls = []
+    real_write_array = np.lib.format.write_array
+
+    def failing_write_array(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError("disk full")
+        return real_write_array(*args, **kwargs)
+
+    monkeypatch.setattr(np.lib.format, "write_array", failing_write_array)
+    model, state = trained(1)
+    with pytest.raises(OSError, match="disk full"):
+        pb.save(path, model, state)
+    assert len(calls) == 3
+    assert path.read_bytes() == old
+    assert os.listdir(tmp_path) == ["model.ckpt"]  # the temporary file was removed
+    monkeypatch.undo()
+    np.testing.assert_array_equal(pb.load(path, like={"w": np.ones(3)})["w"], 0.0)
+
+
+def test_a_crash_half_way_leaves_the_old_file_intact(tmp_path):
+    path = tmp_path / "model.ckpt"
+    pb.save(path, {"w": np.zeros(3)})
+    old = path.read_bytes()
+    script = textwrap.dedent(f"""
+        import os, numpy as np, pullback as pb
+        real = np.lib.format.write_array
+        count = [0]
+        def dying(*args, **kwargs):
+            count[0] += 1
+            if count[0] == 2:
+                os._exit(17)  # the process dies: no cleanup, no exception handlers
+            return real(*args, **kwargs)
+        np.lib.format.write_array = dying
+        pb.save({str(path)!r}, {{"w": np.ones(3), "u": np.ones(1000), "v": np.ones(2)}})
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 17, result.stderr
+    assert path.read_bytes() == old
+    np.testing.assert_array_equal(pb.load(path, like={"w": np.ones(3)})["w"], 0.0)
+
+
+def test_the_data_is_synced_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.path.isdir(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else None))
+        return real_fsync(fd)
+
+    def replace(source, target):
+        events.append(("replace", os.path.basename(source).startswith(".model.ckpt."), os.path.basename(target)))
+        return real_replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    pb.save(tmp_path / "model.ckpt", {"w": np.zeros(2)})
+    assert [e[0] for e in events] == ["fsync", "replace", "fsync"]
+    assert events[1][1:] == (True, "model.ckpt")
+    if events[0][1] is not None:
+        assert events[0][1] is False and events[2][1] is True  # the file first, then its folder
+
+
+def test_an_unsavable_model_is_refused_before_the_file_is_touched(tmp_path):
+    path = tmp_path / "model.ckpt"
+    pb.save(path, {"w": np.zeros(3)})
+    old = path.read_bytes()
+    with pytest.raises(CheckpointError, match=r"model\['objects'\] has dtype object.*without pickle"):
+        pb.save(path, {"w": np.zeros(3), "objects": np.array([{}, None], dtype=object)})
+    with pytest.raises(CheckpointError, match=r"model\['m'\] is a MaskedArray"):
+        pb.save(path, {"m": np.ma.array([1.0, 2.0])})
+    model = {"w": np.zeros(3), "u": np.zeros(1)}
+    with pytest.raises(CheckpointError, match=r"no entry for model\['u'\]"):
+        pb.save(path, model, optim.setup(optim.Descent(), {"w": np.zeros(3), "u": np.arange(1)}))
+    with pytest.raises(ValueError, match="does not match the model"):
+        pb.save(path, model, optim.setup(optim.Descent(), [np.zeros(3)]))
+    assert path.read_bytes() == old and os.listdir(tmp_path) == ["model.ckpt"]
+
+
+def test_a_new_file_gets_the_usual_permissions(tmp_path):
+    umask = os.umask(0o022)
+    os.umask(umask)
+    pb.save(tmp_path / "m.ckpt", {"w": np.zeros(1)})
+    assert (tmp_path / "m.ckpt").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+# --- damaged and mismatched files ---------------------------------------------------------
+def rewrite(path, manifest_edit=None, drop=(), replace=None):
+    """Rewrite a checkpoint as a valid ZIP (correct CRCs) with some change."""
+    with zipfile.ZipFile(path) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    manifest = json.loads(entries["manifest.json"])
+    if manifest_edit:
+        manifest_edit(manifest)
+    entries["manifest.json"] = json.dumps(manifest).encode()
+    for name, data in (replace or {}).items():
+        entries[name] = data
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in entries.items():
+            if name not in drop:
+                archive.writestr(name, data)
+    return manifest
+
+
+@pytest.fixture
+def saved(tmp_path):
+    model, state = trained(1)
+    path = tmp_path / "run.ckpt"
+    pb.save(path, model, state)
+    return path
+
+
+@pytest.mark.parametrize("keep", [0, 10, 0.5, -1, -22])
+def test_a_truncated_file_is_refused(saved, keep):
+    data = saved.read_bytes()
+    cut = keep if isinstance(keep, int) and keep >= 0 else len(data) + keep
+    cut = int(len(data) * keep) if isinstance(keep, float) else cut
+    saved.write_bytes(data[:cut])
+    with pytest.raises(CheckpointError, match=r"run\.ckpt.*(truncated|corrupted|missing)"):
+        pb.load(saved, like=build(1))
+
+
+def test_a_corrupted_byte_in_an_array_is_detected(saved):
+    data = bytearray(saved.read_bytes())
+    with zipfile.ZipFile(saved) as archive:
+        info = archive.getinfo("model/0.npy")
+    position = info.header_offset + 30 + len(info.filename) + info.extra.__len__() + info.file_size - 3
+    data[position] ^= 0x40
+    saved.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"model/0\.npy.*corrupted"):
+        pb.load(saved, like=build(1))
+
+
+def test_an_edited_entry_with_a_valid_zip_crc_fails_its_sha256(saved):
+    with zipfile.ZipFile(saved) as archive:
+        original = archive.read("model/1.npy")
+    edited = original[:-1] + bytes([original[-1] ^ 1])
+    rewrite(saved, replace={"model/1.npy": edited})
+    with pytest.raises(CheckpointError, match=r"model/1\.npy \(model\['layers'\]\[0\]\.bias\) fails its SHA-256"):
+        pb.load(saved, like=build(1))
+
+
+def test_every_single_byte_flip_is_either_detected_or_harmless(tmp_path):
+    model = {"w": np.arange(3.0)}
+    state = optim.setup(optim.Adam(), model)
+    path = tmp_path / "small.ckpt"
+    pb.save(path, model, state)
+    data = path.read_bytes()
+    reference_model, reference_state = pb.load(path, like=model)
+    damaged = tmp_path / "damaged.ckpt"
+    detected = 0
+    positions = np.random.default_rng(0).choice(len(data), size=400, replace=False)  # of about 2000; all is slow
+    for i in positions:
+        flipped = bytearray(data)
+        flipped[i] ^= 0xFF
+        damaged.write_bytes(bytes(flipped))
+        try:
+            got_model, got_state = pb.load(damaged, like=model)
+        except CheckpointError:
+            detected += 1
+            continue
+        assert_bit_identical(got_model["w"], reference_model["w"])  # a flip that got through changed nothing
+        assert_states_identical(got_state, reference_state, got_model, reference_model)
+    assert detected > 0.8 * len(positions)  # the rest hit bytes nobody reads (timestamps, attributes)
+
+
+def test_wrong_format_and_version_are_refused(saved):
+    rewrite(saved, lambda m: m.update(format="something-else"))
+    with pytest.raises(CheckpointError, match=r"not a pullback checkpoint.*'something-else'"):
+        pb.load(saved, like=build(1))
+    rewrite(saved, lambda m: m.update(format="pullback-checkpoint", version=2))
+    with pytest.raises(CheckpointError, match=r"version 2 is not supported.*newer pullback"):
+        pb.load(saved, like=build(1))
+    rewrite(saved, lambda m: m.update(version="1"))
+    with pytest.raises(CheckpointError, match=r"version '1' is not supported"):
+        pb.load(saved, like=build(1))
+
+
+def test_other_zip_files_and_bad_manifests_are_refused(tmp_path):
+    path = tmp_path / "arrays.npz"
+    np.savez(path, w=np.ones(2))
+    with pytest.raises(CheckpointError, match=r"manifest\.json \(the manifest\) is missing"):
+        pb.load(path, like={"w": np.ones(2)})
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("manifest.json", b"{not json")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        pb.load(path, like={"w": np.ones(2)})
+
+
+def test_a_missing_entry_is_named(saved):
+    intact = saved.read_bytes()
+    rewrite(saved, drop=["model/2.npy"])
+    with pytest.raises(CheckpointError, match=r"model/2\.npy \(model\['layers'\]\[1\]\.weight\) is missing"):
+        pb.load(saved, like=build(1))
+    saved.write_bytes(intact)
+    rewrite(saved, drop=["state/0.npy"])
+    with pytest.raises(CheckpointError, match=r"state/0\.npy \(optimiser state for model\['layers'\]\[0\]\.weight\) is missing"):
+        pb.load(saved, like=build(1))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: m["arrays"][0].update(shape=[-1]), r"arrays\[0\]\.shape must be a list of non-negative"),
+    (lambda m: m["arrays"][0].update(dtype="not-a-dtype"), r"not a NumPy dtype"),
+    (lambda m: m["arrays"][0].pop("sha256"), r"arrays\[0\] needs a field 'sha256'"),
+    (lambda m: m["arrays"][0].update(shape=[5]), r"model\['layers'\]\[0\]\.weight has shape \(5,\).*shape \(2, 2\)"),
+    (lambda m: m["state"]["rules"][0].update(rule="mypackage:Mystery"), r"'mypackage:Mystery'.*not defined here"),
+    (lambda m: m["state"]["rules"][0]["hyper"]["rules"]["tuple"][0]["hyper"].update(max_norm=-1.0),
+     r"cannot rebuild ClipNorm.*max_norm must be > 0"),
+    (lambda m: m["state"]["rules"][0]["hyper"]["rules"]["tuple"][0]["hyper"].update(speed=1.0), r"ClipNorm has hyperparameters"),
+    (lambda m: m["state"]["leaves"][0].update(value={"array": 999}), r"state array 999"),
+    (lambda m: m["state"]["leaves"][0].update(value={"pickle": "x"}), r"unknown form"),
+    (lambda m: m["state"]["leaves"].pop(0), r"optimiser state has no entry for model\['layers'\]\[0\]\.weight"),
+    (lambda m: m["state"]["leaves"].append(m["state"]["leaves"][0]), r"state for model\['layers'\]\[0\]\.weight is listed twice"),
+    (lambda m: m["arrays"].append(m["arrays"][0]), r"model\['layers'\]\[0\]\.weight is listed twice"),
+])
+def test_malformed_manifests_are_refused_with_the_problem_named(saved, edit, message):
+    rewrite(saved, edit)
+    with pytest.raises(CheckpointError, match=message):
+        pb.load(saved, like=build(1))
+
+
+def test_an_object_array_smuggled_into_the_file_is_never_unpickled(saved, tmp_path):
+    marker = tmp_path / "ran"
+    payload = np.array([_Boobytrap(str(marker))], dtype=object)
+    buffer = io.BytesIO()
+    np.save(buffer, payload, allow_pickle=True)
+    data = buffer.getvalue()
+
+    def claim_float(m):  # a manifest that matches the smuggled entry's checksum
+        m["arrays"][0].update(sha256=hashlib.sha256(data).hexdigest(), dtype="<f8", shape=[1])
+
+    rewrite(saved, claim_float, replace={"model/0.npy": data})
+    with pytest.raises(CheckpointError):
+        pb.load(saved, like=build(1))
+    rewrite(saved, lambda m: m["arrays"][0].update(dtype="|O"))
+    with pytest.raises(CheckpointError, match="object dtype"):
+        pb.load(saved, like=build(1))
+    assert not marker.exists()
+
+
+def test_a_header_asking_for_more_memory_than_the_file_holds_is_refused(saved):
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)})
+    data = header.getvalue()
+
+    def claim_huge(m):
+        m["state"]["arrays"][0].update(sha256=hashlib.sha256(data).hexdigest(), shape=[10**12], dtype="<f8")
+
+    intact = saved.read_bytes()
+    rewrite(saved, claim_huge, replace={"state/0.npy": data})
+    with pytest.raises(CheckpointError, match=r"state/0\.npy .* has 0 bytes of data; dtype and shape need 8000000000000"):
+        pb.load(saved, like=build(1))
+    saved.write_bytes(intact)
+    big = io.BytesIO()
+    np.save(big, np.zeros(100_000))
+    rewrite(saved, lambda m: m["state"]["arrays"][0].update(sha256=hashlib.sha256(big.getvalue()).hexdigest()),
+            replace={"state/0.npy": big.getvalue()})
+    with pytest.raises(CheckpointError, match=r"state/0\.npy .* is 800128 bytes, more than its dtype and shape need"):
+        pb.load(saved, like=build(1))
+
+
+class _Boobytrap:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.pop("mask"), r"file has an array for model\['mask'\], but `like` has no array there"),
+    (lambda m: m.update(extra=np.ones(2)), r"`like` has an array at model\['extra'\], but the file has no value"),
+    (lambda m: m.update(embed=np.ones((5, 2), np.float32)) or m.update(head=m["embed"]),
+     r"model\['embed'\] has shape \(4, 2\) and dtype float32 in the file, but shape \(5, 2\)"),
+    (lambda m: m.update(scalar=np.array(1.0, np.float32)), r"model\['scalar'\] has shape \(\) and dtype float64.*dtype float32"),
+    (lambda m: m.update(head=m["embed"].copy()), r"ties model\['embed'\] and model\['head'\].*different arrays"),
+    (lambda m: m["layers"].__setitem__(3, Dense(m["layers"][0].weight, np.ones(2))),
+     r"ties model\['layers'\]\[0\]\.bias and model\['layers'\]\[3\]\.bias \(one shared array\), but in `like` they are different"),
+])
+def test_a_like_that_does_not_match_is_refused_naming_the_place(saved, change, message):
+    like = build(1)
+    change(like)
+    with pytest.raises(CheckpointError, match=message):
+        pb.load(saved, like=like)
+
+
+def test_like_with_a_tie_the_file_lacks_is_refused(tmp_path):
+    pb.save(tmp_path / "m.ckpt", {"a": np.zeros(2), "b": np.ones(2)})
+    w = np.zeros(2)
+    with pytest.raises(CheckpointError, match=r"in `like`, model\['a'\] and model\['b'\] are one shared array"):
+        pb.load(tmp_path / "m.ckpt", like={"a": w, "b": w})
