@@ -185,6 +185,11 @@ def _collect_seeds(out, dy, tape, seeds):
     kind = tree.kind_of(out)
     if kind is None:
         return
+    if tree.kind_of(dy) is None and not isinstance(dy, tree.Tangent):
+        raise TypeError(
+            f"The cotangent should be structured like the output ({type(out).__name__}), "
+            f"with a part for each of {list(kind.children(out))}; got {type(dy).__name__}."
+        )
     for k, part in kind.children(out).items():
         _collect_seeds(part, tree._child(dy, k), tape, seeds)
 

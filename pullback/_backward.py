@@ -50,7 +50,7 @@ def _add(current, ct, like, j, owned):
             return current
         if type(current) is np.ndarray and not isinstance(ct, Traced):
             return np.add(current, ct, out=current)
-        return current + ct
+        return accum(current, ct)
     a = fit(current, like)
     if a is None:
         return ct
@@ -60,7 +60,7 @@ def _add(current, ct, like, j, owned):
         b = fit(ct, like)
         if b is None:
             return a
-        total = a + b
+        total = accum(a, b)  # elementwise for the tuple cotangent of a several-output operation
     if type(total) is np.ndarray:
         owned.add(j)
     return total

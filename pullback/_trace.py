@@ -12,6 +12,7 @@ tapes and the levels never mix.
 """
 
 import itertools
+import weakref
 
 import numpy as np
 
@@ -62,7 +63,7 @@ class Traced:
     end in `apply`, which hands the operation to the innermost level among its inputs.
     """
 
-    __slots__ = ("_value", "_tape", "_aliased")
+    __slots__ = ("_value", "_tape", "_base", "_views", "__weakref__")
     __array_priority__ = 100.0
     __hash__ = None
 
@@ -127,6 +128,14 @@ class Traced:
     @property
     def dtype(self):
         return _dtype_of(self._value)
+
+    @property
+    def real(self):
+        return self  # a real array is its own real part
+
+    @property
+    def imag(self):
+        return np.zeros_like(stop_gradient(self))
 
     @property
     def T(self):
@@ -369,6 +378,8 @@ def apply2(rule, a, b):
                 y, back = rule(a, b._value)
                 return record(tb, y, back, (-1, b._id))
         elif kind_b is not Dual:
+            if kind_b not in _PLAIN and _foreign(b):
+                return NotImplemented
             y, back = rule(a._value, b)
             return record(tape, y, back, (a._id, -1))
         else:
@@ -376,9 +387,19 @@ def apply2(rule, a, b):
         y, back = rule(a._value, b)
         return record(tape, y, back, (a._id, -1))
     if type(b) is Tracked and type(a) is not Dual:
+        if type(a) not in _PLAIN and _foreign(a):
+            return NotImplemented
         y, back = rule(a, b._value)
         return record(b._tape, y, back, (-1, b._id))
     return apply(rule, (a, b))
+
+
+_PLAIN = frozenset((float, int, bool, np.ndarray, np.float64, np.float32, np.int64))
+
+
+def _foreign(x):
+    """An array-like of another library that handles NumPy calls itself: let it take over."""
+    return hasattr(type(x), "__array_ufunc__") and not isinstance(x, (np.ndarray, np.generic, Traced))
 
 
 def record(tape, y, back, ids):
@@ -444,6 +465,8 @@ def stop_gradient(x):
     """
     while type(x) is Tracked or type(x) is Dual:
         x = x._value
+    if hasattr(type(x), "__stop_gradient__"):  # other differentiable containers, e.g. complex pairs
+        return x.__stop_gradient__()
     return x
 
 
@@ -458,12 +481,26 @@ def strip_all(x):
     return x
 
 
+def mark_view(view, base):
+    """Record that `view` shares memory with `base` (both traced), so in-place writes can be refused."""
+    view._base = base
+    try:
+        base._views.append(weakref.ref(view))
+    except AttributeError:
+        base._views = [weakref.ref(view)]
+
+
+def _has_live_views(x):
+    views = getattr(x, "_views", None)
+    return bool(views) and any(ref() is not None for ref in views)
+
+
 def _rebind(handle, new):
-    """Make `handle` (a Tracked the user holds) refer to `new`: how in-place writes work."""
-    if getattr(handle, "_aliased", False):
+    """Make `handle` (a traced value the user holds) refer to `new`: how in-place writes work."""
+    if getattr(handle, "_base", None) is not None or _has_live_views(handle):
         raise ValueError(
-            "In-place write to a tracked array that shares memory with another tracked array "
-            "(a view such as x[1:], x.T or x.reshape(...), or an array such views were taken of). "
+            "In-place write to a traced array that shares memory with another one still in use "
+            "(a view such as x[1:], x.T or x.reshape(...), or an array such a view was taken of). "
             "NumPy would write through to both, which pullback does not follow. "
             "Write into a copy (y = x.copy()) or build the result with np.where / np.concatenate."
         )
@@ -477,8 +514,7 @@ def _rebind(handle, new):
     if new.dtype != handle.dtype:
         new = FUNCTIONS[_astype](new, handle.dtype)
     for name in type(handle).__slots__ + ("_value", "_tape"):
-        if name != "_aliased":
-            setattr(handle, name, getattr(new, name))
+        setattr(handle, name, getattr(new, name))
 
 
 def _ufunc_general(ufunc, method, inputs, kwargs):

@@ -375,3 +375,66 @@ def test_repeated_indices_in_assignment_are_refused():
 
     with pytest.raises(ValueError, match="more than once"):
         pb.gradient(f, np.ones(3))
+
+
+def test_reading_an_element_then_writing_it_back_is_allowed():
+    def f(x):
+        y = x * 1.0
+        y[1] = y[1] * 2.0  # the read y[1] is a temporary: no live view when the write happens
+        m = np.ones((2, 2)) * x[0]
+        m[0] = m[0] * 3.0  # a row view, also dead by the time of the write
+        return np.sum(y) + np.sum(m)
+
+    x = np.array([1.0, 2.0, 3.0])
+    (g,) = pb.gradient(f, x)
+    np.testing.assert_allclose(g, [1.0 + 3.0 + 3.0 + 2.0, 2.0, 1.0])
+
+
+def test_writing_while_a_view_is_alive_is_refused_but_allowed_after_it_dies():
+    def f(x):
+        y = x * 1.0
+        v = y[1:]
+        try:
+            y[0] = 5.0
+        except ValueError as err:
+            assert "view" in str(err)
+        else:
+            raise AssertionError("write with a live view was allowed")
+        del v
+        y[0] = 5.0
+        return np.sum(y)
+
+    np.testing.assert_allclose(pb.gradient(f, np.ones(3))[0], [0.0, 1.0, 1.0])
+
+
+def test_cotangents_of_several_outputs_are_summed_not_concatenated():
+    @pb.primitive
+    def two(x):
+        return 2.0 * x, 3.0 * x
+
+    @pb.rrule(two)
+    def two_rule(x):
+        def back(g):
+            a, b = g
+            total = 0.0
+            if a is not None:
+                total = total + 2.0 * a
+            if b is not None:
+                total = total + 3.0 * b
+            return (total,)
+
+        return two(x), back
+
+    (g,) = pb.gradient(lambda x: np.sum(two(x)[0]) + np.sum(two(x)[1] * 2.0) + np.sum(two(x)[0]), np.ones(2))
+    np.testing.assert_allclose(g, [2.0 + 6.0 + 2.0] * 2)
+
+
+def test_real_and_imag_of_a_real_tracked_array():
+    (g,) = pb.gradient(lambda x: np.sum(x.real * 2.0) + np.sum(x.imag), np.ones(2))
+    np.testing.assert_allclose(g, [2.0, 2.0])
+
+
+def test_a_structured_output_needs_a_structured_cotangent():
+    _, back = pb.pullback(lambda x: (x, x * 2.0), np.ones(2))
+    with pytest.raises(TypeError, match="structured like the output"):
+        back(np.ones(2))

@@ -5,7 +5,7 @@ import numpy as np
 from .._extend import primitive, rrule
 from .._registry import FUNCTIONS
 from .._tangents import InplaceableThunk, Thunk
-from .._trace import Traced, _getitem, _index_update, apply, stop_gradient
+from .._trace import Traced, _getitem, mark_view, _index_update, apply, stop_gradient
 from ._register import implements
 
 
@@ -51,8 +51,8 @@ def getitem_rule(x, index):
 def getitem(x, index):
     index = _plain_index(index)
     y = apply(getitem_rule, (x, index))
-    if is_basic(index) and isinstance(y, Traced) and isinstance(x, Traced):
-        y._aliased = x._aliased = True
+    if is_basic(index) and isinstance(y, Traced) and isinstance(x, Traced) and np.ndim(y) > 0:
+        mark_view(y, x)  # a basic index gives a view, except a single element
     return y
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 
 from .._registry import FUNCTIONS
-from .._trace import Dual, Traced, Tracked, _astype, apply, stop_gradient
+from .._trace import Dual, Traced, _astype, apply, mark_view, stop_gradient
 from ._register import function_rule, implements
 
 
@@ -14,7 +14,7 @@ def view_rule(*fns):
         def run(x, *args, **kwargs):
             y = apply(rule, (x,) + args, kwargs)
             if isinstance(y, Traced) and isinstance(x, Traced):
-                y._aliased = x._aliased = True
+                mark_view(y, x)
             return y
 
         for fn in fns:

@@ -1,0 +1,427 @@
+"""Rules for matrix functions and decompositions in `numpy.linalg`.
+
+All act on the last two axes and broadcast over the others. Functions that read only one
+triangle of their input (cholesky, eigh, eigvalsh) get the exact derivative of what NumPy
+computes: the gradient is zero in the triangle NumPy ignores, and for a symmetric input the
+gradient with respect to the symmetric matrix is `(G + G.T) / 2` of it. Decompositions with
+several outputs record one node per output over a single factorisation, so each backward
+sees only its own cotangent.
+"""
+
+import numpy as np
+
+from .._tangents import Thunk
+from .._trace import apply, stop_gradient
+from ._catalog import composite, refuse, rule, without_gradient
+
+
+def _t(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _eye_like(n, like):
+    return np.eye(n, dtype=np.result_type(stop_gradient(like)))
+
+
+class _Once:
+    """Computes a factorisation once per input value, for the several output nodes that share it."""
+
+    def __init__(self, compute):
+        self.compute = compute
+        self.key = self.value = None
+
+    def __call__(self, a):
+        if self.key is not a:
+            self.value, self.key = self.compute(a), a
+        return self.value
+
+
+def _triangle_gradient(s, lower):
+    """The gradient for a function that reads one triangle of a symmetric matrix, from `s`,
+    its gradient with respect to the full matrix: off the diagonal both mirrored entries count."""
+    both = s + _t(s)
+    half_diagonal = 0.5 * np.triu(np.tril(both))
+    return (np.tril(both) if lower else np.triu(both)) - half_diagonal
+
+
+def _as_matrix_scale(g):
+    """A cotangent of one number per matrix, shaped to scale those matrices."""
+    return np.reshape(g, np.shape(g) + (1, 1))
+
+
+@rule(np.linalg.inv, args="a", notes="Singular matrices raise LinAlgError, as in NumPy.")
+def inv_rule(a):
+    y = np.linalg.inv(a)
+
+    def back(g):
+        yt = _t(y)
+        return (-(yt @ g @ yt),)
+
+    return y, back
+
+
+@rule(np.linalg.solve, args="a, b", notes="NumPy 2 semantics: `b` is a vector only when 1-D.")
+def solve_rule(a, b):
+    y = np.linalg.solve(a, b)
+    vector = np.ndim(b) == 1
+
+    def back(g):
+        def db():
+            if vector:
+                return np.linalg.solve(_t(a), g[..., None])[..., 0]
+            return np.linalg.solve(_t(a), g)
+
+        gb = Thunk(db)
+
+        def da():
+            if vector:
+                return -(gb.unthunk()[..., :, None] * y[..., None, :])
+            return -(gb.unthunk() @ _t(y))
+
+        return Thunk(da), gb
+
+    return y, back
+
+
+@rule(np.linalg.det, args="a", notes="""Uses det(A)·A⁻ᵀ, so a singular matrix raises LinAlgError
+      (the derivative, the adjugate, exists there but is not computed).""")
+def det_rule(a):
+    y = np.linalg.det(a)
+    return y, lambda g: (_as_matrix_scale(g * y) * _t(np.linalg.inv(a)),)
+
+
+_SLOGDET = type(np.linalg.slogdet(np.eye(1)))
+
+
+def _logabsdet_rule(a):
+    y = np.linalg.slogdet(a)[1]
+    return y, lambda g: (_as_matrix_scale(g) * _t(np.linalg.inv(a)),)
+
+
+@composite(np.linalg.slogdet, args="a", notes="""`logabsdet` is differentiable (singular matrices
+      raise); `sign` has no gradient.""")
+def slogdet(a):
+    sign = np.linalg.slogdet(stop_gradient(a))[0]
+    return _SLOGDET(sign, apply(_logabsdet_rule, (a,)))
+
+
+# --- Cholesky -------------------------------------------------------------------------
+def _cholesky_rule(a):
+    L = np.linalg.cholesky(a)
+
+    def back(g):
+        # A = L Lᵀ gives S = L⁻ᵀ Φ(Lᵀ Ḡ) L⁻¹ with Φ = lower triangle, halved diagonal.
+        p = np.tril(_t(L) @ g)
+        p = p - 0.5 * np.triu(p)
+        s = _t(np.linalg.solve(_t(L), _t(np.linalg.solve(_t(L), p))))
+        return (_triangle_gradient(s, lower=True),)
+
+    return L, back
+
+
+@composite(np.linalg.cholesky, args="a", notes="""Reads the lower triangle (the upper with
+      `upper=True`); the gradient lies in that triangle. Needs a positive definite input.""")
+def cholesky(a, /, *, upper=False):
+    if upper:
+        return _t(apply(_cholesky_rule, (_t(a),)))
+    return apply(_cholesky_rule, (a,))
+
+
+# --- symmetric eigendecomposition -----------------------------------------------------
+_EIGH = type(np.linalg.eigh(np.eye(1)))
+
+
+def _distinct_gaps(w, what):
+    """1 / (w_j - w_i) off the diagonal; a clear error where two values coincide exactly."""
+    gaps = w[..., None, :] - w[..., :, None]
+    n = np.shape(stop_gradient(w))[-1]
+    off = ~np.eye(n, dtype=bool)
+    if np.any((stop_gradient(gaps) == 0) & off):
+        raise ValueError(
+            f"{what} are not unique where two eigenvalues or singular values coincide, so this "
+            "derivative does not exist. Use a function of them that is invariant to the choice "
+            "(e.g. of the eigenvalues only, or of V @ diag(f(w)) @ V.T with f equal on ties), or "
+            "perturb the input."
+        )
+    return np.where(off, 1.0 / np.where(off, gaps, 1.0), 0.0)
+
+
+def _eigh_values_rule(a, once, lower):
+    w, v = once(a)
+
+    def back(g):
+        return (_triangle_gradient((v * g[..., None, :]) @ _t(v), lower), None, None)
+
+    return w, back
+
+
+def _eigh_vectors_rule(a, once, lower):
+    w, v = once(a)
+
+    def back(g):
+        f = _distinct_gaps(w, "Eigenvectors")
+        s = v @ (f * (_t(v) @ g)) @ _t(v)
+        return (_triangle_gradient(s, lower), None, None)
+
+    return v, back
+
+
+@composite(np.linalg.eigh, args="a", notes="""Reads the `UPLO` triangle. Eigenvalue gradients
+      exist everywhere; eigenvector gradients need distinct eigenvalues (exact ties raise,
+      near ties give large values). Each eigenvector is fixed up to sign, so use sign-invariant
+      functions of them.""")
+def eigh(a, UPLO="L"):
+    once = _Once(lambda m: tuple(np.linalg.eigh(m, UPLO)))
+    lower = UPLO.upper() == "L"
+    return _EIGH(apply(_eigh_values_rule, (a, once, lower)), apply(_eigh_vectors_rule, (a, once, lower)))
+
+
+@composite(np.linalg.eigvalsh, args="a", notes="Reads the `UPLO` triangle; differentiable everywhere.")
+def eigvalsh(a, UPLO="L"):
+    return eigh(a, UPLO).eigenvalues
+
+
+refuse(np.linalg.eig, "its eigenvalues and eigenvectors are complex in general; for a symmetric "
+       "matrix use np.linalg.eigh.", family="decompositions")
+refuse(np.linalg.eigvals, "its eigenvalues are complex in general; for a symmetric matrix use "
+       "np.linalg.eigvalsh.", family="decompositions")
+without_gradient(np.linalg.matrix_rank, family="decompositions")
+
+
+# --- singular value decomposition -----------------------------------------------------
+_SVD = type(np.linalg.svd(np.eye(1)))
+
+
+def _thin(u, s, vh):
+    k = np.shape(stop_gradient(s))[-1]
+    return u[..., :, :k], vh[..., :k, :]
+
+
+def _check_unused_columns(g, k, axis, what):
+    extra = stop_gradient(g)[..., :, k:] if axis == -1 else stop_gradient(g)[..., k:, :]
+    if np.any(extra != 0):
+        raise ValueError(
+            f"{what} beyond the first min(M, N) are not unique (full_matrices=True), so no gradient "
+            "flows through them. Use full_matrices=False, or only the first min(M, N) of them."
+        )
+
+
+def _svd_values_rule(a, once):
+    u, s, vh = once(a)
+
+    def back(g):
+        u_k, vh_k = _thin(u, s, vh)
+        return ((u_k * g[..., None, :]) @ vh_k, None)
+
+    return s, back
+
+
+def _svd_u_rule(a, once):
+    u, s, vh = once(a)
+
+    def back(g):
+        m, k = np.shape(stop_gradient(u))[-2], np.shape(stop_gradient(s))[-1]
+        _check_unused_columns(g, k, -1, "Columns of U")
+        u_k, vh_k = _thin(u, s, vh)
+        g = g[..., :, :k]
+        f = _distinct_gaps(s * s, "Singular vectors")
+        ut_g = _t(u_k) @ g
+        inner = (f * (ut_g - _t(ut_g))) * s[..., None, :]
+        grad = u_k @ inner @ vh_k
+        if m > k:  # the part of g outside the span of U
+            _refuse_zero_singular(s)
+            grad = grad + ((g - u_k @ ut_g) / s[..., None, :]) @ vh_k
+        return (grad, None)
+
+    return u, back
+
+
+def _svd_vh_rule(a, once):
+    u, s, vh = once(a)
+
+    def back(g):
+        n, k = np.shape(stop_gradient(vh))[-1], np.shape(stop_gradient(s))[-1]
+        _check_unused_columns(g, k, -2, "Rows of Vh")
+        u_k, vh_k = _thin(u, s, vh)
+        gv = _t(g[..., :k, :])
+        v_k = _t(vh_k)
+        f = _distinct_gaps(s * s, "Singular vectors")
+        vt_g = _t(v_k) @ gv
+        inner = s[..., :, None] * (f * (vt_g - _t(vt_g)))
+        grad = u_k @ inner @ vh_k
+        if n > k:
+            _refuse_zero_singular(s)
+            grad = grad + u_k @ (_t(gv - v_k @ vt_g) / s[..., :, None])
+        return (grad, None)
+
+    return vh, back
+
+
+def _refuse_zero_singular(s):
+    if np.any(stop_gradient(s) == 0):
+        raise ValueError(
+            "Singular vectors of a non-square matrix with a zero singular value have no derivative; "
+            "use a function of the singular values only, or perturb the input."
+        )
+
+
+@composite(np.linalg.svd, args="a", notes="""Singular values are differentiable everywhere;
+      singular vectors need distinct singular values (exact ties raise), and for a non-square
+      matrix nonzero ones. With `full_matrices=True` only the first min(M, N) columns of U /
+      rows of Vh may carry gradient. Use sign-invariant functions of the vectors (e.g.
+      U @ diag(f(s)) @ Vh). `hermitian=True` is refused.""")
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    if hermitian:
+        raise TypeError("numpy.linalg.svd(hermitian=True) is not supported on tracked values; "
+                        "use hermitian=False (same values) or np.linalg.eigh.")
+    once = _Once(lambda m: tuple(np.linalg.svd(m, full_matrices=full_matrices)))
+    s = apply(_svd_values_rule, (a, once))
+    if not compute_uv:
+        return s
+    return _SVD(apply(_svd_u_rule, (a, once)), s, apply(_svd_vh_rule, (a, once)))
+
+
+# --- QR -------------------------------------------------------------------------------
+_QR = type(np.linalg.qr(np.eye(1)))
+
+
+def _copy_lower_to_upper(m):
+    low = np.tril(m, -1)
+    return low + _t(low) + np.triu(np.tril(m))
+
+
+def _qr_square_back(q, r, gq, gr):
+    """Cotangent of X = Q R for X with M >= N (R square, invertible), from those of Q and R."""
+    m = -(_t(gq) @ q) if gr is None else r @ _t(gr) - _t(gq) @ q
+    b = gq + q @ _copy_lower_to_upper(m)
+    return _t(np.linalg.solve(r, _t(b)))
+
+
+def _qr_back(a, q, r, gq, gr):
+    rows, cols = np.shape(stop_gradient(a))[-2:]
+    k = min(rows, cols)
+    q, r = q[..., :, :k], r[..., :k, :]
+    if gq is None:
+        gq = np.zeros(np.shape(stop_gradient(q)), dtype=np.result_type(stop_gradient(q)))
+    else:
+        _check_unused_columns(gq, k, -1, "Columns of Q")
+        gq = gq[..., :, :k]
+    if gr is not None:
+        gr = gr[..., :k, :]
+    if rows >= cols:
+        return _qr_square_back(q, r, gq, gr)
+    # A = [X | Y] with X square: R = [U | Qᵀ Y].
+    x_part, y_part = a[..., :, :rows], a[..., :, rows:]
+    gu = None if gr is None else gr[..., :, :rows]
+    gv = None if gr is None else gr[..., :, rows:]
+    if gv is not None:
+        gq = gq + y_part @ _t(gv)
+    gx = _qr_square_back(q, r[..., :, :rows], gq, gu)
+    gy = np.zeros(np.shape(stop_gradient(y_part)), dtype=np.result_type(stop_gradient(a))) if gv is None else q @ gv
+    return np.concatenate([gx, gy], axis=-1)
+
+
+def _qr_q_rule(a, once):
+    q, r = once(a)
+    return q, lambda g: (_qr_back(a, q, r, g, None), None)
+
+
+def _qr_r_rule(a, once):
+    q, r = once(a)
+    return r, lambda g: (_qr_back(a, q, r, None, g), None)
+
+
+@composite(np.linalg.qr, args="a", notes="""Modes 'reduced', 'complete' and 'r'; needs full rank
+      (min(M, N) nonzero diagonal entries of R). With 'complete' only the first min(M, N) columns
+      of Q may carry gradient. Mode 'raw' is refused.""")
+def qr(a, mode="reduced"):
+    if mode not in ("reduced", "complete", "r"):
+        raise TypeError(f"numpy.linalg.qr(mode={mode!r}) is not supported on tracked values; use 'reduced'.")
+    once = _Once(lambda m: tuple(np.linalg.qr(m, mode="complete" if mode == "complete" else "reduced")))
+    r = apply(_qr_r_rule, (a, once))
+    if mode == "r":
+        return r
+    return _QR(apply(_qr_q_rule, (a, once)), r)
+
+
+# --- pseudo-inverse and least squares -------------------------------------------------
+def _pinv_cotangent(a, p, g):
+    """Cotangent of A from that of P = pinv(A), valid where the rank of A is locally constant."""
+    m, n = np.shape(stop_gradient(a))[-2:]
+    pt = _t(p)
+    grad = -(pt @ g @ pt)
+    grad = grad + (_eye_like(m, a) - a @ p) @ _t(g) @ p @ pt
+    grad = grad + pt @ p @ _t(g) @ (_eye_like(n, a) - p @ a)
+    return grad
+
+
+@rule(np.linalg.pinv, args="a", notes="""Exact where the rank is locally constant (e.g. full rank);
+      at a rank-deficient matrix pinv is discontinuous. `hermitian=True` is refused.""")
+def pinv_rule(a, rcond=None, hermitian=False, **kwargs):
+    if hermitian:
+        raise TypeError("numpy.linalg.pinv(hermitian=True) is not supported on tracked values; use hermitian=False.")
+    p = np.linalg.pinv(a, rcond, **kwargs) if rcond is not None else np.linalg.pinv(a, **kwargs)
+    return p, lambda g: (_pinv_cotangent(a, p, g),)
+
+
+def _lstsq_rule(a, b, rcond, found):
+    x, residuals, rank, _ = np.linalg.lstsq(a, b, rcond=rcond)
+    found.append((np.size(residuals), rank))
+
+    def back(g):
+        p = Thunk(lambda: np.linalg.pinv(a))
+
+        def da():
+            gp = g[:, None] * b[None, :] if np.ndim(g) == 1 else g @ _t(b)
+            return _pinv_cotangent(a, p.unthunk(), gp)
+
+        return Thunk(da), Thunk(lambda: _t(p.unthunk()) @ g), None, None
+
+    return x, back
+
+
+@composite(np.linalg.lstsq, args="a, b", notes="""`x` through pinv(a) @ b, exact for full-rank `a`;
+      residuals and singular values are differentiable too, `rank` is an int.""")
+def lstsq(a, b, rcond=None):
+    found = []
+    x = apply(_lstsq_rule, (a, b, rcond, found))
+    has_residuals, rank = found[0]
+    if has_residuals:
+        residuals = np.sum((b - a @ x) ** 2, axis=0)
+        if np.ndim(b) == 1:
+            residuals = np.reshape(residuals, (1,))
+    else:
+        residuals = np.empty((0,), dtype=np.result_type(stop_gradient(x)))
+    return x, residuals, rank, np.linalg.svd(a, compute_uv=False)
+
+
+@composite(np.linalg.matrix_power, args="a", notes="Repeated squaring with matmul; negative powers through inv.")
+def matrix_power(a, n):
+    if not isinstance(n, (int, np.integer)):
+        raise TypeError("exponent must be an integer")
+    if n == 0:
+        plain = stop_gradient(a)
+        return np.broadcast_to(np.eye(np.shape(plain)[-1], dtype=plain.dtype), np.shape(plain)).copy()
+    if n < 0:
+        a, n = np.linalg.inv(a), -n
+    result = None
+    while n:
+        if n & 1:
+            result = a if result is None else result @ a
+        n >>= 1
+        if n:
+            a = a @ a
+    return np.copy(result)
+
+
+@composite(np.linalg.multi_dot, args="arrays", notes="A chain of matmul, left to right.")
+def multi_dot(arrays, *, out=None):
+    if out is not None:
+        raise TypeError("numpy.linalg.multi_dot(..., out=...) is not supported on tracked values")
+    arrays = list(arrays)
+    if len(arrays) < 2:
+        raise ValueError("Expecting at least two arrays.")
+    result = arrays[0]
+    for m in arrays[1:]:
+        result = result @ m
+    return result

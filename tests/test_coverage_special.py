@@ -1,0 +1,157 @@
+"""scipy.special on tracked values: each ufunc rule against float64 central differences (first
+and second order), the differentiable logsumexp / softmax / log_softmax / polygamma against
+SciPy's values and central differences, and the lazy registration (importing pullback never
+imports SciPy; importing SciPy later registers the rules)."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import pullback as pb
+from fd import assert_gradient
+
+sp = pytest.importorskip("scipy.special")
+special = pytest.importorskip("pullback.rules.special")
+
+SETTINGS = settings(max_examples=6, deadline=None)
+seeds = st.integers(0, 2**32 - 1)
+shapes = hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=4)
+
+# name -> (low, high) of a domain where the function is smooth and well scaled
+UNARY = {
+    "expit": (-4, 4), "logit": (0.05, 0.95), "log_expit": (-6, 6), "erf": (-2, 2), "erfc": (-2, 2),
+    "erfinv": (-0.9, 0.9), "erfcinv": (0.1, 1.9), "erfcx": (-1, 3), "gammaln": (0.2, 5), "gamma": (0.3, 4),
+    "digamma": (0.3, 5), "psi": (0.3, 5), "ndtr": (-3, 3), "log_ndtr": (-8, 3), "ndtri": (0.05, 0.95),
+    "i0": (-3, 3), "i1": (-3, 3), "i0e": (-3, 3), "i1e": (-3, 3),
+}
+
+
+def project(y, seed=0):
+    return np.sum(y * np.random.default_rng(seed).normal(size=np.shape(y)))
+
+
+@pytest.mark.parametrize("name", UNARY)
+@SETTINGS
+@given(shape=shapes, dtype=st.sampled_from([np.float64, np.float32]), seed=seeds)
+def test_unary_ufuncs(name, shape, dtype, seed):
+    fn = getattr(sp, name)
+    low, high = UNARY[name]
+    x = np.random.default_rng(seed).uniform(low, high, shape).astype(dtype)
+    tol = {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
+    assert_gradient(lambda x: project(fn(x)), x, **tol)
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_ufuncs_second_order(name):
+    fn = getattr(sp, name)
+    low, high = UNARY[name]
+    x = np.linspace(low, high, 5) + 0.01
+    v = np.random.default_rng(1).normal(size=5)
+    assert_gradient(lambda x: np.sum(pb.gradient(lambda y: project(fn(y)), x)[0] * v), x, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["xlogy", "xlog1py", "betaln"])
+@SETTINGS
+@given(sa=shapes, sb=shapes, seed=seeds)
+def test_binary_ufuncs_with_broadcasting(name, sa, sb, seed):
+    rng = np.random.default_rng(seed)
+    fn = getattr(sp, name)
+    a, b = rng.uniform(0.2, 2.0, sa), rng.uniform(0.2, 2.0, sb)
+    try:
+        np.broadcast_shapes(sa, sb)
+    except ValueError:
+        return
+    assert_gradient(lambda a, b: project(fn(a, b)), a, b)
+    assert_gradient(lambda a: np.sum(pb.gradient(lambda b: project(fn(a, b)), b)[0]), a, rtol=1e-4, atol=1e-6)
+
+
+def test_xlogy_at_zero_and_bessel_orders():
+    with np.errstate(divide="ignore"):  # d/dx at y == 0 is log(0) = -inf
+        g = pb.gradient(lambda x, y: np.sum(sp.xlogy(x, y)), np.array([0.0, 2.0]), np.array([0.0, 3.0]))
+    np.testing.assert_allclose(g[1], [0.0, 2.0 / 3.0])  # 0 * log(y) has no slope in y
+    for fn in (sp.iv, sp.ive):
+        assert_gradient(lambda z: project(fn(1.5, z)), np.array([0.4, 1.3, 2.2]))
+        assert_gradient(lambda z: project(fn(np.array([0.0, 2.0, 3.0]), z)), np.array([-0.4, 1.3, 2.2]))
+        with pytest.raises(NotImplementedError, match="order"):
+            pb.gradient(lambda v: np.sum(fn(v, 1.5)), np.array([1.0]))
+
+
+@SETTINGS
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4), weights=st.booleans(),
+       keepdims=st.booleans(), seed=seeds)
+def test_logsumexp(shape, weights, keepdims, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=shape) * 3.0
+    axis = int(rng.integers(-len(shape), len(shape)))
+    b = rng.uniform(0.5, 2.0, shape) if weights else None
+    assert_gradient(lambda a, b: project(special.logsumexp(a, axis=axis, b=b, keepdims=keepdims)), a, b)
+    value = pb.pullback(lambda a: special.logsumexp(a, axis=axis, b=b, keepdims=keepdims), a)[0]
+    np.testing.assert_allclose(value, sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims))
+    signed_b = rng.normal(size=shape)
+    value, sign = pb.pullback(lambda a: special.logsumexp(a, axis=axis, b=signed_b, return_sign=True), a)[0]
+    expected_value, expected_sign = sp.logsumexp(a, axis=axis, b=signed_b, return_sign=True)
+    np.testing.assert_allclose(value, expected_value)
+    np.testing.assert_array_equal(sign, expected_sign)
+    assert_gradient(lambda a: project(special.logsumexp(a, axis=axis, b=signed_b, return_sign=True)[0]), a)
+
+
+@SETTINGS
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4), seed=seeds)
+def test_softmax_and_log_softmax(shape, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=shape) * 3.0
+    axis = int(rng.integers(-len(shape), len(shape)))
+    for ours, theirs in ((special.softmax, sp.softmax), (special.log_softmax, sp.log_softmax)):
+        assert_gradient(lambda x: project(ours(x, axis=axis)), x)
+        np.testing.assert_allclose(pb.pullback(lambda x: ours(x, axis=axis), x)[0], theirs(x, axis=axis), atol=1e-12)
+        np.testing.assert_allclose(ours(x, axis=None), theirs(x, axis=None))  # plain input: SciPy itself
+
+
+def test_python_level_functions_second_order_and_polygamma():
+    x = np.array([0.3, -1.2, 2.0])
+    v = np.array([1.0, 0.5, -2.0])
+    assert_gradient(lambda x: np.sum(pb.gradient(lambda y: project(special.log_softmax(y)), x)[0] * v), x, rtol=1e-4)
+    assert_gradient(lambda x: np.sum(pb.gradient(lambda y: special.logsumexp(y), x)[0] * v), x, rtol=1e-4)
+    y = np.array([0.5, 1.5, 3.0])
+    for n in (0, 1, 3):
+        assert_gradient(lambda y: project(special.polygamma(n, y)), y)
+        np.testing.assert_allclose(pb.pullback(lambda y: special.polygamma(n, y), y)[0], sp.polygamma(n, y))
+    assert_gradient(lambda y: np.sum(pb.gradient(lambda z: project(special.polygamma(1, z)), y)[0] * v), y, rtol=1e-4)
+    with pytest.raises(NotImplementedError, match="order n"):
+        pb.gradient(lambda n: np.sum(special.polygamma(n, y)), 1.0)
+
+
+def _run(code):
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_importing_pullback_does_not_import_scipy_and_scipy_registers_later():
+    out = _run("""
+        import sys
+        import numpy as np
+        import pullback as pb
+        print("scipy" in sys.modules)
+        from scipy.special import erf, gammaln   # imported after pullback: the hook registers the rules
+        print(pb.gradient(lambda x: np.sum(erf(x) + gammaln(x)), np.array([1.0]))[0].round(6).tolist())
+    """)
+    first, second = out.split("\n")[:2]
+    assert first == "False"
+    assert second == str(np.round(2 / np.sqrt(np.pi) * np.exp(-1.0) + sp.digamma(1.0), 6).reshape(1).tolist())
+
+
+def test_scipy_imported_first_is_registered_at_import():
+    out = _run("""
+        import numpy as np
+        import scipy.special
+        import pullback as pb
+        print(pb.gradient(lambda x: scipy.special.expit(x), 0.0)[0])
+    """)
+    assert out.strip() == "0.25"
