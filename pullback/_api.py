@@ -69,7 +69,7 @@ def pullback(f, *args, **kwargs):
         seeds = {}
         _collect_seeds(out, dy, tape, seeds)
         grads = backward(tape, seeds) if seeds else None
-        return read_all(plans, grads)
+        return read_all(plans, grads, callers=tree.leaves(dy))
 
     return y, back
 

@@ -81,9 +81,12 @@ def plan_leaves(plan, found=None):
     return found
 
 
-def read_all(plans, results, convert=None):
-    """One structured result per plan; `results[key]` holds each leaf's raw result."""
-    returned = set()
+def read_all(plans, results, convert=None, callers=()):
+    """One structured result per plan; `results[key]` holds each leaf's raw result.
+
+    `callers` are arrays the caller passed in (cotangent seeds): no result shares their memory.
+    """
+    returned = {id(memory_of(a)) for a in callers if isinstance(a, np.ndarray)}
     convert = convert or _leaf_gradient
     return tuple(read(p, results, returned, convert) for p in plans)
 
@@ -121,9 +124,21 @@ def _leaf_gradient(g, primal, returned):
 
 
 def fresh_array(g, primal, returned):
-    """`g` as an array the caller may own: never a read-only broadcast, a view, the primal, or a repeat."""
+    """`g` as an array the caller may own: its memory is shared with no argument and no other result.
+
+    `returned` holds the ids of the memory (base arrays) already handed out, or owned by the caller.
+    """
     g = np.asarray(g)
-    if id(g) in returned or g is primal or g.base is not None or not g.flags.writeable:
+    root = memory_of(g)
+    if not g.flags.writeable or id(root) in returned or (isinstance(primal, np.ndarray) and root is memory_of(primal)):
         g = g.copy()
-    returned.add(id(g))
+        root = g
+    returned.add(id(root))
     return g
+
+
+def memory_of(a):
+    """The array that owns `a`'s memory (`a` itself unless it is a view)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a

@@ -180,3 +180,26 @@ def test_returned_gradients_never_alias_each_other_or_inputs():
     assert gy[0] == 1.0 and x[0] == 1.0
     (g,) = pb.gradient(lambda x: np.sum(x), np.ones(3))
     assert g.flags.writeable  # not a read-only broadcast view
+
+
+def test_pullback_results_never_alias_the_seed_or_each_other():
+    dy = np.array([1.0, 2.0])
+    _, back = pb.pullback(lambda a, b: a + b, np.zeros(2), np.zeros(2))
+    ga, gb = back(dy)
+    np.testing.assert_allclose(ga, dy)
+    assert not np.shares_memory(ga, dy) and not np.shares_memory(gb, dy) and not np.shares_memory(ga, gb)
+
+
+def test_a_gradient_that_is_a_view_of_a_fresh_buffer_is_not_copied_needlessly():
+    @pb.primitive
+    def scale_t(w):
+        return w.T * 2.0
+
+    @pb.rrule(scale_t)
+    def scale_t_rule(w):
+        return scale_t(w), lambda g: ((g * 2.0).T,)  # a transposed view of a fresh array
+
+    w = np.ones((2, 3))
+    (g,) = pb.gradient(lambda w: np.sum(scale_t(w)), w)
+    assert g.shape == (2, 3) and g.base is not None  # handed out as it came, still safe
+    np.testing.assert_allclose(g, 2.0)
