@@ -23,6 +23,7 @@ _LAZY = {
     "save": ("pullback.checkpoint", "save"),
     "load": ("pullback.checkpoint", "load"),
     "nn": ("pullback.nn", None),
+    "scipy": ("pullback.scipy", None),
 }
 
 
@@ -46,5 +47,5 @@ __all__ = [
     "check_gradient", "GradientCheck", "jvp", "jacobian", "withjacobian", "WithJacobian", "hessian", "hvp",
     "primitive", "rrule", "frule", "stop_gradient",
     "Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent", "tree",
-    "optim", "destructure", "save", "load", "nn",
+    "optim", "destructure", "save", "load", "nn", "scipy",
 ]

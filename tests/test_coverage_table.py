@@ -1,5 +1,7 @@
 """docs/coverage.md is exactly what `python -m pullback.rules.table` generates from the registry,
-every function the coverage issue lists has a row, and no function is registered twice."""
+every function the coverage issue lists has a row, every registered function has a row stated at
+its registration (none inferred), the forward-rule column follows the registry, and no function
+is registered twice."""
 
 import subprocess
 import sys
@@ -7,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pullback.rules import _catalog, table
+from pullback.rules import _register, table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,11 +54,39 @@ def test_every_listed_function_has_a_row():
 
 def test_rows_carry_arguments_and_notes_from_the_registration():
     text = table.coverage_markdown()
-    assert "| `numpy.linalg.eig` | refused | its eigenvalues and eigenvectors are complex" in text
-    assert "| `numpy.average` | a, weights | Weights may be differentiated too" in text
-    assert "| `numpy.copysign` | x1 |" in text  # found by running the rule: the sign carries no gradient
+    assert "| `numpy.linalg.eig` | refused | — | its eigenvalues and eigenvectors are complex" in text
+    assert "| `numpy.average` | a, weights | composed | Weights may be differentiated too" in text
+    assert "| `numpy.copysign` | x1 | yes | The sign x2 carries no gradient. |" in text
+    assert "| `numpy.where` | x, y | composed |" in text
+    assert "| `x[index]` | x | composed |" in text
+    assert "| `numpy.zeros_like` | none | — | A constant" in text
+    assert "| `numpy.linalg.inv` | a | yes |" in text
+    assert "| `scipy.special.erf` | x | yes |" in text
+    assert "†" not in text
+
+
+def test_every_registered_function_has_a_row():
+    # In a fresh interpreter with SciPy imported, so that every built-in rule is registered and no
+    # test has added rules of its own.
+    code = ("import importlib.util, pullback; from pullback.rules import table, special\n"
+            "if importlib.util.find_spec('scipy'): special.register()\n"
+            "print(table.unlisted())")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_forward_column_follows_the_registry(monkeypatch):
+    from pullback._registry import FORWARD_RULES
+    from pullback.rules import decompositions
+
+    entry = _register.ENTRIES[np.linalg.inv]
+    assert entry.rule is decompositions.inv_rule and table.forward_mode(entry) == "yes"
+    monkeypatch.delitem(FORWARD_RULES, decompositions.inv_rule)
+    assert table.forward_mode(entry) == "transposed"
+    assert "| `numpy.linalg.inv` | a | transposed |" in table.coverage_markdown()
 
 
 def test_no_function_is_registered_twice():
-    assert _catalog.OVERRIDDEN == []
-    assert np.fft.fft in _catalog.ENTRIES
+    assert _register.OVERRIDDEN == []
+    assert np.fft.fft in _register.ENTRIES

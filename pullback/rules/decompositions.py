@@ -6,13 +6,20 @@ computes: the gradient is zero in the triangle NumPy ignores, and for a symmetri
 gradient with respect to the symmetric matrix is `(G + G.T) / 2` of it. Decompositions with
 several outputs record one node per output over a single factorisation, so each backward
 sees only its own cotangent.
+
+The forward rules are the classical perturbation formulas (dA⁻¹ = -A⁻¹ dA A⁻¹, the
+eigenvector and singular vector formulas with F_ij = 1 / (λ_j - λ_i), ...). Where a
+derivative does not exist (eigenvectors of a repeated eigenvalue, columns beyond the first
+min(M, N) with `full_matrices=True`), the reverse rule raises when a cotangent reaches it;
+the forward rule cannot know whether the tangent will be used, so it gives NaN there.
 """
 
 import numpy as np
 
 from .._tangents import Thunk
 from .._trace import apply, stop_gradient
-from ._catalog import composite, refuse, rule, without_gradient
+from ._register import (add_tangents, composite, forward_in_first, forward_rule, private_rule, refuse, rule,
+                        without_gradient)
 
 
 def _t(a):
@@ -44,6 +51,21 @@ def _triangle_gradient(s, lower):
     return (np.tril(both) if lower else np.triu(both)) - half_diagonal
 
 
+def _symmetric_part(t, lower):
+    """The symmetric matrix a function reading one triangle of its input sees in tangent `t`."""
+    if lower:
+        return np.tril(t) + _t(np.tril(t, -1))
+    return np.triu(t) + _t(np.triu(t, 1))
+
+
+def _trace(m):
+    return np.trace(m, axis1=-2, axis2=-1)
+
+
+def _nan_like(x, shape):
+    return np.full(shape, np.nan, dtype=np.result_type(stop_gradient(x)))
+
+
 def _as_matrix_scale(g):
     """A cotangent of one number per matrix, shaped to scale those matrices."""
     return np.reshape(g, np.shape(g) + (1, 1))
@@ -58,6 +80,12 @@ def inv_rule(a):
         return (-(yt @ g @ yt),)
 
     return y, back
+
+
+@forward_in_first(inv_rule)
+def inv_frule(t, a):
+    y = np.linalg.inv(a)
+    return y, -(y @ t @ y)
 
 
 @rule(np.linalg.solve, args="a, b", notes="NumPy 2 semantics: `b` is a vector only when 1-D.")
@@ -83,6 +111,19 @@ def solve_rule(a, b):
     return y, back
 
 
+@forward_rule(solve_rule)
+def solve_frule(primals, tangents):
+    (a, b), (ta, tb) = primals, tangents
+    y = np.linalg.solve(a, b)
+    if ta is None and tb is None:
+        return y, None
+    vector = np.ndim(b) == 1  # then work with column matrices, so that batches broadcast
+    column = (lambda v: v[..., None]) if vector else (lambda v: v)
+    rhs = add_tangents(None if tb is None else column(tb), None if ta is None else -(ta @ column(y)))
+    dot = np.linalg.solve(a, rhs)
+    return y, dot[..., 0] if vector else dot
+
+
 @rule(np.linalg.det, args="a", notes="""Uses det(A)·A⁻ᵀ, so a singular matrix raises LinAlgError
       (the derivative, the adjugate, exists there but is not computed).""")
 def det_rule(a):
@@ -90,12 +131,24 @@ def det_rule(a):
     return y, lambda g: (_as_matrix_scale(g * y) * _t(np.linalg.inv(a)),)
 
 
+@forward_in_first(det_rule)
+def det_frule(t, a):
+    y = np.linalg.det(a)
+    return y, y * _trace(np.linalg.solve(a, t))
+
+
 _SLOGDET = type(np.linalg.slogdet(np.eye(1)))
 
 
+@private_rule
 def _logabsdet_rule(a):
     y = np.linalg.slogdet(a)[1]
     return y, lambda g: (_as_matrix_scale(g) * _t(np.linalg.inv(a)),)
+
+
+@forward_in_first(_logabsdet_rule)
+def _logabsdet_frule(t, a):
+    return np.linalg.slogdet(a)[1], _trace(np.linalg.solve(a, t))
 
 
 @composite(np.linalg.slogdet, args="a", notes="""`logabsdet` is differentiable (singular matrices
@@ -106,6 +159,7 @@ def slogdet(a):
 
 
 # --- Cholesky -------------------------------------------------------------------------
+@private_rule
 def _cholesky_rule(a):
     L = np.linalg.cholesky(a)
 
@@ -117,6 +171,14 @@ def _cholesky_rule(a):
         return (_triangle_gradient(s, lower=True),)
 
     return L, back
+
+
+@forward_in_first(_cholesky_rule)
+def _cholesky_frule(t, a):
+    # dL = L Φ(L⁻¹ dA L⁻ᵀ), Φ = lower triangle with halved diagonal; dA is what the lower triangle gives.
+    L = np.linalg.cholesky(a)
+    inside = _t(np.linalg.solve(L, _t(np.linalg.solve(L, _symmetric_part(t, lower=True)))))
+    return L, L @ (np.tril(inside) - 0.5 * np.triu(np.tril(inside)))
 
 
 @composite(np.linalg.cholesky, args="a", notes="""Reads the lower triangle (the upper with
@@ -146,6 +208,17 @@ def _distinct_gaps(w, what):
     return np.where(off, 1.0 / np.where(off, gaps, 1.0), 0.0)
 
 
+def _gaps_or_nan(w):
+    """1 / (w_j - w_i) off the diagonal, NaN where two values coincide exactly (no derivative)."""
+    gaps = w[..., None, :] - w[..., :, None]
+    n = np.shape(stop_gradient(w))[-1]
+    off = ~np.eye(n, dtype=bool)
+    tied = (stop_gradient(gaps) == 0) & off
+    distinct = off & ~tied
+    return np.where(distinct, 1.0 / np.where(distinct, gaps, 1.0), np.where(tied, np.nan, 0.0))
+
+
+@private_rule
 def _eigh_values_rule(a, once, lower):
     w, v = once(a)
 
@@ -155,6 +228,13 @@ def _eigh_values_rule(a, once, lower):
     return w, back
 
 
+@forward_in_first(_eigh_values_rule)
+def _eigh_values_frule(t, a, once, lower):
+    w, v = once(a)
+    return w, np.sum(v * (_symmetric_part(t, lower) @ v), axis=-2)  # diag(Vᵀ dA V)
+
+
+@private_rule
 def _eigh_vectors_rule(a, once, lower):
     w, v = once(a)
 
@@ -166,10 +246,16 @@ def _eigh_vectors_rule(a, once, lower):
     return v, back
 
 
+@forward_in_first(_eigh_vectors_rule)
+def _eigh_vectors_frule(t, a, once, lower):
+    w, v = once(a)
+    return v, v @ (_gaps_or_nan(w) * (_t(v) @ _symmetric_part(t, lower) @ v))  # V (F ∘ Vᵀ dA V)
+
+
 @composite(np.linalg.eigh, args="a", notes="""Reads the `UPLO` triangle. Eigenvalue gradients
       exist everywhere; eigenvector gradients need distinct eigenvalues (exact ties raise,
-      near ties give large values). Each eigenvector is fixed up to sign, so use sign-invariant
-      functions of them.""")
+      near ties give large values; in forward mode their tangents are NaN). Each eigenvector is
+      fixed up to sign, so use sign-invariant functions of them.""")
 def eigh(a, UPLO="L"):
     once = _Once(lambda m: tuple(np.linalg.eigh(m, UPLO)))
     lower = UPLO.upper() == "L"
@@ -178,14 +264,15 @@ def eigh(a, UPLO="L"):
 
 @composite(np.linalg.eigvalsh, args="a", notes="Reads the `UPLO` triangle; differentiable everywhere.")
 def eigvalsh(a, UPLO="L"):
-    return eigh(a, UPLO).eigenvalues
+    once = _Once(lambda m: tuple(np.linalg.eigh(m, UPLO)))
+    return apply(_eigh_values_rule, (a, once, UPLO.upper() == "L"))
 
 
 refuse(np.linalg.eig, "its eigenvalues and eigenvectors are complex in general; for a symmetric "
-       "matrix use np.linalg.eigh.", family="decompositions")
+       "matrix use np.linalg.eigh.")
 refuse(np.linalg.eigvals, "its eigenvalues are complex in general; for a symmetric matrix use "
-       "np.linalg.eigvalsh.", family="decompositions")
-without_gradient(np.linalg.matrix_rank, family="decompositions")
+       "np.linalg.eigvalsh.")
+without_gradient(np.linalg.matrix_rank, notes="No gradient: an integer.")
 
 
 # --- singular value decomposition -----------------------------------------------------
@@ -206,6 +293,7 @@ def _check_unused_columns(g, k, axis, what):
         )
 
 
+@private_rule
 def _svd_values_rule(a, once):
     u, s, vh = once(a)
 
@@ -216,6 +304,33 @@ def _svd_values_rule(a, once):
     return s, back
 
 
+@forward_in_first(_svd_values_rule)
+def _svd_values_frule(t, a, once):
+    u, s, vh = once(a)
+    u_k, vh_k = _thin(u, s, vh)
+    return s, np.sum(u_k * (t @ _t(vh_k)), axis=-2)  # diag(Uᵀ dA V)
+
+
+def _svd_vector_tangent(t, u_k, s, v_k):
+    """dU of the thin SVD A = U S Vᵀ along dA = `t` (for dV, pass Aᵀ's factors and tangent)."""
+    dp = _t(u_k) @ t @ v_k  # Uᵀ dA V
+    dot = u_k @ (_gaps_or_nan(s * s) * (dp * s[..., None, :] + s[..., :, None] * _t(dp)))
+    if np.shape(stop_gradient(u_k))[-2] > np.shape(stop_gradient(s))[-1]:  # the part outside the span of U
+        zero = stop_gradient(s) == 0  # no derivative there: NaN
+        inverse = np.where(zero, np.nan, 1.0 / np.where(zero, 1.0, s))
+        dot = dot + (t @ v_k - u_k @ dp) * inverse[..., None, :]
+    return dot
+
+
+def _with_nan_columns(dot, like):
+    """`dot`, widened with NaN columns to the shape of `like` (columns that have no derivative)."""
+    extra = np.shape(stop_gradient(like))[-1] - np.shape(stop_gradient(dot))[-1]
+    if extra == 0:
+        return dot
+    return np.concatenate([dot, _nan_like(like, np.shape(stop_gradient(like))[:-1] + (extra,))], axis=-1)
+
+
+@private_rule
 def _svd_u_rule(a, once):
     u, s, vh = once(a)
 
@@ -236,6 +351,14 @@ def _svd_u_rule(a, once):
     return u, back
 
 
+@forward_in_first(_svd_u_rule)
+def _svd_u_frule(t, a, once):
+    u, s, vh = once(a)
+    u_k, vh_k = _thin(u, s, vh)
+    return u, _with_nan_columns(_svd_vector_tangent(t, u_k, s, _t(vh_k)), u)
+
+
+@private_rule
 def _svd_vh_rule(a, once):
     u, s, vh = once(a)
 
@@ -257,6 +380,13 @@ def _svd_vh_rule(a, once):
     return vh, back
 
 
+@forward_in_first(_svd_vh_rule)
+def _svd_vh_frule(t, a, once):
+    u, s, vh = once(a)
+    u_k, vh_k = _thin(u, s, vh)
+    return vh, _t(_with_nan_columns(_svd_vector_tangent(_t(t), _t(vh_k), s, u_k), _t(vh)))
+
+
 def _refuse_zero_singular(s):
     if np.any(stop_gradient(s) == 0):
         raise ValueError(
@@ -269,7 +399,8 @@ def _refuse_zero_singular(s):
       singular vectors need distinct singular values (exact ties raise), and for a non-square
       matrix nonzero ones. With `full_matrices=True` only the first min(M, N) columns of U /
       rows of Vh may carry gradient. Use sign-invariant functions of the vectors (e.g.
-      U @ diag(f(s)) @ Vh). `hermitian=True` is refused.""")
+      U @ diag(f(s)) @ Vh). In forward mode the tangents that do not exist are NaN.
+      `hermitian=True` is refused.""")
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     if hermitian:
         raise TypeError("numpy.linalg.svd(hermitian=True) is not supported on tracked values; "
@@ -321,19 +452,62 @@ def _qr_back(a, q, r, gq, gr):
     return np.concatenate([gx, gy], axis=-1)
 
 
+def _qr_square_tangent(q, r, t):
+    """(dQ, dR) for A = Q R with M >= N (R square, invertible) along dA = `t`."""
+    # X = Qᵀ dA R⁻¹ = Qᵀ dQ + dR R⁻¹: a skew-symmetric part Ω and an upper triangular one.
+    t_r = _t(np.linalg.solve(_t(r), _t(t)))  # dA R⁻¹
+    x = _t(q) @ t_r
+    low = np.tril(x, -1)
+    upper = x - (low - _t(low))  # dR R⁻¹
+    return t_r - q @ upper, upper @ r
+
+
+def _qr_tangent(a, q, r, t):
+    """(dQ, dR) of the reduced QR of `a` (the first min(M, N) columns of Q and rows of R)."""
+    rows, cols = np.shape(stop_gradient(a))[-2:]
+    k = min(rows, cols)
+    q, r = q[..., :, :k], r[..., :k, :]
+    if rows >= cols:
+        return _qr_square_tangent(q, r, t)
+    # A = [X | Y] with X square: R = [U | Qᵀ Y].
+    dq, du = _qr_square_tangent(q, r[..., :, :rows], t[..., :, :rows])
+    dv = _t(dq) @ a[..., :, rows:] + _t(q) @ t[..., :, rows:]
+    return dq, np.concatenate([du, dv], axis=-1)
+
+
+@private_rule
 def _qr_q_rule(a, once):
     q, r = once(a)
     return q, lambda g: (_qr_back(a, q, r, g, None), None)
 
 
+@forward_in_first(_qr_q_rule)
+def _qr_q_frule(t, a, once):
+    q, r = once(a)
+    return q, _with_nan_columns(_qr_tangent(a, q, r, t)[0], q)
+
+
+@private_rule
 def _qr_r_rule(a, once):
     q, r = once(a)
     return r, lambda g: (_qr_back(a, q, r, None, g), None)
 
 
+@forward_in_first(_qr_r_rule)
+def _qr_r_frule(t, a, once):
+    q, r = once(a)
+    dr = _qr_tangent(a, q, r, t)[1]
+    extra = np.shape(stop_gradient(r))[-2] - np.shape(stop_gradient(dr))[-2]
+    if extra:  # mode 'complete' with M > N: the rows below are zero whatever A is
+        zero = np.zeros(np.shape(stop_gradient(r))[:-2] + (extra, np.shape(stop_gradient(r))[-1]),
+                        dtype=np.result_type(stop_gradient(r)))
+        dr = np.concatenate([dr, zero], axis=-2)
+    return r, dr
+
+
 @composite(np.linalg.qr, args="a", notes="""Modes 'reduced', 'complete' and 'r'; needs full rank
       (min(M, N) nonzero diagonal entries of R). With 'complete' only the first min(M, N) columns
-      of Q may carry gradient. Mode 'raw' is refused.""")
+      of Q may carry gradient (in forward mode the others' tangents are NaN). Mode 'raw' is refused.""")
 def qr(a, mode="reduced"):
     if mode not in ("reduced", "complete", "r"):
         raise TypeError(f"numpy.linalg.qr(mode={mode!r}) is not supported on tracked values; use 'reduced'.")
@@ -364,6 +538,22 @@ def pinv_rule(a, rcond=None, hermitian=False, **kwargs):
     return p, lambda g: (_pinv_cotangent(a, p, g),)
 
 
+def _pinv_tangent(a, p, t):
+    """dP for P = pinv(A) along dA = `t`, valid where the rank of A is locally constant."""
+    m, n = np.shape(stop_gradient(a))[-2:]
+    pt, tt = _t(p), _t(t)
+    dot = -(p @ t @ p)
+    dot = dot + p @ pt @ tt @ (_eye_like(m, a) - a @ p)
+    return dot + (_eye_like(n, a) - p @ a) @ tt @ pt @ p
+
+
+@forward_in_first(pinv_rule)
+def pinv_frule(t, a, rcond=None, hermitian=False, **kwargs):
+    p = pinv_rule(a, rcond, hermitian, **kwargs)[0]
+    return p, _pinv_tangent(a, p, t)
+
+
+@private_rule
 def _lstsq_rule(a, b, rcond, found):
     x, residuals, rank, _ = np.linalg.lstsq(a, b, rcond=rcond)
     found.append((np.size(residuals), rank))
@@ -378,6 +568,17 @@ def _lstsq_rule(a, b, rcond, found):
         return Thunk(da), Thunk(lambda: _t(p.unthunk()) @ g), None, None
 
     return x, back
+
+
+@forward_rule(_lstsq_rule)
+def _lstsq_frule(primals, tangents):
+    (a, b, rcond, found), (ta, tb) = primals, tangents[:2]
+    x, residuals, rank, _ = np.linalg.lstsq(a, b, rcond=rcond)
+    found.append((np.size(residuals), rank))
+    if ta is None and tb is None:
+        return x, None
+    p = np.linalg.pinv(a)
+    return x, add_tangents(None if ta is None else _pinv_tangent(a, p, ta) @ b, None if tb is None else p @ tb)
 
 
 @composite(np.linalg.lstsq, args="a, b", notes="""`x` through pinv(a) @ b, exact for full-rank `a`;

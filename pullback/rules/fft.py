@@ -6,7 +6,8 @@ a `TrackedComplex`: two real arrays, its real and imaginary parts, each tracked 
 `np.angle`, sums, reshapes, indexing and the FFTs themselves work on it, and everything
 that leaves it as a real value (`np.abs(F) ** 2`, `np.real(np.fft.ifft(F))`,
 `np.fft.irfft(F)`) is a real tracked array again. Each FFT is a real-linear map of the
-parts, so its backward is the adjoint FFT with the dual normalisation.
+parts, so its backward is the adjoint FFT with the dual normalisation, and its forward rule
+is the same FFT applied to the tangent.
 
 >>> import numpy as np, pullback as pb
 >>> power = lambda x: np.sum(np.abs(np.fft.rfft(x)) ** 2)
@@ -23,7 +24,7 @@ from .._extend import primitive, rrule
 from .._registry import FUNCTIONS
 from .._tangents import Thunk
 from .._trace import Traced, _index_update, apply, lost_gradient, stop_gradient
-from ._catalog import composite, describe, without_gradient
+from ._register import add_tangents, composite, describe, forward_rule, linear_forward, private_rule, without_gradient
 
 _DUAL = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
 _SWAP = _DUAL  # hfft/ihfft use the opposite direction's scaling, which is the same map
@@ -105,6 +106,17 @@ def modulus_rule(re, im):
     return y, back
 
 
+@forward_rule(modulus_rule)
+def modulus_frule(primals, tangents):
+    (re, im), (t_re, t_im) = primals, tangents
+    y = modulus(re, im)
+    if t_re is None and t_im is None:
+        return y, None
+    zero = y == 0  # |z| has no derivative at 0: take 0, as the reverse rule does
+    pairing = add_tangents(None if t_re is None else re * t_re, None if t_im is None else im * t_im)
+    return y, np.where(zero, 0.0, pairing / np.where(zero, 1.0, y))
+
+
 def _multiply(a, b):
     (ar, ai), (br, bi) = _split(a), _split(b)
     return _make(_minus(_times(ar, br), _times(ai, bi)), _plus(_times(ar, bi), _times(ai, br)))
@@ -173,6 +185,7 @@ _PARTWISE = {np.reshape, np.transpose, np.swapaxes, np.moveaxis, np.squeeze, np.
              np.trace, np.tile, np.repeat}
 
 
+@private_rule
 def _component_rule(parts, k):
     y = parts[..., k]
 
@@ -181,6 +194,9 @@ def _component_rule(parts, k):
         return (np.stack([g, zero] if k == 0 else [zero, g], axis=-1), None)
 
     return y, back
+
+
+linear_forward(_component_rule, lambda t, k: t[..., k])
 
 
 def _from_parts(parts):
@@ -431,12 +447,12 @@ _FUNCTIONS = {
 # `pb.pullback` hands back a function's result with the tracking removed: a plain complex array.
 tree.register(TrackedComplex, lambda z: {"real": z.real, "imag": z.imag},
               lambda z, kids: _make(kids["real"], kids["imag"]))
-describe(TrackedComplex, "real and imaginary parts", """The result of an FFT of a tracked array.
+describe(TrackedComplex, "real and imaginary parts", kind="composite", notes="""The result of an FFT of a tracked array.
          Supports + - * / @, integer powers, abs, conj, square, exp, log, real, imag, angle,
          indexing and assignment, sums, means, reshapes and other structural functions, and
          the FFTs. Comparisons and other functions are refused with a clear error. Put it
          first when combining with a tracked real array (F * w, not w * F).""",
-         family="fft", name="complex values (TrackedComplex)")
+         name="complex values (TrackedComplex)")
 
 
 # --- real parts of real arrays ----------------------------------------------------------
@@ -451,7 +467,7 @@ def imag(val):
     return np.zeros(np.shape(plain), dtype=np.result_type(plain))
 
 
-without_gradient(np.angle, family="fft", notes="Of a real array: 0 or pi, no gradient.")
+without_gradient(np.angle, notes="Of a real array: 0 or pi, no gradient.")
 
 
 # --- the transforms -------------------------------------------------------------------
@@ -497,6 +513,9 @@ def c2c_rule(parts, axis, n, norm, inverse):
     return y, back
 
 
+linear_forward(c2c_rule, c2c)
+
+
 @primitive
 def r2c(x, axis, n, norm):
     """`np.fft.rfft` along `axis`, as stacked real and imaginary parts."""
@@ -515,6 +534,9 @@ def r2c_rule(x, axis, n, norm):
         return _fit_length(full[..., 0], axis, length), None, None, None
 
     return y, back
+
+
+linear_forward(r2c_rule, r2c)
 
 
 @primitive
@@ -543,6 +565,9 @@ def c2r_rule(parts, axis, n, norm):
         return _fit_length(spectrum * weights, axis, length), None, None, None
 
     return y, back
+
+
+linear_forward(c2r_rule, c2r)
 
 
 def _axis(a, axis):

@@ -1,13 +1,16 @@
-"""Rules for products: matmul, dot, tensordot, outer and einsum."""
+"""Rules for products: matmul, dot, tensordot, outer and einsum, in both modes.
+
+Each product is linear in every operand, so its forward rule is the product rule:
+d(a b) = da b + a db.
+"""
 
 import string
 
 import numpy as np
 
-from .._registry import FUNCTIONS
 from .._tangents import Thunk
 from .._trace import apply
-from ._register import function_rule, implements, ufunc_rule
+from ._register import add_tangents, composite, forward_rule, private_rule, rule, ufunc_rule
 
 
 def _swap(a):
@@ -30,14 +33,34 @@ def _matmul_db(g, a, b):
     return _swap(a) @ g
 
 
-@ufunc_rule(np.matmul)  # np.matmul(a, b) and `plain @ tracked` arrive as a ufunc call
-@function_rule(np.matmul)  # `tracked @ b` comes straight here
+_MATMUL_NOTES = "Batched and 1-D operands as in NumPy; also the `@` operator."
+
+
+@ufunc_rule(np.matmul, args="x1, x2", notes=_MATMUL_NOTES)  # np.matmul(a, b) and `plain @ tracked` arrive here
+@rule(np.matmul, *([np.linalg.matmul] if hasattr(np.linalg, "matmul") else []), args="x1, x2",
+      notes=_MATMUL_NOTES)  # `tracked @ b` comes straight here
 def matmul_rule(a, b):
     y = np.matmul(a, b)
     return y, lambda g: (Thunk(lambda: _matmul_da(g, a, b)), Thunk(lambda: _matmul_db(g, a, b)))
 
 
-@implements(np.dot)
+def bilinear_forward(rule_fn, fn):
+    """Register the forward rule of `rule_fn`, serving `fn(a, b, **kwargs)`, linear in `a` and in `b`."""
+
+    @forward_rule(rule_fn)
+    def frule(primals, tangents, **kwargs):
+        a, b = primals[:2]
+        ta, tb = tangents[:2]
+        y = fn(a, b, **kwargs)
+        return y, add_tangents(None if ta is None else fn(ta, b, **kwargs), None if tb is None else fn(a, tb, **kwargs))
+
+    return frule
+
+
+bilinear_forward(matmul_rule, np.matmul)
+
+
+@composite(np.dot, args="a, b", notes="As matmul (or a product with a scalar, or tensordot for N-D `b`).")
 def dot(a, b, out=None):
     if out is not None:
         raise TypeError("numpy.dot(..., out=...) is not supported on tracked values")
@@ -57,7 +80,7 @@ def _tensordot_axes(axes, nda, ndb):
     return [k % nda for k in axes_a], [k % ndb for k in axes_b]
 
 
-@function_rule(np.tensordot)
+@rule(np.tensordot, args="a, b")
 def tensordot_rule(a, b, axes=2):
     axes_a, axes_b = _tensordot_axes(axes, np.ndim(a), np.ndim(b))
     y = np.tensordot(a, b, (axes_a, axes_b))
@@ -80,14 +103,22 @@ def tensordot_rule(a, b, axes=2):
     return y, lambda g: (Thunk(lambda: grad_a(g)), Thunk(lambda: grad_b(g)))
 
 
-@function_rule(np.outer)
+bilinear_forward(tensordot_rule, np.tensordot)
+
+
+@rule(np.outer, args="a, b", notes="Inputs of any shape are flattened, as in NumPy.")
 def outer_rule(a, b, out=None):
+    if out is not None:
+        raise TypeError("numpy.outer(..., out=...) is not supported on tracked values")
     y = np.outer(a, b)
     shape_a, shape_b = np.shape(a), np.shape(b)
     return y, lambda g: (
         Thunk(lambda: np.reshape(g @ np.ravel(b), shape_a)),
         Thunk(lambda: np.reshape(np.ravel(a) @ g, shape_b)),
     )
+
+
+bilinear_forward(outer_rule, np.outer)
 
 
 def _parse_einsum(subscripts, shapes):
@@ -117,6 +148,7 @@ def _parse_einsum(subscripts, shapes):
     return terms, output
 
 
+@private_rule
 def _einsum_rule(subscripts, *operands, optimize=False):
     y = np.einsum(subscripts, *operands, optimize=optimize)
     terms, output = _parse_einsum(subscripts, [np.shape(op) for op in operands])
@@ -135,7 +167,21 @@ def _einsum_rule(subscripts, *operands, optimize=False):
     return y, lambda g: (None,) + tuple(Thunk(lambda k=k: grad(k, g)) for k in range(len(operands)))
 
 
-@implements(np.einsum)
+@forward_rule(_einsum_rule)
+def _einsum_frule(primals, tangents, optimize=False):
+    subscripts, operands = primals[0], primals[1:]
+    y = np.einsum(subscripts, *operands, optimize=optimize)
+    dot = None
+    for k, t in enumerate(tangents[1:]):
+        if t is not None:
+            replaced = list(operands)
+            replaced[k] = t
+            dot = add_tangents(dot, np.einsum(subscripts, *replaced, optimize=optimize))
+    return y, dot
+
+
+@composite(np.einsum, args="*operands", notes="""A subscripts string and operands (not the
+           interleaved form); no repeated index within one operand (take np.diagonal first).""")
 def einsum(*operands, out=None, optimize=False, **kwargs):
     if out is not None or kwargs or not isinstance(operands[0], str):
         raise TypeError(
@@ -144,6 +190,3 @@ def einsum(*operands, out=None, optimize=False, **kwargs):
         )
     return apply(_einsum_rule, operands, {"optimize": optimize})
 
-
-if hasattr(np.linalg, "matmul"):
-    FUNCTIONS[np.linalg.matmul] = FUNCTIONS[np.matmul]

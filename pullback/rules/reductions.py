@@ -1,8 +1,8 @@
-"""Rules for reductions: sum, mean, prod, max, min and their aliases."""
+"""Rules for reductions: sum, mean, prod, max, min and their aliases, in both modes."""
 
 import numpy as np
 
-from ._register import function_rule, no_gradient
+from ._register import forward_in_first, linear_forward, rule, without_gradient
 
 
 def _axes(axis, ndim):
@@ -31,7 +31,7 @@ def _check_plain(name, out, where, initial=None):
         raise TypeError(f"numpy.{name}: out=, where= and initial= are not supported on tracked values")
 
 
-@function_rule(np.sum)
+@rule(np.sum, args="a")
 def sum_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     _check_plain("sum", out, where, initial)
     y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
@@ -39,7 +39,10 @@ def sum_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, w
     return y, lambda g: (expand_to(g, shape, axis, keepdims),)
 
 
-@function_rule(np.mean)
+linear_forward(sum_rule, np.sum)
+
+
+@rule(np.mean, args="a")
 def mean_rule(x, axis=None, dtype=None, out=None, keepdims=False, where=True):
     _check_plain("mean", out, where)
     y = np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
@@ -48,12 +51,17 @@ def mean_rule(x, axis=None, dtype=None, out=None, keepdims=False, where=True):
     return y, lambda g: (expand_to(g / float(count), shape, axis, keepdims),)
 
 
-@function_rule(np.max, np.amax)
+linear_forward(mean_rule, np.mean)
+
+_TIES = "Tied extreme elements share the gradient equally (a subgradient)."
+
+
+@rule(np.max, np.amax, args="a", notes=_TIES)
 def max_rule(x, axis=None, out=None, keepdims=False, initial=None, where=True):
     return _extreme(np.max, x, axis, keepdims, out, initial, where)
 
 
-@function_rule(np.min, np.amin)
+@rule(np.min, np.amin, args="a", notes=_TIES)
 def min_rule(x, axis=None, out=None, keepdims=False, initial=None, where=True):
     return _extreme(np.min, x, axis, keepdims, out, initial, where)
 
@@ -73,18 +81,39 @@ def _extreme(reduce, x, axis, keepdims, out, initial, where):
     return y, back
 
 
+def _extreme_frule(rule_fn, reduce):
+    @forward_in_first(rule_fn)
+    def frule(t, x, axis=None, out=None, keepdims=False, initial=None, where=True):
+        y = rule_fn(x, axis, out, keepdims, initial, where)[0]
+        kept = reduce(x, axis=axis, keepdims=True)
+        hit = x == kept  # ties share the tangent equally, matching the reverse subgradient
+        dot = np.sum(np.where(hit, t, 0.0), axis=axis, keepdims=True) / np.sum(hit, axis=axis, keepdims=True)
+        return y, dot if keepdims else np.reshape(dot, np.shape(y))
+
+
+_extreme_frule(max_rule, np.max)
+_extreme_frule(min_rule, np.min)
+
+
 def _reduced_shape(shape, axis):
     axes = _axes(axis, len(shape))
     return tuple(n for k, n in enumerate(shape) if k not in axes)
 
 
-@function_rule(np.prod)
+@rule(np.prod, args="a", notes="Exact also where the input has zeros, to every order.")
 def prod_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     _check_plain("prod", out, where, initial)
     y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
     shape = np.shape(x)
 
     return y, lambda g: (expand_to(g, shape, axis, keepdims) * product_of_others(x, axis),)
+
+
+@forward_in_first(prod_rule)
+def prod_frule(t, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
+    _check_plain("prod", out, where, initial)
+    y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    return y, np.sum(t * product_of_others(x, axis), axis=axis, keepdims=keepdims)
 
 
 def product_of_others(x, axis):
@@ -116,7 +145,7 @@ def _zero_ranks(zero, axis):
     return np.transpose(np.reshape(ranks, [shape[k] for k in order]), np.argsort(order))
 
 
-no_gradient(
+without_gradient(
     np.argmax, np.argmin, np.argsort, np.nonzero, np.flatnonzero, np.count_nonzero, np.all, np.any,
     np.shape, np.ndim, np.size, np.isclose, np.allclose, np.array_equal, np.searchsorted, np.round,
     np.around, np.iscomplexobj, np.isrealobj, np.result_type,

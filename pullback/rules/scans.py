@@ -1,13 +1,13 @@
 """Rules for scans and statistics: cumsum, cumprod, diff, nan-reductions, average, var, std,
-ptp, trace and the norms.
+ptp, trace and the norms, in both modes.
 
-Every backward is written with NumPy calls, so it can be differentiated again.
+Every backward and forward rule is written with NumPy calls, so it can be differentiated again.
 """
 
 import numpy as np
 
 from .._trace import apply, stop_gradient
-from ._catalog import composite, rule
+from ._register import composite, forward_in_first, linear_forward, private_rule, rule
 
 _NO = np._NoValue
 
@@ -61,6 +61,9 @@ def cumsum_rule(a, axis=None, dtype=None, out=None):
     return y, back
 
 
+linear_forward(cumsum_rule, np.cumsum)
+
+
 @rule(np.cumprod, args="a", notes="""Exact also where the input has zeros, to every order (the
       backward does one more scan per zero in a line).""")
 def cumprod_rule(a, axis=None, dtype=None, out=None):
@@ -90,6 +93,31 @@ def _cumprod_cotangent(g, x, y, axis):
         skipping = np.cumprod(np.where(at, 1.0, x), axis=axis)
         result = np.where(at, reverse_cumsum(g * skipping, axis), result)
     return result
+
+
+@forward_in_first(cumprod_rule)
+def cumprod_frule(t, a, axis=None, dtype=None, out=None):
+    y = cumprod_rule(a, axis, dtype, out)[0]
+    if axis is None:
+        a, t, axis = np.ravel(a), np.ravel(t), 0
+    return y, _cumprod_tangent(t, a, y, axis)
+
+
+def _cumprod_tangent(t, x, y, axis):
+    # dy_j = sum_{i <= j} t_i prod_{k <= j, k != i} x_k. Where x_i != 0 the product is y_j / x_i.
+    zero = stop_gradient(x) == 0
+    if not np.any(zero):
+        return y * np.cumsum(t / x, axis=axis)
+    total = y * np.cumsum(np.where(zero, 0.0, t / np.where(zero, 1.0, x)), axis=axis)
+    # The q-th zero of a line contributes from its own position on, times the products that skip it.
+    seen = np.cumsum(zero, axis=axis)
+    rank = seen * zero
+    for q in range(1, int(np.max(rank)) + 1):
+        at = rank == q
+        skipping = np.cumprod(np.where(at, 1.0, x), axis=axis)
+        t_at = np.sum(np.where(at, t, 0.0), axis=axis, keepdims=True)
+        total = total + np.where(seen >= q, skipping * t_at, 0.0)
+    return total
 
 
 @composite(np.diff, args="a, prepend, append", notes="Written with slicing and subtraction.")
@@ -192,6 +220,15 @@ def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
     return y, back
 
 
+@forward_in_first(var_rule)
+def var_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **options):
+    y = var_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
+    ddof = _ddof("var", ddof, options.get("correction", _NO), _NO, _NO)
+    centred = a - np.mean(a, axis=axis, keepdims=True)
+    scale = 2.0 / (_count(np.shape(a), axis) - ddof)
+    return y, np.sum(centred * t, axis=axis, keepdims=keepdims is True) * scale
+
+
 @rule(np.std, args="a", notes="Where the spread is zero the gradient is taken as 0 (the derivative does not exist).")
 def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
     _refuse_out("std", out)
@@ -209,6 +246,17 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
         return (share * centred,)
 
     return y, back
+
+
+@forward_in_first(std_rule)
+def std_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **options):
+    y = std_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
+    ddof = _ddof("std", ddof, options.get("correction", _NO), _NO, _NO)
+    centred = a - np.mean(a, axis=axis, keepdims=True)
+    count = float(_count(np.shape(a), axis) - ddof)
+    flat = y == 0
+    pairing = np.sum(centred * t, axis=axis, keepdims=keepdims is True)
+    return y, np.where(flat, 0.0, pairing / np.where(flat, 1.0, y * count))
 
 
 @composite(np.ptp, args="a", notes="max - min; ties share the gradient equally.")
@@ -230,6 +278,7 @@ def linalg_trace(x, /, *, offset=0, dtype=None):
 
 
 # --- norms ---------------------------------------------------------------------------
+@private_rule
 def _euclidean_rule(x, axis, keepdims):
     y = np.linalg.vector_norm(x, axis=axis, keepdims=keepdims)
     shape = np.shape(x)
@@ -241,6 +290,13 @@ def _euclidean_rule(x, axis, keepdims):
         return (share * x, None, None)
 
     return y, back
+
+
+@forward_in_first(_euclidean_rule)
+def _euclidean_frule(t, x, axis, keepdims):
+    y = np.linalg.vector_norm(x, axis=axis, keepdims=keepdims)
+    zero = y == 0
+    return y, np.where(zero, 0.0, np.sum(x * t, axis=axis, keepdims=keepdims) / np.where(zero, 1.0, y))
 
 
 def _euclidean(x, axis, keepdims):

@@ -3,10 +3,11 @@ lu_factor/lu_solve.
 
 SciPy's functions convert their input with `np.asarray` before any NumPy dispatch, so a call
 to them can never reach pullback. These have the same signatures, call SciPy when nothing is
-being differentiated, and import SciPy only when called:
+being differentiated, and import SciPy only when called. They are public as
+`pullback.scipy.linalg`; each rule has a forward rule next to it.
 
 >>> import numpy as np, pullback as pb
->>> from pullback.rules.scipy_linalg import solve_triangular
+>>> from pullback.scipy.linalg import solve_triangular
 >>> a = np.array([[2.0, 0.0], [1.0, 1.0]])
 >>> pb.gradient(lambda b: np.sum(solve_triangular(a, b, lower=True)), np.array([1.0, 1.0]))[0]
 array([0., 1.])
@@ -17,7 +18,7 @@ import numpy as np
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._trace import Traced, apply, stop_gradient
-from ._catalog import describe
+from ._register import add_tangents, describe, forward_in_first, forward_rule, private_rule
 
 
 def _linalg():
@@ -72,6 +73,26 @@ def triangular_solve_rule(a, b, transposed, lower, unit_diagonal):
     return x, back
 
 
+def _read_triangle(t, lower, unit_diagonal):
+    """The part of `t` in the triangle a triangular solve reads (strictly, with a unit diagonal)."""
+    k = 0 if not unit_diagonal else (-1 if lower else 1)
+    return np.tril(t, k) if lower else np.triu(t, k)
+
+
+@forward_rule(triangular_solve_rule)
+def triangular_solve_frule(primals, tangents):
+    (a, b, transposed, lower, unit_diagonal), (ta, tb) = primals, tangents[:2]
+    x = triangular_solve(a, b, transposed, lower, unit_diagonal)
+    if ta is None and tb is None:
+        return x, None
+    # op(A) x = b gives op(A) dx = db - op(dA) x.
+    if ta is not None:
+        da = _read_triangle(ta, lower, unit_diagonal)
+        ta = _t(da) @ x if transposed else da @ x
+    rhs = add_tangents(tb, None if ta is None else -ta)
+    return x, triangular_solve(a, rhs, transposed, lower, unit_diagonal)
+
+
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False, check_finite=True):
     """`scipy.linalg.solve_triangular`, differentiable in `a` (its triangle) and `b`."""
     if not _any_tracked(a, b):
@@ -109,7 +130,7 @@ def expm(A):
     """`scipy.linalg.expm`, differentiable; batches over leading axes as SciPy does.
 
     >>> import numpy as np, pullback as pb
-    >>> from pullback.rules.scipy_linalg import expm
+    >>> from pullback.scipy.linalg import expm
     >>> pb.gradient(lambda t: np.trace(expm(t * np.eye(2))), 0.0)[0]
     2.0
     """
@@ -118,18 +139,21 @@ def expm(A):
 
 @rrule(expm)
 def expm_rule(A):
-    y = expm(A)
+    # The adjoint of the Fréchet derivative of expm at A is the Fréchet derivative at Aᵀ.
+    return expm(A), lambda g: (_frechet(_t(A), g),)
 
-    def back(g):
-        # The adjoint of the Fréchet derivative of expm at A is the Fréchet derivative at Aᵀ,
-        # read off the upper right block of expm([[Aᵀ, G], [0, Aᵀ]]).
-        n = np.shape(stop_gradient(A))[-1]
-        at = _t(A)
-        zero = np.zeros(np.shape(stop_gradient(at)), dtype=np.result_type(stop_gradient(at)))
-        block = np.concatenate([np.concatenate([at, g], axis=-1), np.concatenate([zero, at], axis=-1)], axis=-2)
-        return (expm(block)[..., :n, n:],)
 
-    return y, back
+def _frechet(A, E):
+    """The Fréchet derivative of expm at A along E: the upper right block of expm([[A, E], [0, A]])."""
+    n = np.shape(stop_gradient(A))[-1]
+    zero = np.zeros(np.shape(stop_gradient(A)), dtype=np.result_type(stop_gradient(A)))
+    block = np.concatenate([np.concatenate([A, E], axis=-1), np.concatenate([zero, A], axis=-1)], axis=-2)
+    return expm(block)[..., :n, n:]
+
+
+@forward_in_first(expm_rule)
+def expm_frule(t, A):
+    return expm(A), _frechet(A, t)
 
 
 def _permutation(piv):
@@ -140,6 +164,7 @@ def _permutation(piv):
     return perm
 
 
+@private_rule
 def _lu_rule(a, pivots):
     lu, piv = lu_factor(a)
     pivots.append(stop_gradient(piv))
@@ -154,6 +179,19 @@ def _lu_rule(a, pivots):
         return permuted[np.argsort(_permutation(pivots[0]))], None
 
     return lu, back
+
+
+@forward_in_first(_lu_rule)
+def _lu_frule(t, a, pivots):
+    lu, piv = lu_factor(a)
+    pivots.append(stop_gradient(piv))
+    # P A = L U with lu = (L - I) + U. With X = L⁻¹ P dA U⁻¹: d lu = L·tril(X, -1) + triu(X)·U.
+    n = np.shape(stop_gradient(a))[-1]
+    lower = np.tril(lu, -1) + np.eye(n, dtype=np.result_type(stop_gradient(lu)))
+    permuted = t[_permutation(stop_gradient(piv))]
+    left = triangular_solve(lu, permuted, False, True, True)  # L⁻¹ P dA
+    x = _t(triangular_solve(lu, _t(left), True, False, False))  # (U⁻ᵀ (L⁻¹ P dA)ᵀ)ᵀ = L⁻¹ P dA U⁻¹
+    return lu, lower @ np.tril(x, -1) + np.triu(x) @ np.triu(lu)
 
 
 def lu_factor(a, overwrite_a=False, check_finite=True):
@@ -179,17 +217,17 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     return w[np.argsort(perm)]
 
 
-_NOTE = "Call pullback.rules.scipy_linalg.{} (SciPy's own converts its input with np.asarray). "
+_NOTE = "Call pullback.scipy.linalg.{} (SciPy's own converts its input with np.asarray). "
 describe(solve_triangular, "a, b", _NOTE.format("solve_triangular") + "2-D `a`; the gradient of `a` lies in the "
-         "triangle read (strictly, with unit_diagonal).", family="scipy_linalg", name="scipy.linalg.solve_triangular")
+         "triangle read (strictly, with unit_diagonal).", kind="composite", name="scipy.linalg.solve_triangular")
 describe(cho_factor, "a", _NOTE.format("cho_factor") + "Through np.linalg.cholesky of the triangle read.",
-         family="scipy_linalg", name="scipy.linalg.cho_factor")
-describe(cho_solve, "c, b", _NOTE.format("cho_solve") + "Two triangular solves.", family="scipy_linalg",
+         kind="composite", name="scipy.linalg.cho_factor")
+describe(cho_solve, "c, b", _NOTE.format("cho_solve") + "Two triangular solves.", kind="composite",
          name="scipy.linalg.cho_solve")
-describe(expm, "A", _NOTE.format("expm") + "Backward through the block-matrix form of the Fréchet derivative; "
-         "batched.", family="scipy_linalg", name="scipy.linalg.expm")
+describe(expm, "A", _NOTE.format("expm") + "Both modes through the block-matrix form of the Fréchet derivative; "
+         "batched.", kind="rule", rule=expm_rule, name="scipy.linalg.expm")
 describe(lu_factor, "a", _NOTE.format("lu_factor") + "Square `a`; exact while the pivot order is locally "
-         "constant (it is piecewise constant). `piv` has no gradient.", family="scipy_linalg",
+         "constant (it is piecewise constant). `piv` has no gradient.", kind="composite",
          name="scipy.linalg.lu_factor")
-describe(lu_solve, "lu, b", _NOTE.format("lu_solve") + "Two triangular solves.", family="scipy_linalg",
+describe(lu_solve, "lu, b", _NOTE.format("lu_solve") + "Two triangular solves.", kind="composite",
          name="scipy.linalg.lu_solve")

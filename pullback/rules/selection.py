@@ -2,8 +2,10 @@
 triangles, sort, partition, meshgrid, interp, and the small products kron, inner, vdot,
 convolve and correlate.
 
-Most are written with indexing and reshapes (whose rules already exist); the rest have a rule
-whose backward uses NumPy calls, so every one can be differentiated again.
+Most are written with indexing and reshapes (whose rules already exist); the rest have rules
+for both modes written with NumPy calls, so every one can be differentiated again. All but
+interp and the products are linear, so their forward rule applies the same operation to the
+tangent.
 """
 
 import numpy as np
@@ -11,7 +13,7 @@ import numpy as np
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._trace import Traced, apply, stop_gradient, strip_all
-from ._catalog import composite, rule, without_gradient
+from ._register import add_tangents, composite, forward_rule, linear_forward, private_rule, rule, without_gradient
 from .indexing import unindex
 
 _NO = np._NoValue
@@ -27,10 +29,16 @@ def flip_rule(m, axis=None):
     return np.flip(m, axis), lambda g: (np.flip(g, axis),)
 
 
+linear_forward(flip_rule, np.flip)
+
+
 @rule(np.roll, args="a")
 def roll_rule(a, shift, axis=None):
     back_shift = tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
     return np.roll(a, shift, axis), lambda g: (np.roll(g, back_shift, axis), None)
+
+
+linear_forward(roll_rule, np.roll)
 
 
 @rule(np.tile, args="A")
@@ -48,6 +56,9 @@ def tile_rule(A, reps):
         return (np.reshape(g, shape), None)
 
     return y, back
+
+
+linear_forward(tile_rule, np.tile)
 
 
 @primitive
@@ -68,6 +79,9 @@ def segment_sum_rule(g, counts, axis):
     return segment_sum(g, counts, axis), lambda dy: (np.repeat(dy, counts, axis), None, None)
 
 
+linear_forward(segment_sum_rule, segment_sum)
+
+
 @rule(np.repeat, args="a")
 def repeat_rule(a, repeats, axis=None):
     repeats = stop_gradient(repeats)
@@ -84,10 +98,17 @@ def repeat_rule(a, repeats, axis=None):
     return y, back
 
 
+linear_forward(repeat_rule, lambda t, repeats, axis=None: np.repeat(t, stop_gradient(repeats), axis))
+
+
+@private_rule
 def _pad_constant_rule(array, widths, constant_values):
     y = np.pad(array, widths, mode="constant", constant_values=constant_values)
     inner = tuple(slice(int(lo), int(lo) + n) for (lo, _), n in zip(widths, np.shape(array)))
     return y, lambda g: (g[inner], None, None)
+
+
+linear_forward(_pad_constant_rule, lambda t, widths, constant_values: np.pad(t, widths))  # the constant is fixed
 
 
 _GATHER_MODES = ("edge", "reflect", "symmetric", "wrap")
@@ -200,12 +221,18 @@ def undiagonal_rule(g, offset, axis1, axis2, shape):
     return y, lambda dy: (np.diagonal(dy, offset, axis1, axis2), None, None, None, None)
 
 
+linear_forward(undiagonal_rule, undiagonal)
+
+
 @rule(np.diagonal, args="a", view=True)
 def diagonal_rule(a, offset=0, axis1=0, axis2=1):
     shape = np.shape(a)
     axis1, axis2 = axis1 % len(shape), axis2 % len(shape)
     y = np.diagonal(a, offset, axis1, axis2)
     return y, lambda g: (undiagonal(g, offset, axis1, axis2, shape), None, None, None)
+
+
+linear_forward(diagonal_rule, np.diagonal)
 
 
 @composite(np.linalg.diagonal, args="x", notes="Over the last two axes.")
@@ -233,9 +260,15 @@ def triu_rule(m, k=0):
     return np.triu(m, k), lambda g: (np.triu(g, k), None)
 
 
+linear_forward(triu_rule, np.triu)
+
+
 @rule(np.tril, args="m")
 def tril_rule(m, k=0):
     return np.tril(m, k), lambda g: (np.tril(g, k), None)
+
+
+linear_forward(tril_rule, np.tril)
 
 
 @composite(np.sort, args="a", notes="""Each output element takes the gradient of the input element
@@ -257,7 +290,7 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
     return take_along_axis(a, np.argpartition(stop_gradient(a), kth, axis=axis, kind=kind), axis)
 
 
-without_gradient(np.argpartition, family="selection")
+without_gradient(np.argpartition)
 
 
 @composite(np.meshgrid, args="*xi")
@@ -293,15 +326,22 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     return apply(_interp_rule, (x, xp, fp, left, right))
 
 
+def _interp_segments(x, xp):
+    """For each x: its segment j (xp[j] <= x < xp[j + 1], clipped to the ends) and where it lies."""
+    plain_x, plain_xp = stop_gradient(x), stop_gradient(xp)
+    n = np.shape(plain_xp)[0]
+    j = np.clip(np.searchsorted(plain_xp, plain_x, side="right") - 1, 0, n - 2)
+    below, above = plain_x < plain_xp[0], plain_x > plain_xp[-1]
+    return j, below, above, ~(below | above)
+
+
+@private_rule
 def _interp_rule(x, xp, fp, left, right):
     y = np.interp(x, xp, fp, left, right)
 
     def back(g):
-        plain_x, plain_xp = stop_gradient(x), stop_gradient(xp)
-        n = np.shape(plain_xp)[0]
-        j = np.clip(np.searchsorted(plain_xp, plain_x, side="right") - 1, 0, n - 2)
-        below, above = plain_x < plain_xp[0], plain_x > plain_xp[-1]
-        inside = ~(below | above)
+        j, below, above, inside = _interp_segments(x, xp)
+        n = np.shape(stop_gradient(xp))[0]
         lo_x, hi_x, lo_f, hi_f = xp[j], xp[j + 1], fp[j], fp[j + 1]
         width = hi_x - lo_x
         slope = (hi_f - lo_f) / width
@@ -329,6 +369,30 @@ def _interp_rule(x, xp, fp, left, right):
         )
 
     return y, back
+
+
+@forward_rule(_interp_rule)
+def _interp_frule(primals, tangents):
+    (x, xp, fp, left, right), (tx, txp, tfp, tleft, tright) = primals, tangents
+    y = np.interp(x, xp, fp, left, right)
+    if all(t is None for t in tangents):
+        return y, None
+    j, below, above, inside = _interp_segments(x, xp)
+    n = np.shape(stop_gradient(xp))[0]
+    lo_x, hi_x = xp[j], xp[j + 1]
+    width = hi_x - lo_x
+    slope = (fp[j + 1] - fp[j]) / width
+    t = (x - lo_x) / width
+    dot = add_tangents(
+        None if tx is None else slope * tx,
+        None if tfp is None else (1.0 - t) * tfp[j] + t * tfp[j + 1],
+        None if txp is None else -slope * ((1.0 - t) * txp[j] + t * txp[j + 1]),
+    )
+    dot = None if dot is None else np.where(inside, dot, 0.0)
+    outside_left = tleft if left is not None else None if tfp is None else tfp[np.zeros_like(j)]
+    outside_right = tright if right is not None else None if tfp is None else tfp[np.full_like(j, n - 1)]
+    return y, add_tangents(dot, None if outside_left is None else np.where(below, outside_left, 0.0),
+                           None if outside_right is None else np.where(above, outside_right, 0.0))
 
 
 @composite(np.kron, args="a, b", notes="Written as a broadcast product and a reshape.")
@@ -374,6 +438,13 @@ def convolve_full_rule(a, v):
         )
 
     return y, back
+
+
+@forward_rule(convolve_full_rule)
+def convolve_full_frule(primals, tangents):
+    (a, v), (ta, tv) = primals, tangents
+    return convolve_full(a, v), add_tangents(None if ta is None else convolve_full(ta, v),
+                                             None if tv is None else convolve_full(a, tv))
 
 
 def _mode_window(full, m, n, mode, flipped):

@@ -1,30 +1,16 @@
-"""Rules for reshaping, joining and copying arrays, and for `*_like` constructors."""
+"""Rules for reshaping, joining and copying arrays, and for `*_like` constructors, in both modes.
+
+All of these are linear, so each forward rule applies the same operation to the tangent.
+"""
 
 import numpy as np
 
 from .._registry import FUNCTIONS
-from .._trace import Dual, Traced, _astype, apply, mark_view, stop_gradient
-from ._register import function_rule, implements
+from .._trace import Dual, Traced, _astype, apply, stop_gradient
+from ._register import composite, describe, forward_rule, linear_forward, private_rule, rule, zeros_if_none
 
 
-def view_rule(*fns):
-    """Like `function_rule`, and marks input and result as sharing memory (see in-place writes)."""
-
-    def register(rule):
-        def run(x, *args, **kwargs):
-            y = apply(rule, (x,) + args, kwargs)
-            if isinstance(y, Traced) and isinstance(x, Traced):
-                mark_view(y, x)
-            return y
-
-        for fn in fns:
-            FUNCTIONS[fn] = run
-        return rule
-
-    return register
-
-
-@view_rule(np.reshape)
+@rule(np.reshape, args="a", view=True)
 def reshape_rule(x, shape=None, order="C", *, newshape=None, copy=None):
     shape = newshape if shape is None else shape
     y = np.reshape(x, shape, order=order)
@@ -32,46 +18,52 @@ def reshape_rule(x, shape=None, order="C", *, newshape=None, copy=None):
     return y, lambda g: (np.reshape(g, old, order=order),)
 
 
-@view_rule(np.ravel)
+@rule(np.ravel, args="a", view=True)
 def ravel_rule(x, order="C"):
     y = np.ravel(x, order=order)
     old = np.shape(x)
     return y, lambda g: (np.reshape(g, old, order=order),)
 
 
-@view_rule(np.transpose)
+@rule(np.transpose, args="a", view=True)
 def transpose_rule(x, axes=None):
     y = np.transpose(x, axes)
     inverse = None if axes is None else tuple(np.argsort([a % np.ndim(x) for a in axes]))
     return y, lambda g: (np.transpose(g, inverse),)
 
 
-@view_rule(np.swapaxes)
+@rule(np.swapaxes, args="a", view=True)
 def swapaxes_rule(x, axis1, axis2):
     return np.swapaxes(x, axis1, axis2), lambda g: (np.swapaxes(g, axis1, axis2),)
 
 
-@view_rule(np.moveaxis)
+@rule(np.moveaxis, args="a", view=True)
 def moveaxis_rule(x, source, destination):
     return np.moveaxis(x, source, destination), lambda g: (np.moveaxis(g, destination, source),)
 
 
-@view_rule(np.expand_dims)
+@rule(np.expand_dims, args="a", view=True)
 def expand_dims_rule(x, axis):
     old = np.shape(x)
     return np.expand_dims(x, axis), lambda g: (np.reshape(g, old),)
 
 
-@view_rule(np.squeeze)
+@rule(np.squeeze, args="a", view=True)
 def squeeze_rule(x, axis=None):
     old = np.shape(x)
     return np.squeeze(x, axis), lambda g: (np.reshape(g, old),)
 
 
-@view_rule(np.broadcast_to)
+@rule(np.broadcast_to, args="array", view=True)
 def broadcast_to_rule(x, shape, subok=False):
     # The engine sums the cotangent back down to x's shape.
     return np.broadcast_to(x, shape), lambda g: (g,)
+
+
+for _rule, _fn in ((reshape_rule, np.reshape), (ravel_rule, np.ravel), (transpose_rule, np.transpose),
+                   (swapaxes_rule, np.swapaxes), (moveaxis_rule, np.moveaxis), (expand_dims_rule, np.expand_dims),
+                   (squeeze_rule, np.squeeze), (broadcast_to_rule, np.broadcast_to)):
+    linear_forward(_rule, _fn)
 
 
 def _atleast(fn):
@@ -83,20 +75,27 @@ def _atleast(fn):
 
 
 for _fn in (np.atleast_1d, np.atleast_2d, np.atleast_3d):
-    FUNCTIONS[_fn] = _atleast(_fn)
+    composite(_fn, args="*arys", notes="A reshape of each array.")(_atleast(_fn))
 
 
-@function_rule(np.copy)
+@rule(np.copy, args="a")
 def copy_rule(x, order="K", subok=False):
     return np.copy(x, order=order), lambda g: (g,)
 
 
-@function_rule(_astype)
+linear_forward(copy_rule, np.copy)
+
+
+@rule(_astype, args="x", notes="To another float dtype; the gradient comes back in x's dtype.")
 def astype_rule(x, dtype):
     # The engine casts the cotangent back to x's dtype.
     return _astype(x, dtype), lambda g: (g,)
 
 
+linear_forward(astype_rule, _astype)
+
+
+@private_rule
 def _concatenate_rule(*arrays, axis=0):
     if axis is None:
         shapes = [np.shape(a) for a in arrays]
@@ -119,7 +118,16 @@ def _concatenate_rule(*arrays, axis=0):
     return y, back
 
 
-@implements(np.concatenate)
+@forward_rule(_concatenate_rule)
+def _concatenate_frule(primals, tangents, axis=0):
+    y = _concatenate_rule(*primals, axis=axis)[0]
+    if all(t is None for t in tangents):
+        return y, None
+    parts = [zeros_if_none(t, p) for t, p in zip(tangents, primals)]
+    return y, np.concatenate(parts, axis=axis) if axis is not None else np.concatenate([np.ravel(p) for p in parts])
+
+
+@composite(np.concatenate, args="arrays")
 def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if out is not None:
         raise TypeError("numpy.concatenate(..., out=...) is not supported on tracked values")
@@ -127,13 +135,22 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     return y if dtype is None else FUNCTIONS[_astype](y, dtype)
 
 
+@private_rule
 def _stack_rule(*arrays, axis=0):
     y = np.stack(arrays, axis=axis)
     ax = axis % np.ndim(y)
     return y, lambda g: tuple(g[(slice(None),) * ax + (k,)] for k in range(len(arrays)))
 
 
-@implements(np.stack)
+@forward_rule(_stack_rule)
+def _stack_frule(primals, tangents, axis=0):
+    y = np.stack(primals, axis=axis)
+    if all(t is None for t in tangents):
+        return y, None
+    return y, np.stack([zeros_if_none(t, p) for t, p in zip(tangents, primals)], axis=axis)
+
+
+@composite(np.stack, args="arrays")
 def stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if out is not None:
         raise TypeError("numpy.stack(..., out=...) is not supported on tracked values")
@@ -141,12 +158,12 @@ def stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     return y if dtype is None else FUNCTIONS[_astype](y, dtype)
 
 
-@implements(np.vstack)
+@composite(np.vstack, args="tup")
 def vstack(arrays, *, dtype=None, casting="same_kind"):
     return concatenate([np.atleast_2d(a) for a in arrays], axis=0, dtype=dtype)
 
 
-@implements(np.hstack)
+@composite(np.hstack, args="tup")
 def hstack(arrays, *, dtype=None, casting="same_kind"):
     arrays = [np.atleast_1d(a) for a in arrays]
     return concatenate(arrays, axis=0 if np.ndim(arrays[0]) == 1 else 1, dtype=dtype)
@@ -171,3 +188,5 @@ def _like(make):
 
 for _make in (np.zeros_like, np.ones_like, np.empty_like, np.full_like):
     FUNCTIONS[_make] = _like(_make)
+    describe(_make, "none", """A constant: no gradient flows from the prototype. On a tracked prototype the
+             result is tracked too, so tracked values can be written into it.""", kind="none")

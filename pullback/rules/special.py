@@ -8,13 +8,16 @@ SciPy's ufunc objects, which do not exist before that.) `register()` does the sa
 The ufuncs (`erf`, `gammaln`, `expit`, ...) then work on tracked values directly. SciPy's
 Python-level functions (`logsumexp`, `softmax`, `log_softmax`, `polygamma`) convert their
 input with `np.asarray` before any NumPy dispatch, so calls to them can never reach pullback;
-this module provides differentiable versions with the same signatures, which call SciPy
-when nothing is being differentiated:
+this module provides differentiable versions with the same signatures (public as
+`pullback.scipy.special`), which call SciPy when nothing is being differentiated:
 
 >>> import numpy as np, pullback as pb
 >>> from pullback.rules.special import logsumexp
 >>> pb.gradient(logsumexp, np.array([0.0, 0.0]))[0]
 array([0.5, 0.5])
+
+Every rule has a forward rule; for the ufuncs both come from one local derivative, as the
+Jacobian of an elementwise map is diagonal.
 """
 
 import importlib.abc
@@ -29,27 +32,71 @@ from .._extend import primitive, rrule
 from .._registry import UFUNC_RULES
 from .._tangents import Thunk
 from .._trace import Traced, stop_gradient
-from ._catalog import describe
+from ._register import add_tangents, describe, forward_rule
 
 SQRT_PI = math.sqrt(math.pi)
 SQRT_2PI = math.sqrt(2.0 * math.pi)
 
-_UNARY = {}   # scipy.special name -> derivative(g, x, y, sp)
-_BINARY = {}  # name -> (d_first(g, a, b, y, sp) or None when it has none, d_second(...))
+# scipy.special ufunc name -> its reverse rule; `register()` puts them in the ufunc table.
+RULES = {}
+
+
+def _scipy_special():
+    import scipy.special
+
+    return scipy.special
+
+
+def _named(rule_fn, name):
+    rule_fn.__name__ = rule_fn.__qualname__ = f"{name}_rule"
+    return rule_fn
 
 
 def _unary(name, args="x", notes=""):
+    """Register `scipy.special.<name>(x)` with local derivative `derivative(g, x, y, sp)`, linear in g."""
+
     def register(derivative):
-        _UNARY[name] = derivative
-        describe(f"scipy.special.{name}", args, notes, family="special", name=f"scipy.special.{name}")
+        def rule(x):
+            sp = _scipy_special()
+            y = getattr(sp, name)(x)
+            return y, lambda g: (derivative(g, x, y, sp),)
+
+        @forward_rule(_named(rule, name))
+        def frule(primals, tangents):
+            (x,), (t,) = primals, tangents
+            sp = _scipy_special()
+            y = getattr(sp, name)(x)
+            return y, None if t is None else derivative(t, x, y, sp)
+
+        RULES[name] = rule
+        describe(f"scipy.special.{name}", args, notes, kind="rule", rule=rule, name=f"scipy.special.{name}")
         return derivative
 
     return register
 
 
 def _binary(name, d_first, d_second, args, notes=""):
-    _BINARY[name] = (d_first, d_second)
-    describe(f"scipy.special.{name}", args, notes, family="special", name=f"scipy.special.{name}")
+    """Register `scipy.special.<name>(a, b)` with partial derivatives `d_first(g, a, b, y, sp)` and `d_second`."""
+
+    def rule(a, b):
+        sp = _scipy_special()
+        y = getattr(sp, name)(a, b)
+
+        def back(g):
+            return Thunk(lambda: d_first(g, a, b, y, sp)), Thunk(lambda: d_second(g, a, b, y, sp))
+
+        return y, back
+
+    @forward_rule(_named(rule, name))
+    def frule(primals, tangents):
+        (a, b), (ta, tb) = primals, tangents
+        sp = _scipy_special()
+        y = getattr(sp, name)(a, b)
+        return y, add_tangents(None if ta is None else d_first(ta, a, b, y, sp),
+                               None if tb is None else d_second(tb, a, b, y, sp))
+
+    RULES[name] = rule
+    describe(f"scipy.special.{name}", args, notes, kind="rule", rule=rule, name=f"scipy.special.{name}")
 
 
 def _no_order_derivative(name):
@@ -104,26 +151,6 @@ _binary("ive", _no_order_derivative("ive"),
         "z", "The order v must be plain (its derivative raises).")
 
 
-def _unary_rule(ufunc, derivative, sp):
-    def rule(x):
-        y = ufunc(x)
-        return y, lambda g: (derivative(g, x, y, sp),)
-
-    return rule
-
-
-def _binary_rule(ufunc, d_first, d_second, sp):
-    def rule(a, b):
-        y = ufunc(a, b)
-
-        def back(g):
-            return Thunk(lambda: d_first(g, a, b, y, sp)), Thunk(lambda: d_second(g, a, b, y, sp))
-
-        return y, back
-
-    return rule
-
-
 _registered = False
 
 
@@ -132,12 +159,9 @@ def register():
     global _registered
     if _registered:
         return
-    import scipy.special as sp
-
-    for name, derivative in _UNARY.items():
-        UFUNC_RULES[getattr(sp, name)] = _unary_rule(getattr(sp, name), derivative, sp)
-    for name, (d_first, d_second) in _BINARY.items():
-        UFUNC_RULES[getattr(sp, name)] = _binary_rule(getattr(sp, name), d_first, d_second, sp)
+    sp = _scipy_special()
+    for name, rule in RULES.items():
+        UFUNC_RULES[getattr(sp, name)] = rule
     _registered = True
 
 
@@ -183,7 +207,7 @@ def polygamma(n, x):
     """`scipy.special.polygamma(n, x)`, differentiable in `x` (`n` is a plain integer).
 
     >>> import numpy as np, pullback as pb
-    >>> from pullback.rules.special import polygamma
+    >>> from pullback.scipy.special import polygamma
     >>> round(pb.gradient(lambda x: polygamma(0, x), 1.0)[0], 12)  # trigamma(1) = pi**2 / 6
     1.644934066848
     """
@@ -202,8 +226,18 @@ def polygamma_rule(n, x):
     return polygamma(n, x), lambda g: (Thunk(_order_has_no_derivative), g * polygamma(np.add(n, 1), x))
 
 
-describe(polygamma, "x", "Call pullback.rules.special.polygamma (SciPy's converts its input with np.asarray).",
-         family="special", name="scipy.special.polygamma")
+@forward_rule(polygamma_rule)
+def polygamma_frule(primals, tangents):
+    (n, x), (t_n, t_x) = primals, tangents
+    if t_n is not None:
+        _order_has_no_derivative()
+    return polygamma(n, x), None if t_x is None else t_x * polygamma(np.add(n, 1), x)
+
+
+_PYTHON_LEVEL = ("Call pullback.scipy.special.{} (SciPy's own converts its input with np.asarray, so it never "
+                 "reaches pullback).")
+describe(polygamma, "x", _PYTHON_LEVEL.format("polygamma") + " The order n must be plain.", kind="rule",
+         rule=polygamma_rule, name="scipy.special.polygamma")
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
@@ -264,9 +298,7 @@ def softmax(x, axis=None):
     return np.exp(log_softmax(x, axis=axis))
 
 
-_PYTHON_LEVEL = ("Call pullback.rules.special.{} (SciPy's own converts its input with np.asarray, so it never "
-                 "reaches pullback).")
-describe(logsumexp, "a, b", _PYTHON_LEVEL.format("logsumexp") + " `return_sign` supported.", family="special",
+describe(logsumexp, "a, b", _PYTHON_LEVEL.format("logsumexp") + " `return_sign` supported.", kind="composite",
          name="scipy.special.logsumexp")
-describe(softmax, "x", _PYTHON_LEVEL.format("softmax"), family="special", name="scipy.special.softmax")
-describe(log_softmax, "x", _PYTHON_LEVEL.format("log_softmax"), family="special", name="scipy.special.log_softmax")
+describe(softmax, "x", _PYTHON_LEVEL.format("softmax"), kind="composite", name="scipy.special.softmax")
+describe(log_softmax, "x", _PYTHON_LEVEL.format("log_softmax"), kind="composite", name="scipy.special.log_softmax")

@@ -1,4 +1,4 @@
-"""Rules for NumPy's elementwise ufuncs.
+"""Rules for NumPy's elementwise ufuncs, in both modes.
 
 Each derivative is written with NumPy calls, so it is itself differentiable (higher
 order). Constants are Python floats, which are weak and never change a float32 dtype.
@@ -9,34 +9,33 @@ import math
 
 import numpy as np
 
-from .._registry import FORWARD_RULES
 from .._tangents import Thunk
-from ._register import no_gradient, ufunc_rule
+from ._register import add_tangents, forward_rule, ufunc_rule, without_gradient
 
 
-def unary(ufunc, derivative):
+def unary(ufunc, derivative, notes=""):
     """Register `ufunc(x)` with local derivative `derivative(g, x, y)` (linear in g, elementwise).
 
     The same local derivative serves both modes: cotangent `derivative(dy, ...)` in reverse,
     tangent `derivative(dx, ...)` in forward, as the Jacobian of an elementwise map is diagonal.
     """
 
+    @ufunc_rule(ufunc, args="x", notes=notes)
     def rule(x):
         y = ufunc(x)
         return y, lambda g: (derivative(g, x, y),)
 
+    @forward_rule(rule)
     def frule(primals, tangents):
         (x,), (t,) = primals, tangents
         y = ufunc(x)
         return y, None if t is None else derivative(t, x, y)
 
-    ufunc_rule(ufunc)(rule)
-    FORWARD_RULES[rule] = frule
 
-
-def binary(ufunc, da, db):
+def binary(ufunc, da, db, notes=""):
     """Register `ufunc(a, b)`; `da(g, a, b, y)` and `db(...)` (None: no gradient) run only if needed."""
 
+    @ufunc_rule(ufunc, args="x1" if db is None else "x1, x2", notes=notes)
     def rule(a, b):
         y = ufunc(a, b)
 
@@ -48,15 +47,12 @@ def binary(ufunc, da, db):
 
         return y, back
 
+    @forward_rule(rule)
     def frule(primals, tangents):
         (a, b), (ta, tb) = primals, tangents
         y = ufunc(a, b)
-        dot_a = None if ta is None else da(ta, a, b, y)
-        dot_b = None if tb is None or db is None else db(tb, a, b, y)
-        return y, dot_a if dot_b is None else dot_b if dot_a is None else dot_a + dot_b
-
-    ufunc_rule(ufunc)(rule)
-    FORWARD_RULES[rule] = frule
+        dot_b = None if tb is None or db is None else db(tb, a, b, y)  # db None: zero almost everywhere
+        return y, add_tangents(None if ta is None else da(ta, a, b, y), dot_b)
 
 
 # Python ints are never tracked, so their cotangent is never wanted. (Python floats can be:
@@ -92,21 +88,33 @@ unary(np.tanh, lambda g, x, y: g * (1.0 - y * y))
 unary(np.arcsinh, lambda g, x, y: g / np.sqrt(x * x + 1.0))
 unary(np.arccosh, lambda g, x, y: g / np.sqrt(x * x - 1.0))
 unary(np.arctanh, lambda g, x, y: g / (1.0 - x * x))
-unary(np.absolute, lambda g, x, y: g * np.sign(x))
-unary(np.fabs, lambda g, x, y: g * np.sign(x))
+unary(np.absolute, lambda g, x, y: g * np.sign(x), "Gradient 0 at 0 (a subgradient).")
+unary(np.fabs, lambda g, x, y: g * np.sign(x), "Gradient 0 at 0 (a subgradient).")
 unary(np.deg2rad, lambda g, x, y: g * (math.pi / 180.0))
 unary(np.rad2deg, lambda g, x, y: g * (180.0 / math.pi))
 
 
-@ufunc_rule(np.add)
+@ufunc_rule(np.add, args="x1, x2")
 def add_rule(a, b):
     return a + b, lambda g: (g, g)
 
 
-@ufunc_rule(np.subtract)
+@forward_rule(add_rule)
+def add_frule(primals, tangents):
+    a, b = primals
+    return a + b, add_tangents(*tangents)
+
+
+@ufunc_rule(np.subtract, args="x1, x2")
 def subtract_rule(a, b):
     y = a - b
     return y, lambda g: (g, None if type(b) in _CONSTANTS else Thunk(lambda: -g))
+
+
+@forward_rule(subtract_rule)
+def subtract_frule(primals, tangents):
+    (a, b), (ta, tb) = primals, tangents
+    return a - b, add_tangents(ta, None if tb is None else -tb)
 
 
 binary(np.multiply, lambda g, a, b, y: g * b, lambda g, a, b, y: g * a)
@@ -129,30 +137,41 @@ def _power_db(g, a, b, y):
     return g * y * log_a
 
 
-binary(np.power, _power_da, _power_db)
-binary(np.float_power, _power_da, _power_db)
+_POWER_NOTES = "d/dx2 is taken as 0 where x1 == 0 (the limit for x2 > 0)."
+binary(np.power, _power_da, _power_db, _POWER_NOTES)
+binary(np.float_power, _power_da, _power_db, _POWER_NOTES)
 
 
 def _balanced(g, win, tie):
     """`g` where `win`, half of it where `tie`: the subgradient of max/min that splits ties."""
-    return np.where(win, g, np.where(tie, g * 0.5, 0.0))
+    out = np.where(win, g, 0.0)
+    if np.any(tie):  # rare for real data (but common for relu at exactly 0): skip the work otherwise
+        out = out + np.where(tie, g * 0.5, 0.0)
+    return out
 
 
-binary(np.maximum, lambda g, a, b, y: _balanced(g, a > b, a == b), lambda g, a, b, y: _balanced(g, b > a, a == b))
-binary(np.minimum, lambda g, a, b, y: _balanced(g, a < b, a == b), lambda g, a, b, y: _balanced(g, b < a, a == b))
-binary(np.fmax, lambda g, a, b, y: _balanced(g, a > b, a == b), lambda g, a, b, y: _balanced(g, b > a, a == b))
-binary(np.fmin, lambda g, a, b, y: _balanced(g, a < b, a == b), lambda g, a, b, y: _balanced(g, b < a, a == b))
+_TIES = "Where x1 == x2 each gets half of the gradient."
+binary(np.maximum, lambda g, a, b, y: _balanced(g, a > b, a == b), lambda g, a, b, y: _balanced(g, b > a, a == b),
+       _TIES)
+binary(np.minimum, lambda g, a, b, y: _balanced(g, a < b, a == b), lambda g, a, b, y: _balanced(g, b < a, a == b),
+       _TIES)
+binary(np.fmax, lambda g, a, b, y: _balanced(g, a > b, a == b), lambda g, a, b, y: _balanced(g, b > a, a == b),
+       _TIES)
+binary(np.fmin, lambda g, a, b, y: _balanced(g, a < b, a == b), lambda g, a, b, y: _balanced(g, b < a, a == b),
+       _TIES)
 binary(np.arctan2, lambda g, a, b, y: g * b / (a * a + b * b), lambda g, a, b, y: -g * a / (a * a + b * b))
 binary(np.hypot, lambda g, a, b, y: g * a / y, lambda g, a, b, y: g * b / y)
 binary(np.logaddexp, lambda g, a, b, y: g * np.exp(a - y), lambda g, a, b, y: g * np.exp(b - y))
 binary(np.logaddexp2, lambda g, a, b, y: g * np.exp2(a - y), lambda g, a, b, y: g * np.exp2(b - y))
-binary(np.remainder, lambda g, a, b, y: g, lambda g, a, b, y: -g * np.floor_divide(a, b))
-binary(np.fmod, lambda g, a, b, y: g, lambda g, a, b, y: -g * np.trunc(a / b))
-binary(np.copysign, lambda g, a, b, y: g * np.sign(a) * np.sign(y), None)
-binary(np.ldexp, lambda g, a, b, y: np.ldexp(g, b), None)  # g * 2**b, exactly and in g's dtype
+binary(np.remainder, lambda g, a, b, y: g, lambda g, a, b, y: -g * np.floor_divide(a, b),
+       "Derivatives of the smooth pieces; none exists at the jumps (x1 / x2 an integer).")
+binary(np.fmod, lambda g, a, b, y: g, lambda g, a, b, y: -g * np.trunc(a / b),
+       "Derivatives of the smooth pieces; none exists at the jumps.")
+binary(np.copysign, lambda g, a, b, y: g * np.sign(a) * np.sign(y), None, "The sign x2 carries no gradient.")
+binary(np.ldexp, lambda g, a, b, y: np.ldexp(g, b), None, "The exponent x2 is an integer.")  # g * 2**b, exactly
 
 # Piecewise constant or boolean: no gradient flows through these.
-no_gradient(
+without_gradient(
     np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
     np.logical_and, np.logical_or, np.logical_xor, np.logical_not,
     np.isnan, np.isinf, np.isfinite, np.signbit, np.sign, np.floor, np.ceil, np.trunc, np.rint,
