@@ -5,7 +5,7 @@ import numpy as np
 from ._register import forward_in_first, linear_forward, rule, without_gradient
 
 
-def _axes(axis, ndim):
+def reduced_axes(axis, ndim):
     """`axis` as a sorted tuple of non-negative axes (None: all of them)."""
     if axis is None:
         return tuple(range(ndim))
@@ -22,7 +22,7 @@ def expand_to(g, shape, axis, keepdims):
 
 
 def _kept_shape(shape, axis):
-    axes = _axes(axis, len(shape))
+    axes = reduced_axes(axis, len(shape))
     return tuple(1 if k in axes else n for k, n in enumerate(shape))
 
 
@@ -47,7 +47,7 @@ def mean_rule(x, axis=None, dtype=None, out=None, keepdims=False, where=True):
     _check_plain("mean", out, where)
     y = np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
     shape = np.shape(x)
-    count = np.prod([shape[k] for k in _axes(axis, len(shape))], dtype=np.int64)
+    count = np.prod([shape[k] for k in reduced_axes(axis, len(shape))], dtype=np.int64)
     return y, lambda g: (expand_to(g / float(count), shape, axis, keepdims),)
 
 
@@ -96,7 +96,7 @@ _extreme_frule(min_rule, np.min)
 
 
 def _reduced_shape(shape, axis):
-    axes = _axes(axis, len(shape))
+    axes = reduced_axes(axis, len(shape))
     return tuple(n for k, n in enumerate(shape) if k not in axes)
 
 
@@ -138,7 +138,7 @@ def product_of_others(x, axis):
 def _zero_ranks(zero, axis):
     """1, 2, ... at the first, second, ... True of each slice along `axis`; 0 elsewhere."""
     shape = np.shape(zero)
-    reduced = _axes(axis, len(shape))
+    reduced = reduced_axes(axis, len(shape))
     order = [k for k in range(len(shape)) if k not in reduced] + list(reduced)
     lines = np.reshape(np.transpose(zero, order), [shape[k] for k in order[: len(order) - len(reduced)]] + [-1])
     ranks = np.cumsum(lines, axis=-1) * lines

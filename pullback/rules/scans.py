@@ -7,6 +7,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 import numpy as np
 
 from .._trace import apply, stop_gradient
+from .reductions import expand_to, reduced_axes
 from ._register import composite, forward_in_first, linear_forward, private_rule, rule
 
 _NO = np._NoValue
@@ -18,26 +19,10 @@ def _refuse_out(name, out=None, where=_NO, initial=_NO):
                         "compute the plain result and select with np.where instead.")
 
 
-def _axes(axis, ndim):
-    if axis is None:
-        return tuple(range(ndim))
-    if isinstance(axis, (tuple, list)):
-        return tuple(sorted(a % ndim for a in axis))
-    return (axis % ndim,)
-
-
-def _expand(g, shape, axis, keepdims):
-    """Broadcast the cotangent of a reduction back over the reduced axes of `shape`."""
-    if not keepdims:
-        axes = _axes(axis, len(shape))
-        g = np.reshape(g, tuple(1 if k in axes else n for k, n in enumerate(shape)))
-    return np.broadcast_to(g, shape)
-
-
 def _count(shape, axis):
     """How many elements a reduction over `axis` combines (a Python int)."""
     n = 1
-    for k in _axes(axis, len(shape)):
+    for k in reduced_axes(axis, len(shape)):
         n *= shape[k]
     return n
 
@@ -215,7 +200,7 @@ def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
 
     def back(g):
         centred = a - np.mean(a, axis=axis, keepdims=True)
-        return (_expand(g, shape, axis, keep) * centred * scale,)
+        return (expand_to(g, shape, axis, keep) * centred * scale,)
 
     return y, back
 
@@ -240,9 +225,9 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
 
     def back(g):
         centred = a - np.mean(a, axis=axis, keepdims=True)
-        spread = _expand(y, shape, axis, keep)
+        spread = expand_to(y, shape, axis, keep)
         flat = spread == 0
-        share = np.where(flat, 0.0, _expand(g, shape, axis, keep) / np.where(flat, 1.0, spread * count))
+        share = np.where(flat, 0.0, expand_to(g, shape, axis, keep) / np.where(flat, 1.0, spread * count))
         return (share * centred,)
 
     return y, back
@@ -284,9 +269,9 @@ def _euclidean_rule(x, axis, keepdims):
     shape = np.shape(x)
 
     def back(g):
-        norm = _expand(y, shape, axis, keepdims)
+        norm = expand_to(y, shape, axis, keepdims)
         zero = norm == 0
-        share = np.where(zero, 0.0, _expand(g, shape, axis, keepdims) / np.where(zero, 1.0, norm))
+        share = np.where(zero, 0.0, expand_to(g, shape, axis, keepdims) / np.where(zero, 1.0, norm))
         return (share * x, None, None)
 
     return y, back
