@@ -150,7 +150,7 @@ def _gradients(tape, out, plans):
     seed_id = _scalar_output(out, tape)
     if seed_id is None:
         return tuple(None for _ in plans)
-    grads = backward(tape, {seed_id: _one_like(tape.values[seed_id])})
+    grads = backward(tape, {seed_id: _one_like(tape.nodes[seed_id][0])})
     return read_all(plans, grads)
 
 
@@ -201,5 +201,4 @@ def _untrack(out, tape):
 
 def _release(tape):
     """Drop everything the tape holds, so a finished gradient keeps nothing alive."""
-    tape.values.clear()
-    tape.entries.clear()
+    tape.nodes.clear()

@@ -13,17 +13,19 @@ def backward(tape, seeds):
     Iterative, so the tape length is not limited by Python's recursion depth. A node
     nobody sends a cotangent to is skipped, so the thunks meant for it never run.
     """
-    values = tape.values
-    grads = [None] * len(values)
+    nodes = tape.nodes
+    grads = [None] * len(nodes)
     for i, seed in seeds.items():
         grads[i] = accum(grads[i], seed)
     owned = set()  # ids whose cotangent is a buffer this sweep allocated, safe to add into
-    for i, back, in_ids in reversed(tape.entries):
+    for i in range(len(nodes) - 1, -1, -1):
         g = grads[i]
         if g is None:
             continue
+        like, back, in_ids = nodes[i]
+        if back is None:  # an input: its cotangent is the result
+            continue
         grads[i] = None
-        like = values[i]
         if not (type(g) is np.ndarray and type(like) is np.ndarray and g.shape == like.shape and g.dtype == like.dtype):
             g = fit(g, like)
             if g is None:  # a thunk that turned out to be zero
@@ -36,7 +38,7 @@ def backward(tape, seeds):
             if current is None:
                 grads[j] = ct
             else:
-                grads[j] = _add(current, ct, values[j], j, owned)
+                grads[j] = _add(current, ct, nodes[j][0], j, owned)
     return grads
 
 

@@ -145,8 +145,7 @@ def _reverse_rows(f, args, y):
         for k, (_, node, primal) in enumerate(leaves):
             g = None if grads is None else grads[node]
             rows[k].append(None if g is None else fit(g, primal))
-    tape.values.clear()
-    tape.entries.clear()
+    tape.nodes.clear()
     return rows
 
 

@@ -23,20 +23,23 @@ _NO_KWARGS = {}
 
 
 class Tape:
-    """Nodes (their primal values) and the entries that produced them, in order."""
+    """The nodes of one recording, in order: `(value, back, in_ids)`, with `back` None for inputs.
 
-    __slots__ = ("level", "values", "entries", "closed", "__weakref__")
+    A node's id is its index; `back` maps the node's cotangent to those of the nodes `in_ids`
+    (-1 for an argument that is not traced at this level).
+    """
+
+    __slots__ = ("level", "nodes", "closed", "__weakref__")
 
     def __init__(self):
         self.level = next(_levels)
-        self.values = []
-        self.entries = []
+        self.nodes = []
         self.closed = False
 
     def leaf(self, value):
         """A new input node holding `value`."""
-        self.values.append(value)
-        return Tracked(value, self, len(self.values) - 1)
+        self.nodes.append((value, None, ()))
+        return Tracked(value, self, len(self.nodes) - 1)
 
     def push(self, y, back, in_ids):
         """Record that `back` maps the cotangent of a new node `y` to those of `in_ids`."""
@@ -46,11 +49,9 @@ class Tape:
                 "Values escaping `f` through globals or closures carry no gradient; "
                 "use pb.stop_gradient(x) to keep a plain copy."
             )
-        values = self.values
-        i = len(values)
-        values.append(y)
-        self.entries.append((i, back, in_ids))
-        return i
+        nodes = self.nodes
+        nodes.append((y, back, in_ids))
+        return len(nodes) - 1
 
     def close(self):
         self.closed = True
@@ -407,11 +408,9 @@ def record(tape, y, back, ids):
     if type(y) is np.ndarray:
         kind = y.dtype.kind
         if kind == "f" and not tape.closed:  # Tape.push, inlined: this is the hot path
-            values = tape.values
-            i = len(values)
-            values.append(y)
-            tape.entries.append((i, back, ids))
-            return Tracked(y, tape, i)
+            nodes = tape.nodes
+            nodes.append((y, back, ids))
+            return Tracked(y, tape, len(nodes) - 1)
         if kind == "f":
             tape.push(y, back, ids)  # raises the closed-tape error
     elif isinstance(y, (Traced, float, np.floating)):

@@ -1,0 +1,87 @@
+"""Weight initialisers. Each takes an explicit `np.random.Generator`, a shape and a dtype.
+
+Fan-in and fan-out follow the layouts of the layers: a 2-d `(out, in)` matrix (Dense),
+or `(kernel..., in, out)` for convolution filters (the kernel size multiplies both fans).
+
+>>> import numpy as np
+>>> w = glorot_uniform(np.random.default_rng(0), (3, 4))
+>>> w.dtype, w.shape, bool(np.all(np.abs(w) <= np.sqrt(6 / 7)))
+(dtype('float32'), (3, 4), True)
+"""
+
+import numpy as np
+
+__all__ = ["fans", "glorot_uniform", "glorot_normal", "kaiming_uniform", "kaiming_normal", "normal", "zeros", "ones"]
+
+
+def fans(shape):
+    """`(fan_in, fan_out)` of a weight of this shape.
+
+    >>> fans((10, 3)), fans((3, 3, 16, 32))
+    ((3, 10), (144, 288))
+    """
+    shape = tuple(shape)
+    if len(shape) == 0:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[1], shape[0]
+    receptive = int(np.prod(shape[:-2]))
+    return shape[-2] * receptive, shape[-1] * receptive
+
+
+def _check(rng):
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"initialisers take a numpy.random.Generator (np.random.default_rng(seed)); got {type(rng).__name__}")
+
+
+def glorot_uniform(rng, shape, dtype=np.float32, gain=1.0):
+    """Uniform on [-a, a] with a = gain * sqrt(6 / (fan_in + fan_out)) (Xavier; Flux's default)."""
+    _check(rng)
+    fan_in, fan_out = fans(shape)
+    bound = gain * np.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-bound, bound, size=shape).astype(dtype)
+
+
+def glorot_normal(rng, shape, dtype=np.float32, gain=1.0):
+    """Normal with std = gain * sqrt(2 / (fan_in + fan_out))."""
+    _check(rng)
+    fan_in, fan_out = fans(shape)
+    return (gain * np.sqrt(2.0 / (fan_in + fan_out)) * rng.standard_normal(shape)).astype(dtype)
+
+
+def kaiming_uniform(rng, shape, dtype=np.float32, gain=np.sqrt(2.0), mode="fan_in"):
+    """Uniform on [-a, a] with a = gain * sqrt(3 / fan) (He); `mode` picks fan_in or fan_out."""
+    _check(rng)
+    bound = gain * np.sqrt(3.0 / _fan(shape, mode))
+    return rng.uniform(-bound, bound, size=shape).astype(dtype)
+
+
+def kaiming_normal(rng, shape, dtype=np.float32, gain=np.sqrt(2.0), mode="fan_in"):
+    """Normal with std = gain / sqrt(fan) (He); `mode` picks fan_in or fan_out."""
+    _check(rng)
+    return (gain / np.sqrt(_fan(shape, mode)) * rng.standard_normal(shape)).astype(dtype)
+
+
+def _fan(shape, mode):
+    fan_in, fan_out = fans(shape)
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f'mode should be "fan_in" or "fan_out"; got {mode!r}')
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def normal(rng, shape, dtype=np.float32, std=0.01):
+    """Normal with mean 0 and standard deviation `std`."""
+    _check(rng)
+    return (std * rng.standard_normal(shape)).astype(dtype)
+
+
+def zeros(rng, shape, dtype=np.float32):
+    """All zeros (`rng` is accepted for a uniform signature and unused)."""
+    return np.zeros(shape, dtype=dtype)
+
+
+def ones(rng, shape, dtype=np.float32):
+    """All ones (`rng` is accepted for a uniform signature and unused)."""
+    return np.ones(shape, dtype=dtype)

@@ -1,0 +1,254 @@
+"""Core layers: Dense, Chain, Parallel, SkipConnection, Flatten, Embedding, Dropout.
+
+Layers are plain classes: their parameters are public NumPy arrays, `trainable()` names
+the fields that get gradients, and calling a layer runs it. Any object with array fields
+and a `__call__` works just as well in a Chain or under `pb.gradient`.
+"""
+
+import types
+
+import numpy as np
+
+from . import init as initialisers
+from .modes import is_training
+
+__all__ = ["Dense", "Chain", "Parallel", "SkipConnection", "Flatten", "Embedding", "Dropout"]
+
+
+def _rng(rng):
+    if rng is None:
+        return np.random.default_rng()
+    if isinstance(rng, (int, np.integer)):
+        return np.random.default_rng(rng)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng should be a numpy.random.Generator, an int seed or None; got {type(rng).__name__}")
+    return rng
+
+
+def name_of(fn):
+    """A short name for an activation or connection in a repr."""
+    return getattr(fn, "__name__", None) or repr(fn)
+
+
+class Dense:
+    """`activation(x @ weight.T + bias)` for inputs `(..., in_features)`.
+
+    `weight` is `(out_features, in_features)` (as PyTorch's Linear and Flux's Dense), `bias`
+    is `(out_features,)` or None. `init` is an initialiser from `pb.nn.init`.
+
+    >>> import numpy as np, pullback as pb
+    >>> layer = pb.nn.Dense(3, 2, pb.nn.relu, rng=np.random.default_rng(0))
+    >>> layer, layer.weight.shape, layer(np.ones((5, 3), dtype=np.float32)).shape
+    (Dense(3, 2, relu), (2, 3), (5, 2))
+    """
+
+    def __init__(self, in_features, out_features, activation=None, *, bias=True, dtype=np.float32, rng=None,
+                 init=initialisers.glorot_uniform):
+        self.weight = init(_rng(rng), (out_features, in_features), dtype)
+        self.bias = np.zeros(out_features, dtype=dtype) if bias else None
+        self.activation = activation
+
+    def trainable(self):
+        return ("weight", "bias")
+
+    def __call__(self, x):
+        if np.shape(x)[-1:] != self.weight.shape[1:]:
+            raise ValueError(f"{self!r} expects inputs (..., {self.weight.shape[1]}); got shape {np.shape(x)}")
+        y = x @ self.weight.T
+        if self.bias is not None:
+            y = y + self.bias
+        return y if self.activation is None else self.activation(y)
+
+    def __repr__(self):
+        out_features, in_features = self.weight.shape
+        act = f", {name_of(self.activation)}" if self.activation is not None else ""
+        return f"Dense({in_features}, {out_features}{act}{'' if self.bias is not None else ', bias=False'})"
+
+
+def _show(item):
+    """A layer's repr; functions (activations, connections) by name."""
+    if isinstance(item, (types.FunctionType, types.BuiltinFunctionType, np.ufunc)):
+        return name_of(item)
+    return repr(item)
+
+
+def _indent(item):
+    return "\n".join("  " + line for line in _show(item).splitlines())
+
+
+class Chain:
+    """Layers applied in order: `Chain(a, b)(x) == b(a(x))`. Indexing gives a layer or a sub-Chain.
+
+    >>> import numpy as np, pullback as pb
+    >>> m = pb.nn.Chain(pb.nn.Dense(2, 3, pb.nn.relu), pb.nn.Dense(3, 1))
+    >>> len(m), m[0], m[1:]
+    (2, Dense(2, 3, relu), Chain(Dense(3, 1)))
+    """
+
+    def __init__(self, *layers):
+        for k, layer in enumerate(layers):
+            if not callable(layer):
+                raise TypeError(f"Chain: layer {k} ({type(layer).__name__}) is not callable")
+        self.layers = tuple(layers)
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return Chain(*self.layers[index])
+        return self.layers[index]
+
+    def __len__(self):
+        return len(self.layers)
+
+    def __iter__(self):
+        return iter(self.layers)
+
+    def __repr__(self):
+        if len(self.layers) <= 1:
+            return f"Chain({', '.join(map(_show, self.layers))})"
+        body = "\n".join(_indent(layer) + "," for layer in self.layers)
+        return f"Chain(\n{body}\n)"
+
+
+class Parallel:
+    """`connection(layer_1(x), ..., layer_n(x))`; given a tuple of n inputs, layer k gets input k.
+
+    >>> import numpy as np, pullback as pb
+    >>> p = pb.nn.Parallel(np.add, np.sin, np.cos)
+    >>> float(p(np.array(0.0)))
+    1.0
+    """
+
+    def __init__(self, connection, *layers):
+        if not layers:
+            raise ValueError("Parallel needs at least one layer")
+        self.connection = connection
+        self.layers = tuple(layers)
+
+    def __call__(self, x):
+        if isinstance(x, tuple):
+            if len(x) != len(self.layers):
+                raise ValueError(f"Parallel with {len(self.layers)} layers got a tuple of {len(x)} inputs")
+            outputs = [layer(xk) for layer, xk in zip(self.layers, x)]
+        else:
+            outputs = [layer(x) for layer in self.layers]
+        return self.connection(*outputs)
+
+    def __getitem__(self, index):
+        return self.layers[index]
+
+    def __len__(self):
+        return len(self.layers)
+
+    def __repr__(self):
+        body = "\n".join(_indent(layer) + "," for layer in self.layers)
+        return f"Parallel(\n  {name_of(self.connection)},\n{body}\n)"
+
+
+class SkipConnection:
+    """`connection(layers(x), x)`: a residual block when `connection` is `np.add`.
+
+    >>> import numpy as np, pullback as pb
+    >>> float(pb.nn.SkipConnection(np.sin, np.add)(np.array(0.5)))  # sin(0.5) + 0.5
+    0.979425538604203
+    """
+
+    def __init__(self, layers, connection):
+        self.layers = layers
+        self.connection = connection
+
+    def __call__(self, x):
+        return self.connection(self.layers(x), x)
+
+    def __repr__(self):
+        return f"SkipConnection(\n{_indent(self.layers)},\n  {name_of(self.connection)},\n)"
+
+
+class Flatten:
+    """Reshape `(batch, ...)` to `(batch, features)`. With NHWC images the feature order is (h, w, c).
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.nn.Flatten()(np.zeros((2, 3, 4, 5))).shape
+    (2, 60)
+    """
+
+    def __call__(self, x):
+        return np.reshape(x, (np.shape(x)[0], -1))
+
+    def __repr__(self):
+        return "Flatten()"
+
+
+class Embedding:
+    """Look up rows of `weight` `(num_embeddings, dim)` for integer indices: `(...)` -> `(..., dim)`.
+
+    >>> import numpy as np, pullback as pb
+    >>> e = pb.nn.Embedding(10, 4, rng=np.random.default_rng(0))
+    >>> e, e(np.array([[1, 2, 3]])).shape
+    (Embedding(10, 4), (1, 3, 4))
+    """
+
+    def __init__(self, num_embeddings, dim, *, dtype=np.float32, rng=None, init=None):
+        rng = _rng(rng)
+        shape = (num_embeddings, dim)
+        self.weight = rng.standard_normal(shape).astype(dtype) if init is None else init(rng, shape, dtype)
+
+    def trainable(self):
+        return ("weight",)
+
+    def __call__(self, indices):
+        indices = np.asarray(indices)
+        if indices.dtype.kind not in "iu":
+            raise TypeError(f"Embedding takes integer indices; got dtype {indices.dtype}")
+        n = self.weight.shape[0]
+        if indices.size and (indices.min() < 0 or indices.max() >= n):
+            raise IndexError(f"Embedding indices must lie in 0..{n - 1}; got {indices.min()}..{indices.max()}")
+        return self.weight[indices]
+
+    def __repr__(self):
+        return f"Embedding({self.weight.shape[0]}, {self.weight.shape[1]})"
+
+
+class Dropout:
+    """Zero each element with probability `p` in training mode and scale the rest by 1 / (1 - p).
+
+    `rng` (a `np.random.Generator`, or an int seed) draws the masks: pass one for
+    reproducible runs. `dims` names the axes along which the mask varies (None: all); for
+    NHWC images, `dims=(0, 3)` drops whole channels. In evaluation mode it is the identity.
+    See `pb.nn.modes` for when a layer is in training mode.
+
+    >>> import numpy as np, pullback as pb
+    >>> d = pb.nn.Dropout(0.5, rng=np.random.default_rng(0), training=True)
+    >>> d(np.ones(6))
+    array([2., 0., 0., 0., 2., 2.])
+    """
+
+    def __init__(self, p, *, dims=None, rng=None, training=None):
+        if not 0 <= p < 1:
+            raise ValueError(f"Dropout probability p must be in [0, 1); got {p}")
+        self.p = p
+        self.dims = None if dims is None else tuple(dims)
+        self.rng = _rng(rng)
+        self.training = training
+
+    def trainable(self):
+        return ()
+
+    def __call__(self, x):
+        if self.p == 0 or not is_training(self, x):
+            return x
+        shape = np.shape(x)
+        if self.dims is not None:
+            axes = {d % len(shape) for d in self.dims}
+            shape = tuple(n if k in axes else 1 for k, n in enumerate(shape))
+        keep = (self.rng.random(shape) >= self.p).astype(x.dtype)
+        return x * (keep * (1.0 / (1.0 - self.p)))
+
+    def __repr__(self):
+        extra = f", dims={self.dims}" if self.dims is not None else ""
+        mode = f", training={self.training}" if self.training is not None else ""
+        return f"Dropout({self.p}{extra}{mode})"
