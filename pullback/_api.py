@@ -166,10 +166,11 @@ def _scalar_output(out, tape):
     return out._id if value is not out else None
 
 
-def _one_like(v):
-    if type(v) is float:
+def _one_like(spec):
+    """A seed of 1 in the output's dtype; `spec` is what the tape kept of the output."""
+    if type(spec) is float:
         return 1.0
-    return np.ones((), dtype=v.dtype)
+    return np.ones((), dtype=spec[1] if type(spec) is tuple else spec.dtype)
 
 
 def _collect_seeds(out, dy, tape, seeds):

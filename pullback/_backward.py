@@ -26,7 +26,7 @@ def backward(tape, seeds):
         if back is None:  # an input: its cotangent is the result
             continue
         grads[i] = None
-        if not (type(g) is np.ndarray and type(like) is np.ndarray and g.shape == like.shape and g.dtype == like.dtype):
+        if not (type(g) is np.ndarray and type(like) is tuple and g.shape == like[0] and g.dtype == like[1]):
             g = fit(g, like)
             if g is None:  # a thunk that turned out to be zero
                 continue
@@ -76,21 +76,23 @@ def fit(g, like):
     """
     if isinstance(g, Thunk):
         g = g.unthunk()
-    if type(g) is np.ndarray and type(like) is np.ndarray:
-        if g.shape != like.shape:
-            g = unbroadcast(g, like.shape)
-        if g.dtype != like.dtype:
-            g = g.astype(like.dtype)
+    if type(like) is tuple:  # an array's (shape, dtype): how the tape remembers it without keeping it
+        shape, dtype = like
+    elif like is None or g is None:  # the group node of a several-output operation
         return g
-    if isinstance(like, tuple) or g is None:
+    else:
+        shape = np.shape(like)
+        dtype = None if type(like) is float else _dtype_of(like)  # a Python float is weak
+    if type(g) is np.ndarray:
+        if g.shape != shape:
+            g = unbroadcast(g, shape)
+        if dtype is not None and g.dtype != dtype:
+            g = g.astype(dtype)
         return g
-    shape = np.shape(like)
     if np.shape(g) != shape:
         g = unbroadcast(g, shape)
-    if type(like) is not float:  # a Python float is weak: it takes whatever dtype it meets
-        dtype = _dtype_of(like)
-        if _dtype_of(g) != dtype:
-            g = FUNCTIONS[_astype](g, dtype) if isinstance(g, Traced) else np.asarray(g, dtype=dtype)
+    if dtype is not None and _dtype_of(g) != dtype:
+        g = FUNCTIONS[_astype](g, dtype) if isinstance(g, Traced) else np.asarray(g, dtype=dtype)
     return g
 
 

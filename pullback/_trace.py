@@ -38,7 +38,7 @@ class Tape:
 
     def leaf(self, value):
         """A new input node holding `value`."""
-        self.nodes.append((value, None, ()))
+        self.nodes.append((_spec(value), None, ()))
         return Tracked(value, self, len(self.nodes) - 1)
 
     def push(self, y, back, in_ids):
@@ -50,11 +50,22 @@ class Tape:
                 "use pb.stop_gradient(x) to keep a plain copy."
             )
         nodes = self.nodes
-        nodes.append((y, back, in_ids))
+        nodes.append((_spec(y), back, in_ids))
         return len(nodes) - 1
 
     def close(self):
         self.closed = True
+
+
+def _spec(value):
+    """What the tape keeps of a node's value: `(shape, dtype)` for an array, so the array itself
+    is freed as soon as no rule needs it; other values (Python floats, NumPy scalars, values of
+    outer levels) as they are; nothing for the tuple of a several-output operation."""
+    if type(value) is np.ndarray:
+        return value.shape, value.dtype
+    if isinstance(value, tuple):
+        return None
+    return value
 
 
 class Traced:
@@ -409,7 +420,7 @@ def record(tape, y, back, ids):
         kind = y.dtype.kind
         if kind == "f" and not tape.closed:  # Tape.push, inlined: this is the hot path
             nodes = tape.nodes
-            nodes.append((y, back, ids))
+            nodes.append(((y.shape, y.dtype), back, ids))
             return Tracked(y, tape, len(nodes) - 1)
         if kind == "f":
             tape.push(y, back, ids)  # raises the closed-tape error
