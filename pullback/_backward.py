@@ -31,14 +31,17 @@ def backward(tape, seeds):
             if g is None:  # a thunk that turned out to be zero
                 continue
         cotangents = back(g)
+        if len(in_ids) == 1:  # the common unary case, without the loop
+            j, ct = in_ids[0], cotangents[0]
+            if j >= 0 and ct is not None:
+                current = grads[j]
+                grads[j] = ct if current is None else _add(current, ct, nodes[j][0], j, owned)
+            continue
         for j, ct in zip(in_ids, cotangents):
             if j < 0 or ct is None:
                 continue
             current = grads[j]
-            if current is None:
-                grads[j] = ct
-            else:
-                grads[j] = _add(current, ct, nodes[j][0], j, owned)
+            grads[j] = ct if current is None else _add(current, ct, nodes[j][0], j, owned)
     return grads
 
 

@@ -3,13 +3,17 @@
 `None` is the only zero: adding `None` to anything returns that thing unchanged.
 """
 
+import functools
+
 import numpy as np
 
 __all__ = ["Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent"]
 
 
-class Thunk:
-    """A cotangent computed only when somebody asks for it.
+class Thunk(functools.partial):
+    """A cotangent computed only when somebody asks for it: `Thunk(fn, *args)` stands for `fn(*args)`.
+
+    (A `functools.partial`, so making one and evaluating it cost little: rules make many.)
 
     >>> import numpy as np, pullback as pb
     >>> t = pb.Thunk(lambda: np.ones(2))
@@ -17,31 +21,23 @@ class Thunk:
     array([1., 1.])
     """
 
-    __slots__ = ("_fn", "_value")
-
-    def __init__(self, fn):
-        self._fn = fn
-        self._value = None
+    __slots__ = ()
 
     def unthunk(self):
-        fn = self._fn
-        if fn is not None:
-            value = fn()
-            while isinstance(value, Thunk):  # a rule may hand back a thunk from its thunk
-                value = value.unthunk()
-            self._value = value
-            self._fn = None  # free what the closure holds
-        return self._value
+        value = self()
+        while isinstance(value, Thunk):  # a rule may hand back a thunk from its thunk
+            value = value()
+        return value
 
     def __repr__(self):
-        state = "pending" if self._fn is not None else "done"
-        return f"{type(self).__name__}({state})"
+        return f"{type(self).__name__}({getattr(self.func, '__qualname__', 'fn')})"
 
 
 class InplaceableThunk(Thunk):
     """A thunk that can also add itself into an existing buffer without allocating.
 
-    `add_into(buffer)` must add the cotangent into `buffer` in place and return it.
+    `add_into(buffer)` must add the cotangent into `buffer` in place and return it;
+    `fn()` computes the cotangent on its own.
 
     >>> import numpy as np, pullback as pb
     >>> t = pb.InplaceableThunk(lambda buf: np.add(buf, 1.0, out=buf), lambda: np.ones(2))
@@ -49,14 +45,10 @@ class InplaceableThunk(Thunk):
     array([1., 1.])
     """
 
-    __slots__ = ("_add_into",)
-
-    def __init__(self, add_into, fn):
-        super().__init__(fn)
-        self._add_into = add_into
-
-    def add_into(self, buffer):
-        return self._add_into(buffer)
+    def __new__(cls, add_into, fn):
+        self = super().__new__(cls, fn)
+        self.add_into = add_into
+        return self
 
 
 def unthunk(x):

@@ -373,37 +373,44 @@ def apply_rule(rule, *args, **kwargs):
 def apply1(rule, x):
     """`apply` for one tracked input: the common case, kept short."""
     y, back = rule(x._value)
-    return record(x._tape, y, back, (x._id,))
+    tape = x._tape
+    if type(y) is np.ndarray and y.dtype.kind == "f" and not tape.closed:  # `record`, inlined
+        nodes = tape.nodes
+        nodes.append(((y.shape, y.dtype), back, (x._id,)))
+        return Tracked(y, tape, len(nodes) - 1)
+    return record(tape, y, back, (x._id,))
 
 
 def apply2(rule, a, b):
     """`apply` for two inputs, at least one of them traced; the common reverse-mode cases kept short."""
-    if type(a) is Tracked:
+    kind_a, kind_b = type(a), type(b)
+    if kind_a is Tracked and kind_b is not Dual:
         tape = a._tape
-        kind_b = type(b)
-        if kind_b is Tracked:
-            tb = b._tape
-            if tb is tape:
-                y, back = rule(a._value, b._value)
-                return record(tape, y, back, (a._id, b._id))
-            if tb.level > tape.level:
-                y, back = rule(a, b._value)
-                return record(tb, y, back, (-1, b._id))
-        elif kind_b is not Dual:
-            if kind_b not in _PLAIN and _foreign(b):
-                return NotImplemented
-            y, back = rule(a._value, b)
-            return record(tape, y, back, (a._id, -1))
-        else:
-            return apply(rule, (a, b))
-        y, back = rule(a._value, b)
-        return record(tape, y, back, (a._id, -1))
-    if type(b) is Tracked and type(a) is not Dual:
-        if type(a) not in _PLAIN and _foreign(a):
+        if kind_b is Tracked and b._tape is tape:
+            y, back = rule(a._value, b._value)
+            ids = (a._id, b._id)
+        elif kind_b is Tracked and b._tape.level > tape.level:
+            tape = b._tape
+            y, back = rule(a, b._value)
+            ids = (-1, b._id)
+        elif kind_b not in _PLAIN and kind_b is not Tracked and _foreign(b):
             return NotImplemented
+        else:
+            y, back = rule(a._value, b)
+            ids = (a._id, -1)
+    elif kind_b is Tracked and kind_a is not Dual:
+        if kind_a not in _PLAIN and _foreign(a):
+            return NotImplemented
+        tape = b._tape
         y, back = rule(a, b._value)
-        return record(b._tape, y, back, (-1, b._id))
-    return apply(rule, (a, b))
+        ids = (-1, b._id)
+    else:
+        return apply(rule, (a, b))
+    if type(y) is np.ndarray and y.dtype.kind == "f" and not tape.closed:  # `record`, inlined
+        nodes = tape.nodes
+        nodes.append(((y.shape, y.dtype), back, ids))
+        return Tracked(y, tape, len(nodes) - 1)
+    return record(tape, y, back, ids)
 
 
 _PLAIN = frozenset((float, int, bool, np.ndarray, np.float64, np.float32, np.int64))

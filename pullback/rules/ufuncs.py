@@ -41,8 +41,8 @@ def binary(ufunc, da, db, notes=""):
 
         def back(g):
             return (
-                None if type(a) in _CONSTANTS else Thunk(lambda: da(g, a, b, y)),
-                None if db is None or type(b) in _CONSTANTS else Thunk(lambda: db(g, a, b, y)),
+                None if type(a) in _CONSTANTS else Thunk(da, g, a, b, y),
+                None if db is None or type(b) in _CONSTANTS else Thunk(db, g, a, b, y),
             )
 
         return y, back
