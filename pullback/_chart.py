@@ -1,8 +1,7 @@
-"""Line charts written as PNG files with NumPy, zlib and struct only (no plotting library).
+"""Line charts written as PNG files (no plotting library), drawn on `pullback._png.Canvas`.
 
 `line_chart(path, panels)` draws one panel per entry side by side: axes with "nice" ticks,
-a title, and one polyline per series with a legend. Text uses a built-in 5x7 pixel font
-(lower case, digits and a little punctuation).
+a title, and one polyline per series with a legend.
 
 >>> import os, tempfile
 >>> with tempfile.TemporaryDirectory() as folder:
@@ -13,80 +12,13 @@ b'\\x89PNG\\r\\n\\x1a\\n'
 """
 
 import math
-import struct
-import zlib
 
-import numpy as np
+from ._png import Canvas
 
-__all__ = ["line_chart", "write_png"]
+__all__ = ["line_chart", "nice_ticks"]
 
-# Each glyph: 7 rows of 5 pixels, the leftmost pixel in bit 4.
-_FONT = {
-    "0": (14, 17, 19, 21, 25, 17, 14), "1": (4, 12, 4, 4, 4, 4, 14), "2": (14, 17, 1, 2, 4, 8, 31),
-    "3": (31, 2, 4, 2, 1, 17, 14), "4": (2, 6, 10, 18, 31, 2, 2), "5": (31, 16, 30, 1, 1, 17, 14),
-    "6": (6, 8, 16, 30, 17, 17, 14), "7": (31, 1, 2, 4, 8, 8, 8), "8": (14, 17, 17, 14, 17, 17, 14),
-    "9": (14, 17, 17, 15, 1, 2, 12),
-    "a": (0, 0, 14, 1, 15, 17, 15), "b": (16, 16, 22, 25, 17, 17, 30), "c": (0, 0, 14, 16, 16, 17, 14),
-    "d": (1, 1, 13, 19, 17, 17, 15), "e": (0, 0, 14, 17, 31, 16, 14), "f": (6, 9, 8, 28, 8, 8, 8),
-    "g": (0, 0, 15, 17, 15, 1, 14), "h": (16, 16, 22, 25, 17, 17, 17), "i": (4, 0, 12, 4, 4, 4, 14),
-    "j": (2, 0, 6, 2, 2, 18, 12), "k": (16, 16, 18, 20, 24, 20, 18), "l": (12, 4, 4, 4, 4, 4, 14),
-    "m": (0, 0, 26, 21, 21, 17, 17), "n": (0, 0, 22, 25, 17, 17, 17), "o": (0, 0, 14, 17, 17, 17, 14),
-    "p": (0, 0, 30, 17, 30, 16, 16), "q": (0, 0, 13, 19, 15, 1, 1), "r": (0, 0, 22, 25, 16, 16, 16),
-    "s": (0, 0, 14, 16, 14, 1, 30), "t": (8, 8, 28, 8, 8, 9, 6), "u": (0, 0, 17, 17, 17, 19, 13),
-    "v": (0, 0, 17, 17, 17, 10, 4), "w": (0, 0, 17, 17, 21, 21, 10), "x": (0, 0, 17, 10, 4, 10, 17),
-    "y": (0, 0, 17, 17, 15, 1, 14), "z": (0, 0, 31, 2, 4, 8, 31),
-    " ": (0,) * 7, ".": (0, 0, 0, 0, 0, 12, 12), ",": (0, 0, 0, 0, 12, 4, 8), "-": (0, 0, 0, 31, 0, 0, 0),
-    "%": (24, 25, 2, 4, 8, 19, 3), ":": (0, 12, 12, 0, 12, 12, 0), "(": (2, 4, 8, 8, 8, 4, 2),
-    ")": (8, 4, 2, 2, 2, 4, 8), "/": (0, 1, 2, 4, 8, 16, 0), "=": (0, 0, 31, 0, 31, 0, 0),
-    "+": (0, 4, 4, 31, 4, 4, 0), "_": (0, 0, 0, 0, 0, 0, 31),
-}
-_GLYPH_W, _GLYPH_H, _SPACING = 5, 7, 1
 COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75)]
 _AXIS, _GRID, _TEXT = (60, 60, 60), (225, 225, 225), (30, 30, 30)
-
-
-def write_png(path, rgb):
-    """Write an `(height, width, 3)` uint8 array as an 8-bit RGB PNG."""
-    rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
-    height, width, _ = rgb.shape
-    rows = np.concatenate([np.zeros((height, 1), np.uint8), rgb.reshape(height, width * 3)], axis=1)
-
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), 9)) + chunk(b"IEND", b"")
-    with open(path, "wb") as f:
-        f.write(png)
-
-
-def text_width(text):
-    return len(text) * (_GLYPH_W + _SPACING) - _SPACING if text else 0
-
-
-def draw_text(canvas, x, y, text, colour=_TEXT):
-    """Draw `text` with its top-left corner at pixel (x, y); characters outside the font show as blanks."""
-    for k, ch in enumerate(text.lower()):
-        rows = _FONT.get(ch, _FONT[" "])
-        left = x + k * (_GLYPH_W + _SPACING)
-        for r, bits in enumerate(rows):
-            for c in range(_GLYPH_W):
-                if bits >> (_GLYPH_W - 1 - c) & 1:
-                    _put(canvas, left + c, y + r, colour)
-
-
-def _put(canvas, x, y, colour):
-    if 0 <= y < canvas.shape[0] and 0 <= x < canvas.shape[1]:
-        canvas[y, x] = colour
-
-
-def draw_line(canvas, x0, y0, x1, y1, colour, width=2):
-    steps = int(max(abs(x1 - x0), abs(y1 - y0))) + 1
-    for t in np.linspace(0.0, 1.0, steps + 1):
-        x, y = round(x0 + (x1 - x0) * t), round(y0 + (y1 - y0) * t)
-        for dx in range(width):
-            for dy in range(width):
-                _put(canvas, x + dx - width // 2, y + dy - width // 2, colour)
 
 
 def nice_ticks(low, high, count=5):
@@ -139,32 +71,32 @@ def _panel(canvas, left, top, width, height, panel):
         return y1 - (y - yt[0]) / (yt[-1] - yt[0]) * (y1 - y0)
 
     for y in yt:
-        canvas[round(py(y)), x0:x1 + 1] = _GRID
+        canvas.rect(x0, round(py(y)), x1 - x0 + 1, 1, _GRID)
         label = _label(y)
-        draw_text(canvas, x0 - 5 - text_width(label), round(py(y)) - 3, label)
+        canvas.text(x0 - 5 - Canvas.text_width(label), round(py(y)) - 3, label, _TEXT)
     for x in xt:
-        canvas[y0:y1 + 1, round(px(x))] = _GRID
+        canvas.rect(round(px(x)), y0, 1, y1 - y0 + 1, _GRID)
         label = _label(x)
-        draw_text(canvas, round(px(x)) - text_width(label) // 2, y1 + 5, label)
-    canvas[y0:y1 + 1, x0] = _AXIS
-    canvas[y1, x0:x1 + 1] = _AXIS
+        canvas.text(round(px(x)) - Canvas.text_width(label) // 2, y1 + 5, label, _TEXT)
+    canvas.rect(x0, y0, 1, y1 - y0 + 1, _AXIS)
+    canvas.rect(x0, y1, x1 - x0 + 1, 1, _AXIS)
     title = panel.get("title", "")
-    draw_text(canvas, (x0 + x1 - text_width(title)) // 2, top + 7, title)
+    canvas.text((x0 + x1 - Canvas.text_width(title)) // 2, top + 7, title, _TEXT)
     xlabel = panel.get("xlabel", "")
-    draw_text(canvas, (x0 + x1 - text_width(xlabel)) // 2, y1 + 17, xlabel)
+    canvas.text((x0 + x1 - Canvas.text_width(xlabel)) // 2, y1 + 17, xlabel, _TEXT)
     for k, (name, sx, sy) in enumerate(series):
         colour = COLOURS[k % len(COLOURS)]
         points = [(px(x), py(y)) for x, y in zip(sx, sy)]
         for (a, b), (c, d) in zip(points, points[1:]):
-            draw_line(canvas, a, b, c, d, colour)
+            canvas.line(a, b, c, d, colour)
         if len(points) == 1:
-            draw_line(canvas, *points[0], *points[0], colour, width=4)
+            canvas.line(*points[0], *points[0], colour, width=4)
         if panel.get("legend", "upper") == "upper":
             legend_y = y0 + 6 + 12 * k
         else:
             legend_y = y1 - 6 - 12 * (len(series) - k)
-        canvas[legend_y:legend_y + 7, x1 - 70:x1 - 60] = colour
-        draw_text(canvas, x1 - 56, legend_y, name)
+        canvas.rect(x1 - 70, legend_y, 10, 7, colour)
+        canvas.text(x1 - 56, legend_y, name, _TEXT)
 
 
 def line_chart(path, panels, panel_size=(420, 300)):
@@ -174,7 +106,7 @@ def line_chart(path, panels, panel_size=(420, 300)):
     optionally `ylim` `(low, high)` and `legend` (`"upper"` or `"lower"` right corner).
     """
     width, height = panel_size
-    canvas = np.full((height, width * len(panels), 3), 255, np.uint8)
+    canvas = Canvas(width * len(panels), height)
     for k, panel in enumerate(panels):
         _panel(canvas, k * width, 0, width, height, panel)
-    write_png(path, canvas)
+    canvas.save(path)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from pullback.bench import cli, fresh, report, runner, systems, workloads
-from pullback.bench.png import Canvas, read_png
+from pullback._png import Canvas, read_png
 from pullback.bench.systems import Prepared, System, Unsupported
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from .png import Canvas
+from .._png import Canvas
 
 BLUE, GREY, ORANGE, RED, INK, FAINT = (31, 119, 180), (140, 140, 140), (255, 127, 14), (214, 39, 40), (30, 30, 30), (200, 200, 200)
 
