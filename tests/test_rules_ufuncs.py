@@ -198,7 +198,7 @@ def float32_rule_cases():
             yield pytest.param(u, 0, id=f"{u.__name__}-scalar first")
 
 
-@pytest.mark.parametrize("ufunc, scalar_at", float32_rule_cases())
+@pytest.mark.parametrize("ufunc, scalar_at", list(float32_rule_cases()))
 def test_rule_keeps_float32(ufunc, scalar_at):
     """Called directly (before the engine casts anything), each rule computes in float32 for float32 inputs."""
     rng = np.random.default_rng(0)
