@@ -7,7 +7,7 @@ import numpy as np
 from . import tree
 from ._backward import backward
 from ._leaves import read_all, wrap_leaves
-from ._trace import Tape, Traced, Tracked
+from ._trace import Tape, Traced, Tracked, collector_paused
 
 __all__ = ["gradient", "withgradient", "pullback", "grad", "value_and_grad"]
 
@@ -134,7 +134,8 @@ def _trace_call(f, args, kwargs, positions):
     for i in positions:
         tracked[i], plans[i] = wrap_leaves(args[i], lambda x, path, _: _tape_leaf(tape, x), f"argument {i}")
     try:
-        out = f(*tracked, **kwargs)
+        with collector_paused():
+            out = f(*tracked, **kwargs)
     finally:
         tape.close()
     return tape, out, plans

@@ -4,7 +4,7 @@ import numpy as np
 
 from ._registry import FUNCTIONS
 from ._tangents import InplaceableThunk, Thunk, accum
-from ._trace import Traced, _astype, _dtype_of
+from ._trace import Traced, _astype, _dtype_of, collector_paused
 
 
 def backward(tape, seeds):
@@ -13,6 +13,11 @@ def backward(tape, seeds):
     Iterative, so the tape length is not limited by Python's recursion depth. A node
     nobody sends a cotangent to is skipped, so the thunks meant for it never run.
     """
+    with collector_paused():
+        return _sweep(tape, seeds)
+
+
+def _sweep(tape, seeds):
     nodes = tape.nodes
     grads = [None] * len(nodes)
     for i, seed in seeds.items():

@@ -2,16 +2,19 @@
 
 A `Tape` belongs to one call of `gradient` or `pullback`. Each trainable float leaf
 of the arguments becomes a `Tracked` handle on a node of that tape. Every NumPy
-operation on tracked values runs its rule on the plain values and appends
-`(out_id, back, in_ids)` to the tape.
+operation on tracked values runs its rule on the plain values and appends a node
+`(spec, back, in_ids)` to the tape.
 
-Nested calls make nested tapes. A tape made later has a higher level, and an
-operation unwraps only the inputs that belong to the highest level among them;
-the others stay tracked, so the rule's own arithmetic is recorded on the outer
-tapes and the levels never mix.
+Nested calls make nested tapes (and `jvp` makes forward levels, whose `Dual`
+values carry tangents). A level made later is higher, and an operation unwraps only
+the inputs that belong to the highest level among them; the others stay traced, so
+the rule's own arithmetic is recorded on the outer levels and the levels never mix.
 """
 
+import contextlib
+import gc
 import itertools
+import threading
 import weakref
 
 import numpy as np
@@ -23,10 +26,11 @@ _NO_KWARGS = {}
 
 
 class Tape:
-    """The nodes of one recording, in order: `(value, back, in_ids)`, with `back` None for inputs.
+    """The nodes of one recording, in order: `(spec, back, in_ids)`, with `back` None for inputs.
 
-    A node's id is its index; `back` maps the node's cotangent to those of the nodes `in_ids`
-    (-1 for an argument that is not traced at this level).
+    A node's id is its index; `spec` is what the sweep needs of its value (see `_spec`);
+    `back` maps the node's cotangent to those of the nodes `in_ids` (-1 for an argument
+    that is not traced at this level).
     """
 
     __slots__ = ("level", "nodes", "closed", "__weakref__")
@@ -55,6 +59,33 @@ class Tape:
 
     def close(self):
         self.closed = True
+
+
+_gc_lock = threading.Lock()
+_gc_state = {"depth": 0, "was_enabled": False}
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Hold Python's cyclic garbage collector while a tape is recorded or swept.
+
+    A tape of many operations is many small containers (nodes, closures), and the collector
+    would rescan all of them again and again as it grows, making a long tape cost more than
+    linearly. Nothing on a tape forms a cycle, so collection can wait until the call ends.
+    Re-entrant and thread-safe: the collector resumes (if it was on) when the last call ends.
+    """
+    with _gc_lock:
+        if _gc_state["depth"] == 0:
+            _gc_state["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _gc_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_state["depth"] -= 1
+            if _gc_state["depth"] == 0 and _gc_state["was_enabled"]:
+                gc.enable()
 
 
 def _spec(value):

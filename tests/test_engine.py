@@ -438,3 +438,20 @@ def test_a_structured_output_needs_a_structured_cotangent():
     _, back = pb.pullback(lambda x: (x, x * 2.0), np.ones(2))
     with pytest.raises(TypeError, match="structured like the output"):
         back(np.ones(2))
+
+
+def test_the_garbage_collector_is_held_during_a_call_and_restored_after():
+    import gc
+
+    seen = []
+    pb.gradient(lambda x: seen.append(gc.isenabled()) or np.sum(x), np.ones(2))
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        pb.gradient(lambda x: np.sum(pb.gradient(lambda y: np.sum(y * x), x)[0]), np.ones(2))
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
+    with pytest.raises(ZeroDivisionError):
+        pb.gradient(lambda x: 1 / 0, np.ones(2))
+    assert gc.isenabled()
