@@ -143,10 +143,14 @@ binary(np.float_power, _power_da, _power_db, _POWER_NOTES)
 
 
 def _balanced(g, win, tie):
-    """`g` where `win`, half of it where `tie`: the subgradient of max/min that splits ties."""
-    out = np.where(win, g, 0.0)
+    """`g` where `win`, half of it where `tie`: the subgradient of max/min that splits ties.
+
+    Masks multiply rather than select: `np.where` is several times slower here, and this
+    is the backward pass of every relu.
+    """
+    out = g * win
     if np.any(tie):  # rare for real data (but common for relu at exactly 0): skip the work otherwise
-        out = out + np.where(tie, g * 0.5, 0.0)
+        out = out + (g * tie) * 0.5
     return out
 
 
