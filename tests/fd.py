@@ -55,3 +55,17 @@ def assert_gradient(f, *args, rtol=1e-5, atol=1e-7, eps=1e-6):
             assert isinstance(g, np.ndarray) and g.dtype == a.dtype, f"argument {k}: dtype {getattr(g, 'dtype', type(g))} != {a.dtype}"
         np.testing.assert_allclose(g, expected, rtol=rtol, atol=atol, err_msg=f"argument {k}")
     return grads
+
+
+def tolerance(dtype, float64=(1e-5, 1e-7), float32=(3e-3, 3e-4)):
+    """`rtol`/`atol` keyword arguments for comparing a gradient computed in `dtype`."""
+    rtol, atol = float64 if dtype == np.float64 else float32
+    return {"rtol": rtol, "atol": atol}
+
+
+def project(y, seed=0):
+    """A fixed random linear functional: any output (or tuple or list of outputs) becomes a
+    scalar loss that sees every element."""
+    if isinstance(y, (tuple, list)):
+        return sum(project(part, seed + k) for k, part in enumerate(y))
+    return np.sum(y * np.random.default_rng(seed).normal(size=np.shape(y)))

@@ -3,13 +3,16 @@ matrix_power and multi_dot against float64 central differences on well-condition
 inputs (batched and broadcast), with gauge-invariant losses for eigen- and singular vectors,
 the refusals where no derivative exists, and a second-order check per family."""
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pullback as pb
-from fd import assert_gradient
+import fd
+from fd import assert_gradient, project
 
 SETTINGS = settings(max_examples=8, deadline=None)
 seeds = st.integers(0, 2**32 - 1)
@@ -18,13 +21,8 @@ batches = st.sampled_from([(), (2,), (2, 1)])
 sizes = st.integers(1, 4)
 
 
-def tolerance(dtype):
-    return {"rtol": 1e-4, "atol": 1e-6} if dtype == np.float64 else {"rtol": 1e-2, "atol": 1e-3}
+tolerance = functools.partial(fd.tolerance, float64=(1e-4, 1e-6), float32=(1e-2, 1e-3))
 
-
-def project(y, seed=0):
-    """A fixed random linear functional: any output becomes a scalar loss that sees every element."""
-    return np.sum(y * np.random.default_rng(seed).normal(size=np.shape(y)))
 
 
 def second_order(f, x, seed=1, rtol=1e-4):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
-from fd import assert_gradient
+from fd import assert_gradient, tolerance
 from pullback.rules.fft import TrackedComplex
 
 SETTINGS = settings(max_examples=8, deadline=None)
@@ -19,9 +19,6 @@ dtypes = st.sampled_from([np.float64, np.float32])
 norms = st.sampled_from([None, "backward", "ortho", "forward"])
 shapes = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=5)
 
-
-def tolerance(dtype):
-    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 3e-3, "atol": 3e-4}
 
 
 def project(y, seed=0):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
-from fd import assert_gradient
+from fd import assert_gradient, project, tolerance
 
 SETTINGS = settings(max_examples=12, deadline=None)
 seeds = st.integers(0, 2**32 - 1)
@@ -16,13 +16,6 @@ dtypes = st.sampled_from([np.float64, np.float32])
 shapes = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
 
 
-def tolerance(dtype):
-    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 3e-3, "atol": 3e-4}
-
-
-def project(y, seed=0):
-    """A fixed random linear functional: any output becomes a scalar loss that sees every element."""
-    return np.sum(y * np.random.default_rng(seed).normal(size=np.shape(y)))
 
 
 def second_order(f, x, seed=1):

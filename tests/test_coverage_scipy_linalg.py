@@ -2,13 +2,15 @@
 lu_factor/lu_solve) against float64 central differences and SciPy's own values, with a
 second-order check per function."""
 
+import functools
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pullback as pb
-from fd import assert_gradient
+import fd
+from fd import assert_gradient, project
 
 sl = pytest.importorskip("scipy.linalg")
 ours = pytest.importorskip("pullback.rules.scipy_linalg")
@@ -19,12 +21,8 @@ sizes = st.integers(1, 4)
 dtypes = st.sampled_from([np.float64, np.float32])
 
 
-def tolerance(dtype):
-    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 1e-2, "atol": 1e-3}
+tolerance = functools.partial(fd.tolerance, float32=(1e-2, 1e-3))
 
-
-def project(y, seed=0):
-    return np.sum(y * np.random.default_rng(seed).normal(size=np.shape(y)))
 
 
 def second_order(f, x, seed=1):

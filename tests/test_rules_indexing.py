@@ -1,5 +1,6 @@
 """Indexing, in-place writes, `where`, `clip` and the max/min ties, against central differences and by hand."""
 
+import functools
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -7,6 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
+import fd
 from fd import assert_gradient, numerical_gradient
 
 SETTINGS = settings(max_examples=25, deadline=None)
@@ -16,8 +18,7 @@ shapes = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
 triples = hnp.mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, max_side=3)
 
 
-def tolerance(dtype):
-    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
+tolerance = functools.partial(fd.tolerance, float32=(2e-3, 2e-4))
 
 
 @st.composite

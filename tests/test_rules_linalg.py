@@ -1,5 +1,6 @@
 """matmul, dot, tensordot, outer and einsum against central differences, for every ndim combination."""
 
+import functools
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -7,6 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
+import fd
 from fd import assert_gradient
 
 SETTINGS = settings(max_examples=25, deadline=None)
@@ -15,8 +17,7 @@ seeds = st.integers(0, 2**32 - 1)
 sides = st.integers(1, 4)
 
 
-def tolerance(dtype):
-    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
+tolerance = functools.partial(fd.tolerance, float32=(2e-3, 2e-4))
 
 
 def check(f, *shapes, seed, dtype):

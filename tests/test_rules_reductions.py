@@ -1,5 +1,6 @@
 """sum, mean, max, min, amax, amin, prod (functions and methods) against central differences and hand derivations."""
 
+import functools
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -7,6 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
+import fd
 from fd import assert_gradient
 from pullback.rules import reductions
 
@@ -19,8 +21,7 @@ REDUCTIONS = {
 }
 
 
-def tolerance(dtype):
-    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
+tolerance = functools.partial(fd.tolerance, float32=(2e-3, 2e-4))
 
 
 @st.composite

@@ -4,6 +4,7 @@ The list of ufuncs comes from the registry, so a ufunc that gains a rule without
 domain here fails `test_every_ufunc_rule_has_a_test_domain`.
 """
 
+import functools
 import math
 import operator
 
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
+import fd
 from fd import assert_gradient
 from pullback._registry import NONDIFF_UFUNCS, UFUNC_RULES
 
@@ -26,8 +28,7 @@ dtypes = st.sampled_from([np.float64, np.float32])
 seeds = st.integers(0, 2**32 - 1)
 
 
-def tolerance(dtype):
-    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
+tolerance = functools.partial(fd.tolerance, float32=(2e-3, 2e-4))
 
 
 # --- input domains: where each ufunc is smooth, so central differences are valid ---------
