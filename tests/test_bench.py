@@ -135,6 +135,7 @@ def test_profile_groups_add_up_and_report_gflops(quick):
     assert set(p["groups_s"]) >= {"matmul", "im2col/col2im", "normalisation", "other"}
     assert p["groups_s"]["matmul"] > 0 and p["groups_s"]["normalisation"] > 0
     assert p["matmul_gflops_per_s"] > 0 and p["peak_gflops_per_s"] > 0
+    assert p["matmul_gflops_per_s"] < 1.5 * p["peak_gflops_per_s"]  # an end-to-end rate cannot beat the peak
 
 
 def test_markdown_report_has_a_table_per_part(quick):

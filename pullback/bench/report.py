@@ -148,10 +148,13 @@ def profile_markdown(name, p):
     top = [[g, f"`{fn}`", fmt_seconds(s)] for g, fn, s in p["top_other"]]
     return "\n".join([
         f"### {name}: where pullback's gradient time goes", "", _table(["group", "time", "share"], rows), "",
-        f"Matrix products: {p['matmul_gflop']:.2f} GFLOP in {fmt_seconds(p['groups_s']['matmul'])} = "
-        f"**{p['matmul_gflops_per_s']:.1f} GFLOP/s**, against a measured float32 peak of "
+        f"Matrix products: {p['matmul_gflop']:.2f} GFLOP per gradient; over the whole gradient "
+        f"({fmt_seconds(p['gradient_s'])}, not profiled) that is **{p['matmul_gflops_per_s']:.1f} GFLOP/s**, "
+        f"a lower bound for the products' own rate, against a measured float32 peak of "
         f"{p['peak_gflops_per_s']:.1f} GFLOP/s ({p['peak_n']}×{p['peak_n']} product with NumPy's BLAS): "
-        f"{100 * p['matmul_gflops_per_s'] / p['peak_gflops_per_s']:.0f}% of peak.", "",
+        f"{100 * p['matmul_gflops_per_s'] / p['peak_gflops_per_s']:.0f}% of peak. "
+        "(cProfile does not see products made with the `@` operator, so the matmul share above is a lower "
+        "bound too; their time shows under the kernel that makes them.)", "",
         "Largest items outside matmul, im2col and normalisation:", "", _table(["group", "function", "time"], top), ""])
 
 
