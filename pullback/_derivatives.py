@@ -9,7 +9,7 @@ from ._api import _trace_call, gradient
 from ._backward import backward, fit
 from ._forward import fit_tangent
 from ._leaves import plan_leaves, read_all, wrap_leaves
-from ._trace import Dual, ForwardTag, Tracked
+from ._trace import Dual, ForwardTag, Tracked, _dtype_of
 
 __all__ = ["jvp", "jacobian", "withjacobian", "hessian", "hvp", "WithJacobian"]
 
@@ -96,7 +96,7 @@ def withjacobian(f, *args):
         if all(p is None for p in parts):
             results[key] = None
             continue
-        dtype = np.result_type(_dtype(y), _dtype(primal))
+        dtype = np.result_type(_dtype_of(y), _dtype_of(primal))
         blank = np.zeros(np.shape(y) if forward else np.shape(primal), dtype)
         parts = [blank if p is None else np.asarray(p, dtype) for p in parts]
         # forward: one column per input element; reverse: one row per output element
@@ -137,7 +137,7 @@ def _reverse_rows(f, args, y):
     rows = {k: [] for k in range(len(leaves))}
     for i in range(int(np.size(y))):
         if type(out) is Tracked and out._tape is tape:
-            seed = np.zeros(np.shape(y), _dtype(y))
+            seed = np.zeros(np.shape(y), _dtype_of(y))
             seed.reshape(-1)[i] = 1.0
             grads = backward(tape, {out._id: seed.reshape(np.shape(y))})
         else:
@@ -155,10 +155,6 @@ def _basis(primal, j):
     e = np.zeros(np.shape(primal), dtype=primal.dtype)
     e.reshape(-1)[j] = 1.0
     return e
-
-
-def _dtype(x):
-    return np.result_type(x) if not hasattr(x, "dtype") else x.dtype
 
 
 def _is_float_output(y):

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pullback as pb
+from matrices import spd, well_conditioned
 import fd
 from fd import assert_gradient, project
 
@@ -28,20 +29,6 @@ tolerance = functools.partial(fd.tolerance, float64=(1e-4, 1e-6), float32=(1e-2,
 def second_order(f, x, seed=1, rtol=1e-4):
     v = np.random.default_rng(seed).normal(size=np.shape(x))
     assert_gradient(lambda x: np.sum(pb.gradient(f, x)[0] * v), x, rtol=rtol, atol=1e-6)
-
-
-def well_conditioned(rng, shape):
-    """A random square matrix comfortably far from singular."""
-    n = shape[-1]
-    return rng.normal(size=shape) / np.sqrt(n) + 2.0 * np.eye(n)
-
-
-def spd(rng, shape):
-    """A random symmetric positive definite matrix with well separated eigenvalues."""
-    n = shape[-1]
-    q = np.linalg.qr(rng.normal(size=shape))[0]
-    eigenvalues = 1.0 + np.arange(n) + rng.uniform(0.0, 0.5, shape[:-1])
-    return (q * eigenvalues[..., None, :]) @ np.swapaxes(q, -1, -2)
 
 
 def sym(a):

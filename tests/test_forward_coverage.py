@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pullback as pb
+from matrices import spd, well_conditioned
 from pullback._registry import FORWARD_RULES, FUNCTIONS, PRIMITIVE_RULES, UFUNC_RULES
 from pullback._trace import apply_rule
 from pullback.rules import _register, fft, indexing, selection
@@ -112,19 +113,6 @@ def normal(*shapes):
 
 def uniform(low, high, *shapes):
     return lambda rng: tuple(rng.uniform(low, high, s) for s in shapes)
-
-
-def well_conditioned(rng, shape):
-    n = shape[-1]
-    return rng.normal(size=shape) / np.sqrt(n) + 2.0 * np.eye(n)
-
-
-def spd(rng, shape):
-    """Symmetric positive definite with well separated eigenvalues."""
-    n = shape[-1]
-    q = np.linalg.qr(rng.normal(size=shape))[0]
-    eigenvalues = 1.0 + np.arange(n) + rng.uniform(0.0, 0.5, shape[:-2] + (n,))
-    return (q * eigenvalues[..., None, :]) @ np.swapaxes(q, -1, -2)
 
 
 def spd_with_noise(shape, upper=False):
