@@ -662,6 +662,36 @@ def test_gradient_mismatches_name_the_place():
         optim.update(state, model, pb.Tangent(Chain, layers=(None,)))
 
 
+
+def test_a_misspelt_gradient_key_is_refused_and_names_the_place_and_the_model_keys():
+    model = {"weight": np.ones(2), "bias": np.zeros(1)}
+    state = optim.setup(optim.Descent(0.1), model)
+    grad = {"wieght": np.ones(2), "bias": np.ones(1)}
+    for step in (optim.update, optim.update_):
+        with pytest.raises(ValueError, match=r"entry model\['wieght'\].*dict at model has keys 'weight', 'bias'"):
+            step(state, model, grad)
+    np.testing.assert_array_equal(model["bias"], 0.0)  # refused before anything was written
+
+
+def test_an_extra_list_element_in_the_gradient_is_refused():
+    # "stats" holds nothing trainable, so its gradient was never looked at: an extra entry there passed silently
+    model = {"w": np.ones(2), "stats": [np.array([3])]}
+    state = optim.setup(optim.Descent(0.1), model)
+    with pytest.raises(ValueError, match=r"entry model\['stats'\]\[1\].*list at model\['stats'\] has 1 entry \(index 0\)"):
+        optim.update(state, model, {"w": np.ones(2), "stats": [None, np.ones(1)]})
+
+
+def test_a_tangent_entry_for_a_field_the_object_lacks_is_refused():
+    model = make_model()
+    state = optim.setup(optim.Descent(0.1), model)
+    layer = pb.Tangent(Dense, weight=np.ones((3, 2)), bias=None, activation=None, scale=np.ones(1))
+    grad = pb.Tangent(Chain, layers=(layer, None))
+    with pytest.raises(ValueError, match=r"model\.layers\[0\]\.scale.*Dense at model\.layers\[0\] has fields weight, bias"):
+        optim.update_(state, model, grad)
+    with pytest.raises(ValueError, match=r"model\.extra.*Chain at model has fields layers"):
+        optim.update(state, model, pb.Tangent(Chain, layers=None, extra=np.ones(1)))
+
+
 def test_state_for_another_model_is_refused():
     state = optim.setup(optim.Descent(), make_model())
     with pytest.raises(ValueError, match=r"state is for a Chain.*dict"):

@@ -1,7 +1,8 @@
 """`update` and `update_`: one optimisation step over a whole model.
 
 Three passes: pair each `Leaf` of the state with its array in the model and the sum of
-its gradients over all the places it appears; compute every step; then write the
+its gradients over all the places it appears (and refuse gradient entries that name
+nothing in the model); compute every step; then write the
 results (into new arrays for `update`, into the old ones for `update_`). Nothing is
 written until every step has been computed, so an error leaves everything as it was.
 """
@@ -20,7 +21,9 @@ def update(state, model, grad):
     """One optimisation step: returns `(new_state, new_model)` and changes nothing it was given.
 
     `grad` mirrors `model` as `pb.gradient` returns it (`Tangent`s, tuples, dicts, arrays;
-    `None` anywhere means "no gradient here": that part is left as it is). A tied array gets
+    `None` anywhere means "no gradient here": that part is left as it is). An entry that names
+    no part of the model (a misspelt key, a field the object lacks, an extra list element) is
+    an error, never silently ignored. A tied array gets
     the sum of its per-place gradients, one step, and the new array at every place.
     The returned model and state share no parameter or state arrays with the arguments,
     so changing either later (for instance with `update_`) cannot reach the other.
@@ -72,6 +75,7 @@ def update_(state, model, grad):
 def _steps(state, model, grad, in_place=False):
     """`[(leaf, array, new_rule_state, delta)]`, one per distinct leaf; delta None means "no step"."""
     entries = _pair(state, model, grad)
+    _check_grad_keys(grad, model)
     steps = []
     for leaf, x, g, paths in entries.values():
         if leaf.frozen or g is None:
@@ -182,6 +186,63 @@ def _grad_child(g, key, x, path):
             f"The gradient at {path} is {describe(g)}, which has no entry {key!r} for the model's {describe(x)}{hint}."
         )
     return kids[key]
+
+
+def _check_grad_keys(grad, model):
+    """Refuse a gradient entry that names no part of the model (a misspelt key, a field the object
+    lacks, an extra list element), anywhere in the gradient, trained or not: it would be ignored."""
+    seen = set()
+
+    def walk(g, x, path):
+        if g is None or (id(g), id(x)) in seen:
+            return
+        seen.add((id(g), id(x)))
+        kids = model_children(x)[0]
+        if isinstance(g, Thunk):
+            if not kids:
+                return  # a lazily computed leaf gradient: evaluated (and checked) only where it is used
+            g = unthunk(g)
+        if isinstance(g, (np.ndarray, np.generic, float, int, complex)):
+            return
+        if isinstance(g, Tangent) and g.primal_type is not type(x):
+            raise ValueError(
+                f"The gradient at {path} is for a {g.primal_type.__name__}, but the model holds {describe(x)} there."
+            )
+        gkids = node_children(g) or model_children(g)[0]
+        unknown = [k for k in gkids if k not in kids]
+        if unknown:
+            places = ", ".join(join(path, x, k) for k in unknown[:10]) + (", ..." if len(unknown) > 10 else "")
+            hint = ""
+            if isinstance(g, tuple) and not isinstance(x, tuple):
+                hint = " (pb.gradient returns one gradient per argument: pass the model's, e.g. grads[0])"
+            fix = "Remove the extra entries" if _is_sequence(x) else "Fix the name or remove the entry"
+            raise ValueError(
+                f"The gradient has {'an entry' if len(unknown) == 1 else 'entries'} {places}, which the model lacks: "
+                f"{_what_is_there(x, kids, path)}. {fix}, so that every gradient entry names a part of the "
+                f"model{hint}."
+            )
+        for k, gk in gkids.items():
+            walk(gk, kids[k], join(path, x, k))
+
+    walk(grad, model, "model")
+
+
+def _what_is_there(x, kids, path):
+    """`the dict at model has keys 'a', 'b'`: the model's keys at `path`, for error messages."""
+    if not kids:
+        return f"it holds {describe(x)} at {path}, which has no entries"
+    shown = list(kids)[:20]
+    more = ", ..." if len(kids) > 20 else ""
+    where = f"the {type(x).__name__} at {path}"
+    if _is_sequence(x):
+        return f"{where} has {len(kids)} entries (indices 0 to {len(kids) - 1})" if len(kids) > 1 else f"{where} has 1 entry (index 0)"
+    if isinstance(x, dict):
+        return f"{where} has keys {', '.join(map(repr, shown))}{more}"
+    return f"{where} has fields {', '.join(map(str, shown))}{more}"
+
+
+def _is_sequence(x):
+    return isinstance(x, (list, tuple)) and not hasattr(type(x), "_fields")
 
 
 def _leaf_gradient(g, x, path):
