@@ -158,6 +158,8 @@ def interp_inputs(with_bounds):
 
 # label -> [(f, make inputs from an rng)]: every case goes through the forward rule of `label`.
 CASES = {
+    # ufuncs whose derivative lives where the automatic case below never samples
+    "ufuncs.heaviside_rule": [(np.heaviside, lambda rng: (np.array([[-1.0, 0.0], [0.0, 2.0]]), rng.normal(size=2)))],
     # reductions
     "reductions.sum_rule": [(lambda x: np.sum(x, 1), normal((3, 4)))],
     "reductions.mean_rule": [(lambda x: np.mean(x, axis=(0, 2), keepdims=True), normal((2, 3, 2)))],

@@ -78,3 +78,25 @@ def test_unique_rows():
     v = np.zeros_like(x)
     v[[0, 2]] = [0.3, -0.8]
     np.testing.assert_allclose(np.sum(g * v), directional_difference(f, x, v), rtol=1e-6)
+
+
+# --- np.heaviside -------------------------------------------------------------------------------
+def test_heaviside_value_at_zero_is_differentiable():
+    x = np.array([-1.5, 0.0, 2.0, 0.0, -0.0])
+    weights = np.array([1.0, 2.0, 3.0, -4.0, 0.5])
+    f = lambda h: np.sum(weights * np.heaviside(x, h) ** 2)  # noqa: E731
+    h = np.array([0.3, 0.4, 0.5, 0.6, 0.7])
+    (g,) = assert_gradient(f, h)
+    np.testing.assert_allclose(g, [0.0, 2.0 * 2.0 * 0.4, 0.0, -4.0 * 2.0 * 0.6, 0.5 * 2.0 * 0.7], rtol=1e-12)
+    assert_gradient(lambda h: np.sum(np.heaviside(x, h)), 0.25)  # a Python float, broadcast
+    v = np.array([1.0, -1.0, 2.0, 0.5, 3.0])
+    np.testing.assert_allclose(pb.jvp(f, (h,), (v,))[1], np.sum(g * v), rtol=1e-12)
+
+
+def test_heaviside_step_has_no_gradient_away_from_zero():
+    x = np.array([-1.5, 0.2, 2.0, -0.3])
+    h = np.array([0.3, 0.4, 0.5, 0.6])
+    f = lambda x, h: np.sum(np.heaviside(x, h) * np.array([1.0, 2.0, 3.0, 4.0]))  # noqa: E731
+    assert_gradient(f, x, h)
+    _, dot = pb.jvp(f, (x, h), (np.ones(4), np.ones(4)))
+    assert dot is None or dot == 0.0

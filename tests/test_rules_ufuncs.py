@@ -101,7 +101,11 @@ BINARY = {
     np.logaddexp: (real, real), np.logaddexp2: (real, real),
     np.remainder: (dividend, divisor), np.fmod: (dividend, divisor),
     np.copysign: (nonzero, nonzero), np.ldexp: (real, small_int),
+    np.heaviside: (nonzero, real),  # x1 away from its step; the value at 0 is tested in test_rules_fixes.py
 }
+
+# (ufunc, argument) pairs that carry no gradient: the sign source, the step's position.
+NO_GRADIENT = {(np.copysign, 1), (np.heaviside, 0)}
 
 # Registered as ufunc rules but with their own test files.
 TESTED_ELSEWHERE = {np.matmul}
@@ -181,7 +185,7 @@ def test_binary_with_python_scalar(ufunc, shape, dtype, seed, scalar_first):
     if ufunc is not np.float_power and array.dtype.kind == "f":  # float_power computes in float64 by definition
         assert forward_dtypes[0] == dtype
     for k, (arg, g) in enumerate(zip((a, b), grads)):
-        if type(arg) is float and not (k == 1 and ufunc is np.copysign):  # the sign source has no gradient
+        if type(arg) is float and (ufunc, k) not in NO_GRADIENT:
             assert type(g) is float
         elif type(arg) is int:
             assert g is None

@@ -174,10 +174,23 @@ binary(np.fmod, lambda g, a, b, y: g, lambda g, a, b, y: -g * np.trunc(a / b),
 binary(np.copysign, lambda g, a, b, y: g * np.sign(a) * np.sign(y), None, "The sign x2 carries no gradient.")
 binary(np.ldexp, lambda g, a, b, y: np.ldexp(g, b), None, "The exponent x2 is an integer.")  # g * 2**b, exactly
 
+@ufunc_rule(np.heaviside, args="x2", notes="""x2 is the value at x1 == 0, so d/dx2 is 1 there and 0
+            elsewhere. No gradient flows to x1 (piecewise constant).""")
+def heaviside_rule(x1, x2):
+    y = np.heaviside(x1, x2)
+    return y, lambda g: (None, None if type(x2) in _CONSTANTS else Thunk(lambda: g * (x1 == 0)))
+
+
+@forward_rule(heaviside_rule)
+def heaviside_frule(primals, tangents):
+    (x1, x2), (_, t2) = primals, tangents
+    return np.heaviside(x1, x2), None if t2 is None else t2 * (x1 == 0)
+
+
 # Piecewise constant or boolean: no gradient flows through these.
 without_gradient(
     np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
     np.logical_and, np.logical_or, np.logical_xor, np.logical_not,
     np.isnan, np.isinf, np.isfinite, np.signbit, np.sign, np.floor, np.ceil, np.trunc, np.rint,
-    np.floor_divide, np.heaviside, np.nextafter, np.spacing,
+    np.floor_divide, np.nextafter, np.spacing,
 )
