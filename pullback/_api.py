@@ -6,7 +6,7 @@ import numpy as np
 
 from . import tree
 from ._backward import backward
-from ._leaves import read_all, wrap_leaves
+from ._leaves import Arguments
 from ._trace import Tape, Traced, Tracked, collector_paused
 
 __all__ = ["gradient", "withgradient", "pullback", "grad", "value_and_grad"]
@@ -62,14 +62,14 @@ def pullback(f, *args, **kwargs):
     >>> back(np.array([1.0, 10.0]))
     (array([ 2., 20.]),)
     """
-    tape, out, plans = _trace_call(f, args, kwargs, range(len(args)))
+    tape, out, plan = _trace_call(f, args, kwargs, range(len(args)))
     y = _untrack(out, tape)
 
     def back(dy):
         seeds = {}
         _collect_seeds(out, dy, tape, seeds)
         grads = backward(tape, seeds) if seeds else None
-        return read_all(plans, grads, callers=tree.leaves(dy))
+        return _read(plan, grads, callers=tree.leaves(dy))
 
     return y, back
 
@@ -127,32 +127,42 @@ def _bad_argnum(a, n):
 
 # --- the steps -----------------------------------------------------------------------
 def _trace_call(f, args, kwargs, positions):
-    """Track the float leaves of `args[positions]` on a new tape and run `f` on the copies."""
+    """Track the float leaves of `args[positions]` on a new tape and run `f` on copies of the arguments.
+
+    Returns the tape, `f`'s output and the plan `(arguments, node ids of their leaves)`.
+    """
     tape = Tape()
-    tracked = list(args)
-    plans = [None] * len(args)
-    for i in positions:
-        tracked[i], plans[i] = wrap_leaves(args[i], lambda x, path, _: _tape_leaf(tape, x), f"argument {i}")
+    arguments = Arguments(args, positions, kwargs)
+    ids = []
+
+    def make_leaf(x, path, companion):
+        leaf = tape.leaf(x)
+        ids.append(leaf._id)
+        return leaf
+
+    tracked, tracked_kwargs = arguments.track(make_leaf)
     try:
         with collector_paused():
-            out = f(*tracked, **kwargs)
+            out = f(*tracked, **tracked_kwargs)
     finally:
         tape.close()
-    return tape, out, plans
+    return tape, out, (arguments, ids)
 
 
-def _tape_leaf(tape, x):
-    leaf = tape.leaf(x)
-    return leaf, leaf._id
+def _read(plan, grads, callers=()):
+    """The gradients of the arguments, from the sweep's cotangents `grads` (None: all zero)."""
+    arguments, ids = plan
+    results = [None] * len(ids) if grads is None else [grads[i] for i in ids]
+    return arguments.read(results, callers=callers)
 
 
 def _gradients(tape, out, plans):
     """Check that `out` is a real scalar, sweep backwards from it, read the gradients back."""
     seed_id = _scalar_output(out, tape)
     if seed_id is None:
-        return tuple(None for _ in plans)
+        return _read(plans, None)
     grads = backward(tape, {seed_id: _one_like(tape.nodes[seed_id][0])})
-    return read_all(plans, grads)
+    return _read(plans, grads)
 
 
 def _scalar_output(out, tape):
@@ -175,25 +185,26 @@ def _one_like(spec):
 
 
 def _collect_seeds(out, dy, tape, seeds):
-    """Pair each tracked part of `out` with its part of `dy`."""
-    if dy is None:
-        return
-    if type(out) is Tracked:
-        if out._tape is tape:
-            if np.shape(dy) not in ((), out.shape):
-                raise ValueError(f"Cotangent of shape {np.shape(dy)} does not match output of shape {out.shape}")
-            seeds[out._id] = dy if out._id not in seeds else seeds[out._id] + dy
-        return
-    kind = tree.kind_of(out)
-    if kind is None:
-        return
-    if tree.kind_of(dy) is None and not isinstance(dy, tree.Tangent):
-        raise TypeError(
-            f"The cotangent should be structured like the output ({type(out).__name__}), "
-            f"with a part for each of {list(kind.children(out))}; got {type(dy).__name__}."
-        )
-    for k, part in kind.children(out).items():
-        _collect_seeds(part, tree._child(dy, k), tape, seeds)
+    """Pair each tracked part of `out` with its part of `dy` (a value met twice is seeded twice)."""
+
+    def leaf(v, parts, path):
+        d = parts[0]
+        if d is None or type(v) is not Tracked or v._tape is not tape:
+            return
+        if np.shape(d) not in ((), v.shape):
+            raise ValueError(f"Cotangent of shape {np.shape(d)} does not match output{path} of shape {v.shape}")
+        seeds[v._id] = d if v._id not in seeds else seeds[v._id] + d
+
+    def node(v, kind, old, new, parts, path, shell):
+        d = parts[0]
+        if d is not None and tree.kind_of(d) is None and not isinstance(d, tree.Tangent):
+            raise TypeError(
+                f"The cotangent should be structured like the output{path} ({type(v).__name__}), "
+                f"with a part for each of {list(old)}; got {type(d).__name__}."
+            )
+
+    tree.walk(out, leaf, node, ys=(dy,), repeat=lambda v, first, parts, path: leaf(v, parts, path),
+              cycle=lambda *a: None)
 
 
 def _untrack(out, tape):

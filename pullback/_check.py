@@ -8,7 +8,7 @@ from . import tree
 from ._api import _scalar_output, _trace_call
 from ._backward import backward, fit
 from ._derivatives import _push, _tangent_part
-from ._leaves import plan_leaves, wrap_leaves
+from ._leaves import Arguments
 from ._trace import stop_gradient
 
 __all__ = ["check_gradient", "GradientCheck", "LeafCheck"]
@@ -75,12 +75,12 @@ def check_gradient(f, *args, rtol=None, atol=1e-6, eps=1e-6, directions=3, dense
     """
     rng = np.random.default_rng(seed)
     roots = [""] if len(args) == 1 else [f"args[{i}]" for i in range(len(args))]
-    counter = iter(range(1 << 62))
-    plans = [wrap_leaves(a, lambda x, path, _: (x, next(counter)), root)[1] for a, root in zip(args, roots)]
-    leaves = [(leaf[1], leaf[2]) for p in plans for leaf in plan_leaves(p)]
-    paths = _leaf_paths(args, roots)
+    arguments = Arguments(args, range(len(args)), roots=roots)
+    arguments.track(lambda x, path, companion: x)
+    leaves = [(leaf.index, leaf.primal) for leaf in arguments.leaves]
+    paths = [leaf.path.lstrip(".") for leaf in arguments.leaves]
     reverse = _reverse_gradients(f, args)
-    wide = tuple(tree.fmap(_to_float64, a) for a in args)
+    wide = Arguments(tuple(tree.fmap(_to_float64, a) for a in args), range(len(args)))
 
     checks = []
     for key, primal in leaves:
@@ -91,7 +91,7 @@ def check_gradient(f, *args, rtol=None, atol=1e-6, eps=1e-6, directions=3, dense
         for v in vs:
             g = reverse[key]
             by_reverse = 0.0 if g is None else float(np.sum(np.asarray(g, np.float64) * v))
-            out, tag = _push(f, args, lambda k, x, path, c, key=key, v=v: _like(v, x) if k == key else None)
+            out, tag = _push(f, arguments, lambda k, x, path, c, key=key, v=v: _like(v, x) if k == key else None)
             t = _tangent_part(out, tag)
             by_forward = 0.0 if t is None else float(t)
             by_fd = _central_difference(f, wide, key, v, eps)
@@ -104,18 +104,10 @@ def check_gradient(f, *args, rtol=None, atol=1e-6, eps=1e-6, directions=3, dense
     return GradientCheck(checks, rtol, atol)
 
 
-def _leaf_paths(args, roots):
-    paths = []
-    for a, root in zip(args, roots):
-        wrap_leaves(a, lambda x, path, _: (paths.append(path.lstrip(".")) or x, None), root)
-    return paths
-
-
 def _reverse_gradients(f, args):
     """The raw reverse-mode gradient of each leaf, in walk order."""
-    tape, out, plans = _trace_call(f, args, {}, range(len(args)))
-    nodes = [leaf[1] for p in plans for leaf in plan_leaves(p)]
-    primals = [leaf[2] for p in plans for leaf in plan_leaves(p)]
+    tape, out, (arguments, nodes) = _trace_call(f, args, {}, range(len(args)))
+    primals = [leaf.primal for leaf in arguments.leaves]
     seed = _scalar_output(out, tape)
     if seed is None:
         return [None] * len(nodes)
@@ -149,12 +141,10 @@ def _to_float64(x):
 
 def _central_difference(f, wide, key, v, eps):
     def at(step):
-        counter = iter(range(1 << 62))
+        def move(x, path, companion):
+            return x + step * v if len(wide.leaves) - 1 == key else x
 
-        def move(x, path, _):
-            return (x + step * v if next(counter) == key else x), None
-
-        moved = [wrap_leaves(a, move, "")[0] for a in wide]
+        moved, _ = wide.track(move)
         return float(stop_gradient(f(*moved)))
 
     return (at(eps) - at(-eps)) / (2 * eps)

@@ -8,7 +8,7 @@ from . import tree
 from ._api import _trace_call, gradient
 from ._backward import backward, fit
 from ._forward import fit_tangent
-from ._leaves import plan_leaves, read_all, wrap_leaves
+from ._leaves import Arguments
 from ._trace import Dual, ForwardTag, Tracked, _dtype_of
 
 __all__ = ["jvp", "jacobian", "withjacobian", "hessian", "hvp", "WithJacobian"]
@@ -29,27 +29,26 @@ def jvp(f, primals, tangents):
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError(f"jvp got {len(primals)} primals but {len(tangents)} tangents")
-    out, tag = _push(f, primals, lambda key, x, path, t: t, tangents)
+    arguments = Arguments(primals, range(len(primals)), roots=[f"primal {i}" for i in range(len(primals))])
+    out, tag = _push(f, arguments, lambda index, x, path, t: t, tangents)
     return _primal_part(out, tag), _tangent_part(out, tag)
 
 
-def _push(f, primals, tangent_for, companions=None):
-    """Run `f` with each float leaf of `primals` carrying `tangent_for(key, leaf, path, companion)`."""
+def _push(f, arguments, tangent_for, companions=None):
+    """Run `f` on copies of `arguments` whose leaf number `index` carries `tangent_for(index, leaf, path, companion)`."""
     tag = ForwardTag()
-    counter = iter(range(1 << 62))
 
     def make_leaf(x, path, companion):
-        t = tangent_for(next(counter), x, path, companion)
+        t = tangent_for(len(arguments.leaves) - 1, x, path, companion)
         if t is None:
-            return x, None
+            return x
         if np.shape(t) != np.shape(x):
             raise ValueError(f"The tangent for {path} has shape {np.shape(t)}, but its primal has shape {np.shape(x)}")
-        return Dual(x, fit_tangent(t, x), tag), None
+        return Dual(x, fit_tangent(t, x), tag)
 
-    companions = companions or (None,) * len(primals)
-    args = [wrap_leaves(p, make_leaf, f"primal {i}", c)[0] for i, (p, c) in enumerate(zip(primals, companions))]
+    args, kwargs = arguments.track(make_leaf, companions)
     try:
-        out = f(*args)
+        out = f(*args, **kwargs)
     finally:
         tag.close()
     return out, tag
@@ -84,17 +83,16 @@ def withjacobian(f, *args):
     y = f(*args)
     if not _is_float_output(y):
         raise TypeError(f"jacobian needs f to return one real array or number; got {type(y).__name__}.")
-    counter = iter(range(1 << 62))
-    plans = [wrap_leaves(a, lambda x, path, _: (x, next(counter)), f"argument {i}")[1] for i, a in enumerate(args)]
-    leaves = [leaf for p in plans for leaf in plan_leaves(p)]
-    n_in = sum(int(np.size(primal)) for _, _, primal in leaves)
+    arguments = Arguments(args, range(len(args)))
+    arguments.track(lambda x, path, companion: x)
+    leaves = arguments.leaves
+    n_in = sum(int(np.size(leaf.primal)) for leaf in leaves)
     forward = n_in <= np.size(y)
-    parts_of = _forward_columns(f, args, leaves) if forward else _reverse_rows(f, args, y)
-    results = {}
-    for _, key, primal in leaves:
+    parts_of = _forward_columns(f, arguments) if forward else _reverse_rows(f, args, y)
+    results = [None] * len(leaves)
+    for key, _, primal in leaves:
         parts = parts_of[key]
         if all(p is None for p in parts):
-            results[key] = None
             continue
         dtype = np.result_type(_dtype_of(y), _dtype_of(primal))
         blank = np.zeros(np.shape(y) if forward else np.shape(primal), dtype)
@@ -102,7 +100,7 @@ def withjacobian(f, *args):
         # forward: one column per input element; reverse: one row per output element
         matrix = np.stack(parts, axis=-1 if forward else 0)
         results[key] = matrix.reshape(np.shape(y) + np.shape(primal))
-    return WithJacobian(y, read_all(plans, results, lambda r, primal, returned: r))
+    return WithJacobian(y, arguments.read(results, lambda r, primal, returned: r))
 
 
 def jacobian(f, *args):
@@ -117,23 +115,23 @@ def jacobian(f, *args):
     return withjacobian(f, *args).jacobian
 
 
-def _forward_columns(f, args, leaves):
-    """For each leaf key, the output tangent for each basis direction of that leaf (forward mode)."""
+def _forward_columns(f, arguments):
+    """For each leaf, the output tangent for each basis direction of that leaf (forward mode)."""
     columns = {}
-    for _, key, primal in leaves:
+    for key, _, primal in list(arguments.leaves):
         columns[key] = []
         for j in range(int(np.size(primal))):
             basis = _basis(primal, j)
-            out, tag = _push(f, args, lambda k, x, path, c, key=key, basis=basis: basis if k == key else None)
+            out, tag = _push(f, arguments, lambda k, x, path, c, key=key, basis=basis: basis if k == key else None)
             columns[key].append(_tangent_part(out, tag))
     return columns
 
 
 def _reverse_rows(f, args, y):
     """For each leaf key, the gradient of each output element (reverse mode, one sweep per element)."""
-    tape, out, plans = _trace_call(f, args, {}, range(len(args)))
-    leaves = [leaf for p in plans for leaf in plan_leaves(p)]
-    # keys of this trace are node ids; translate to walk order, which matches the caller's keys
+    tape, out, (arguments, ids) = _trace_call(f, args, {}, range(len(args)))
+    leaves = [(leaf.index, node, leaf.primal) for leaf, node in zip(arguments.leaves, ids)]
+    # the leaves come in the same walk order as the caller's
     rows = {k: [] for k in range(len(leaves))}
     for i in range(int(np.size(y))):
         if type(out) is Tracked and out._tape is tape:

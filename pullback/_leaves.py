@@ -1,120 +1,217 @@
-"""Wrap the float leaves of the arguments for differentiation, and read results back into their shape."""
+"""The differentiable leaves of a call's arguments: copy the arguments with those leaves replaced,
+and read per-leaf results back into the arguments' shape.
+
+Conventions (see the README's "How gradients look"):
+
+- Every container in the arguments (positional and keyword) is copied for the call, so `f`
+  may append to lists or set attributes without touching the caller's objects. Shared
+  sub-objects stay shared and cycles stay cycles inside `f`.
+- An array object is one leaf wherever it appears: inside `f` every place holds the same
+  handle, so a write through one place is seen through the others. Its gradient (the total)
+  is read back at its first trainable place; later places get `None`, so nothing is counted
+  twice. Python floats and NumPy scalars are values: each place is its own leaf.
+- Arrays that are not differentiated are passed as they are (not copied).
+"""
+
+import collections
+import decimal
+import fractions
 
 import numpy as np
 
 from . import tree
-from ._backward import fit
-from ._trace import Traced
+
+Leaf = collections.namedtuple("Leaf", ["index", "path", "primal"])
 
 
-def wrap_leaves(x, make_leaf, path, companion=None):
-    """A copy of `x` whose float leaves are replaced by `make_leaf(leaf, path, companion_part)`.
+class Arguments:
+    """The positional arguments `args` (differentiated at `positions`) and keyword arguments of one call.
 
-    `make_leaf` returns `(new_leaf, key)`. Returns the copy and a plan to read results back:
-    None (nothing differentiable), `("leaf", key, primal)` or `("node", x, {child: plan})`.
-    Only trainable fields are wrapped. Each place gets its own leaf, so a tied array gets one
-    partial result per place. A reference back to an object being walked (a cycle) shares
-    that object's copy and reads back as None.
+    `track(make_leaf)` returns copies with each differentiable leaf replaced by
+    `make_leaf(primal, path, companion)`, and lists those leaves in `.leaves`;
+    `read(results)` gives one structured result per positional argument.
+
+    >>> import numpy as np
+    >>> w = np.ones(2)
+    >>> a = Arguments(({"a": w, "b": w, "s": 2.0},), [0])
+    >>> (new,), _ = a.track(lambda x, path, c: ("tracked", path))
+    >>> new["a"] is new["b"], [leaf.path for leaf in a.leaves]
+    (True, ["argument 0['a']", "argument 0['s']"])
+    >>> a.read([np.zeros(2), 5.0])
+    ({'a': array([0., 0.]), 'b': None, 's': 5.0},)
     """
-    return _wrap(x, make_leaf, {}, path, companion)
 
+    def __init__(self, args, positions, kwargs=None, roots=None):
+        self.args = tuple(args)
+        self.positions = list(positions)
+        self.kwargs = kwargs or {}
+        self.roots = roots
+        self.leaves = []
+        self._trainable = _trainable_ids(tuple(self.args[i] for i in self.positions))
+        self._array_index = {}
+        self._place_index = {}
 
-def _wrap(x, make_leaf, ancestors, path, companion):
-    if is_float(x):
-        new, key = make_leaf(x, path, companion)
-        return new, ("leaf", key, x)
-    if is_complex(x):
-        raise TypeError(
-            f"{path} is complex; pullback differentiates real-valued code only. "
-            "Pass the real and imaginary parts as separate float arrays."
+    def describe(self, path):
+        """`path` (from the root pair (args, kwargs)) as a user reads it: `argument 0['w']`."""
+        if len(path) < 2:
+            return "the arguments"
+        (side, _), (key, _) = path[0], path[1]
+        rest = tree.Path(path[2:])
+        if side == 1:
+            return rest.format(f"keyword argument {key!r}")
+        root = self.roots[key] if self.roots is not None else f"argument {key}"
+        return rest.format(root)
+
+    def track(self, make_leaf, companions=None):
+        """Copies of the positional and keyword arguments, with leaves replaced by `make_leaf`."""
+        self.leaves = []
+        self._array_index = {}
+        self._place_index = {}
+        chosen = set(self.positions)
+        trainable = self._trainable
+
+        def wrap(x, path, companion):
+            index = len(self.leaves)
+            self.leaves.append(Leaf(index, self.describe(path), x))
+            return make_leaf(x, self.leaves[-1].path, companion), index
+
+        def leaf(x, parts, path):
+            if id(x) in trainable:
+                new, index = wrap(x, path, parts[0] if parts else None)
+                self._array_index[id(x)] = index
+                return new
+            if _is_root_argument(path, chosen):
+                return self._scalar(x, path, parts[0] if parts else None, wrap, (None, path[1][0]))
+            return x
+
+        def node(x, kind, old, new, parts, path, shell):
+            if id(x) in trainable:
+                names = tree.trainable_names(x)
+                for k, child in old.items():
+                    if names is None or k in names:
+                        part = tree.child_of(parts[0], k) if parts else None
+                        new[k] = self._scalar(child, path.child(k, kind.fields), part, wrap, (id(x), k), new[k])
+            if len(path) == 0:  # the root pair is ours, not the caller's
+                return new
+            return tree.copy_node(x, kind, new, shell)
+
+        ys = ((tuple(companions), None),) if companions is not None else ()
+        new = tree.walk((self.args, self.kwargs), leaf, node, ys=ys, cycle=tree.copy_cycle)
+        return list(new[0]), new[1]
+
+    def _scalar(self, x, path, companion, wrap, place, current=None):
+        """A trainable place holding `x`: a tracked scalar, or `x` itself (refusing what cannot be tracked)."""
+        if type(x) is float or (isinstance(x, np.generic) and x.dtype.kind == "f"):
+            new, index = wrap(x, path, companion)
+            self._place_index[place] = index
+            return new
+        _refuse_untrackable(x, self.describe(path))
+        return x if current is None else current
+
+    def read(self, results, convert=None, callers=()):
+        """One structured result per positional argument (None where it is not differentiated).
+
+        `results[leaf.index]` is each leaf's raw result; `convert(result, primal, returned)` turns it
+        into what the user sees (default: the gradient, fitted to the primal's shape and dtype,
+        sharing memory with no argument and no other result); `callers` are arrays the caller
+        passed in (cotangent seeds) that no result may share memory with.
+        """
+        returned = {id(memory_of(a)) for a in callers if isinstance(a, np.ndarray)}
+        convert = convert or leaf_gradient
+
+        def result(index, primal):
+            r = results[index]
+            return None if r is None else convert(r, primal, returned)
+
+        def leaf(x, parts, path):
+            index = self._array_index.get(id(x))
+            if index is None and len(path) == 2:
+                index = self._place_index.get((None, path[1][0]))
+            return None if index is None else result(index, x)
+
+        def node(x, kind, old, new, parts, path, shell):
+            if len(path) == 0:
+                return new
+            for k, child in old.items():
+                index = self._place_index.get((id(x), k))
+                if index is not None:
+                    new[k] = result(index, child)
+            if all(v is None for v in new.values()):
+                return None
+            return tree.mirror(x, new)
+
+        chosen = {i: self.args[i] for i in self.positions}
+        out = tree.walk(
+            (chosen,), leaf, node, trainable_only=True,
+            repeat=lambda *a: None, cycle=lambda *a: None, frozen=lambda *a: None,
         )
-    kind = tree.kind_of(x)
-    if kind is None:
-        return x, None
-    key = id(x)
-    if key in ancestors:
-        return ancestors[key], None
-    shell = kind.shell(x) if kind.shell is not None else None
-    ancestors[key] = shell if shell is not None else x
-    names = tree.trainable_names(x)
-    kids = kind.children(x)
-    new, plans = {}, {}
-    for k, v in kids.items():
-        if names is not None and k not in names:
-            new[k], plans[k] = v, None
-        else:
-            where = f"{path}.{k}" if kind is tree._OBJECT else f"{path}[{k!r}]"
-            new[k], plans[k] = _wrap(v, make_leaf, ancestors, where, tree._child(companion, k))
-    del ancestors[key]
-    if all(p is None for p in plans.values()) and all(new[k] is v for k, v in kids.items()):
-        return x, None
-    if shell is not None:
-        kind.fill(shell, new)
-        return shell, ("node", x, plans)
-    return kind.rebuild(x, new), ("node", x, plans)
+        grads = out[0] or {}
+        return tuple(grads.get(i) for i in range(len(self.args)))
 
 
-def is_float(x):
-    if type(x) is float:
-        return True
-    if isinstance(x, (np.ndarray, np.generic, Traced)):
-        return x.dtype.kind == "f"
-    return False
+def _is_root_argument(path, chosen):
+    """Whether `path` is a differentiated positional argument itself."""
+    return len(path) == 2 and path[0][0] == 0 and path[1][0] in chosen
 
 
-def is_complex(x):
-    if type(x) is complex:
-        return True
-    return isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "c"
+def _trainable_ids(roots):
+    """Ids of the arrays (float, at trainable places) and containers reachable trainably from `roots`."""
+    found = set()
 
+    def leaf(x, parts, path):
+        if isinstance(x, np.ndarray) or isinstance(x, np.generic) or _is_tracked_value(x):
+            if _is_float_array(x):
+                found.add(id(x))
+            else:
+                _refuse_untrackable(x, None)
 
-def plan_leaves(plan, found=None):
-    """The `("leaf", key, primal)` entries of a plan, in walk order."""
-    found = [] if found is None else found
-    if plan is None:
-        return found
-    if plan[0] == "leaf":
-        found.append(plan)
-    else:
-        for p in plan[2].values():
-            plan_leaves(p, found)
+    def node(x, kind, old, new, parts, path, shell):
+        found.add(id(x))
+
+    tree.walk(roots, leaf, node, trainable_only=True)
+    found.discard(id(roots))
     return found
 
 
-def read_all(plans, results, convert=None, callers=()):
-    """One structured result per plan; `results[key]` holds each leaf's raw result.
-
-    `callers` are arrays the caller passed in (cotangent seeds): no result shares their memory.
-    """
-    returned = {id(memory_of(a)) for a in callers if isinstance(a, np.ndarray)}
-    convert = convert or _leaf_gradient
-    return tuple(read(p, results, returned, convert) for p in plans)
+def _is_tracked_value(x):
+    return hasattr(type(x), "_tape")
 
 
-def read(plan, results, returned, convert):
-    """Arrays, Tangents and containers shaped like the argument; `None` where all parts are None."""
-    if plan is None or results is None:
-        return None
-    if plan[0] == "leaf":
-        return convert(results[plan[1]], plan[2], returned)
-    _, x, plans = plan
-    kids = {k: read(p, results, returned, convert) for k, p in plans.items()}
-    if all(v is None for v in kids.values()):
-        return None
-    if type(x) in (tuple, list):
-        return type(x)(kids.values())
-    if isinstance(x, tuple):
-        return type(x)(*kids.values())
-    if isinstance(x, dict):
-        return dict(kids)
-    return tree.Tangent._make(type(x), kids)
+def _is_float_array(x):
+    """A float NumPy array (not a subclass), or a traced value of an outer level holding one."""
+    if type(x) is np.ndarray:
+        return x.dtype.kind == "f"
+    return _is_tracked_value(x) and x.dtype.kind == "f" and not isinstance(x, np.generic)
 
 
-def _leaf_gradient(g, primal, returned):
-    if g is None:
-        return None
+def _refuse_untrackable(x, where):
+    """Raise for a value at a differentiated place whose gradient pullback cannot give (never a silent None)."""
+    where = where or "an argument"
+    if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+        raise TypeError(
+            f"{where} is a {type(x).__module__}.{type(x).__qualname__}, a NumPy array subclass whose operations "
+            "differ from ndarray's (np.matrix's * is a matrix product; a masked array skips masked values). "
+            "pullback differentiates plain arrays: pass np.asarray(x) and write the operation explicitly "
+            "(x @ y for np.matrix; x[~mask] or np.where(mask, 0, x) for a masked array)."
+        )
+    if type(x) is complex or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "c"):
+        raise TypeError(
+            f"{where} is complex; pullback differentiates real-valued code only. "
+            "Pass the real and imaginary parts as separate float arrays."
+        )
+    if isinstance(x, (fractions.Fraction, decimal.Decimal)):
+        raise TypeError(
+            f"{where} is a {type(x).__name__}, which pullback cannot differentiate (it tracks float values). "
+            "Pass float(x) to differentiate it, or pass it by keyword if it is a constant."
+        )
+
+
+def leaf_gradient(g, primal, returned):
+    """The user-facing gradient of a leaf: fitted to the primal's shape and dtype, an array the caller owns."""
+    from ._backward import fit  # the sweep's one broadcasting helper
+
     g = fit(g, primal)
-    if isinstance(g, Traced):  # a nested call: this result is itself being differentiated
+    if g is None or _is_tracked_value(g):  # a nested call: this result is itself being differentiated
         return g
     if type(primal) is float:
         return float(g)

@@ -1,9 +1,15 @@
-"""See inside arbitrary Python objects, walk them and rebuild them.
+"""See inside arbitrary Python objects, walk them and rebuild them: the one walker of pullback.
 
 Builtin containers, namedtuples, dataclasses (frozen and slotted too), attrs classes
 and plain objects (`__dict__`, `__slots__`) need no registration; anything else can
 be taught with `register`. A class may name its trainable fields with a method
-`trainable(self)` returning field names.
+`trainable(self)` returning field names. Anything that speaks NumPy's dispatch
+protocols (`__array_ufunc__`, `__array_function__`) is a leaf.
+
+The walk is iterative (no recursion limit) and identity-preserving: an object met at
+several places is visited once, and a cycle is rebuilt as a cycle. Places are named by
+key paths, printed one way everywhere: `.field` for an object's field (or a namedtuple's),
+`[i]` for a sequence item, `['key']` for a dict entry.
 
 >>> import numpy as np
 >>> from pullback import tree
@@ -13,26 +19,34 @@ be taught with `register`. A class may name its trainable fields with a method
 
 import copy
 import dataclasses
+import decimal
 import enum
+import fractions
 import functools
 import types
 
 import numpy as np
 
 from ._tangents import Tangent
-from ._trace import Traced
 
-__all__ = ["children", "fmap", "leaves", "register", "trainable_names"]
+__all__ = [
+    "children", "fmap", "leaves", "leaves_with_path", "register", "trainable_names",
+    "kind_of", "Kind", "Path", "walk", "gradient_like", "child_of",
+]
 
 
-class _Kind:
-    """How to list the children of one kind of container and build a new one."""
+class Kind:
+    """How to list the children of one kind of container and build a new one.
 
-    def __init__(self, children, rebuild, shell=None, fill=None):
+    `fields` says whether children are named fields (printed `.name` in paths) rather than items.
+    """
+
+    def __init__(self, children, rebuild, shell=None, fill=None, fields=False):
         self.children = children  # x -> {key: child}
         self.rebuild = rebuild  # (x, {key: child}) -> new object
         self.shell = shell  # x -> empty new object, for cyclic graphs (mutable kinds only)
         self.fill = fill  # (shell, {key: child}) -> None
+        self.fields = fields
 
 
 _REGISTERED = {}
@@ -55,7 +69,43 @@ def register(cls, children, rebuild):
     >>> sorted(tree.children(Pair(1.0, 2.0)).items())
     [('a', 1.0), ('b', 2.0)]
     """
-    _REGISTERED[cls] = _Kind(children, rebuild)
+    _REGISTERED[cls] = Kind(children, rebuild, fields=True)
+
+
+class Path(tuple):
+    """A place inside an object: a tuple of `(key, is_field)` steps, printed the one way.
+
+    >>> from pullback.tree import Path
+    >>> str(Path(()).child("layers", True).child(1, False).child("w", True))
+    '.layers[1].w'
+    >>> Path(()).child("b", False).format("model")
+    "model['b']"
+    """
+
+    __slots__ = ()
+
+    def child(self, key, is_field):
+        return Path(self + ((key, is_field),))
+
+    @property
+    def keys(self):
+        """The keys alone, e.g. `('layers', 1, 'w')`."""
+        return tuple(k for k, _ in self)
+
+    def format(self, root=""):
+        parts = [root]
+        for key, is_field in self:
+            parts.append(f".{key}" if is_field and isinstance(key, str) and key.isidentifier() else f"[{key!r}]")
+        return "".join(parts)
+
+    def __str__(self):
+        return self.format()
+
+    def __repr__(self):
+        return f"Path({self.format()!r})"
+
+
+ROOT = Path(())
 
 
 def _seq_children(x):
@@ -70,10 +120,10 @@ def _dict_fill(shell, kids):
     shell.update(kids)
 
 
-_TUPLE = _Kind(_seq_children, lambda x, kids: tuple(kids.values()))
-_NAMEDTUPLE = _Kind(lambda x: dict(zip(x._fields, x)), lambda x, kids: type(x)(*kids.values()))
-_LIST = _Kind(_seq_children, lambda x, kids: list(kids.values()), lambda x: [], _list_fill)
-_DICT = _Kind(dict, lambda x, kids: _dict_like(x, kids), lambda x: _dict_like(x, {}), _dict_fill)
+_TUPLE = Kind(_seq_children, lambda x, kids: tuple(kids.values()))
+_NAMEDTUPLE = Kind(lambda x: dict(zip(x._fields, x)), lambda x, kids: type(x)(*kids.values()), fields=True)
+_LIST = Kind(_seq_children, lambda x, kids: _list_like(x, kids), lambda x: _list_like(x, {}), _list_fill)
+_DICT = Kind(dict, lambda x, kids: _dict_like(x, kids), lambda x: _dict_like(x, {}), _dict_fill)
 
 
 def _dict_like(x, kids):
@@ -85,12 +135,21 @@ def _dict_like(x, kids):
     return new
 
 
-# Objects that have a __dict__ but are not data containers.
+def _list_like(x, kids):
+    if type(x) is list:
+        return list(kids.values())
+    new = copy.copy(x)  # a list subclass keeps its own attributes
+    new[:] = kids.values()
+    return new
+
+
+# Objects that have a __dict__ or slots but are not data containers.
 _OPAQUE = (
     str, bytes, bytearray, int, float, complex, type(None), np.ndarray, np.generic, np.dtype, np.ufunc,
     type, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType,
     types.CodeType, types.GeneratorType, functools.partial, range, slice, type(Ellipsis), enum.Enum,
-    np.random.Generator, np.random.BitGenerator, np.random.RandomState, np.random.SeedSequence, Traced,
+    np.random.Generator, np.random.BitGenerator, np.random.RandomState, np.random.SeedSequence,
+    decimal.Decimal, fractions.Fraction,
 )
 
 
@@ -131,11 +190,26 @@ def _object_children(x):
 
 
 def _object_shell(x):
-    """A new instance of `x`'s class with the same state, made without calling `__init__`."""
+    """A new instance of `x`'s class with the same state, made without calling `__init__`.
+
+    A class whose `__new__` needs arguments is copied through the copy protocol (`__copy__`,
+    `__reduce_ex__`, `__getnewargs__`), and failing that made by `object.__new__`.
+    """
     cls = type(x)
     if cls.__new__ is not object.__new__:
-        return copy.copy(x)
-    new = object.__new__(cls)
+        try:
+            return copy.copy(x)
+        except TypeError as error:
+            try:
+                new = object.__new__(cls)
+            except TypeError:
+                raise TypeError(
+                    f"Cannot rebuild a {cls.__qualname__} to differentiate it: its __new__ needs arguments "
+                    f"({error}). Give the class a __getnewargs__ or __copy__ method, or teach pullback its "
+                    "fields with pullback.tree.register(cls, children, rebuild)."
+                ) from error
+    else:
+        new = object.__new__(cls)
     if hasattr(x, "__dict__"):
         new.__dict__.update(x.__dict__)
     for name in (s for k in cls.__mro__ for s in _slots_of(k)):
@@ -160,11 +234,16 @@ def _object_rebuild(x, kids):
     return new
 
 
-_OBJECT = _Kind(_object_children, _object_rebuild, _object_shell, _object_fill)
+_OBJECT = Kind(_object_children, _object_rebuild, _object_shell, _object_fill, fields=True)
 
 
 def kind_of(x):
-    """The `_Kind` that sees inside `x`, or None when `x` is a leaf."""
+    """The `Kind` that sees inside `x`, or None when `x` is a leaf.
+
+    >>> from pullback import tree
+    >>> tree.kind_of([1]) is not None, tree.kind_of(1.0)
+    (True, None)
+    """
     cls = type(x)
     kind = _REGISTERED.get(cls)
     if kind is not None:
@@ -179,11 +258,18 @@ def kind_of(x):
         return _NAMEDTUPLE
     if isinstance(x, dict):
         return _DICT
-    if isinstance(x, (_OPAQUE, list, tuple)):
+    if isinstance(x, list):
+        return _LIST
+    if isinstance(x, (_OPAQUE, tuple)) or _speaks_numpy(cls):
         return None
     if hasattr(x, "__dict__") or any(_slots_of(k) for k in cls.__mro__):
         return _OBJECT
     return None
+
+
+def _speaks_numpy(cls):
+    """Array types of any library (and pullback's own traced values) are leaves."""
+    return hasattr(cls, "__array_ufunc__") or hasattr(cls, "__array_function__") or hasattr(cls, "__array_namespace__")
 
 
 def children(x):
@@ -198,7 +284,15 @@ def children(x):
 
 
 def trainable_names(x):
-    """The field names `x` declares trainable through a `trainable(self)` method, or None (all)."""
+    """The field names `x` declares trainable through a `trainable(self)` method, or None (all).
+
+    >>> from pullback import tree
+    >>> class Layer:
+    ...     def __init__(self): self.w, self.stats = 1.0, 2.0
+    ...     def trainable(self): return ("w",)
+    >>> tree.trainable_names(Layer())
+    {'w'}
+    """
     method = getattr(type(x), "trainable", None)
     if not callable(method) or isinstance(method, type):
         return None
@@ -209,18 +303,125 @@ def trainable_names(x):
     return names
 
 
-def _is_cacheable(x):
-    return isinstance(x, np.ndarray) or kind_of(x) is not None
+def is_cacheable(x):
+    """Whether `x` has an identity worth keeping: arrays and containers (not numbers or strings)."""
+    return isinstance(x, np.ndarray) or _speaks_numpy(type(x)) or kind_of(x) is not None
 
 
-def fmap(f, x, *ys, exclude=None):
+def child_of(y, key):
+    """The part of `y` (a tree or a gradient of one) at `key`; None where it has none.
+
+    >>> from pullback import tree
+    >>> tree.child_of({"a": 1}, "a"), tree.child_of(None, "a")
+    (1, None)
+    """
+    if y is None:
+        return None
+    if isinstance(y, Tangent):
+        return y._entries.get(key)
+    if isinstance(y, dict):
+        return y.get(key)
+    if isinstance(y, (tuple, list)) and isinstance(key, int) and not hasattr(type(y), "_fields"):
+        return y[key] if key < len(y) else None
+    return children(y).get(key)
+
+
+# --- the walker ------------------------------------------------------------------------------
+_ENTER, _EXIT = 0, 1
+
+
+def walk(x, leaf, node, *, ys=(), exclude=None, trainable_only=False, repeat=None, cycle=None, frozen=None):
+    """The one walk every other tree function is made of: post-order, iterative, identity-preserving.
+
+    - `leaf(value, ys, path)` gives the result for a leaf (`ys`: the matching parts of `ys`);
+    - `node(value, kind, old_children, new_children, ys, path, shell)` gives a container's result
+      from its children's results; `shell` is the placeholder handed out for a cycle, or None;
+    - `repeat(value, first_result, ys, path)` gives the result at a later place of an array or
+      container already visited (default: the same result, so ties survive);
+    - `cycle(value, kind, path)` gives the placeholder for a reference back to a container still
+      being walked (default: `kind.shell(value)`, or the value itself for immutable kinds);
+    - `frozen(value, ys, path)` gives the result for a child its parent's `trainable()` leaves out,
+      when `trainable_only` (default: the child unchanged, not walked).
+
+    >>> from pullback import tree
+    >>> tree.walk([1, (2, 3)], lambda v, ys, p: str(p), lambda v, k, old, new, ys, p, s: list(new.values()))
+    ['[0]', ['[1][0]', '[1][1]']]
+    """
+    cache = {}
+    in_progress = set()
+    shells = {}
+    box = {}
+    stack = [(_ENTER, x, tuple(ys), ROOT, box, None)]
+    while stack:
+        item = stack.pop()
+        if item[0] == _EXIT:
+            _, value, kind, old, new, parts, path, dest, key = item
+            ident = id(value)
+            in_progress.discard(ident)
+            new = {k: new[k] for k in old}  # frozen children arrived first; restore the order
+            result = node(value, kind, old, new, parts, path, shells.pop(ident, None))
+            cache[ident] = result
+            dest[key] = result
+            continue
+        _, value, parts, path, dest, key = item
+        ident = id(value)
+        if ident in cache:
+            first = cache[ident]
+            dest[key] = first if repeat is None else repeat(value, first, parts, path)
+            continue
+        kind = None if exclude is not None and exclude(value) else kind_of(value)
+        if kind is None:
+            result = leaf(value, parts, path)
+            if is_cacheable(value):
+                cache[ident] = result
+            dest[key] = result
+            continue
+        if ident in in_progress:
+            if ident not in shells:
+                shells[ident] = _placeholder(value, kind, path, cycle)
+            dest[key] = shells[ident]
+            continue
+        in_progress.add(ident)
+        old = kind.children(value)
+        names = trainable_names(value) if trainable_only else None
+        new = {}
+        stack.append((_EXIT, value, kind, old, new, parts, path, dest, key))
+        for k in reversed(list(old)):
+            child = old[k]
+            child_path = path.child(k, kind.fields)
+            child_parts = tuple(child_of(y, k) for y in parts)
+            if names is not None and k not in names:
+                new[k] = child if frozen is None else frozen(child, child_parts, child_path)
+            else:
+                stack.append((_ENTER, child, child_parts, child_path, new, k))
+    return box[None]
+
+
+def _placeholder(value, kind, path, cycle):
+    if cycle is not None:
+        return cycle(value, kind, path)
+    return kind.shell(value) if kind.shell is not None else value
+
+
+def _rebuild_node(value, kind, old, new, parts, path, shell):
+    """A container's copy holding `new` children; the container itself when nothing changed."""
+    if shell is not None and shell is not value:
+        kind.fill(shell, new)
+        return shell
+    if any(new[k] is not v for k, v in old.items()):
+        return kind.rebuild(value, new)
+    return value
+
+
+def fmap(f, x, *ys, exclude=None, trainable_only=False):
     """Apply `f(leaf, *matching_leaves_of_ys)` to every leaf of `x` and rebuild `x` around the results.
 
     Containers whose leaves are all unchanged come back as the same objects. The same
     array or sub-object met twice is visited once and both places get the same result
     (so ties survive); a cycle through mutable objects is rebuilt as a cycle of the new
-    objects. `ys` are trees shaped like `x` (or gradients of it:
-    `None` and `Tangent` parts are fine). `exclude(node)` marks extra nodes as leaves.
+    objects. `ys` are trees shaped like `x` (or gradients of it: `None` and `Tangent`
+    parts are fine). `exclude(node)` marks extra nodes as leaves; with `trainable_only`
+    the fields a `trainable()` method leaves out are kept as they are.
 
     >>> import numpy as np
     >>> from pullback import tree
@@ -229,57 +430,66 @@ def fmap(f, x, *ys, exclude=None):
     >>> new[0] is new[1]  # the tie survives; the first place's gradient (None) was used
     True
     """
-    cache = {}
-    in_progress = set()
-    shells = {}  # objects met again while still being walked (cycles): their copies, made early
-
-    def walk(x, ys):
-        key = id(x)
-        if key in cache:
-            return cache[key]
-        kind = None if exclude is not None and exclude(x) else kind_of(x)
-        if kind is None:
-            result = f(x, *ys)
-        else:
-            if key in in_progress:
-                if kind.shell is None:
-                    return x  # an immutable container in a cycle keeps pointing at the original
-                if key not in shells:
-                    shells[key] = kind.shell(x)
-                return shells[key]
-            in_progress.add(key)
-            kids = kind.children(x)
-            new = {k: walk(v, [_child(y, k) for y in ys]) for k, v in kids.items()}
-            in_progress.discard(key)
-            shell = shells.pop(key, None)
-            if shell is not None:
-                kind.fill(shell, new)
-                result = shell
-            elif any(new[k] is not v for k, v in kids.items()):
-                result = kind.rebuild(x, new)
-            else:
-                result = x
-        if _is_cacheable(x):
-            cache[key] = result
-        return result
-
-    return walk(x, list(ys))
+    return walk(x, lambda v, parts, path: f(v, *parts), _rebuild_node, ys=ys, exclude=exclude,
+                trainable_only=trainable_only)
 
 
-def _child(y, key):
-    """The part of `y` (a tree or a gradient of one) at `key`."""
-    if y is None:
-        return None
-    if isinstance(y, Tangent):
-        return y._entries.get(key)
-    if isinstance(y, dict):
-        return y.get(key)
-    if isinstance(y, (tuple, list)) and isinstance(key, int):
-        return y[key] if key < len(y) else None
-    return children(y).get(key)
+def copy_node(value, kind, new, shell):
+    """A new container like `value` holding `new` (filling `shell` when a cycle needed one early)."""
+    if shell is not None and shell is not value:
+        kind.fill(shell, new)
+        return shell
+    return kind.rebuild(value, new)
 
 
-def leaves(x, exclude=None):
+def copy_cycle(value, kind, path):
+    """The placeholder for a back reference met while copying: an empty new container."""
+    if kind.shell is None:
+        raise TypeError(
+            f"The object at {path.format('x')} is an immutable container ({type(value).__name__}) that "
+            "contains itself through a mutable one; it cannot be copied."
+        )
+    return kind.shell(value)
+
+
+def copy_containers(x, f):
+    """A copy of `x` in which every container is new and each leaf is `f(leaf, path)`.
+
+    Shared sub-objects stay shared (one copy each) and cycles stay cycles, so the copy
+    behaves like the original under mutation, without touching it.
+
+    >>> from pullback import tree
+    >>> inner = [1]
+    >>> outer = [inner, inner]
+    >>> new = tree.copy_containers(outer, lambda v, path: v)
+    >>> new[0] is new[1], new[0] is inner
+    (True, False)
+    """
+
+    def node(value, kind, old, new, parts, path, shell):
+        return copy_node(value, kind, new, shell)
+
+    return walk(x, lambda v, parts, path: f(v, path), node, cycle=copy_cycle)
+
+
+def leaves_with_path(x, exclude=None, trainable_only=False):
+    """`(path, leaf)` pairs in walk order; an array or object met twice is listed at its first place.
+
+    >>> import numpy as np
+    >>> from pullback import tree
+    >>> [(str(p), v) for p, v in tree.leaves_with_path({"a": 1.0, "b": [2.0]})]
+    [("['a']", 1.0), ("['b'][0]", 2.0)]
+    """
+    found = []
+
+    def visit(v, parts, path):
+        found.append((path, v))
+
+    walk(x, visit, lambda *a: None, exclude=exclude, trainable_only=trainable_only)
+    return found
+
+
+def leaves(x, exclude=None, trainable_only=False):
     """The leaves of `x` in walk order; the same object met twice is listed once.
 
     >>> import numpy as np
@@ -288,14 +498,51 @@ def leaves(x, exclude=None):
     >>> len(tree.leaves({"a": w, "b": [w, 2.0]}))
     2
     """
-    found = []
-    seen = set()
+    return [v for _, v in leaves_with_path(x, exclude, trainable_only)]
 
-    def visit(leaf):
-        if not _is_cacheable(leaf) or id(leaf) not in seen:
-            seen.add(id(leaf))
-            found.append(leaf)
-        return leaf
 
-    fmap(visit, x, exclude=exclude)
-    return found
+def mirror(x, kids):
+    """A node shaped like a gradient of `x`, holding `kids`: tuple, list, namedtuple, dict or `Tangent`.
+
+    >>> from pullback import tree
+    >>> tree.mirror((1, 2), {0: None, 1: 3.0})
+    (None, 3.0)
+    """
+    cls = type(x)
+    if cls is tuple or cls is list:
+        return cls(kids.values())
+    if isinstance(x, tuple) and hasattr(cls, "_fields"):
+        return cls(*kids.values())
+    if isinstance(x, tuple):
+        return tuple(kids.values())
+    if isinstance(x, list):
+        return list(kids.values())
+    if isinstance(x, dict):
+        return dict(kids)
+    return Tangent._make(cls, kids)
+
+
+def gradient_like(x, f, exclude=None):
+    """A tree shaped like a gradient of `x`: `f(leaf, path)` at each trainable leaf.
+
+    An array or object met at several places gets its result at the first place and `None`
+    at the others (so nothing is counted twice); a container whose parts are all `None` is
+    `None`; objects become `Tangent`s. Fields a `trainable()` method leaves out are `None`.
+
+    >>> import numpy as np
+    >>> from pullback import tree
+    >>> w = np.ones(1)
+    >>> tree.gradient_like({"a": w, "b": w, "n": "s"}, lambda v, path: str(path) if v is w else None)
+    {'a': "['a']", 'b': None, 'n': None}
+    """
+
+    def node(value, kind, old, new, parts, path, shell):
+        if all(v is None for v in new.values()):
+            return None
+        return mirror(value, new)
+
+    return walk(
+        x, lambda v, parts, path: f(v, path), node, exclude=exclude, trainable_only=True,
+        repeat=lambda v, first, parts, path: None, cycle=lambda v, kind, path: None,
+        frozen=lambda v, parts, path: None,
+    )
