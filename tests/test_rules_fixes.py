@@ -100,3 +100,48 @@ def test_heaviside_step_has_no_gradient_away_from_zero():
     assert_gradient(f, x, h)
     _, dot = pb.jvp(f, (x, h), (np.ones(4), np.ones(4)))
     assert dot is None or dot == 0.0
+
+
+# --- np.tensordot with positional axes, in forward mode -----------------------------------------
+RNG = np.random.default_rng(7)
+A23, B32, C234 = RNG.normal(size=(2, 3)), RNG.normal(size=(3, 2)), RNG.normal(size=(2, 3, 4))
+
+
+def central_jvp(f, args, tangents, eps=1e-6):
+    plus = f(*[a + eps * t for a, t in zip(args, tangents)])
+    minus = f(*[a - eps * t for a, t in zip(args, tangents)])
+    return (plus - minus) / (2 * eps)
+
+
+@pytest.mark.parametrize("axes", [([0, 1], [1, 0]), 1, ([1], [0]), (0, 1)], ids=str)
+def test_tensordot_positional_axes_in_forward_mode(axes):
+    f = lambda a, b: np.tensordot(a, b, axes)  # noqa: E731
+    v = (RNG.normal(size=A23.shape), RNG.normal(size=B32.shape))
+    y, dot = pb.jvp(f, (A23, B32), v)
+    np.testing.assert_allclose(y, f(A23, B32), rtol=1e-14)
+    np.testing.assert_allclose(dot, central_jvp(f, (A23, B32), v), rtol=1e-7, atol=1e-9)
+    keyword = pb.jvp(lambda a, b: np.tensordot(a, b, axes=axes), (A23, B32), v)[1]
+    np.testing.assert_allclose(dot, keyword, rtol=1e-14)
+
+
+def test_tensordot_jacobian_in_forward_mode():
+    x = RNG.normal(size=3)
+    f = lambda x: np.tensordot(C234, np.outer(x, x[:2]), ([1, 0], [0, 1]))  # noqa: E731
+    assert f(x).size > x.size  # so that jacobian takes forward mode
+    (jac,) = pb.jacobian(f, x)
+    expected = np.stack([numerical_gradient(lambda x: f(x)[i], [x], 0) for i in range(4)])
+    np.testing.assert_allclose(jac, expected, rtol=1e-7, atol=1e-9)
+
+
+def test_hessian_through_tensordot_and_inner():
+    m = RNG.normal(size=(3, 3))
+
+    def f(x):
+        q = np.tensordot(np.outer(x, x), m, ([0, 1], [1, 0]))  # x^T M^T x, written with positional axes
+        return q * np.inner(x, np.sin(x)) + np.inner(np.tensordot(m, x, 1), x ** 2)
+
+    x = np.array([0.4, -1.1, 0.7])
+    expected = np.stack([numerical_gradient(lambda x: pb.gradient(f, x)[0][i], [x], 0) for i in range(3)])
+    np.testing.assert_allclose(pb.hessian(f, x), expected, rtol=1e-6, atol=1e-8)
+    v = np.array([1.0, -2.0, 0.5])
+    np.testing.assert_allclose(pb.hvp(f, x, v), expected @ v, rtol=1e-6, atol=1e-8)

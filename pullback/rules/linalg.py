@@ -45,14 +45,16 @@ def matmul_rule(a, b):
 
 
 def bilinear_forward(rule_fn, fn):
-    """Register the forward rule of `rule_fn`, serving `fn(a, b, **kwargs)`, linear in `a` and in `b`."""
+    """Register the forward rule of `rule_fn`, serving `fn(a, b, *options, **kwargs)`, linear in `a`
+    and in `b`. The value comes from the rule (with its argument checks); the options, positional or
+    keyword, go to every call."""
 
     @forward_rule(rule_fn)
     def frule(primals, tangents, **kwargs):
-        a, b = primals[:2]
-        ta, tb = tangents[:2]
-        y = fn(a, b, **kwargs)
-        return y, add_tangents(None if ta is None else fn(ta, b, **kwargs), None if tb is None else fn(a, tb, **kwargs))
+        (a, b, *options), (ta, tb, *_) = primals, tangents
+        y = rule_fn(*primals, **kwargs)[0]
+        return y, add_tangents(None if ta is None else fn(ta, b, *options, **kwargs),
+                               None if tb is None else fn(a, tb, *options, **kwargs))
 
     return frule
 
