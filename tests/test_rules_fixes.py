@@ -145,3 +145,31 @@ def test_hessian_through_tensordot_and_inner():
     np.testing.assert_allclose(pb.hessian(f, x), expected, rtol=1e-6, atol=1e-8)
     v = np.array([1.0, -2.0, 0.5])
     np.testing.assert_allclose(pb.hvp(f, x, v), expected @ v, rtol=1e-6, atol=1e-8)
+
+
+# --- np.full_like with a tracked fill value -----------------------------------------------------
+def test_full_like_is_differentiable_in_the_fill_value():
+    weights = np.array([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]])
+    x = np.array([[0.7, -0.2, 1.3], [0.4, 2.0, -0.6]])
+    f = lambda x: np.sum(weights * np.full_like(x, x[0, 2]) ** 2)  # noqa: E731
+    (g,) = assert_gradient(f, x)
+    np.testing.assert_allclose(g[0, 2], np.sum(weights) * 2.0 * 1.3, rtol=1e-12)  # the cotangent's sum
+    v = RNG.normal(size=x.shape)
+    np.testing.assert_allclose(pb.jvp(f, (x,), (v,))[1], np.sum(g * v), rtol=1e-12)
+    # A float32 row, broadcast into another shape and cast to float64; the result takes tracked writes.
+    def g_of(x, row):
+        h = np.full_like(x, row, np.float64, shape=(2, 2, 3))
+        assert h.dtype == np.float64
+        h[1, 0] = x[1] * row
+        return np.sum(weights * h)
+
+    grads = assert_gradient(g_of, x, np.array([0.5, -1.5, 2.0], dtype=np.float32), rtol=1e-6)
+    # Slices (0, 0), (0, 1) and (1, 1) hold the row; slice (1, 0) holds x[1] * row.
+    np.testing.assert_allclose(grads[1], weights[0] + 2.0 * weights[1] + weights[0] * x[1], rtol=1e-6)
+
+
+def test_full_like_on_a_plain_prototype_says_what_to_write():
+    with pytest.raises(TypeError, match=r"np\.full_like\(a, v\) with a plain `a`.*v \* np\.ones_like\(a\)"):
+        pb.gradient(lambda v: np.sum(np.full_like(np.zeros(3), v)), np.array(2.0))
+    # ... and that works:
+    assert_gradient(lambda v: np.sum(np.arange(3.0) * (v * np.ones_like(np.zeros(3)))), np.array(2.0))

@@ -7,7 +7,8 @@ import numpy as np
 
 from .._registry import FUNCTIONS
 from .._trace import Dual, Traced, _astype, apply, stop_gradient
-from ._register import composite, describe, forward_rule, linear_forward, private_rule, rule, zeros_if_none
+from ._register import (composite, describe, forward_rule, linear_forward, private_rule, refuse, rule,
+                        zeros_if_none)
 
 
 @rule(np.reshape, args="a", view=True)
@@ -169,24 +170,43 @@ def hstack(arrays, *, dtype=None, casting="same_kind"):
     return concatenate(arrays, axis=0 if np.ndim(arrays[0]) == 1 else 1, dtype=dtype)
 
 
+def _constant_like(prototype, value):
+    """`value`, made by `np.zeros_like(prototype)` or the like: a constant living on the prototype's
+    tape (or level), so that tracked values can be written into it (`h[i] = f(x)`)."""
+    if not isinstance(prototype, Traced) or value.dtype.kind != "f":
+        return value
+    if type(prototype) is Dual:
+        return Dual(value, None, prototype._tape)  # a None tangent is a zero tangent
+    return prototype._tape.leaf(value)
+
+
 def _like(make):
-    """`np.zeros_like(x)` etc. on a tracked `x`: a constant that lives on x's tape.
-
-    Being tracked, it accepts tracked values written into it (`h[i] = f(x)`).
-    """
-
     def run(prototype, *args, **kwargs):
-        value = make(stop_gradient(prototype), *args, **kwargs)
-        if not isinstance(prototype, Traced) or value.dtype.kind != "f":
-            return value
-        if type(prototype) is Dual:
-            return Dual(value, None, prototype._tape)  # a None tangent is a zero tangent
-        return prototype._tape.leaf(value)
+        return _constant_like(prototype, make(stop_gradient(prototype), *args, **kwargs))
 
     return run
 
 
-for _make in (np.zeros_like, np.ones_like, np.empty_like, np.full_like):
+for _make in (np.zeros_like, np.ones_like, np.empty_like):
     FUNCTIONS[_make] = _like(_make)
     describe(_make, "none", """A constant: no gradient flows from the prototype. On a tracked prototype the
              result is tracked too, so tracked values can be written into it.""", kind="none")
+
+
+@composite(np.full_like, args="fill_value", notes="""The fill value is differentiable (its gradient
+           sums the result's); none flows from the prototype. On a tracked prototype the result is
+           tracked, so tracked values can be written into it. With a plain prototype NumPy never
+           hands the call over: pass a tracked prototype, or write `v * np.ones_like(a)`.""")
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kwargs):
+    value = np.full_like(stop_gradient(a), stop_gradient(fill_value), dtype, order, subok, shape, **kwargs)
+    if not isinstance(fill_value, Traced) or value.dtype.kind != "f":
+        return _constant_like(a, value)
+    if fill_value.dtype != value.dtype:
+        fill_value = FUNCTIONS[_astype](fill_value, value.dtype)
+    return np.copy(np.broadcast_to(fill_value, value.shape))  # a copy, not a view of the fill value
+
+
+refuse(np.copyto, "it writes into an array in place. Into a tracked array, write `dst[...] = src` instead. "
+       "np.full_like(a, v) with a plain `a`, and np.full(shape, v, dtype), call it when the fill value v is "
+       "tracked: write `v * np.ones_like(a)` (or `v * np.ones(shape)`), or pass a tracked prototype to "
+       "np.full_like.")
