@@ -123,13 +123,42 @@ class Traced:
         return _ufunc_general(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        for t in types:
+            if t is not np.ndarray and not issubclass(t, Traced) and not hasattr(t, "__stop_gradient__"):
+                if issubclass(t, np.ndarray):
+                    raise subclass_error(next(a for a in _flat(args) if type(a) is t))
+                raise foreign_error(f"{t.__module__}.{t.__qualname__}")
         impl = FUNCTIONS.get(func)
         if impl is None:
             raise missing_rule(func)
         return impl(*args, **kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        raise lost_gradient("convert it to a plain NumPy array (np.asarray, np.array, or writing it into a plain array)")
+        raise conversion_error(self)
+
+    # --- copies, pickling and other libraries -----------------------------------------
+    def __copy__(self):
+        """A copy of a tracked array is a recorded copy; a scalar is immutable, so it is itself."""
+        return FUNCTIONS[np.copy](self) if _holds_array(self) else self
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            "Cannot pickle a value that is being differentiated: the copy would lose its gradient. "
+            "Pickle pullback.stop_gradient(x) (its plain value) instead, or pickle outside the gradient call."
+        )
+
+    def __dask_tokenize__(self):
+        raise foreign_error("dask.array.Array")
+
+    @property
+    def __class__(self):
+        """What `isinstance` sees: a scalar answers as its plain value's type does (so `np.isscalar`,
+        `isinstance(x, numbers.Number)` and `isinstance(x, float)` answer as without pullback)."""
+        value = self._value
+        return type(self) if isinstance(value, np.ndarray) else value.__class__
 
     def __float__(self):
         raise lost_gradient("convert it to a Python float")
@@ -199,6 +228,36 @@ class Traced:
     def __getitem__(self, index):
         return FUNCTIONS[_getitem](self, index)
 
+    def view(self, dtype=None, type=None):
+        """`x.view()`: the same values, sharing memory with `x` (a reinterpreting dtype is refused)."""
+        if (dtype is not None and np.dtype(dtype) != self.dtype) or type is not None:
+            raise TypeError(
+                "x.view(dtype) reinterprets the bytes of a value being differentiated, which has no gradient; "
+                "use x.astype(dtype) to convert the values."
+            )
+        return FUNCTIONS[_getitem](self, Ellipsis)
+
+    def fill(self, value):
+        """`x.fill(v)`, as the functional update `x[...] = v`."""
+        self[...] = value
+
+    def sort(self, axis=-1, kind=None, order=None):
+        """`x.sort()` in place, as the functional update `x = np.sort(x)`."""
+        _rebind(self, FUNCTIONS[np.sort](self, axis=axis, kind=kind, order=order))
+
+    @property
+    def nbytes(self):
+        return np.asarray(stop_gradient(self)).nbytes
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def flags(self):
+        """The flags of the plain value (read them; a traced value is never written in place)."""
+        return np.asarray(stop_gradient(self)).flags
+
     def __setitem__(self, index, value):
         _rebind(self, FUNCTIONS[_index_update](self, index, value))
 
@@ -210,8 +269,7 @@ class Traced:
         return FUNCTIONS[np.matmul](other, self)
 
     def __imatmul__(self, other):
-        _rebind(self, FUNCTIONS[np.matmul](self, other))
-        return self
+        return _in_place(self, FUNCTIONS[np.matmul](self, other))
 
     def __neg__(self):
         return apply((UFUNC_RULES[np.negative]), (self,))
@@ -292,8 +350,7 @@ def _install_operators():
 
     def inplace(ufunc):
         def op(self, other):
-            _rebind(self, forward(ufunc)(self, other))
-            return self
+            return _in_place(self, forward(ufunc)(self, other))
         return op
 
     for name, ufunc in pairs.items():
@@ -332,7 +389,9 @@ def _install_methods():
             axes = axes[0]
         return FUNCTIONS[np.transpose](self, axes or None)
 
-    def astype(self, dtype, *args, **kwargs):
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        if not copy and np.dtype(dtype) == self.dtype:
+            return self  # NumPy returns the array itself, so later writes are seen through both
         return FUNCTIONS[_astype](self, dtype)
 
     Traced.reshape, Traced.transpose, Traced.astype = reshape, transpose, astype
@@ -379,6 +438,8 @@ def apply(rule, args, kwargs=_NO_KWARGS):
             t = a._tape
             if tape is None or t.level > tape.level:
                 tape = t
+        elif kind not in _PLAIN:
+            check_operand(a)
     if tape is None:
         return rule(*args, **kwargs)[0]
     if type(tape) is ForwardTag:
@@ -448,8 +509,10 @@ _PLAIN = frozenset((float, int, bool, np.ndarray, np.float64, np.float32, np.int
 
 
 def _foreign(x):
-    """An array-like of another library that handles NumPy calls itself: let it take over."""
-    return hasattr(type(x), "__array_ufunc__") and not isinstance(x, (np.ndarray, np.generic, Traced))
+    """True for pullback's own differentiable containers, which take the operation over;
+    raises for an operand that cannot be differentiated alongside a traced value."""
+    check_operand(x)
+    return hasattr(type(x), "__stop_gradient__")
 
 
 def record(tape, y, back, ids):
@@ -543,6 +606,22 @@ def _has_live_views(x):
     return bool(views) and any(ref() is not None for ref in views)
 
 
+def _holds_array(x):
+    """Whether traced `x` stands for a (mutable) NumPy array rather than an immutable scalar."""
+    while isinstance(x, Traced):
+        x = x._value
+    return isinstance(x, np.ndarray)
+
+
+def _in_place(handle, new):
+    """`handle op= value`. An array handle takes the new value, so every alias of it sees the
+    change as in NumPy; a scalar is immutable, so only the name is rebound (to `new`)."""
+    if not _holds_array(handle):
+        return new
+    _rebind(handle, new)
+    return handle
+
+
 def _rebind(handle, new):
     """Make `handle` (a traced value the user holds) refer to `new`: how in-place writes work."""
     if getattr(handle, "_base", None) is not None or _has_live_views(handle):
@@ -569,13 +648,9 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
     """Every ufunc call that is not a plain `ufunc(*tracked_inputs)`."""
     if ufunc in NONDIFF_UFUNCS:
         return getattr(ufunc, method)(*strip_all(inputs), **strip_all(kwargs))
-    name = f"numpy.{ufunc.__name__}"
+    name = ufunc_name(ufunc)
     if "out" in kwargs:
-        raise TypeError(
-            f"{name}(..., out=...) would write a tracked result into a plain array and lose the "
-            "gradient (this is also what `a += x` does when `a` is a plain array). "
-            "Assign the result instead: a = a + x."
-        )
+        return _into_out(ufunc, method, inputs, kwargs, name)
     if "where" in kwargs:
         raise TypeError(f"{name}(..., where=...) is not supported on tracked values; use np.where(mask, {ufunc.__name__}(x), fallback).")
     if method == "__call__":
@@ -606,17 +681,182 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
     )
 
 
+def _into_out(ufunc, method, inputs, kwargs, name):
+    """`ufunc(..., out=y)` with `y` traced: the functional update `y[...] = ufunc(...)`, seen through every alias."""
+    out = kwargs.pop("out")
+    out = out if isinstance(out, tuple) else (out,)
+    if len(out) != 1 or not isinstance(out[0], Traced):
+        raise TypeError(
+            f"{name}(..., out=...) would write a result that is being differentiated into a plain array, "
+            "losing the gradient (this is also what `a += x` does when `a` is a plain array). "
+            "Assign the result instead (a = a + x), or start from a traced array (np.zeros_like(x))."
+        )
+    result = ufunc(*inputs, **kwargs) if method == "__call__" else getattr(ufunc, method)(*inputs, **kwargs)
+    target = out[0]
+    if np.shape(result) != target.shape:
+        raise ValueError(f"{name}(..., out=...): the result has shape {np.shape(result)}, but out has shape {target.shape}")
+    return _in_place(target, result if isinstance(result, Traced) else FUNCTIONS[_index_update](target, Ellipsis, result))
+
+
 _REDUCTIONS = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min}
 _SCANS = {np.add: np.cumsum, np.multiply: np.cumprod}
 
 
+def ufunc_name(ufunc):
+    """`numpy.sin`, or `scipy.special.j0` for a SciPy ufunc: where the user found it."""
+    import sys
+
+    for module_name in ("numpy", "scipy.special"):
+        module = sys.modules.get(module_name)
+        if module is not None and getattr(module, ufunc.__name__, None) is ufunc:
+            return f"{module_name}.{ufunc.__name__}"
+    return f"numpy.{ufunc.__name__}" if getattr(np, ufunc.__name__, None) is ufunc else f"the ufunc {ufunc.__name__}"
+
+
 def missing_rule(fn):
-    name = f"numpy.{fn.__name__}" if isinstance(fn, np.ufunc) else qualified_name(fn)
+    name = ufunc_name(fn) if isinstance(fn, np.ufunc) else qualified_name(fn)
     return NotImplementedError(
         f"pullback has no derivative rule for {name}. Register one with "
         f"@pullback.rrule({name}) on a function returning (y, back), or call it on "
         "pullback.stop_gradient(x) if no gradient should flow through it."
     )
+
+
+def conversion_error(x):
+    """The error for turning a traced value into a plain array: says who asked, and what to do instead."""
+    if x._tape.closed:
+        return RuntimeError(
+            "This value was being differentiated by a gradient (or jvp) call that has already finished, "
+            "so it cannot become a plain array. Values escaping `f` through globals or closures carry no "
+            "gradient: keep pullback.stop_gradient(x) inside `f` if you need the plain value afterwards."
+        )
+    library = _library_caller()
+    if library == "numpy.ma":
+        return TypeError(subclass_error(np.ma.masked_array([0.0])).args[0])
+    if library is not None:
+        return TypeError(library_advice(library))
+    return TypeError(
+        "Cannot convert a value that is being differentiated into a plain NumPy array (np.asarray, np.array, "
+        "np.r_, a Python list of traced values given to NumPy, or writing it into a plain array such as "
+        "np.zeros(n)): the gradient would be lost. Build arrays from traced values with np.stack([...]) or "
+        "np.concatenate([...]); fill one element by element starting from np.zeros_like(x), which is traced; "
+        "or compute the result functionally (np.where, indexing). pullback.stop_gradient(x) gives a plain "
+        "value that carries no gradient, if that is what you want."
+    )
+
+
+_NOT_LIBRARIES = ("numpy", "pullback", "builtins", "copy", "functools", "contextlib")
+
+
+def _library_caller():
+    """The public name of the installed library function (SciPy, scikit-learn, ...) that converted a traced
+    value, found on the call stack just below the user's code; None when the user's code did it."""
+    import sys
+
+    frame = sys._getframe(2)
+    found = None
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("numpy.ma"):
+            return "numpy.ma"
+        top = module.partition(".")[0]
+        if top not in _NOT_LIBRARIES:
+            path = frame.f_code.co_filename
+            if top == "scipy" or "site-packages" in path or "dist-packages" in path:
+                found = frame
+            else:
+                break
+        frame = frame.f_back
+    return None if found is None else _public_name(found)
+
+
+def _public_name(frame):
+    """`scipy.special.logsumexp` for a frame in `scipy.special._logsumexp`; `scipy.stats.norm.logpdf`
+    for a method of SciPy's `norm_gen` object."""
+    parts = []
+    for part in frame.f_globals.get("__name__", "").split("."):
+        if part.startswith("_"):
+            break
+        parts.append(part)
+    name = frame.f_code.co_name
+    owner = frame.f_locals.get("self")
+    if owner is not None and not isinstance(owner, type):
+        owner_name = getattr(owner, "name", None) or type(owner).__name__.removesuffix("_gen")
+        name = f"{owner_name}.{name}"
+    return ".".join(parts + [name])
+
+
+def library_advice(name):
+    """What to tell a user whose library function `name` converted a traced value."""
+    stand_in = _stand_in(name)
+    head = (f"{name} converts its input to a plain NumPy array, so pullback cannot differentiate through it "
+            "(the gradient would be lost). ")
+    if stand_in is not None:
+        return head + f"Use {stand_in} instead: a differentiable stand-in with the same signature."
+    return head + (
+        f"pullback has no stand-in for it yet: make it opaque with `g = pullback.primitive({name})`, call g, "
+        "and give g a derivative with @pullback.rrule(g) (see the README, \"Your own rules\"). "
+        "Or write the computation with NumPy functions in your own code."
+    )
+
+
+def _stand_in(name):
+    """`pullback.scipy.special.logsumexp` when pullback has a stand-in for `scipy.special.logsumexp`."""
+    import importlib
+
+    parts = name.split(".")
+    if parts[0] != "scipy" or len(parts) < 3:
+        return None
+    try:
+        target = importlib.import_module("pullback." + ".".join(parts[:2]))
+    except ImportError:
+        return None
+    for part in parts[2:]:
+        target = getattr(target, part, None)
+        if target is None:
+            return None
+    return "pullback." + name
+
+
+def foreign_error(type_name):
+    return TypeError(
+        f"An array of type {type_name} met a value that pullback is differentiating. pullback differentiates "
+        "NumPy arrays only, and would silently lose or corrupt the gradient through this array type. Convert it to a NumPy "
+        "array first (np.asarray(a); for a Dask array, a.compute()), or keep it out of the differentiated code."
+    )
+
+
+def subclass_error(x):
+    name = f"{type(x).__module__}.{type(x).__qualname__}"
+    return TypeError(
+        f"An array of type {name} met a value that pullback is differentiating. It is a NumPy array subclass whose "
+        "operations differ from ndarray's (np.matrix's * is a matrix product; a masked array skips masked "
+        "values), which pullback does not follow. Use plain arrays: np.asarray(m) and x @ y for np.matrix; "
+        "for a masked array, select the valid values (x[~mask]) or use np.where(mask, 0, x)."
+    )
+
+
+def _flat(args):
+    """The arguments of a NumPy call, with lists and tuples opened one level (np.concatenate([a, b]))."""
+    for a in args:
+        if type(a) in (list, tuple):
+            yield from a
+        else:
+            yield a
+
+
+def check_operand(x):
+    """Refuse an operand that pullback cannot differentiate alongside a traced value (never a silent result)."""
+    if isinstance(x, np.ndarray):
+        if type(x) is not np.ndarray:
+            raise subclass_error(x)
+        return
+    cls = type(x)
+    speaks_arrays = hasattr(cls, "__array_ufunc__") or hasattr(cls, "__array_function__") or hasattr(cls, "__array_namespace__")
+    if speaks_arrays and not isinstance(x, (np.generic, Traced)):
+        if hasattr(cls, "__stop_gradient__"):  # pullback's own differentiable containers
+            return
+        raise foreign_error(f"{cls.__module__}.{cls.__qualname__}")
 
 
 def lost_gradient(action):
