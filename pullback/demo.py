@@ -3,11 +3,13 @@
 The 1797 8x8 digits shipped in `pullback.data` are split 80/20 (stratified) into training
 and test sets. A four-convolution network with batch normalisation trains with Adam and
 mild random shifts; a progress bar on stderr shows loss, accuracy and speed. At the end the
-model is saved as a checkpoint (and read back to check it), the learning curves are drawn to
-a PNG, and the gradient of the model is checked against finite differences.
+model is saved as a checkpoint (and read back to check it), the learning curves are written
+as CSV (and drawn to a PNG when matplotlib is installed: `pip install "pullback[plot]"`), and
+the gradient of the model is checked against finite differences.
 """
 
 import argparse
+import csv
 import os
 import sys
 import time
@@ -16,7 +18,7 @@ import numpy as np
 
 import pullback as pb
 from pullback import nn
-from pullback._chart import line_chart
+from pullback import _plot
 from pullback.data import load_digits
 
 __all__ = ["build_model", "train", "main"]
@@ -149,15 +151,46 @@ def train(epochs=12, batch_size=32, lr=3e-3, seed=0, stream=None):
     return model, state, history, (x_test, y_test)
 
 
-def write_curves(path, history):
+def write_history(path, history):
+    """Write the per-epoch numbers of `history` (see `train`) to `path` as CSV, one row per epoch."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(["epoch", *history])
+        for epoch, values in enumerate(zip(*history.values()), start=1):
+            out.writerow([epoch, *(f"{v:.6g}" for v in values)])
+
+
+def curves_figure(history):
+    """The learning curves as a matplotlib Figure (840 x 300 pixels), or None without matplotlib."""
+    fig = _plot.new_figure(840, 300)
+    if fig is None:
+        return None
+    from matplotlib.ticker import MaxNLocator
+
     epochs = list(range(1, len(history["loss"]) + 1))
-    line_chart(path, [
-        {"title": "loss (cross-entropy)", "xlabel": "epoch",
-         "series": [("train", epochs, history["loss"]), ("test", epochs, history["test_loss"])]},
-        {"title": "accuracy (%)", "xlabel": "epoch", "legend": "lower",
-         "series": [("train", epochs, [100 * a for a in history["train_accuracy"]]),
-                    ("test", epochs, [100 * a for a in history["test_accuracy"]])]},
-    ])
+    loss, accuracy = fig.subplots(1, 2)
+    for ax, title, train, test in (
+        (loss, "loss (cross-entropy)", history["loss"], history["test_loss"]),
+        (accuracy, "accuracy (%)", [100 * a for a in history["train_accuracy"]],
+         [100 * a for a in history["test_accuracy"]]),
+    ):
+        ax.plot(epochs, train, marker="o", markersize=3, label="train")
+        ax.plot(epochs, test, marker="o", markersize=3, label="test")
+        ax.set_title(title)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend()
+    return fig
+
+
+def write_curves(path, history):
+    """Draw the learning curves to the PNG `path`; returns `path`, or None (nothing written) without matplotlib."""
+    fig = curves_figure(history)
+    if fig is None:
+        return None
+    _plot.save(fig, path)
+    return path
 
 
 def gradient_verdict(model, x, y, seed=0):
@@ -188,7 +221,8 @@ def _parser():
     parser.add_argument("--batch-size", type=int, default=32, help="samples per step (default 32)")
     parser.add_argument("--lr", type=float, default=3e-3, help="Adam's initial learning rate, decayed linearly to a tenth (default 3e-3)")
     parser.add_argument("--seed", type=int, default=0, help="seeds the split, initial weights, shuffling, shifts and dropout (default 0)")
-    parser.add_argument("--out", default="pullback-demo", help="directory for the checkpoint and the PNG (default ./pullback-demo)")
+    parser.add_argument("--out", default="pullback-demo",
+                        help="directory for the checkpoint, the learning curves (CSV) and their chart (default ./pullback-demo)")
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run for CI: 3 epochs, target {100 * QUICK_TARGET:.0f}%% test accuracy")
     return parser
@@ -213,14 +247,17 @@ def main(argv=None):
     pb.save(checkpoint, model, state)
     restored_model, _ = pb.load(checkpoint, like=model)
     _, restored_accuracy = evaluate(nn.testmode(restored_model), x_test, y_test)
-    curves = os.path.join(args.out, "learning-curves.png")
-    write_curves(curves, history)
+    numbers = os.path.join(args.out, "learning-curves.csv")
+    write_history(numbers, history)
+    chart = write_curves(os.path.join(args.out, "learning-curves.png"), history)
     verdict = gradient_verdict(model, x_test[:8], y_test[:8])
 
     print(f"test accuracy {100 * test_accuracy:.2f}% (target {100 * target:.0f}%), test loss {test_loss:.4f}, "
           f"trained in {trained_in:.1f} s")
     print(f"checkpoint: {checkpoint} (reloaded: test accuracy {100 * restored_accuracy:.2f}%)")
-    print(f"learning curves: {curves}")
+    print(f"learning curves: {numbers}" + (f", chart: {chart}" if chart else ""))
+    if chart is None:
+        print(_plot.HINT)
     if verdict is not None:
         print(f"gradient check (check_gradient): {'OK' if verdict else 'FAILED'}")
         print(verdict)

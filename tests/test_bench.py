@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pullback import _plot
 from pullback.bench import cli, fresh, report, runner, systems, workloads
-from pullback._png import Canvas, read_png
 from pullback.bench.systems import Prepared, System, Unsupported
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,9 +37,10 @@ def _installed(name):
     return systems.by_name(name).available()
 
 
-def test_quick_run_succeeds_and_writes_three_files(quick):
+def test_quick_run_succeeds_and_writes_the_numbers_and_with_matplotlib_the_chart(quick):
     assert quick["code"] == 0
-    assert sorted(os.listdir(quick["out"])) == ["chart.png", "report.md", "results.json"]
+    chart = ["chart.png"] if _plot.available() else []
+    assert sorted(os.listdir(quick["out"])) == chart + ["report.md", "results.json"]
     assert quick["data"]["meta"]["mode"] == "quick"
 
 
@@ -149,14 +150,6 @@ def test_markdown_report_has_a_table_per_part(quick):
     assert "| pullback | " in text
 
 
-def test_chart_is_a_valid_png_with_pullback_and_peer_bars(quick):
-    width, height, rgb = read_png((quick["out"] / "chart.png").read_bytes())
-    assert width == 1040 and height > 400
-    pixels = {tuple(rgb[k:k + 3]) for k in range(0, len(rgb), 3)}
-    assert {report.BLUE, report.GREY, report.ORANGE} <= pixels
-    assert report.RED not in pixels  # no system disagreed
-
-
 # --- the runner's logic, with fake systems -----------------------------------------------------
 class _Fake(System):
     def __init__(self, name, grad, calls=None, unsupported=False):
@@ -193,6 +186,75 @@ def test_a_system_with_a_wrong_gradient_is_flagged_and_fails_the_run():
     assert "**DIFFERENT**" in report.workload_markdown(result)
     assert cli.failures(report.Suite(workloads=[result])) == [
         f"fake: liar: different gradient (relative error {result.get('liar').error:.2g})"]
+
+
+def _suite_with_a_peer():
+    """A real (fake-system) run: pullback, a peer that agrees, one that does not, and a slow one."""
+    good = _right_gradient()
+    result = _run([_Fake("pullback", good), _Fake("peer", good), _Fake("liar", good * 1.01)])
+    base = result.get("pullback").median
+    slow = runner.SystemResult("slowpoke", times=[9 * base, 10 * base, 12 * base], repeats=1, dtype="float32",
+                               error=0.0, same=True)
+    result.systems.append(slow)  # 10 times pullback's median: past the cut at 4 times
+    return report.Suite(workloads=[result]), result
+
+
+def test_chart_has_a_bar_per_system_coloured_by_role_with_whiskers_and_ratios():
+    pytest.importorskip("matplotlib")
+    suite, result = _suite_with_a_peer()
+    fig = report.chart(suite)
+    [ax] = fig.axes
+    names = [t.get_text() for t in ax.get_yticklabels()]
+    assert names == ["pullback", "peer", "liar", "slowpoke"]
+    bars = dict(zip(names, ax.patches))
+    import matplotlib.colors
+
+    def colour(name):
+        return matplotlib.colors.to_hex(bars[name].get_facecolor())
+
+    assert colour("pullback") == report.BLUE and colour("peer") == report.ORANGE and colour("liar") == report.RED
+    base = result.get("pullback").median
+    for name in ("pullback", "peer", "liar"):
+        assert math.isclose(bars[name].get_width(), result.get(name).median)  # bar length is the median
+    assert math.isclose(bars["slowpoke"].get_width(), 4 * base) and bars["slowpoke"].get_hatch() == "//"
+    assert ax.get_xlim() == (0, 4 * base)
+    texts = [t.get_text() for t in ax.texts]
+    peer = result.get("peer")
+    assert any(t.endswith(f"{peer.ratio(result.get('pullback')):.2f}×") for t in texts)
+    assert any(t.endswith("0.10×") for t in texts)
+
+
+def test_chart_is_written_as_a_valid_png_that_matplotlib_reads_back(tmp_path):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.image
+
+    suite, _ = _suite_with_a_peer()
+    paths = report.write(suite, tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["chart.png", "report.md", "results.json"]
+    data = (tmp_path / "chart.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    fig = report.chart(suite)
+    width, height = (fig.get_size_inches() * fig.dpi).round().astype(int)
+    image = matplotlib.image.imread(paths["chart.png"])
+    assert image.shape[:2] == (height, width) and width == 1040
+    pixels = {tuple(p) for p in (image[..., :3].reshape(-1, 3) * 255).round().astype(int).tolist()}
+    assert {(31, 119, 180), (255, 127, 14), (214, 39, 40)} <= pixels  # pullback, the peer, the wrong one
+
+
+def test_without_matplotlib_the_numbers_are_written_and_the_hint_printed(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
+    suite, result = _suite_with_a_peer()
+    assert report.chart(suite) is None
+    paths = report.write(suite, tmp_path)
+    assert sorted(paths) == sorted(os.listdir(tmp_path)) == ["report.md", "results.json"]
+    assert "| liar |" in (tmp_path / "report.md").read_text()
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["workloads"][0]["systems"][0]["median_s"] == result.get("pullback").median
+    cli.write_report(suite, str(tmp_path / "cli"))
+    printed = capsys.readouterr().out
+    assert 'pip install "pullback[plot]"' in printed and len(printed.strip().splitlines()) == 2  # wrote ..., hint
+    assert sorted(os.listdir(tmp_path / "cli")) == ["report.md", "results.json"]
 
 
 def test_pullback_changing_the_dtype_is_a_failure():
@@ -282,20 +344,6 @@ def test_profile_splits_builtins_between_the_groups_of_their_callers():
     assert math.isclose(groups["normalisation"], 0.1 + 0.05 + 0.3)
     assert math.isclose(groups["im2col/col2im"], 0.2 + 0.1)
     assert math.isclose(sum(groups.values()), 0.75)
-
-
-def test_png_round_trip_keeps_every_pixel():
-    c = Canvas(7, 5, (10, 20, 30))
-    c.rect(2, 1, 3, 2, (200, 100, 50))
-    width, height, rgb = read_png(c.png())
-    assert (width, height) == (7, 5)
-    assert rgb[(1 * 7 + 2) * 3:(1 * 7 + 3) * 3] == bytes((200, 100, 50))
-    assert rgb[:3] == bytes((10, 20, 30))
-    assert rgb == bytes(c.pixels)
-    broken = bytearray(c.png())
-    broken[-20] ^= 0xFF
-    with pytest.raises(ValueError, match="CRC"):
-        read_png(bytes(broken))
 
 
 @pytest.mark.parametrize("name", ["mygrad", "jax-jit", "jax-eager"])

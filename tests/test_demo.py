@@ -1,36 +1,22 @@
-"""`python -m pullback demo --quick`: trains, reaches its accuracy target, writes a valid PNG and a checkpoint."""
+"""`python -m pullback demo --quick`: trains, reaches its accuracy target, writes the learning curves
+(CSV always; a PNG chart with matplotlib, a hint without) and a checkpoint."""
 
+import csv
+import math
 import re
-import struct
 import subprocess
 import sys
-import zlib
 
 import numpy as np
+import pytest
 
 import pullback as pb
-from pullback import demo
+from pullback import _plot, demo
 from pullback.__main__ import main
 from pullback.data import load_digits
 
-
-def read_png(path):
-    """Parse an 8-bit RGB PNG (checking every chunk's CRC) into an (h, w, 3) array."""
-    data = open(path, "rb").read()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, chunks = 8, {}
-    while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
-        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
-        assert crc == zlib.crc32(kind + body) & 0xFFFFFFFF, f"bad CRC in {kind}"
-        chunks[kind] = chunks.get(kind, b"") + body
-        pos += 12 + length
-    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", chunks[b"IHDR"])
-    assert (depth, colour, interlace) == (8, 2, 0) and b"IEND" in chunks
-    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(height, 1 + 3 * width)
-    assert np.all(rows[:, 0] == 0)  # filter type "none" on every row
-    return rows[:, 1:].reshape(height, width, 3)
+HISTORY = {"loss": [1.5, 0.6, 0.3], "train_accuracy": [0.5, 0.8, 0.9], "test_loss": [1.0, 0.5, 0.35],
+           "test_accuracy": [0.6, 0.85, 0.95], "samples_per_second": [1000.0, 1100.0, 1200.0]}
 
 
 def test_quick_demo_reaches_its_target(tmp_path, capsys):
@@ -41,14 +27,68 @@ def test_quick_demo_reaches_its_target(tmp_path, capsys):
     assert accuracy >= 100 * demo.QUICK_TARGET
     assert "epoch  3/3" in out.err and "samples/s" in out.err  # the progress report goes to stderr
     assert "gradient check (check_gradient): OK" in out.out
-    image = read_png(tmp_path / "learning-curves.png")
-    assert image.shape == (300, 840, 3)
-    colours = {tuple(c) for c in image.reshape(-1, 3)[:: 7]}
-    assert (31, 119, 180) in colours and (255, 127, 14) in colours  # both curves were drawn
+    with open(tmp_path / "learning-curves.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [row["epoch"] for row in rows] == ["1", "2", "3"]
+    assert math.isclose(100 * float(rows[-1]["test_accuracy"]), accuracy, abs_tol=0.006)  # the last epoch's model
+    if _plot.available():
+        assert f"chart: {tmp_path / 'learning-curves.png'}" in out.out
+        assert (tmp_path / "learning-curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    else:
+        assert 'pip install "pullback[plot]"' in out.out and not (tmp_path / "learning-curves.png").exists()
     model, state = pb.load(str(tmp_path / "digits-cnn.ckpt"), like=demo.build_model(np.random.default_rng(5)))
     images, labels = load_digits()
     x = (images[:200].astype(np.float32) / 16)[..., None]
     assert np.mean(np.argmax(pb.nn.testmode(model)(x), axis=1) == labels[:200]) > 0.9
+
+
+def test_learning_curves_chart_draws_the_history_and_is_a_png_matplotlib_reads_back(tmp_path):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.image
+
+    fig = demo.curves_figure(HISTORY)
+    loss, accuracy = fig.axes
+    assert [list(line.get_ydata()) for line in loss.lines] == [HISTORY["loss"], HISTORY["test_loss"]]
+    assert [list(line.get_ydata()) for line in accuracy.lines] == [[50.0, 80.0, 90.0], [60.0, 85.0, 95.0]]
+    assert list(loss.lines[0].get_xdata()) == [1, 2, 3]
+    path = tmp_path / "curves.png"
+    assert demo.write_curves(str(path), HISTORY) == str(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert matplotlib.image.imread(str(path)).shape[:2] == (300, 840)
+
+
+def test_without_matplotlib_the_curves_are_written_as_numbers_only(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
+    assert demo.curves_figure(HISTORY) is None
+    assert demo.write_curves(str(tmp_path / "curves.png"), HISTORY) is None
+    demo.write_history(str(tmp_path / "curves.csv"), HISTORY)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curves.csv"]
+    with open(tmp_path / "curves.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["epoch", *HISTORY]
+    assert [[float(v) for v in row] for row in rows[1:]] == [[e + 1, *col] for e, col in enumerate(zip(*HISTORY.values()))]
+
+
+def test_demo_without_matplotlib_prints_the_hint_and_writes_the_numbers(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setattr(demo, "train", lambda *args: _tiny_run(HISTORY))
+    monkeypatch.setattr(demo, "TARGET", 0.0)
+    main(["demo", "--epochs", "3", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    hint = [line for line in out.splitlines() if "pullback[plot]" in line]
+    assert hint == [_plot.HINT] and 'pip install "pullback[plot]"' in hint[0]
+    assert (tmp_path / "learning-curves.csv").exists() and not (tmp_path / "learning-curves.png").exists()
+
+
+def _tiny_run(history):
+    """What `demo.train` returns, without training: an untrained model and a few test images."""
+    rng = np.random.default_rng(0)
+    model = demo.build_model(rng)
+    state = pb.optim.setup(pb.optim.Adam(), model)
+    images, labels = load_digits()
+    x = (images[:16].astype(np.float32) / 16)[..., None]
+    return model, state, history, (x, labels[:16].astype(np.int64))
 
 
 def test_help_documents_the_options():

@@ -2,8 +2,9 @@
 
 Runs the selected workloads for pullback, the hand-written NumPy floor and every
 installed peer in one run, prints a markdown table per workload, and writes
-`report.md`, `chart.png` and `results.json` to `--out`. Exits with status 1 when a
-system computed a different gradient or an adapter broke.
+`report.md`, `results.json` and, with matplotlib (`pip install "pullback[plot]"`),
+`chart.png` to `--out`. Exits with status 1 when a system computed a different
+gradient or an adapter broke.
 
 Parts (select with `--only a,b`): the timed workloads chain-small, chain-large, mlp,
 resnet18-b1, resnet18-b8 (mlp and the ResNets also in fresh processes: time to first
@@ -26,6 +27,7 @@ import platform
 import sys
 import time
 
+from .. import _plot
 from . import fresh, report, runner, scaling, systems, workloads
 from .memory import mlp_memory
 from .report import Suite
@@ -41,7 +43,7 @@ def parse_args(argv):
     parser.add_argument("--systems", default="", help="comma-separated systems (default: all installed); pullback is always run")
     parser.add_argument("--samples", type=int, default=None, help="timed samples per system (default: per workload; 3 with --quick)")
     parser.add_argument("--pause", type=float, default=None, help="seconds of sleep before each sample (default 0.3; 0.05 with --quick)")
-    parser.add_argument("--out", default="bench-results", help="folder for report.md, chart.png, results.json")
+    parser.add_argument("--out", default="bench-results", help="folder for report.md, results.json and chart.png")
     parser.add_argument("--profile", action="store_true", help="profile pullback's ResNet gradient (where time goes, GFLOP/s)")
     parser.add_argument("--no-fresh", action="store_true", help="skip the fresh-process measurements of mlp and the ResNets")
     parser.add_argument("--list", action="store_true", help="list the parts and systems, then exit")
@@ -194,9 +196,16 @@ def run(args):
         _say(report.memory_markdown(suite.memory))
         clock.lap("memory")
 
-    paths = report.write(suite, args.out)
-    _say(f"\nwrote {', '.join(paths.values())}")
+    write_report(suite, args.out)
     return suite
+
+
+def write_report(suite, out):
+    """Write the report files (see `report.write`) and say which; without matplotlib, say how to get the chart."""
+    paths = report.write(suite, out)
+    _say(f"\nwrote {', '.join(paths.values())}")
+    if "chart.png" not in paths and not _plot.available():
+        _say(_plot.HINT)
 
 
 def failures(suite):

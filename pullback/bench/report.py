@@ -1,4 +1,5 @@
-"""The suite's output: markdown tables, a PNG chart, and the raw numbers as JSON.
+"""The suite's output: markdown tables, the raw numbers as JSON, and a PNG chart (drawn with
+matplotlib when it is installed: `pip install "pullback[plot]"`).
 
 Ratios are pullback's median over the other system's median, from the same run: below 1,
 pullback takes less time than that system; above 1, more.
@@ -12,9 +13,10 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from .._png import Canvas
+from .. import _plot
 
-BLUE, GREY, ORANGE, RED, INK, FAINT = (31, 119, 180), (140, 140, 140), (255, 127, 14), (214, 39, 40), (30, 30, 30), (200, 200, 200)
+# bar colours: pullback, the NumPy floor (and NumPy's own import), peers, a system whose gradient differed
+BLUE, GREY, ORANGE, RED, INK = "#1f77b4", "#8c8c8c", "#ff7f0e", "#d62728", "#1e1e1e"
 
 
 @dataclass
@@ -186,13 +188,12 @@ def markdown(suite):
 
 
 # --- the chart -----------------------------------------------------------------------------------
-_S = 2  # font scale
-_ROW, _LABEL_W, _BAR_W, _WIDTH = 22, 180, 520, 1040
 _CAP = 4.0  # bars are drawn up to this many times pullback's median; longer ones are cut and marked
 
 
 def _panels(suite):
-    """`(title, [(label, median, lo, hi, colour, value text)])` for every panel of the chart."""
+    """`(title, [(label, median, lo, hi, colour, value text)], per_op)` for every panel of the chart
+    (`per_op`: the workload's operations per gradient, when its times are shown per operation)."""
     panels = []
     for result in suite.workloads:
         base = result.get("pullback")
@@ -204,9 +205,9 @@ def _panels(suite):
             if not s.ran:
                 continue
             colour = RED if not s.same else BLUE if s.name == "pullback" else GREY if s.name == "numpy-floor" else ORANGE
-            value = (_fmt_time(s.median, w.per_op) + " us/op") if w.per_op else fmt_seconds(s.median)
-            rows.append((s.name, s.median, min(s.times), max(s.times), colour, f"{value}  {s.ratio(base):.2f}x"))
-        panels.append((f"{w.name}: {w.title}", rows))
+            value = (_fmt_time(s.median, w.per_op) + " µs/op") if w.per_op else fmt_seconds(s.median)
+            rows.append((s.name, s.median, min(s.times), max(s.times), colour, f"{value}  {s.ratio(base):.2f}×"))
+        panels.append((f"{w.name}: {w.title}", rows, w.per_op))
     for name, fresh_rows in suite.fresh.items():
         base = next((r for r in fresh_rows if r.name == "pullback" and r.ran), None)
         if base is None:
@@ -218,8 +219,8 @@ def _panels(suite):
                 colour = BLUE if r.name == "pullback" else GREY if r.name == "numpy-floor" else ORANGE
                 ratio = base.median("total_s") / r.median("total_s")
                 rows.append((r.name, r.median("total_s"), min(totals), max(totals), colour,
-                             f"{fmt_seconds(r.median('total_s'))}  {r.median('peak_mib'):.0f} mib  {ratio:.2f}x"))
-        panels.append((f"{name}: time to first gradient in a fresh process (and peak rss)", rows))
+                             f"{fmt_seconds(r.median('total_s'))}  {r.median('peak_mib'):.0f} MiB  {ratio:.2f}×"))
+        panels.append((f"{name}: time to first gradient in a fresh process (and peak RSS)", rows, None))
     base = suite.imports.get("pullback")
     if base is not None and base.ran:
         rows = []
@@ -228,56 +229,67 @@ def _panels(suite):
                 times = [run["import_s"] for run in r.runs]
                 colour = BLUE if module == "pullback" else GREY if module == "numpy" else ORANGE
                 rows.append((module, r.median("import_s"), min(times), max(times), colour,
-                             f"{fmt_seconds(r.median('import_s'))}  {base.median('import_s') / r.median('import_s'):.2f}x"))
-        panels.append(("import time of each module in a fresh process", rows))
+                             f"{fmt_seconds(r.median('import_s'))}  {base.median('import_s') / r.median('import_s'):.2f}×"))
+        panels.append(("import time of each module in a fresh process", rows, None))
     return panels
 
 
+def _tick_label(per_op):
+    if per_op:
+        return lambda seconds, _: f"{seconds / per_op * 1e6:.3g} µs/op" if seconds > 0 else "0"
+    return lambda seconds, _: fmt_seconds(seconds) if seconds > 0 else "0"
+
+
 def chart(suite):
-    """A Canvas: one panel per workload, a bar per system (median), whiskers min-max, a dashed
-    line at pullback's median, and the value and ratio (pullback / system) after each bar."""
+    """The chart as a matplotlib Figure, or None (matplotlib missing, or nothing timed).
+
+    One panel per workload: a bar per system (its median), a whisker from min to max, a
+    dashed line at pullback's median, and the value and ratio (pullback / system) after
+    each bar. Bars longer than `_CAP` times pullback's median are cut at the edge and hatched.
+    """
     panels = _panels(suite)
-    legend = ("bar: median; line: min-max; dashed: pullback's median",
-              f"number: pullback / system (below 1: pullback is faster); bars cut at {_CAP:g}x pullback")
-    title_h = (len(legend) + 2) * _ROW
-    height = title_h + sum(_ROW * (len(rows) + 2) for _, rows in panels) + _ROW
-    c = Canvas(_WIDTH, height)
-    c.text(10, 8, "pullback benchmark: time per gradient (shorter is faster)", INK, _S)
-    for k, line in enumerate(legend):
-        c.text(10, 8 + (k + 1) * _ROW, line, GREY, _S)
-    y = title_h
-    for title, rows in panels:
-        c.text(10, y, title[:85], INK, _S)
-        y += _ROW + 4
+    if not panels:
+        return None
+    fig = _plot.new_figure(1040, 110 + sum(70 + 26 * len(rows) for _, rows, _ in panels))
+    if fig is None:
+        return None
+    fig.suptitle("pullback benchmark: time per gradient (shorter is faster)\n"
+                 f"bar: median; whisker: min–max; dashed: pullback's median; number: pullback / system "
+                 f"(below 1: pullback is faster); bars cut at {_CAP:g}× pullback", fontsize=10)
+    axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=[len(rows) + 1 for _, rows, _ in panels])[:, 0]
+    for ax, (title, rows, per_op) in zip(axes, panels):
         base = next((r[1] for r in rows if r[0] == "pullback"), None) or max(r[1] for r in rows)
-        scale = _BAR_W / (_CAP * base)
-        x0 = _LABEL_W
-        for label, median, lo, hi, colour, value in rows:
-            c.text(10, y + 3, label[:14], INK, _S)
-            length = median * scale
-            c.rect(x0, y + 2, min(length, _BAR_W), _ROW - 6, colour)
-            if length > _BAR_W:  # cut: two white gaps mark the break
-                c.rect(x0 + _BAR_W - 14, y + 1, 3, _ROW - 4, (255, 255, 255))
-                c.rect(x0 + _BAR_W - 8, y + 1, 3, _ROW - 4, (255, 255, 255))
-            whisker_lo, whisker_hi = min(lo * scale, _BAR_W), min(hi * scale, _BAR_W)
-            c.rect(x0 + whisker_lo, y + _ROW // 2 - 2, max(1, whisker_hi - whisker_lo), 2, INK)
-            c.text(x0 + _BAR_W + 12, y + 3, value, INK, _S)
-            y += _ROW
-        line_x = x0 + base * scale
-        for yy in range(y - _ROW * len(rows), y, 6):
-            c.rect(line_x, yy, 1, 3, INK)
-        c.rect(x0, y + 2, _BAR_W, 1, FAINT)
-        y += _ROW
-    return c
+        cap = _CAP * base
+        ys = range(len(rows))
+        bars = ax.barh(ys, [min(r[1], cap) for r in rows], height=0.7, color=[r[4] for r in rows])
+        for bar, row in zip(bars, rows):
+            if row[1] > cap:
+                bar.set_hatch("//")
+        ax.hlines(ys, [min(r[2], cap) for r in rows], [min(r[3], cap) for r in rows], color=INK, linewidth=1.2)
+        ax.axvline(base, color=INK, linestyle="--", linewidth=0.8)
+        for y, row in zip(ys, rows):
+            ax.annotate(row[5], xy=(1, y), xycoords=("axes fraction", "data"), xytext=(6, 0),
+                        textcoords="offset points", va="center", fontsize=9)
+        ax.set_xlim(0, cap)
+        ax.set_yticks(list(ys), [r[0][:16] for r in rows])
+        ax.invert_yaxis()
+        ax.xaxis.set_major_formatter(_tick_label(per_op))
+        ax.set_title(title[:95], loc="left", fontsize=10)
+    return fig
 
 
 def write(suite, out_dir):
-    """Write `report.md`, `chart.png` and `results.json` into `out_dir`; returns their paths."""
+    """Write `report.md`, `results.json` and (with matplotlib, when anything was timed) `chart.png`
+    into `out_dir`; returns `{name: path}` of the files written."""
     os.makedirs(out_dir, exist_ok=True)
-    paths = {name: os.path.join(out_dir, name) for name in ("report.md", "chart.png", "results.json")}
+    paths = {name: os.path.join(out_dir, name) for name in ("report.md", "results.json", "chart.png")}
     with open(paths["report.md"], "w", encoding="utf-8") as f:
         f.write(markdown(suite))
-    chart(suite).save(paths["chart.png"])
     with open(paths["results.json"], "w", encoding="utf-8") as f:
         json.dump(suite.as_dict(), f, indent=1, default=str)
+    figure = chart(suite)
+    if figure is None:
+        del paths["chart.png"]
+    else:
+        _plot.save(figure, paths["chart.png"])
     return paths
