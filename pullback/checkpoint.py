@@ -40,11 +40,22 @@ array ``i``; ``{"scalar": i}`` for a NumPy scalar kept as 0-d array ``i``; ``{"t
 and ``{"list": [...]}`` for sequences; ``{"float": "inf"}`` (or ``"-inf"``, ``"nan"``) for a
 non-finite float.
 
+A dict key is named by its ``repr``, so only keys whose ``repr`` is the same in every
+process may lead to an array: ``str``, ``int``, ``bool``, ``None`` and tuples of these.
+
 Loading never runs code from the file: it parses JSON and ``.npy`` headers, refuses
 pickled (object) arrays, and builds rules only from classes already defined in the process.
-Every entry's SHA-256 is checked, each ``.npy`` header must agree with the manifest (and
-the entry's length with both) before any array is allocated, and each model array's
-dtype and shape must match `like`. A file with another format name or version is refused.
+Its memory is bounded by what `like` declares. The manifest may be at most 16 MiB and
+nested at most 64 levels deep. Every shape and dtype in the manifest is checked against
+`like` before any entry is read: each model array against the array of `like` at its path,
+each optimiser state array against what the stored rule keeps for that parameter (Adam's
+moments have the parameter's shape and dtype, for instance), and the state's entries must
+be exactly the trainable arrays of `like`. Entries are then read a bounded piece at a time,
+never more bytes than their ``.npy`` header and data need. Entries may be stored or
+deflated (a re-zipped file reads fine); an entry marked encrypted, compressed another way,
+or whose data does not end exactly at its declared size is refused. Every entry's CRC-32
+and SHA-256 are checked, and each ``.npy`` header must agree with the manifest (and the
+entry's length with both). A file with another format name or version is refused.
 The archive is also a valid ``.npz``: ``numpy.load(path)["model/0"]`` reads an array
 without pullback.
 
@@ -57,7 +68,6 @@ a crash may leave it behind, but either way any old file at `path` is untouched.
 import contextlib
 import dataclasses
 import hashlib
-import io
 import json
 import math
 import os
@@ -72,8 +82,9 @@ from . import tree
 from ._trace import stop_gradient
 from .optim._state import Leaf, mirror
 from .optim._update import _pair
+from .optim._walk import describe as _describe
 from .optim._walk import join, model_children
-from .optim.rules import RULES, Rule, rule_name
+from .optim.rules import RULES, OptimiserChain, Rule, rule_name
 
 __all__ = ["save", "load", "CheckpointError", "FORMAT", "VERSION"]
 
@@ -82,8 +93,11 @@ VERSION = 1
 MANIFEST = "manifest.json"
 # What reading a damaged archive can raise (OSError: a seek to a corrupted offset).
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, struct.error, zlib.error, NotImplementedError, OSError)
-_FIXED_TIME = (1980, 1, 1, 0, 0, 0)
-_MAX_NPY_HEADER = 65536 + 16  # identical inputs give identical files
+_FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # identical inputs give identical files
+_MAX_NPY_HEADER = 65536 + 16  # the most a .npy header (magic, length, text) can take
+_MAX_MANIFEST = 16 * 2**20  # bytes; a manifest needs a few hundred per array
+_MAX_NESTING = 64  # levels of JSON arrays and objects in a manifest
+_CHUNK = 2**20  # bytes read (or inflated) at a time
 
 
 class CheckpointError(ValueError):
@@ -141,10 +155,17 @@ def _array_groups(model):
     """`{id: (array, [paths])}` for every array reachable in `model`, in walk order."""
     groups = {}
 
-    def walk(x, path, ancestors):
+    def walk(x, path, ancestors, unstable):
         if stop_gradient(x) is not x:
             raise CheckpointError(f"{path} is being differentiated; save the model outside gradient calls.")
         if isinstance(x, np.ndarray):
+            if unstable is not None:
+                where, key = unstable
+                raise CheckpointError(
+                    f"{where} has the key {key!r} (a {type(key).__name__}), which leads to the array at {path}; "
+                    "a checkpoint names places by the repr of their keys, and this one is not the same in every "
+                    "process. Use keys of type str, int, bool or None (or tuples of these), e.g. str(key)."
+                )
             _check_storable(x, path)
             groups.setdefault(id(x), (x, []))[1].append(path)
             return
@@ -153,11 +174,18 @@ def _array_groups(model):
             return
         ancestors.add(id(x))
         for k, v in kids.items():
-            walk(v, join(path, x, k), ancestors)
+            walk(v, join(path, x, k), ancestors, unstable or (None if _stable_key(k) else (path, k)))
         ancestors.discard(id(x))
 
-    walk(model, "model", set())
+    walk(model, "model", set(), None)
     return groups
+
+
+def _stable_key(key):
+    """Whether `repr(key)` is the same in every process (no addresses, no hash-dependent order)."""
+    if type(key) is tuple:
+        return all(_stable_key(k) for k in key)
+    return key is None or type(key) in (str, int, bool)
 
 
 def _check_storable(x, where):
@@ -204,6 +232,12 @@ def _encode_state(state, model):
             )
     rules, rule_index, leaves, arrays = [], {}, [], []
     for leaf, x, _, paths in entries.values():
+        problem = _rule_state_problem(leaf.rule, leaf.state, x)
+        if problem:
+            raise CheckpointError(
+                f"The optimiser state for {paths[0]} does not fit the parameter there ({_describe(x)}): {problem}. "
+                "Save the state that setup(rule, model) and update returned for this model."
+            )
         if id(leaf.rule) not in rule_index:
             rule_index[id(leaf.rule)] = len(rules)
             rules.append(_encode_rule(leaf.rule, paths[0]))
@@ -291,6 +325,66 @@ def _sync_folder(folder):
         os.close(fd)
 
 
+def _rule_state_problem(rule, value, x, chain=""):
+    """Why `value` cannot be `rule`'s state for parameter `x` (None if it can).
+
+    The reference is `rule.init(x)`: the same nesting, and an array of the same dtype (in
+    any byte order) and shape wherever it has one; numbers may differ, and may have grown
+    into arrays of `x`'s shape. A rule's state may be shorter than its initial one (RMSProp
+    made centred by `adjust` keeps `(s,)` until its next step); an `OptimiserChain` needs
+    exactly one state per rule.
+    """
+    name = type(rule).__name__
+    where = f"the {name} state" + (f" (rule {chain} of the OptimiserChain)" if chain else "")
+    if isinstance(rule, OptimiserChain):
+        if type(value) is not tuple or len(value) != len(rule.rules):
+            return f"{where} is {_shape_of(value)}, not a tuple of {len(rule.rules)} rule states"
+        for i, (inner, v) in enumerate(zip(rule.rules, value)):
+            problem = _rule_state_problem(inner, v, x, f"{chain}[{i}]")
+            if problem:
+                return problem
+        return None
+    reference = rule.init(x)
+    if type(reference) in (tuple, list) and type(value) is type(reference) and len(value) < len(reference):
+        reference = reference[: len(value)]
+    return _value_problem(value, reference, x, "", where)
+
+
+def _value_problem(value, reference, x, item, where):
+    at = f"item {item} of {where}" if item else where
+    if isinstance(reference, np.ndarray):
+        if not (_is_stored_array(value) and _same_dtype(value.dtype, reference.dtype) and value.shape == reference.shape):
+            return f"{at} is {_shape_of(value)}, where the rule keeps an array of dtype {reference.dtype} and shape {reference.shape}"
+        return None
+    if type(reference) in (tuple, list):
+        if type(value) is not type(reference) or len(value) != len(reference):
+            return f"{at} is {_shape_of(value)}, where the rule keeps a {type(reference).__name__} of {len(reference)} items"
+        for i, (v, r) in enumerate(zip(value, reference)):
+            problem = _value_problem(v, r, x, f"{item}[{i}]", where)
+            if problem:
+                return problem
+        return None
+    if type(value) in (tuple, list) or _is_stored_array(value) and value.shape not in ((), x.shape):
+        return f"{at} is {_shape_of(value)}, where the rule keeps a number"
+    return None
+
+
+def _same_dtype(a, b):
+    return a == b or a.newbyteorder("<") == b.newbyteorder("<")
+
+
+def _is_stored_array(value):
+    return isinstance(value, (np.ndarray, np.generic, _Slot))
+
+
+def _shape_of(value):
+    if _is_stored_array(value):
+        return f"an array of dtype {value.dtype} and shape {value.shape}"
+    if type(value) in (tuple, list):
+        return f"a {type(value).__name__} of {len(value)} items"
+    return _describe(value)
+
+
 # --- load --------------------------------------------------------------------------
 def load(path, like):
     """Read a checkpoint into a copy of `like`; returns the model, or `(model, state)` if the file has a state.
@@ -301,7 +395,8 @@ def load(path, like):
     The result is `like` rebuilt around new arrays holding the stored values; `like` itself
     is never changed. Non-array fields are taken from `like`. The state, when present, is
     rebuilt for the new model with the stored rules, hyperparameters, frozen flags and rule
-    states (moments, step counters). Any problem raises `CheckpointError` naming it.
+    states (moments, step counters), each checked to fit its parameter. Any problem raises
+    `CheckpointError` naming it, before anything larger than `like` is allocated.
 
     >>> import os, tempfile, numpy as np, pullback as pb
     >>> model = [np.array([1.0, 2.0])]
@@ -319,46 +414,75 @@ def load(path, like):
         except _ZIP_ERRORS as error:
             raise CheckpointError(f"{name} is not a readable checkpoint: not a ZIP archive, or truncated ({error}).") from None
         with archive:
-            return _load(archive, name, like)
+            return _load(_Reader(archive, file, name), like)
 
 
-def _load(archive, name, like):
-    reader = _Reader(archive, name)
+def _load(reader, like):
     manifest = reader.manifest()
-    replacements = _match_like(reader, manifest["arrays"], like)
+    plan = _match_like(reader, manifest["arrays"], like)
+    state_plan = None if manifest["state"] is None else _plan_state(reader, manifest["state"], like)
+    # Every shape and dtype now agrees with `like`: only now is any entry read.
+    replacements = {id(target): reader.array(spec, spec["paths"][0]) for target, spec in plan}
     new_model = tree.fmap(lambda a: replacements.get(id(a), a), like) if replacements else like
-    if manifest["state"] is None:
+    if state_plan is None:
         return new_model
-    return new_model, _decode_state(reader, manifest["state"], new_model)
+    return new_model, _build_state(reader, manifest["state"]["arrays"], state_plan, new_model)
 
 
 class _Reader:
     """Reads and checks the parts of one open checkpoint archive."""
 
-    def __init__(self, archive, name):
-        self.archive, self.name = archive, name
+    def __init__(self, archive, file, name):
+        self.archive, self.file, self.name = archive, file, name
 
     def fail(self, message):
         raise CheckpointError(f"{self.name}: {message}")
 
-    def read(self, entry, what, limit=None):
+    def open(self, entry, what, limit, limit_reason):
+        """A bounded stream of the entry's bytes, after checking its ZIP records (none of its data is read yet)."""
         try:
             info = self.archive.getinfo(entry)
         except KeyError:
             self.fail(f"the entry {entry} ({what}) is missing; the file is incomplete or was edited.")
-        if limit is not None and info.file_size > limit:
-            self.fail(f"the entry {entry} ({what}) is {info.file_size} bytes, more than its dtype and shape need.")
+        label = f"the entry {entry} ({what})"
+        if info.flag_bits & 0x1:
+            self.fail(f"{label} is marked as encrypted (ZIP flag bit 0); checkpoints are never encrypted, so the file is corrupted.")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            self.fail(f"{label} uses ZIP compression method {info.compress_type}; checkpoint entries are stored or deflated.")
+        if info.file_size > limit:
+            self.fail(f"{label} is {info.file_size} bytes, more than {limit_reason}.")
+        if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+            self.fail(f"{label} is corrupted: it declares {info.file_size} bytes but stores {info.compress_size}.")
         try:
-            return self.archive.read(info)
-        except _ZIP_ERRORS as error:
-            self.fail(f"the entry {entry} ({what}) is corrupted: {error}")
+            self.file.seek(info.header_offset)
+            header = self.file.read(30)
+            if len(header) < 30 or header[:4] != b"PK\x03\x04":
+                raise ValueError("its local header is missing")
+            flags, method = struct.unpack("<HH", header[6:10])
+            name_length, extra_length = struct.unpack("<HH", header[26:30])
+            local_name = self.file.read(name_length).decode("utf-8" if flags & 0x800 else "cp437")
+        except (OSError, ValueError) as error:  # ValueError includes a bad name's UnicodeDecodeError
+            self.fail(f"{label} is corrupted or the file truncated: {error}.")
+        if flags & 0x1:
+            self.fail(f"{label} is marked as encrypted in its local header (ZIP flag bit 0); the file is corrupted.")
+        if method != info.compress_type or local_name != info.orig_filename:
+            self.fail(f"{label} is corrupted: its local header disagrees with the archive's directory.")
+        start = info.header_offset + 30 + name_length + extra_length
+        return _EntryStream(self, start, info, label)
 
     def manifest(self):
-        raw = self.read(MANIFEST, "the manifest")
+        stream = self.open(MANIFEST, "the manifest", _MAX_MANIFEST, f"the {_MAX_MANIFEST // 2**20} MiB a manifest may have")
+        raw = stream.read(stream.size)
+        stream.finish()
+        too_deep = f"{MANIFEST} is nested more than {_MAX_NESTING} levels deep, which no checkpoint manifest is."
         try:
             manifest = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as error:
             self.fail(f"{MANIFEST} is not valid JSON ({error}).")
+        except RecursionError:  # json recurses once per level
+            self.fail(too_deep)
+        if _nesting(manifest) > _MAX_NESTING:  # later steps recurse too
+            self.fail(too_deep)
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             found = manifest.get("format") if isinstance(manifest, dict) else None
             self.fail(f"not a pullback checkpoint: the manifest's format is {found!r}, expected {FORMAT!r}.")
@@ -398,36 +522,133 @@ class _Reader:
             self.fail(f"{where} declares dtype {dtype}, an object dtype; checkpoints never hold pickled objects.")
 
     def array(self, spec, what):
-        """The array stored in `spec['entry']`, checked against its checksum, dtype and shape.
+        """The array stored in `spec['entry']`, checked against its checksums, dtype and shape.
 
-        The `.npy` header is read and checked before any array is allocated, so a crafted
-        header cannot ask for more memory than the file holds.
+        Callers have checked `spec`'s dtype and shape against `like`, and no more bytes than
+        its `.npy` header and data need are ever read or inflated.
         """
         entry = spec["entry"]
         dtype, shape = np.dtype(spec["dtype"]), tuple(spec["shape"])
         nbytes = dtype.itemsize * math.prod(shape)
-        data = self.read(entry, what, limit=nbytes + _MAX_NPY_HEADER)
-        if hashlib.sha256(data).hexdigest() != spec["sha256"]:
-            self.fail(f"the entry {entry} ({what}) fails its SHA-256 check: the file is corrupted or was edited.")
-        stream = io.BytesIO(data)
+        stream = self.open(entry, what, nbytes + _MAX_NPY_HEADER, "its dtype and shape need")
+        label = stream.label
         try:
             version = np.lib.format.read_magic(stream)
             read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
             if version not in read_header:
                 raise ValueError(f".npy format version {version} is not one a checkpoint uses")
-            stored_shape, _, stored_dtype = read_header[version](stream)
-        except ValueError as error:  # a malformed header, or one describing pickled objects
-            self.fail(f"the entry {entry} ({what}) is not a valid .npy array: {error}")
+            stored_shape, fortran_order, stored_dtype = read_header[version](stream)
+        except Exception as error:  # numpy's header parser raises ValueError, SyntaxError and more
+            self.fail(f"{label} is not a valid .npy array: {type(error).__name__}: {error}")
         if stored_dtype != dtype or stored_shape != shape:
             self.fail(
-                f"the entry {entry} ({what}) holds dtype {stored_dtype} and shape {stored_shape}, "
+                f"{label} holds dtype {stored_dtype} and shape {stored_shape}, "
                 f"but the manifest says dtype {dtype} and shape {shape}."
             )
-        if len(data) - stream.tell() != nbytes:
-            self.fail(f"the entry {entry} ({what}) has {len(data) - stream.tell()} bytes of data; dtype and shape need {nbytes}.")
-        stream.seek(0)
-        x = np.lib.format.read_array(stream, allow_pickle=False)
-        return x if x.flags.writeable else x.copy()
+        if stream.remaining != nbytes:
+            self.fail(f"{label} has {stream.remaining} bytes of data; dtype and shape need {nbytes}.")
+        data = np.empty(nbytes, np.uint8)
+        stream.readinto(data)
+        stream.finish()
+        if stream.sha256.hexdigest() != spec["sha256"]:
+            self.fail(f"{label} fails its SHA-256 check: the file is corrupted or was edited.")
+        return data.view(dtype).reshape(shape, order="F" if fortran_order else "C")
+
+
+class _EntryStream:
+    """The bytes of one archive entry, read (and inflated) a bounded piece at a time.
+
+    It never yields more than the entry's declared size; `finish` then checks that the
+    data ends exactly there and that its CRC-32 matches.
+    """
+
+    def __init__(self, reader, start, info, label):
+        self.reader, self.info, self.label = reader, info, label
+        self.size = self.remaining = info.file_size
+        self.sha256 = hashlib.sha256()
+        self._position, self._raw_left, self._crc = start, info.compress_size, 0
+        self._inflater = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
+        self._pending = b""
+
+    def fail(self, problem):
+        self.reader.fail(f"{self.label} {problem}")
+
+    def _raw(self, n):
+        n = min(n, self._raw_left)
+        try:
+            self.reader.file.seek(self._position)
+            data = self.reader.file.read(n)
+        except OSError as error:
+            self.fail(f"is corrupted: {error}")
+        if len(data) != n:
+            self.fail("is truncated: the file ends inside it.")
+        self._position += n
+        self._raw_left -= n
+        return data
+
+    def _inflate(self, limit):
+        """Up to `limit` bytes more of the inflated data (b"" at the stream's end)."""
+        if self._inflater.eof:
+            return b""
+        if not self._pending:
+            self._pending = self._raw(_CHUNK)
+            if not self._pending:
+                self.fail("is corrupted: its compressed data ends before the end of its stream.")
+        before = len(self._pending)
+        try:
+            piece = self._inflater.decompress(self._pending, limit)
+        except zlib.error as error:
+            self.fail(f"is corrupted: {error}")
+        self._pending = self._inflater.unconsumed_tail
+        if not piece and not self._inflater.eof and len(self._pending) == before:
+            self.fail("is corrupted: its compressed data makes no progress.")
+        return piece
+
+    def read(self, n):
+        """Up to `n` bytes: fewer only at the entry's declared end."""
+        n = min(n, self.remaining)
+        pieces, got = [], 0
+        while got < n:
+            piece = self._raw(n - got) if self._inflater is None else self._inflate(min(n - got, _CHUNK))
+            if not piece and self._inflater is not None and self._inflater.eof:
+                self.fail(f"inflates to {self.size - self.remaining + got} bytes, fewer than the {self.size} it declares.")
+            pieces.append(piece)
+            got += len(piece)
+        data = b"".join(pieces)
+        self.remaining -= len(data)
+        self._crc = zlib.crc32(data, self._crc)
+        self.sha256.update(data)
+        return data
+
+    def readinto(self, buffer):
+        view = memoryview(buffer).cast("B")
+        for start in range(0, len(view), _CHUNK):
+            piece = self.read(min(_CHUNK, len(view) - start))
+            view[start : start + len(piece)] = piece
+
+    def finish(self):
+        """Check that the data ends exactly at the declared size and matches its CRC-32."""
+        if self.remaining:
+            self.fail(f"has {self.remaining} bytes more than its contents need.")
+        if self._inflater is not None:
+            while not self._inflater.eof:
+                if self._inflate(1):
+                    self.fail(f"inflates to more than the {self.size} bytes it declares; the file is corrupted or crafted.")
+            if self._inflater.unused_data or self._raw_left:
+                self.fail("has data after the end of its compressed stream; the file is corrupted.")
+        if self._crc != self.info.CRC:
+            self.fail("is corrupted: its CRC-32 does not match.")
+
+
+def _nesting(value):
+    """How many levels of lists and dicts `value` has (without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (list, dict)):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
 
 
 def _expect(reader, obj, key, kind, where):
@@ -436,7 +657,7 @@ def _expect(reader, obj, key, kind, where):
 
 
 def _match_like(reader, specs, like):
-    """Check the stored arrays against `like` and read them: `{id(array of like): loaded array}`."""
+    """Check the stored arrays against `like`: `[(array of like, spec)]`, nothing read yet."""
     try:
         groups = _array_groups(like)
     except CheckpointError as error:
@@ -473,12 +694,22 @@ def _match_like(reader, specs, like):
     missing = [p for p in at if p not in covered]
     if missing:
         reader.fail(f"`like` has an array at {missing[0]}, but the file has no value for it.")
-    return {id(target): reader.array(spec, spec["paths"][0]) for target, spec in plan}
+    return plan
 
 
-def _decode_state(reader, manifest, model):
-    arrays = [reader.array(spec, f"optimiser state for {spec['path']}") for spec in manifest["arrays"]]
+class _Slot:
+    """A state array not read yet: its place in the manifest's state arrays, dtype and shape."""
+
+    def __init__(self, index, spec, scalar):
+        self.index, self.scalar = index, scalar
+        self.dtype, self.shape = np.dtype(spec["dtype"]), tuple(spec["shape"])
+
+
+def _plan_state(reader, manifest, like):
+    """The state's leaves by first path, `{path: (rule, value with _Slots, frozen)}`, checked against `like`."""
+    specs = manifest["arrays"]
     rules = [_decode_rule(reader, r, f"state.rules[{i}]") for i, r in enumerate(manifest["rules"])]
+    used = set()
     leaves = {}
     for i, leaf in enumerate(manifest["leaves"]):
         where = f"state.leaves[{i}]"
@@ -490,21 +721,47 @@ def _decode_state(reader, manifest, model):
             reader.fail(f"malformed manifest: {where} needs a path and a valid rule index.")
         if not isinstance(leaf.get("frozen"), bool):
             reader.fail(f"malformed manifest: {where}.frozen must be true or false.")
-        value = _decode_value(reader, leaf.get("value"), arrays, where)
         if leaf["paths"][0] in leaves:
             reader.fail(f"malformed manifest: the optimiser state for {leaf['paths'][0]} is listed twice.")
-        leaves[leaf["paths"][0]] = Leaf(rules[leaf["rule"]], value, leaf["frozen"])
+        value = _decode_value(reader, leaf.get("value"), specs, used, where)
+        leaves[leaf["paths"][0]] = (rules[leaf["rule"]], value, leaf["frozen"])
 
-    def stored_leaf(x, path):
-        leaf = leaves.pop(path, None)
-        if leaf is None:
+    pending = dict(leaves)
+
+    def check(x, path):
+        if path not in pending:
             reader.fail(f"the optimiser state has no entry for {path}, which the model trains.")
-        return leaf
+        rule, value, _ = pending.pop(path)
+        problem = _rule_state_problem(rule, value, x)
+        if problem:
+            reader.fail(
+                f"the optimiser state for {path} does not fit the parameter there ({_describe(x)}): {problem}. "
+                "The state was saved for a model of other shapes; load it with a `like` built the same way, "
+                "or start a new state with setup(rule, model)."
+            )
 
-    state = mirror(model, stored_leaf)
-    if leaves:
-        reader.fail(f"the optimiser state has an entry for {next(iter(leaves))}, which is not a trainable array of `like`.")
-    return state
+    mirror(like, check)
+    if pending:
+        reader.fail(f"the optimiser state has an entry for {next(iter(pending))}, which is not a trainable array of `like`.")
+    unused = sorted(set(range(len(specs))) - used)
+    if unused:
+        reader.fail(f"malformed manifest: state.arrays[{unused[0]}] belongs to no optimiser state entry.")
+    return leaves
+
+
+def _build_state(reader, specs, leaves, model):
+    arrays = [reader.array(spec, f"optimiser state for {spec['path']}") for spec in specs]
+    built = {path: Leaf(rule, _fill(value, arrays), frozen) for path, (rule, value, frozen) in leaves.items()}
+    return mirror(model, lambda x, path: built[path])
+
+
+def _fill(value, arrays):
+    """`value` with each `_Slot` replaced by the array read for it."""
+    if isinstance(value, _Slot):
+        return arrays[value.index][()] if value.scalar else arrays[value.index]
+    if type(value) in (tuple, list):
+        return type(value)(_fill(v, arrays) for v in value)
+    return value
 
 
 def _decode_rule(reader, spec, where):
@@ -546,17 +803,23 @@ def _decode_float(reader, text, where):
     return float(text)
 
 
-def _decode_value(reader, value, arrays, where):
+def _decode_value(reader, value, specs, used, where):
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, dict) and len(value) == 1:
         (kind, inner), = value.items()
         if kind in ("array", "scalar"):
-            if type(inner) is not int or not 0 <= inner < len(arrays):
+            if type(inner) is not int or not 0 <= inner < len(specs):
                 reader.fail(f"malformed manifest: {where} refers to state array {inner!r}, which does not exist.")
-            return arrays[inner] if kind == "array" else arrays[inner][()]
+            if inner in used:
+                reader.fail(f"malformed manifest: state array {inner} is used twice ({where}).")
+            used.add(inner)
+            slot = _Slot(inner, specs[inner], kind == "scalar")
+            if slot.scalar and slot.shape != ():
+                reader.fail(f"malformed manifest: {where} stores a scalar in state array {inner}, which has shape {slot.shape}.")
+            return slot
         if kind in ("tuple", "list") and isinstance(inner, list):
-            items = [_decode_value(reader, v, arrays, where) for v in inner]
+            items = [_decode_value(reader, v, specs, used, where) for v in inner]
             return tuple(items) if kind == "tuple" else items
         if kind == "float":
             return _decode_float(reader, inner, where)

@@ -6,10 +6,14 @@ import hashlib
 import io
 import json
 import os
+import re
+import struct
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -503,8 +507,20 @@ def test_a_header_asking_for_more_memory_than_the_file_holds_is_refused(saved):
         m["state"]["arrays"][0].update(sha256=hashlib.sha256(data).hexdigest(), shape=[10**12], dtype="<f8")
 
     intact = saved.read_bytes()
-    rewrite(saved, claim_huge, replace={"state/0.npy": data})
-    with pytest.raises(CheckpointError, match=r"state/0\.npy .* has 0 bytes of data; dtype and shape need 8000000000000"):
+    rewrite(saved, claim_huge, replace={"state/0.npy": data})  # manifest and header agree on the huge shape
+    with pytest.raises(CheckpointError, match=r"state for model\['layers'\]\[0\]\.weight does not fit.*"
+                       r"shape \(1000000000000,\), where the rule keeps .* shape \(2, 2\)"):
+        pb.load(saved, like=build(1))
+    saved.write_bytes(intact)
+    rewrite(saved, replace={"state/0.npy": data})  # only the header asks for it
+    with pytest.raises(CheckpointError, match=r"state/0\.npy .* holds dtype float64 and shape \(1000000000000,\), "
+                       r"but the manifest says dtype float64 and shape \(2, 2\)"):
+        pb.load(saved, like=build(1))
+    saved.write_bytes(intact)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (2, 2)})
+    rewrite(saved, replace={"state/0.npy": header.getvalue()})  # a header and no data
+    with pytest.raises(CheckpointError, match=r"state/0\.npy .* has 0 bytes of data; dtype and shape need 32"):
         pb.load(saved, like=build(1))
     saved.write_bytes(intact)
     big = io.BytesIO()
@@ -545,3 +561,257 @@ def test_like_with_a_tie_the_file_lacks_is_refused(tmp_path):
     w = np.zeros(2)
     with pytest.raises(CheckpointError, match=r"in `like`, model\['a'\] and model\['b'\] are one shared array"):
         pb.load(tmp_path / "m.ckpt", like={"a": w, "b": w})
+
+
+# --- hostile files: memory bounded by `like`, every refusal a CheckpointError -------------
+def raw_zip(path, entries):
+    """Write a ZIP by hand: `entries` is a list of (name, data as stored, method, crc, declared size)."""
+    out, central = bytearray(), bytearray()
+    for name, data, method, crc, size in entries:
+        name = name.encode()
+        fields = struct.pack("<HHHHHIIIHH", 20, 0, method, 0, 0x21, crc, len(data), size, len(name), 0)
+        central += b"PK\x01\x02" + struct.pack("<H", 20) + fields + struct.pack("<HHHII", 0, 0, 0, 0, len(out)) + name
+        out += b"PK\x03\x04" + fields + name + data
+    end = struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, len(entries), len(entries), len(central), len(out), 0)
+    path.write_bytes(bytes(out + central + end))
+
+
+def stored(name, data):
+    return (name, data, zipfile.ZIP_STORED, zlib.crc32(data), len(data))
+
+
+GIB_OF_ZEROS_CRC = 1533330096  # zlib.crc32(bytes(2**30)), computed once (it takes a second)
+
+
+def deflated_zeros(prefix=b"", mib=1024):
+    """A raw deflate stream of `prefix` then `mib` MiB of zeros, about 1 KiB per MiB, built without inflating it."""
+    first = zlib.compressobj(9, zlib.DEFLATED, -15)
+    head = first.compress(prefix) + first.flush(zlib.Z_FULL_FLUSH)
+    block = zlib.compressobj(9, zlib.DEFLATED, -15)
+    one_mib = block.compress(bytes(2**20)) + block.flush(zlib.Z_FULL_FLUSH)  # starts from an empty window
+    return head + one_mib * mib + zlib.compressobj(9, zlib.DEFLATED, -15).flush()
+
+
+def test_the_deflated_zeros_helper_builds_what_it_says():
+    inflater = zlib.decompressobj(-15)
+    data = inflater.decompress(deflated_zeros(b"head", mib=3))
+    assert data == b"head" + bytes(3 * 2**20) and inflater.eof and not inflater.unused_data
+    assert len(deflated_zeros()) < 1.1 * 2**20
+
+
+def refused_within_memory(path, like, message, limit=32 * 2**20):
+    """pb.load(path, like) raises a CheckpointError matching `message`, allocating at most `limit` bytes."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(CheckpointError, match=message):
+            pb.load(path, like=like)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < limit, f"loading allocated {peak} bytes"
+
+
+def test_a_manifest_that_inflates_to_a_gibibyte_is_refused_without_inflating_it(tmp_path):
+    path = tmp_path / "bomb.ckpt"
+    raw_zip(path, [("manifest.json", deflated_zeros(), zipfile.ZIP_DEFLATED, GIB_OF_ZEROS_CRC, 2**30)])
+    assert path.stat().st_size < 1.1 * 2**20
+    refused_within_memory(path, {"w": np.zeros(3)}, r"manifest\.json \(the manifest\) is 1073741824 bytes, more than the 16 MiB")
+
+
+def test_an_entry_inflating_to_more_than_it_declares_is_refused_after_its_declared_size(tmp_path):
+    manifest = json.dumps({"format": "pullback-checkpoint", "version": 1, "arrays": [], "state": None}).encode()
+    path = tmp_path / "bomb.ckpt"
+    stream = deflated_zeros(manifest)
+    raw_zip(path, [("manifest.json", stream, zipfile.ZIP_DEFLATED, zlib.crc32(manifest), len(manifest))])
+    refused_within_memory(path, {}, r"manifest\.json \(the manifest\) inflates to more than the \d+ bytes it declares")
+    # the same manifest, honestly deflated, loads
+    raw_zip(path, [("manifest.json", deflated_zeros(manifest, mib=0), zipfile.ZIP_DEFLATED, zlib.crc32(manifest), len(manifest))])
+    assert pb.load(path, like={}) == {}
+
+
+def test_a_state_array_that_inflates_to_a_gibibyte_is_refused_before_it_is_read(tmp_path):
+    """The manifest and the .npy header agree on 2**27 float64s, but Adam keeps 3 for this parameter."""
+    model = {"w": np.arange(3.0)}
+    pb.save(tmp_path / "small.ckpt", model, optim.setup(optim.Adam(), model))
+    with zipfile.ZipFile(tmp_path / "small.ckpt") as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    manifest = json.loads(entries.pop("manifest.json"))
+    manifest["state"]["arrays"][0]["shape"] = [2**27]  # its checksum does not matter: nothing is read
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (2**27,)})
+    bomb = deflated_zeros(header.getvalue())
+    entries.pop("state/0.npy")
+    path = tmp_path / "bomb.ckpt"
+    raw_zip(path, [stored(name, data) for name, data in entries.items()]
+            + [("state/0.npy", bomb, zipfile.ZIP_DEFLATED, 0, len(header.getvalue()) + 2**30),
+               stored("manifest.json", json.dumps(manifest).encode())])
+    assert path.stat().st_size < 1.1 * 2**20
+    refused_within_memory(path, {"w": np.zeros(3)}, r"state for model\['w'\] does not fit the parameter there.*"
+                          r"item \[0\] of the Adam state is an array of dtype float64 and shape \(134217728,\)")
+
+
+def test_a_deflated_checkpoint_loads_with_its_entries_checked(tmp_path):
+    model, state = trained(1)
+    pb.save(tmp_path / "run.ckpt", model, state)
+    with zipfile.ZipFile(tmp_path / "run.ckpt") as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    with zipfile.ZipFile(tmp_path / "zipped.ckpt", "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    loaded, loaded_state = pb.load(tmp_path / "zipped.ckpt", like=build(1))
+    for p, x in arrays_by_path(model).items():
+        assert_bit_identical(x, arrays_by_path(loaded)[p])
+    assert_states_identical(state, loaded_state, model, loaded)
+    with zipfile.ZipFile(tmp_path / "bz2.ckpt", "w", compression=zipfile.ZIP_BZIP2) as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    with pytest.raises(CheckpointError, match=r"manifest\.json \(the manifest\) uses ZIP compression method 12"):
+        pb.load(tmp_path / "bz2.ckpt", like=build(1))
+
+
+@pytest.mark.parametrize("key", [frozenset({"a", "b"}), object(), float("nan"), 1.5, ("ok", frozenset())])
+def test_dict_keys_whose_repr_is_not_stable_are_refused_at_save(tmp_path, key):
+    path = tmp_path / "m.ckpt"
+    with pytest.raises(CheckpointError, match=r"model\['layers'\] has the key .* which leads to the array at "
+                       r"model\['layers'\]\[.*\]\['w'\].*str, int, bool or None \(or tuples of these\)"):
+        pb.save(path, {"layers": {key: {"w": np.zeros(2)}, "fine": np.ones(1)}})
+    assert not path.exists()
+    pb.save(path, {"layers": {"fine": np.ones(1)}})
+    with pytest.raises(CheckpointError, match=r"cannot load into `like`: .* has the key"):
+        pb.load(path, like={"layers": {"fine": np.ones(1), key: np.zeros(2)}})
+
+
+def test_stable_keys_and_unstable_keys_without_arrays_are_fine(tmp_path):
+    model = {"cfg": {frozenset({"x"}): "no arrays here"}, 3: np.ones(1), None: np.ones(2), (1, "a", True): np.ones(3)}
+    pb.save(tmp_path / "m.ckpt", model)
+    loaded = pb.load(tmp_path / "m.ckpt", like=model)
+    assert loaded[None].shape == (2,) and loaded[(1, "a", True)].shape == (3,)
+    with zipfile.ZipFile(tmp_path / "m.ckpt") as archive:
+        paths = {p for s in json.loads(archive.read("manifest.json"))["arrays"] for p in s["paths"]}
+    assert paths == {"model[3]", "model[None]", "model[(1, 'a', True)]"}
+
+
+@pytest.mark.parametrize("manifest", [
+    "[" * 100_000 + "]" * 100_000,
+    '{"format": "pullback-checkpoint", "version": 1, "arrays": [], "state": null, "x": ' + "[" * 900 + "]" * 900 + "}",
+    None,  # a state value nested 200 tuples deep
+], ids=["100000-deep", "900-deep-field", "200-deep-state-value"])
+def test_a_deeply_nested_manifest_is_refused_without_recursion_error(saved, manifest):
+    if manifest is None:
+        def deep(m):
+            value = 0
+            for _ in range(200):
+                value = {"tuple": [value]}
+            m["state"]["leaves"][0]["value"] = value
+        rewrite(saved, deep)
+    else:
+        rewrite(saved, replace={"manifest.json": manifest.encode()})
+    with pytest.raises(CheckpointError, match=r"manifest\.json is nested more than 64 levels deep"):
+        pb.load(saved, like=build(1))
+
+
+def flag_offsets(data, name):
+    """Byte offsets of the general-purpose flags of entry `name`: (in its local header, in the central directory)."""
+    name = name.encode()
+    local = central = None
+    for match in re.finditer(b"PK\x03\x04", data):
+        if data[match.start() + 30 : match.start() + 30 + len(name)] == name:
+            local = match.start() + 6
+    for match in re.finditer(b"PK\x01\x02", data):
+        if data[match.start() + 46 : match.start() + 46 + len(name)] == name:
+            central = match.start() + 8
+    return local, central
+
+
+@pytest.mark.parametrize("where", ["local", "central", "both"])
+@pytest.mark.parametrize("entry", ["model/0.npy", "manifest.json"])
+def test_an_entry_flagged_as_encrypted_is_refused_naming_it(saved, where, entry):
+    data = bytearray(saved.read_bytes())
+    local, central = flag_offsets(data, entry)
+    for offset in {"local": [local], "central": [central], "both": [local, central]}[where]:
+        data[offset] ^= 0x01
+    saved.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=rf"the entry {re.escape(entry)} .* is marked as encrypted"):
+        pb.load(saved, like=build(1))
+
+
+def graft_state(tmp_path, donor_model, model):
+    """A file holding `model` and an Adam state whose arrays come from a state for `donor_model`."""
+    pb.save(tmp_path / "donor.ckpt", donor_model, optim.setup(optim.Adam(), donor_model))
+    pb.save(tmp_path / "run.ckpt", model, optim.setup(optim.Adam(), model))
+    with zipfile.ZipFile(tmp_path / "donor.ckpt") as archive:
+        donor = json.loads(archive.read("manifest.json"))["state"]["arrays"]
+        donor_entries = {s["entry"]: archive.read(s["entry"]) for s in donor}
+    rewrite(tmp_path / "run.ckpt", lambda m: m["state"].update(arrays=donor), replace=donor_entries)
+    return tmp_path / "run.ckpt"
+
+
+@pytest.mark.parametrize("donor, message", [
+    ({"w": np.zeros(3), "b": np.zeros(2)}, r"state for model\['w'\] does not fit the parameter there \(an array of dtype "
+     r"float64 and shape \(4,\)\): item \[0\] of the Adam state is an array of dtype float64 and shape \(3,\), where the rule "
+     r"keeps an array of dtype float64 and shape \(4,\)"),
+    ({"w": np.zeros(4, np.float32), "b": np.zeros(2, np.float32)},
+     r"model\['w'\] does not fit .* dtype float32 and shape \(4,\), where the rule keeps an array of dtype float64"),
+])
+def test_an_optimiser_state_for_other_shapes_is_refused_at_load(tmp_path, donor, message):
+    model = {"w": np.ones(4), "b": np.ones(2)}
+    path = graft_state(tmp_path, donor, model)
+    with pytest.raises(CheckpointError, match=message):
+        pb.load(path, like={"w": np.zeros(4), "b": np.zeros(2)})
+
+
+def test_an_optimiser_state_for_other_shapes_is_refused_at_save(tmp_path):
+    model = {"w": np.ones(4), "b": np.ones(2)}
+    state = optim.setup(optim.OptimiserChain(optim.ClipNorm(1.0), optim.Adam()), {"w": np.ones(3), "b": np.ones(2)})
+    with pytest.raises(CheckpointError, match=r"state for model\['w'\] does not fit the parameter there .*: item \[0\] of "
+                       r"the Adam state \(rule \[1\] of the OptimiserChain\) is an array of dtype float64 and shape \(3,\)"):
+        pb.save(tmp_path / "run.ckpt", model, state)
+    assert not (tmp_path / "run.ckpt").exists()
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: m["state"]["leaves"][0]["value"]["tuple"].pop(), r"the OptimiserChain state is a tuple of 1 items, not a tuple of 2"),
+    (lambda m: m["state"]["leaves"][0]["value"]["tuple"][1]["tuple"].append(7),
+     r"the Adam state \(rule \[1\] of the OptimiserChain\) is a tuple of 4 items, where the rule keeps a tuple of 3"),
+    (lambda m: m["state"]["leaves"][0]["value"]["tuple"][1]["tuple"].__setitem__(2, {"array": 0}),
+     r"state array 0 is used twice"),
+    (lambda m: m["state"]["arrays"].append(m["state"]["arrays"][0]), r"state\.arrays\[2\] belongs to no optimiser state entry"),
+])
+def test_an_optimiser_state_of_the_wrong_structure_is_refused_at_load(tmp_path, edit, message):
+    model = {"w": np.ones(4)}
+    pb.save(tmp_path / "run.ckpt", model, optim.setup(optim.OptimiserChain(optim.ClipNorm(1.0), optim.Adam()), model))
+    rewrite(tmp_path / "run.ckpt", edit)
+    with pytest.raises(CheckpointError, match=message):
+        pb.load(tmp_path / "run.ckpt", like=model)
+
+
+class Layer:
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+
+class LayerTrainingWeightOnly(Layer):
+    def trainable(self):
+        return ("w",)
+
+
+def test_the_state_must_cover_exactly_the_trainable_arrays_of_like(tmp_path):
+    model = Layer(np.ones(2), np.ones(1))
+    pb.save(tmp_path / "run.ckpt", model, optim.setup(optim.Descent(), model))
+    with pytest.raises(CheckpointError, match=r"state has an entry for model\.b, which is not a trainable array of `like`"):
+        pb.load(tmp_path / "run.ckpt", like=LayerTrainingWeightOnly(np.zeros(2), np.zeros(1)))
+    model = LayerTrainingWeightOnly(np.ones(2), np.ones(1))
+    pb.save(tmp_path / "run.ckpt", model, optim.setup(optim.Descent(), model))
+    with pytest.raises(CheckpointError, match=r"state has no entry for model\.b, which the model trains"):
+        pb.load(tmp_path / "run.ckpt", like=Layer(np.zeros(2), np.zeros(1)))
+
+
+def test_a_state_made_centred_by_adjust_still_round_trips(tmp_path):
+    model = [np.array([1.0, -2.0])]
+    state = optim.adjust(optim.setup(optim.RMSProp(), model), centred=True)
+    assert len(state[0].state) == 1 and state[0].rule.centred
+    pb.save(tmp_path / "run.ckpt", model, state)
+    loaded_model, loaded_state = pb.load(tmp_path / "run.ckpt", like=[np.zeros(2)])
+    grad = [np.array([0.5, 0.25])]
+    expected = optim.update(state, model, grad)[1][0]
+    np.testing.assert_array_equal(optim.update(loaded_state, loaded_model, grad)[1][0], expected)
