@@ -366,10 +366,11 @@ def test_fresh_child_reports_its_own_peak_memory_not_the_parents():
     assert 0 < result.median("peak_mib") < 300 < ballast.nbytes / 2**20
 
 
-def test_import_pullback_does_not_import_the_benchmark():
-    code = "import sys, pullback; print(any(m.startswith('pullback.bench') for m in sys.modules))"
+def test_import_pullback_does_not_import_the_benchmark_or_matplotlib():
+    code = ("import sys, pullback, pullback.demo; "
+            "print([any(m.startswith(p) for m in sys.modules) for p in ('pullback.bench', 'matplotlib')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "[False, False]"
 
 
 def test_bench_scripts_and_module_entry_point_run():
