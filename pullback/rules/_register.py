@@ -20,6 +20,7 @@ user should know; both end up in the coverage table, with whether a forward rule
 
 import collections
 import functools
+import inspect
 import sys
 
 import numpy as np
@@ -83,36 +84,65 @@ def ufunc_rule(ufunc, *, args, notes=""):
 def rule(*fns, args, notes="", view=False):
     """Decorator: `rule(*args, **kwargs) -> (y, back)` serves each NumPy function in `fns`.
 
-    With `view=True` the result is marked as sharing memory with the input, as NumPy's
-    result does, so that an in-place write into either is refused instead of going astray.
+    The rule takes its arguments in the positions NumPy gives them. With `view=True` the
+    result is marked as sharing memory with the input, as NumPy's result does, so that an
+    in-place write into either is refused instead of going astray.
     """
 
     def register(rule_fn):
-        run = _view_of(rule_fn) if view else functools.partial(apply_rule, rule_fn)
         for fn in fns:
             _claim(FUNCTIONS, fn)
-            FUNCTIONS[fn] = run
+            FUNCTIONS[fn] = _RuleCall(apply_rule, rule_fn, names=_positional_names(fn), view=view)
             describe(fn, args, notes, kind="rule", rule=rule_fn, family=_family_of_module(rule_fn.__module__))
         return rule_fn
 
     return register
 
 
-class _ViewRule(functools.partial):
-    """`apply_rule(rule, x, ...)`, marking the result as a view of `x` as NumPy's result is.
+class _RuleCall(functools.partial):
+    """`apply_rule(rule, *args, **kwargs)` for a NumPy function whose positional parameters are
+    `names` (None for a positional-only one).
 
-    A partial of `apply_rule`, so that `pb.rrule` and `pb.frule` find the rule it applies.
+    Arguments the caller named (`np.sum(a=x, axis=0)`) move to their positions first: the engine
+    tracks positional arguments only, and a rule binds its arguments by position. With `view`
+    the result is marked as a view of the first argument, as NumPy's result is. A partial of
+    `apply_rule`, so that `pb.rrule` and `pb.frule` find the rule it applies.
     """
 
-    def __call__(self, x, *rest, **kwargs):
-        y = apply(self.args[0], (x,) + rest, kwargs)
-        if isinstance(y, Traced) and isinstance(x, Traced):
-            mark_view(y, x)
+    def __new__(cls, func, rule_fn, *, names, view):
+        run = super().__new__(cls, func, rule_fn)
+        run.names, run.view = names, view
+        return run
+
+    def __call__(self, *args, **kwargs):
+        if kwargs and self.names:
+            args, kwargs = _to_positions(self.names, args, kwargs)
+        y = apply(self.args[0], args, kwargs)
+        if self.view and isinstance(y, Traced) and args and isinstance(args[0], Traced):
+            mark_view(y, args[0])
         return y
 
 
-def _view_of(rule_fn):
-    return _ViewRule(apply_rule, rule_fn)
+def _positional_names(fn):
+    """The names of `fn`'s positional parameters, None for positional-only ones (() if unknown)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name if p.kind is p.POSITIONAL_OR_KEYWORD else None for p in parameters
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def _to_positions(names, args, kwargs):
+    """Named arguments that continue `args` without a gap, moved to their positions.
+
+    >>> _to_positions(("a", "axis", "dtype", "out", "keepdims"), (), {"a": 1, "axis": 0, "keepdims": True})
+    ((1, 0), {'keepdims': True})
+    """
+    args, kwargs = list(args), dict(kwargs)
+    while len(args) < len(names) and names[len(args)] in kwargs:
+        args.append(kwargs.pop(names[len(args)]))
+    return tuple(args), kwargs
 
 
 def private_rule(rule_fn):
