@@ -160,13 +160,13 @@ def stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
 
 
 @composite(np.vstack, args="tup")
-def vstack(arrays, *, dtype=None, casting="same_kind"):
-    return concatenate([np.atleast_2d(a) for a in arrays], axis=0, dtype=dtype)
+def vstack(tup, *, dtype=None, casting="same_kind"):
+    return concatenate([np.atleast_2d(a) for a in tup], axis=0, dtype=dtype)
 
 
 @composite(np.hstack, args="tup")
-def hstack(arrays, *, dtype=None, casting="same_kind"):
-    arrays = [np.atleast_1d(a) for a in arrays]
+def hstack(tup, *, dtype=None, casting="same_kind"):
+    arrays = [np.atleast_1d(a) for a in tup]
     return concatenate(arrays, axis=0 if np.ndim(arrays[0]) == 1 else 1, dtype=dtype)
 
 
@@ -180,15 +180,18 @@ def _constant_like(prototype, value):
     return prototype._tape.leaf(value)
 
 
-def _like(make):
-    def run(prototype, *args, **kwargs):
+def _like(make, name):
+    """`make(prototype, ...)`, whose prototype parameter is called `name`, on a tracked prototype."""
+
+    def run(*args, **kwargs):
+        prototype, args = (args[0], args[1:]) if args else (kwargs.pop(name), ())
         return _constant_like(prototype, make(stop_gradient(prototype), *args, **kwargs))
 
     return run
 
 
-for _make in (np.zeros_like, np.ones_like, np.empty_like):
-    FUNCTIONS[_make] = _like(_make)
+for _make, _name in ((np.zeros_like, "a"), (np.ones_like, "a"), (np.empty_like, "prototype")):
+    FUNCTIONS[_make] = _like(_make, _name)
     describe(_make, "none", """A constant: no gradient flows from the prototype. On a tracked prototype the
              result is tracked too, so tracked values can be written into it.""", kind="none")
 
