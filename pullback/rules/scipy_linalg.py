@@ -125,7 +125,6 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     return triangular_solve(c, triangular_solve(c, b, True, False, False), False, False, False)
 
 
-@primitive
 def expm(A):
     """`scipy.linalg.expm`, differentiable; batches over leading axes as SciPy does.
 
@@ -134,13 +133,18 @@ def expm(A):
     >>> pb.gradient(lambda t: np.trace(expm(t * np.eye(2))), 0.0)[0]
     2.0
     """
+    return _expm(A)  # positionally, however A was given: a primitive tracks positional arguments
+
+
+@primitive
+def _expm(A):
     return _linalg().expm(A)
 
 
-@rrule(expm)
+@rrule(_expm)
 def expm_rule(A):
     # The adjoint of the Fréchet derivative of expm at A is the Fréchet derivative at Aᵀ.
-    return expm(A), lambda g: (_frechet(_t(A), g),)
+    return _expm(A), lambda g: (_frechet(_t(A), g),)
 
 
 def _frechet(A, E):
@@ -148,12 +152,12 @@ def _frechet(A, E):
     n = np.shape(stop_gradient(A))[-1]
     zero = np.zeros(np.shape(stop_gradient(A)), dtype=np.result_type(stop_gradient(A)))
     block = np.concatenate([np.concatenate([A, E], axis=-1), np.concatenate([zero, A], axis=-1)], axis=-2)
-    return expm(block)[..., :n, n:]
+    return _expm(block)[..., :n, n:]
 
 
 @forward_in_first(expm_rule)
 def expm_frule(t, A):
-    return expm(A), _frechet(A, t)
+    return _expm(A), _frechet(A, t)
 
 
 def _permutation(piv):
