@@ -29,6 +29,7 @@ UNARY = {
     "erfinv": (-0.9, 0.9), "erfcinv": (0.1, 1.9), "erfcx": (-1, 3), "gammaln": (0.2, 5), "gamma": (0.3, 4),
     "digamma": (0.3, 5), "psi": (0.3, 5), "ndtr": (-3, 3), "log_ndtr": (-8, 3), "ndtri": (0.05, 0.95),
     "i0": (-3, 3), "i1": (-3, 3), "i0e": (-3, 3), "i1e": (-3, 3),
+    "rgamma": (-2.7, 4), "cosm1": (-3, 3), "j0": (-6, 6), "j1": (-6, 6), "y0": (0.3, 6), "y1": (0.3, 6),
 }
 
 
@@ -152,3 +153,66 @@ def test_scipy_imported_first_is_registered_at_import():
         print(pb.gradient(lambda x: scipy.special.expit(x), 0.0)[0])
     """)
     assert out.strip() == "0.25"
+
+
+@pytest.mark.parametrize("name", ["beta", "poch"])
+def test_beta_and_pochhammer(name):
+    fn = getattr(sp, name)
+    a, b = np.array([0.4, 1.3, 2.5]), np.array([[0.7], [2.2]])
+    assert_gradient(lambda a, b: project(fn(a, b)), a, b)
+    assert_gradient(lambda a: np.sum(pb.gradient(lambda b: project(fn(a, b)), b)[0]), a, rtol=1e-4, atol=1e-6)
+
+
+def test_rgamma_at_the_poles_of_gamma():
+    # 1/Γ(x) is 0 at x = -n, with slope (-1)^n n!
+    np.testing.assert_allclose(pb.gradient(lambda x: np.sum(sp.rgamma(x)), np.array([0.0, -1.0, -2.0, -3.0]))[0],
+                               [1.0, -1.0, 2.0, -6.0])
+
+
+@pytest.mark.parametrize("name", ["jv", "yv", "yn"])
+def test_bessel_functions_of_integer_and_real_order(name):
+    fn = getattr(sp, name)
+    z = np.array([0.6, 1.7, 4.2])
+    for order in (np.array([[0], [1], [3]]), 2):
+        assert_gradient(lambda z: project(fn(order, z)), z)
+    if name != "yn":
+        assert_gradient(lambda z: project(fn(1.5, z)), z)
+    assert_gradient(lambda z: np.sum(pb.gradient(lambda y: project(fn(1, y)), z)[0]), z, rtol=1e-4, atol=1e-6)
+    with pytest.raises(NotImplementedError, match="order"):
+        pb.gradient(lambda v: np.sum(fn(v, z)), 1.0)
+
+
+def test_incomplete_gamma_and_beta_functions_in_every_argument():
+    # the shape derivatives come from quadrature; they are checked against central differences here
+    a, x = np.array([0.05, 0.4, 1.0, 2.5, 30.0]), np.array([0.3, 2.0, 1.0, 0.1, 28.0])
+    for fn in (sp.gammainc, sp.gammaincc):
+        assert_gradient(lambda a, x: project(fn(a, x)), a, x, rtol=1e-6, atol=1e-10)
+        assert_gradient(lambda x: np.sum(pb.gradient(lambda y: project(fn(a, y)), x)[0]), x, rtol=1e-5, atol=1e-8)
+    a, b = np.array([0.05, 0.6, 1.0, 3.0, 40.0]), np.array([0.5, 1.7, 0.08, 25.0, 35.0])
+    x = np.array([0.3, 0.95, 0.5, 0.02, 0.55])
+    for fn in (sp.betainc, sp.betaincc):
+        assert_gradient(lambda a, b, x: project(fn(a, b, x)), a, b, x, rtol=1e-6, atol=1e-10)
+    df, t = np.array([0.6, 2.0, 7.0, 30.0, 3.0]), np.array([-4.0, -0.3, 0.001, 2.5, 60.0])
+    assert_gradient(lambda df, t: project(sp.stdtr(df, t)), df, t, rtol=1e-6, atol=1e-10)
+    _, tangent = pb.jvp(lambda a, b: sp.betainc(a, b, 0.4), (np.array([0.7]), np.array([2.0])),
+                        (np.array([1.0]), np.array([-0.5])))
+    eps = 1e-6
+    expected = (sp.betainc(0.7 + eps, 2.0 - 0.5 * eps, 0.4) - sp.betainc(0.7 - eps, 2.0 + 0.5 * eps, 0.4)) / (2 * eps)
+    np.testing.assert_allclose(tangent, expected, rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="betainc: the derivative with respect to b .*quadrature"):
+        pb.hessian(lambda b: sp.betainc(0.5, b, 0.3), 2.0)
+    with pytest.raises(NotImplementedError, match="stdtr: the derivative with respect to df"):
+        pb.gradient(lambda t: pb.gradient(lambda df: sp.stdtr(df, t), 3.0)[0], 1.0)
+
+
+def test_gammasgn_has_no_gradient_and_multigammaln_is_differentiable():
+    g = pb.gradient(lambda x: np.sum(sp.gammasgn(x) * x), np.array([-0.5, -1.5, 2.0]))[0]
+    np.testing.assert_array_equal(g, [-1.0, 1.0, 1.0])
+    a = np.array([2.0, 3.5, 7.0])
+    for d in (1, 3):
+        assert_gradient(lambda a: project(special.multigammaln(a, d)), a)
+        np.testing.assert_allclose(pb.pullback(lambda a: special.multigammaln(a, d), a)[0], sp.multigammaln(a, d),
+                                   rtol=1e-14)
+    assert special.multigammaln(3.0, 2) == sp.multigammaln(3.0, 2)
+    with pytest.raises(ValueError, match="condition a"):
+        pb.gradient(lambda a: special.multigammaln(a, 4), 1.0)

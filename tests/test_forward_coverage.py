@@ -280,6 +280,9 @@ UFUNC_DOMAINS = {
     "logit": (0.05, 0.95), "erfcinv": (0.1, 1.9), "gammaln": (0.2, 5), "gamma": (0.3, 4), "digamma": (0.3, 5),
     "psi": (0.3, 5), "ndtri": (0.05, 0.95), "xlogy": (0.2, 2.0), "xlog1py": (0.2, 2.0), "betaln": (0.2, 2.0),
     "iv": (0.2, 2.0), "ive": (0.2, 2.0), "log_ndtr": (-3.0, 3.0), "erfcx": (-1.0, 3.0),
+    "y0": (0.5, 3.0), "y1": (0.5, 3.0), "jv": (0.5, 3.0), "yv": (0.5, 3.0), "yn": (0.5, 3.0), "beta": (0.3, 2.0),
+    "poch": (0.3, 2.0), "gammainc": (0.3, 3.0), "gammaincc": (0.3, 3.0), "stdtr": (0.5, 3.0),
+    "betainc": (0.2, 0.9), "betaincc": (0.2, 0.9),
 }
 
 
@@ -289,8 +292,11 @@ def ufunc_case(ufunc):
         return ufunc, uniform(low, high, (3, 2))
     if ufunc is np.ldexp:  # the exponent is an integer: no tangent
         return ufunc, lambda rng: (rng.normal(size=(3, 2)), rng.integers(-2, 3, size=2))
-    if ufunc.__name__ in ("iv", "ive"):  # the order is plain
-        return (lambda z: ufunc(1.5, z)), uniform(low, high, (3, 2))
+    if ufunc.__name__ in ("iv", "ive", "jv", "yv", "yn"):  # the order is plain
+        order = 1 if ufunc.__name__ == "yn" else 1.5
+        return (lambda z: ufunc(order, z)), uniform(low, high, (3, 2))
+    if ufunc.nin == 3:
+        return ufunc, uniform(low, high, (3, 2), (2,), (3, 1))
     return ufunc, uniform(low, high, (3, 2), (2,))
 
 

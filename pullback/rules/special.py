@@ -29,10 +29,10 @@ import warnings
 import numpy as np
 
 from .._extend import primitive, rrule
-from .._registry import UFUNC_RULES
+from .._registry import NONDIFF_UFUNCS, UFUNC_RULES
 from .._tangents import Thunk
 from .._trace import Traced, stop_gradient
-from ._register import add_tangents, describe, forward_rule
+from ._register import ENTRIES, add_tangents, describe, forward_rule
 
 SQRT_PI = math.sqrt(math.pi)
 SQRT_2PI = math.sqrt(2.0 * math.pi)
@@ -75,28 +75,31 @@ def _unary(name, args="x", notes=""):
     return register
 
 
-def _binary(name, d_first, d_second, args, notes=""):
-    """Register `scipy.special.<name>(a, b)` with partial derivatives `d_first(g, a, b, y, sp)` and `d_second`."""
+def _nary(name, partials, args, notes=""):
+    """Register `scipy.special.<name>(*inputs)` with one partial derivative `d(g, *inputs, y, sp)` per input."""
 
-    def rule(a, b):
+    def rule(*inputs):
         sp = _scipy_special()
-        y = getattr(sp, name)(a, b)
+        y = getattr(sp, name)(*inputs)
 
         def back(g):
-            return Thunk(lambda: d_first(g, a, b, y, sp)), Thunk(lambda: d_second(g, a, b, y, sp))
+            return tuple(Thunk(lambda d=d: d(g, *inputs, y, sp)) for d in partials)
 
         return y, back
 
     @forward_rule(_named(rule, name))
     def frule(primals, tangents):
-        (a, b), (ta, tb) = primals, tangents
         sp = _scipy_special()
-        y = getattr(sp, name)(a, b)
-        return y, add_tangents(None if ta is None else d_first(ta, a, b, y, sp),
-                               None if tb is None else d_second(tb, a, b, y, sp))
+        y = getattr(sp, name)(*primals)
+        return y, add_tangents(*(None if t is None else d(t, *primals, y, sp) for d, t in zip(partials, tangents)))
 
     RULES[name] = rule
     describe(f"scipy.special.{name}", args, notes, kind="rule", rule=rule, name=f"scipy.special.{name}")
+
+
+def _binary(name, d_first, d_second, args, notes=""):
+    """Register `scipy.special.<name>(a, b)` with partial derivatives `d_first(g, a, b, y, sp)` and `d_second`."""
+    _nary(name, (d_first, d_second), args, notes)
 
 
 def _no_order_derivative(name):
@@ -151,6 +154,189 @@ _binary("ive", _no_order_derivative("ive"),
         "z", "The order v must be plain (its derivative raises).")
 
 
+# --- Gamma and beta functions, Bessel functions of the first and second kind ----------------
+def _rgamma_derivative(x, y, sp):
+    """d/dx 1/Γ(x) = -ψ(x)/Γ(x); at x = -n, where Γ has a pole, it is (-1)^n n! = (-1)^n Γ(1 - x)."""
+    pole = (stop_gradient(x) <= 0) & (np.floor(stop_gradient(x)) == stop_gradient(x))
+    if not np.any(pole):
+        return -y * sp.digamma(x)
+    sign = np.where(np.remainder(stop_gradient(x), 2.0) == 0.0, 1.0, -1.0)
+    regular = -y * sp.digamma(np.where(pole, 0.5, x))
+    return np.where(pole, sign * sp.gamma(1.0 - np.where(pole, x, 0.0)), regular)
+
+
+_unary("rgamma", notes="1/Γ(x); at the poles of Γ (x = 0, -1, -2, ...) the derivative is (-1)^n n!.")(
+    lambda g, x, y, sp: g * _rgamma_derivative(x, y, sp))
+_unary("cosm1", notes="cos(x) - 1, accurate near 0.")(lambda g, x, y, sp: -g * np.sin(x))
+_unary("j0")(lambda g, x, y, sp: -g * sp.j1(x))
+_unary("j1")(lambda g, x, y, sp: g * 0.5 * (sp.j0(x) - sp.jv(2.0, x)))
+_unary("y0")(lambda g, x, y, sp: -g * sp.y1(x))
+_unary("y1")(lambda g, x, y, sp: g * 0.5 * (sp.y0(x) - sp.yv(2.0, x)))
+
+
+def _bessel_order(name):
+    """d/dz of a Bessel function C_v(z) with C_v' = (C_{v-1} - C_{v+1}) / 2 (J and Y)."""
+    return lambda g, v, z, out, sp: g * 0.5 * (getattr(sp, name)(v - 1, z) - getattr(sp, name)(v + 1, z))
+
+
+_binary("jv", _no_order_derivative("jv"), _bessel_order("jv"), "z",
+        "Also reached as scipy.special.jn. The order v must be plain (its derivative raises).")
+_binary("yv", _no_order_derivative("yv"), _bessel_order("yv"), "z",
+        "The order v must be plain (its derivative raises).")
+_binary("yn", _no_order_derivative("yn"), _bessel_order("yn"), "x", "The order n is an integer.")
+_binary("beta", lambda g, a, b, out, sp: g * out * (sp.digamma(a) - sp.digamma(a + b)),
+        lambda g, a, b, out, sp: g * out * (sp.digamma(b) - sp.digamma(a + b)), "a, b")
+_binary("poch", lambda g, z, m, out, sp: g * out * (sp.digamma(z + m) - sp.digamma(z)),
+        lambda g, z, m, out, sp: g * out * sp.digamma(z + m), "z, m")
+
+# gammasgn(x) is ±1: no gradient. Registered with the ufuncs, once SciPy is imported.
+describe("scipy.special.gammasgn", "none", "No gradient: the sign of Γ(x) is piecewise constant.", kind="none",
+         name="scipy.special.gammasgn")
+
+
+# --- Regularized incomplete gamma and beta functions --------------------------------------
+# The derivatives in the argument x are densities, in closed form. Those in the shape
+# parameters have none: they are integrals of the density times a score,
+#     dP(a, x)/da = ∫_0^x (log t - ψ(a)) t^(a-1) e^(-t) / Γ(a) dt,
+# computed by adaptive quadrature (scipy.integrate.quad) over whichever side of x keeps the
+# score of one sign (dP/da = -∫_x^∞ ... on the other), so that nothing cancels; near an
+# integrable endpoint singularity t^(a-1) the weight goes to QUADPACK's algebraic-logarithmic
+# rule. Accurate to about 1e-12 relative; first derivatives only.
+def _gamma_density(a, x, sp):
+    """x^(a-1) e^(-x) / Γ(a): d/dx of gammainc(a, x)."""
+    return np.exp(sp.xlogy(a - 1.0, x) - x - sp.gammaln(a))
+
+
+def _beta_density(a, b, x, sp):
+    """x^(a-1) (1-x)^(b-1) / B(a, b): d/dx of betainc(a, b, x)."""
+    return np.exp(sp.xlogy(a - 1.0, x) + sp.xlog1py(b - 1.0, -x) - sp.betaln(a, b))
+
+
+def _quad(f, lo, hi, **weight):
+    from scipy import integrate
+
+    return integrate.quad(f, lo, hi, epsabs=0.0, epsrel=1e-12, limit=200, **weight)[0]
+
+
+def _gammainc_da(a, x):
+    """d/da gammainc(a, x) for scalars, by quadrature."""
+    if not (a > 0 and x >= 0):
+        return math.nan
+    if x == 0 or math.isinf(x):
+        return 0.0
+    sp = _scipy_special()
+    c, log_gamma = sp.digamma(a), sp.gammaln(a)
+
+    def integrand(t):
+        return (math.log(t) - c) * math.exp((a - 1.0) * math.log(t) - t - log_gamma) if t > 0 else 0.0
+
+    if math.log(x) > c:  # the score log t - ψ(a) is positive on all of (x, ∞)
+        return -_quad(integrand, x, math.inf)
+    if a < 2:  # t^(a-1) log t at 0: the weighted rule integrates it exactly
+        weighted = _quad(lambda t: math.exp(-t - log_gamma), 0.0, x, weight="alg-loga", wvar=(a - 1.0, 0.0))
+        return weighted - c * sp.gammainc(a, x)
+    return _quad(integrand, 0.0, x)
+
+
+def _betainc_dshape(a, b, x, second):
+    """d/da (or d/db when `second`) betainc(a, b, x) for scalars, by quadrature."""
+    if not (a > 0 and b > 0 and 0 <= x <= 1):
+        return math.nan
+    if x == 0 or x == 1:
+        return 0.0
+    sp = _scipy_special()
+    log_beta = sp.betaln(a, b)
+    if second:
+        c = sp.digamma(b) - sp.digamma(a + b)
+        score, left = (lambda t: math.log1p(-t) - c), math.log1p(-x) >= c
+    else:
+        c = sp.digamma(a) - sp.digamma(a + b)
+        score, left = (lambda t: math.log(t) - c), math.log(x) <= c
+    if left and a < 2:  # singular weight t^(a-1) at 0
+        rest = lambda t: math.exp((b - 1.0) * math.log1p(-t) - log_beta)  # noqa: E731
+        if not second:
+            return _quad(rest, 0.0, x, weight="alg-loga", wvar=(a - 1.0, 0.0)) - c * sp.betainc(a, b, x)
+        return _quad(lambda t: score(t) * rest(t), 0.0, x, weight="alg", wvar=(a - 1.0, 0.0))
+    if not left and b < 2:  # singular weight (1-t)^(b-1) at 1
+        rest = lambda t: math.exp((a - 1.0) * math.log(t) - log_beta)  # noqa: E731
+        if second:
+            return c * sp.betaincc(a, b, x) - _quad(rest, x, 1.0, weight="alg-logb", wvar=(0.0, b - 1.0))
+        return -_quad(lambda t: score(t) * rest(t), x, 1.0, weight="alg", wvar=(0.0, b - 1.0))
+
+    def integrand(t):
+        if t <= 0 or t >= 1:
+            return 0.0
+        return score(t) * math.exp((a - 1.0) * math.log(t) + (b - 1.0) * math.log1p(-t) - log_beta)
+
+    return _quad(integrand, 0.0, x) if left else -_quad(integrand, x, 1.0)
+
+
+def _stdtr_ddf(df, t):
+    """d/d(df) stdtr(df, t) for scalars: stdtr = 1/2 + sign(t)/2 · betainc(1/2, df/2, w), w = t²/(df+t²),
+    or (1 - sign(t))/2 + sign(t)/2 · betaincc(df/2, 1/2, 1 - w), whichever of w and 1 - w is the smaller."""
+    if not (df > 0) or math.isnan(t):
+        return math.nan
+    if t == 0 or math.isinf(t) or math.isinf(df):
+        return 0.0
+    sp = _scipy_special()
+    s = t * t + df
+    w, u = t * t / s, df / s  # w + u = 1, each computed without cancellation
+    dw = -t * t / (s * s)  # dw/d(df) = -du/d(df)
+    if w <= u:
+        d = 0.5 * _betainc_dshape(0.5, 0.5 * df, w, True) + _beta_density(0.5, 0.5 * df, w, sp) * dw
+    else:
+        d = -(0.5 * _betainc_dshape(0.5 * df, 0.5, u, False) - _beta_density(0.5 * df, 0.5, u, sp) * dw)
+    return math.copysign(0.5, t) * d
+
+
+def _by_quadrature(name, argument, scalar_fn, *values):
+    """`scalar_fn` elementwise over the broadcast plain `values` (a first derivative by quadrature)."""
+    if any(isinstance(v, Traced) for v in values):
+        raise NotImplementedError(
+            f"scipy.special.{name}: the derivative with respect to {argument} is computed by numerical quadrature "
+            "and cannot itself be differentiated (no second derivatives in that argument). Differentiate once, "
+            "or pass that argument through pb.stop_gradient.")
+    return np.vectorize(scalar_fn, otypes=[np.float64])(*values)
+
+
+_SHAPE_NOTE = ("The derivatives in the shape parameters have no closed form: they are computed by "
+               "numerical quadrature (about 1e-12 relative) and are first derivatives only.")
+
+_binary("gammainc", lambda g, a, x, out, sp: g * _by_quadrature("gammainc", "a", _gammainc_da, a, x),
+        lambda g, a, x, out, sp: g * _gamma_density(a, x, sp), "a, x", _SHAPE_NOTE)
+_binary("gammaincc", lambda g, a, x, out, sp: -g * _by_quadrature("gammaincc", "a", _gammainc_da, a, x),
+        lambda g, a, x, out, sp: -g * _gamma_density(a, x, sp), "a, x", _SHAPE_NOTE)
+
+
+def _d_betainc(name, sign):
+    return (
+        lambda g, a, b, x, out, sp: sign * g * _by_quadrature(
+            name, "a", lambda a, b, x: _betainc_dshape(a, b, x, False), a, b, x),
+        lambda g, a, b, x, out, sp: sign * g * _by_quadrature(
+            name, "b", lambda a, b, x: _betainc_dshape(a, b, x, True), a, b, x),
+        lambda g, a, b, x, out, sp: sign * g * _beta_density(a, b, x, sp),
+    )
+
+
+_nary("betainc", _d_betainc("betainc", 1.0), "a, b, x", _SHAPE_NOTE)
+_nary("betaincc", _d_betainc("betaincc", -1.0), "a, b, x", _SHAPE_NOTE)
+
+
+def _student_density(df, t, sp):
+    """d/dt stdtr(df, t): Student's t density (the normal density where df is infinite)."""
+    finite = np.isfinite(stop_gradient(df))
+    if not np.all(finite):
+        df = np.where(finite, df, 1.0)
+    density = np.exp(sp.gammaln(0.5 * (df + 1.0)) - sp.gammaln(0.5 * df) - 0.5 * np.log(df * math.pi)
+                     - 0.5 * (df + 1.0) * np.log1p(t * t / df))
+    return density if np.all(finite) else np.where(finite, density, np.exp(-0.5 * t * t) / SQRT_2PI)
+
+
+_binary("stdtr", lambda g, df, t, out, sp: g * _by_quadrature("stdtr", "df", _stdtr_ddf, df, t),
+        lambda g, df, t, out, sp: g * _student_density(df, t, sp), "df, t",
+        "Student's t distribution function. " + _SHAPE_NOTE.replace("shape parameters", "degrees of freedom df"))
+
+
 _registered = False
 
 
@@ -162,6 +348,8 @@ def register():
     sp = _scipy_special()
     for name, rule in RULES.items():
         UFUNC_RULES[getattr(sp, name)] = rule
+    NONDIFF_UFUNCS.add(sp.gammasgn)
+    ENTRIES[sp.gammasgn] = ENTRIES["scipy.special.gammasgn"]
     _registered = True
 
 
@@ -298,7 +486,28 @@ def softmax(x, axis=None):
     return np.exp(log_softmax(x, axis=axis))
 
 
+def multigammaln(a, d):
+    """`scipy.special.multigammaln(a, d)`, the log of the multivariate gamma function, differentiable in `a`.
+
+    >>> import numpy as np, pullback as pb
+    >>> from pullback.scipy.special import multigammaln
+    >>> g = pb.gradient(lambda a: multigammaln(a, 2), 3.0)[0]  # digamma(3) + digamma(2.5)
+    >>> round(g, 12)
+    1.625940975744
+    """
+    import scipy.special as sp
+
+    if not _any_tracked(a):
+        return sp.multigammaln(a, d)
+    sp.multigammaln(stop_gradient(a), d)  # SciPy's checks of d and of a > (d - 1) / 2, with its messages
+    d = int(d)
+    terms = sp.gammaln(np.stack([a - (j - 1.0) / 2 for j in range(1, d + 1)]))
+    return (d * (d - 1) * 0.25) * np.log(np.pi) + np.sum(terms, axis=0)
+
+
 describe(logsumexp, "a, b", _PYTHON_LEVEL.format("logsumexp") + " `return_sign` supported.", kind="composite",
          name="scipy.special.logsumexp")
 describe(softmax, "x", _PYTHON_LEVEL.format("softmax"), kind="composite", name="scipy.special.softmax")
 describe(log_softmax, "x", _PYTHON_LEVEL.format("log_softmax"), kind="composite", name="scipy.special.log_softmax")
+describe(multigammaln, "a", _PYTHON_LEVEL.format("multigammaln") + " The dimension d is a plain integer.",
+         kind="composite", name="scipy.special.multigammaln")

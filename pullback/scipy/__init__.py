@@ -9,7 +9,11 @@ modes and to any order, and SciPy itself when nothing is being differentiated.
 - `pullback.scipy.special`: `logsumexp`, `softmax`, `log_softmax`, `polygamma`, and the
   differentiable `scipy.special` ufuncs under their own names;
 - `pullback.scipy.linalg`: `solve_triangular`, `cho_factor`, `cho_solve`, `expm`,
-  `lu_factor`, `lu_solve`.
+  `lu_factor`, `lu_solve`;
+- `pullback.scipy.stats` (imported on first use): SciPy's distributions (`norm`, `gamma`,
+  `poisson`, `multivariate_normal`, ...) with their `logpdf`, `pdf`, `cdf`, ... methods;
+- `pullback.scipy.integrate` (imported on first use): `odeint` and `solve_ivp`, differentiable
+  once (adjoint method) in the initial state, the times and the parameters in `args`.
 
 SciPy stays optional: nothing here imports it until a function needs it.
 
@@ -25,4 +29,12 @@ array([1.12837917])
 
 from . import linalg, special
 
-__all__ = ["linalg", "special"]
+__all__ = ["linalg", "special", "stats", "integrate"]
+
+
+def __getattr__(name):
+    if name not in ("stats", "integrate"):
+        raise AttributeError(f"module 'pullback.scipy' has no attribute {name!r}")
+    import importlib
+
+    return importlib.import_module(f"{__name__}.{name}")

@@ -1,4 +1,4 @@
-"""`scipy.special`, differentiable: `logsumexp`, `softmax`, `log_softmax` and `polygamma` as
+"""`scipy.special`, differentiable: `logsumexp`, `softmax`, `log_softmax`, `polygamma` and `multigammaln` as
 pullback's own versions, and the ufuncs that have rules (`erf`, `gammaln`, `expit`, `xlogy`, ...)
 as SciPy's own, which work on traced values as they are. SciPy is imported on first use.
 
@@ -11,9 +11,9 @@ array([ 0.25, -0.25])
 """
 
 from ..rules.special import RULES as _RULES
-from ..rules.special import log_softmax, logsumexp, polygamma, softmax
+from ..rules.special import log_softmax, logsumexp, multigammaln, polygamma, softmax
 
-__all__ = ["logsumexp", "softmax", "log_softmax", "polygamma", *sorted(_RULES)]
+__all__ = ["logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln", *sorted(_RULES)]
 
 
 def __getattr__(name):
