@@ -1,6 +1,9 @@
 """Checkpoints: a model's arrays, and optionally an optimiser state, in one portable file.
 
 `save(path, model, state=None)` writes; `load(path, like=model)` reads into a copy of `like`.
+A path ending in ``.safetensors`` reads and writes the safetensors format instead (see
+`pullback.safetensors_io`). `state_dict(model)` and `load_state_dict(model, state)` give and
+take a model's arrays as a flat dict, as PyTorch's methods of those names do.
 
 Format (``pullback-checkpoint``, version 1)
 ------------------------------------------
@@ -86,7 +89,7 @@ from .optim._walk import describe as _describe
 from .optim._walk import join, model_children
 from .optim.rules import RULES, OptimiserChain, Rule, rule_name
 
-__all__ = ["save", "load", "CheckpointError", "FORMAT", "VERSION"]
+__all__ = ["save", "load", "state_dict", "load_state_dict", "CheckpointError", "FORMAT", "VERSION"]
 
 FORMAT = "pullback-checkpoint"
 VERSION = 1
@@ -110,6 +113,8 @@ def save(path, model, state=None):
 
     Everything is checked before the file is touched; an existing file at `path` is only
     replaced once the new one is complete on disk. See the module docstring for the format.
+    A `path` ending in ``.safetensors`` writes `state_dict(model)` as a safetensors file
+    instead (no state; see `pullback.safetensors_io`).
 
     >>> import os, tempfile, numpy as np, pullback as pb
     >>> model = {"w": np.arange(3.0), "mask": np.array([True, False])}
@@ -118,11 +123,15 @@ def save(path, model, state=None):
     ...     pb.load(os.path.join(folder, "model.ckpt"), like={"w": np.zeros(3), "mask": np.ones(2, bool)})
     {'w': array([0., 1., 2.]), 'mask': array([ True, False])}
     """
+    if _is_safetensors(path):
+        from . import safetensors_io
+
+        return safetensors_io.save(path, model, state)
     groups = _array_groups(model)
     arrays = [(x, paths) for x, paths in groups.values()]
     state_manifest, state_arrays = (None, []) if state is None else _encode_state(state, model)
 
-    def write(file):
+    def write(file, temporary):
         with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_STORED) as archive:
             specs = []
             for i, (x, paths) in enumerate(arrays):
@@ -145,6 +154,10 @@ def save(path, model, state=None):
     _write_atomically(path, write)
 
 
+def _is_safetensors(path):
+    return os.fspath(path).lower().endswith(".safetensors")
+
+
 def _version():
     from . import __version__
 
@@ -154,6 +167,14 @@ def _version():
 def _array_groups(model):
     """`{id: (array, [paths])}` for every array reachable in `model`, in walk order."""
     groups = {}
+    for path, x in _array_places(model):
+        groups.setdefault(id(x), (x, []))[1].append(path)
+    return groups
+
+
+def _array_places(model):
+    """`[(path, array)]` for every place of `model` holding an array, in walk order."""
+    places = []
 
     def walk(x, path, ancestors, unstable):
         if stop_gradient(x) is not x:
@@ -167,7 +188,7 @@ def _array_groups(model):
                     "process. Use keys of type str, int, bool or None (or tuples of these), e.g. str(key)."
                 )
             _check_storable(x, path)
-            groups.setdefault(id(x), (x, []))[1].append(path)
+            places.append((path, x))
             return
         kids, _ = model_children(x)
         if not kids or id(x) in ancestors:
@@ -178,7 +199,7 @@ def _array_groups(model):
         ancestors.discard(id(x))
 
     walk(model, "model", set(), None)
-    return groups
+    return places
 
 
 def _stable_key(key):
@@ -293,14 +314,14 @@ def _encode_value(value, arrays, where):
 
 
 def _write_atomically(path, write):
-    """Run `write(file)` on a temporary file next to `path`, sync it, then move it over `path`."""
+    """Run `write(file, temporary_path)` on a temporary file next to `path`, sync it, then move it over `path`."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     temporary = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as file:
-            write(file)
+            write(file, temporary)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
@@ -396,7 +417,9 @@ def load(path, like):
     is never changed. Non-array fields are taken from `like`. The state, when present, is
     rebuilt for the new model with the stored rules, hyperparameters, frozen flags and rule
     states (moments, step counters), each checked to fit its parameter. Any problem raises
-    `CheckpointError` naming it, before anything larger than `like` is allocated.
+    `CheckpointError` naming it, before anything larger than `like` is allocated. A `path`
+    ending in ``.safetensors`` is read as a safetensors file, in pullback's or PyTorch's
+    layout (see `pullback.safetensors_io`).
 
     >>> import os, tempfile, numpy as np, pullback as pb
     >>> model = [np.array([1.0, 2.0])]
@@ -407,6 +430,10 @@ def load(path, like):
     >>> model2, state2[0].rule
     ([array([1., 2.])], Adam(lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08))
     """
+    if _is_safetensors(path):
+        from . import safetensors_io
+
+        return safetensors_io.load(path, like)
     name = os.fspath(path)
     with open(name, "rb") as file:
         try:
@@ -824,3 +851,83 @@ def _decode_value(reader, value, specs, used, where):
         if kind == "float":
             return _decode_float(reader, inner, where)
     reader.fail(f"malformed manifest: {where} has a state value {value!r} of unknown form.")
+
+
+# --- state dicts ---------------------------------------------------------------------------
+def state_dict(model):
+    """Every array of `model` (trainable or not) by key: `{"layers[0].weight": array, ...}`.
+
+    A key is the place's checkpoint path without the leading ``model``: ``.name`` for a
+    field (the first dot dropped), ``[i]`` for a tuple or list item, ``['key']`` for a dict
+    entry, so ``"layers[0].weight"`` or ``"['embed']"``. Keys come in walk order and are the
+    same in every process (dict keys must be str, int, bool, None or tuples of these). The
+    values are the model's own arrays, not copies; a tied array appears under each of its keys.
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.checkpoint.state_dict(pb.nn.Dense(2, 1))
+    {'weight': array([[...]], dtype=float32), 'bias': array([0.], dtype=float32)}
+    """
+    return {_key(p): x for p, x in _array_places(model)}
+
+
+def load_state_dict(model, state):
+    """A copy of `model` holding the arrays of `state` (a dict as `state_dict` gives); `model` is not changed.
+
+    Every key of `state_dict(model)` must be present and no other; each value must have the
+    shape and dtype (in any byte order) of the array it replaces, and the places of a tied
+    array must get equal values. The new arrays are copies, so later changes to `state`
+    cannot reach the model. Any problem raises `CheckpointError` naming the keys.
+
+    >>> import numpy as np, pullback as pb
+    >>> model = {"w": np.zeros(2), "step": np.array(0)}
+    >>> pb.checkpoint.load_state_dict(model, {"['w']": np.array([1.0, 2.0]), "['step']": np.array(7)})
+    {'w': array([1., 2.]), 'step': array(7)}
+    """
+    if not hasattr(state, "keys") or not hasattr(state, "__getitem__"):
+        raise TypeError(f"load_state_dict(model, state) takes a dict of arrays as state_dict gives, not {type(state).__name__}")
+    places = _array_places(model)
+    expected = [_key(p) for p, _ in places]
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state.keys() if k not in set(expected)]
+    if missing or unexpected:
+        raise CheckpointError(
+            "The state dict does not match the model: "
+            + "; ".join(f"{what} keys {_few(keys)}" for what, keys in (("missing", missing), ("unexpected", unexpected)) if keys)
+            + ". Its keys must be those of state_dict(model) for a model built the same way."
+        )
+    groups = {}
+    for p, x in places:
+        groups.setdefault(id(x), (x, []))[1].append(p)
+    replacements = {}
+    for x, paths in groups.values():
+        keys = [_key(p) for p in paths]
+        values = [np.asarray(state[k]) for k in keys]
+        for k, v in zip(keys, values):
+            if v.shape != x.shape or not _same_dtype(v.dtype, x.dtype):
+                raise CheckpointError(
+                    f"The state dict's {k} has shape {v.shape} and dtype {v.dtype}, but the model's array there has "
+                    f"shape {x.shape} and dtype {x.dtype}; convert it (for instance .astype) or build the model to match."
+                )
+        first = values[0].astype(x.dtype, copy=False)
+        for k, v in zip(keys[1:], values[1:]):
+            if v is not values[0] and _bytes(v.astype(x.dtype, copy=False)) != _bytes(first):
+                raise CheckpointError(
+                    f"In the model, {keys[0]} and {k} are one shared array, but the state dict gives them different values."
+                )
+        replacements[id(x)] = np.array(first, dtype=x.dtype, copy=True, order="K")
+    return tree.fmap(lambda a: replacements.get(id(a), a), model)
+
+
+def _key(path):
+    """A state-dict key: the checkpoint path without its ``model`` root (and the dot after it)."""
+    key = path[len("model"):]
+    return key[1:] if key.startswith(".") else key
+
+
+def _few(keys, n=5):
+    shown = ", ".join(keys[:n])
+    return shown + (f" and {len(keys) - n} more" if len(keys) > n else "")
+
+
+def _bytes(x):
+    return np.ascontiguousarray(x).tobytes()

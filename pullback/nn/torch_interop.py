@@ -1,4 +1,5 @@
-"""Bring PyTorch weights across: `load_torch_weights(model, torch_module)`.
+"""Bring PyTorch weights across: `load_torch_weights(model, torch_module)`, or from a state
+dict of NumPy arrays (for instance a safetensors file): `load_torch_state_dict(model, state)`.
 
 PyTorch stores images NCHW and filters `(out, in // groups, kh, kw)`; pullback stores
 images NHWC and filters `(kh, kw, in // groups, out)`. The conversions:
@@ -16,6 +17,9 @@ A `Linear` after flattening images sees features in (c, h, w) order in PyTorch a
 ResNets, avoids the question). torch is never imported here.
 """
 
+import re
+from collections import deque
+
 import numpy as np
 
 from .. import tree
@@ -23,7 +27,7 @@ from .convlayers import Conv, ConvTranspose
 from .layers import Dense, Embedding
 from .normalise import BatchNorm, LayerNorm
 
-__all__ = ["load_torch_weights"]
+__all__ = ["load_torch_weights", "load_torch_state_dict"]
 
 _PAIRS = {
     "Linear": Dense,
@@ -124,3 +128,95 @@ def _check_geometry(k, mine, other):
     for key, value in theirs.items():
         if getattr(mine, key) != value:
             raise ValueError(f"Layer {k} ({mine!r}): {key} is {getattr(mine, key)}, PyTorch's is {value}")
+
+
+# --- from a state dict of arrays -----------------------------------------------------------
+def load_torch_state_dict(model, state_dict, *, key_order="given"):
+    """A copy of `model` holding the arrays of a PyTorch state dict; `model` is not changed.
+
+    `state_dict` maps PyTorch keys (``"layer1.0.conv1.weight"``) to NumPy arrays, as
+    ``{k: v.numpy() for k, v in module.state_dict().items()}`` or a safetensors file gives.
+    Keys are grouped by module (``"layer1.0.conv1"``). Each parametrised pullback layer, in
+    the order `load_torch_weights` uses, takes the next unused module with the parameter
+    names and shapes it needs (PyTorch's layout: a convolution's `(out, in, kh, kw)`),
+    taking modules in the dict's order (``key_order="given"``: right for
+    `module.state_dict()`, which lists modules in `modules()` order) or in natural key
+    order, numbers compared as numbers (``key_order="natural"``: for files such as
+    safetensors, which do not keep PyTorch's order; this is module order for torchvision's
+    ResNets). Arrays are converted as in the table above and cast to the layer's float
+    dtype. Every layer must be paired and every array used (``num_batches_tracked``
+    aside); otherwise a ValueError names the first problem, before any array is converted.
+    Only arrays travel: strides, padding, `eps` and `momentum` come from `model`.
+
+    >>> import numpy as np, pullback as pb
+    >>> from pullback.nn.torch_interop import load_torch_state_dict
+    >>> model = pb.nn.Dense(2, 1)
+    >>> load_torch_state_dict(model, {"weight": np.array([[1.0, 2.0]]), "bias": np.array([0.5])}).weight
+    array([[1., 2.]], dtype=float32)
+    """
+    if key_order not in ("given", "natural"):
+        raise ValueError(f"key_order must be 'given' or 'natural', not {key_order!r}")
+    modules = {}
+    for key, value in state_dict.items():
+        prefix, _, name = key.rpartition(".")
+        if name != "num_batches_tracked":
+            modules.setdefault(prefix, {})[name] = value
+    order = list(modules) if key_order == "given" else sorted(modules, key=_natural)
+    waiting = {}
+    for prefix in order:
+        waiting.setdefault(_signature({n: tuple(v.shape) for n, v in modules[prefix].items()}), deque()).append(prefix)
+    pairs = []
+    for k, layer in enumerate(_parameter_layers(model)):
+        needs = _torch_names(layer)
+        queue = waiting.get(_signature({n: shape for n, (_, shape) in needs.items()}))
+        if not queue:
+            wanted = ", ".join(f"{n} {shape}" for n, (_, shape) in needs.items())
+            raise ValueError(
+                f"Layer {k} ({layer!r}) needs a PyTorch module with {wanted}, and the state dict has none "
+                "(left); the architectures differ."
+            )
+        pairs.append((layer, needs, queue.popleft()))
+    unused = [prefix for prefix in order if any(prefix in queue for queue in waiting.values())]
+    if unused:
+        names = ", ".join(f"{unused[0]}.{n}" if unused[0] else n for n in modules[unused[0]])
+        raise ValueError(f"The state dict has {names}, which no layer of the model takes; the architectures differ.")
+    replacements = {}
+    for layer, needs, prefix in pairs:
+        for name, (field, _) in needs.items():
+            current = getattr(layer, field)
+            replacements[id(current)] = _from_torch(np.asarray(modules[prefix][name]), current, type(layer), f"{prefix}.{name}")
+    return tree.fmap(lambda a: replacements.get(id(a), a), model)
+
+
+def _torch_names(layer):
+    """`{PyTorch parameter name: (field of layer, PyTorch shape)}` for one pullback layer."""
+    kind = type(layer)
+    if kind in (Conv, ConvTranspose):
+        h, w, i, o = layer.weight.shape
+        names = {"weight": ("weight", (o, i, h, w))}
+    elif kind is BatchNorm:
+        names = {"running_mean": ("running_mean", layer.running_mean.shape), "running_var": ("running_var", layer.running_var.shape)}
+    else:
+        names = {}
+    for torch_name, field in (("weight", "weight"), ("weight", "scale"), ("bias", "bias"), ("bias", "shift")):
+        value = getattr(layer, field, None)
+        if torch_name not in names and value is not None:
+            names[torch_name] = (field, value.shape)
+    return names
+
+
+def _signature(shapes):
+    return frozenset((name, tuple(shape)) for name, shape in shapes.items())
+
+
+def _natural(key):
+    """Sort key comparing the runs of digits in `key` as numbers: "layer2" < "layer10"."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", key) if part]
+
+
+def _from_torch(value, like, kind, key):
+    if value.dtype.kind != "f" and value.dtype != like.dtype:
+        raise ValueError(f"{key} has dtype {value.dtype}; the layer's {like.dtype} takes floating-point arrays only.")
+    if kind in (Conv, ConvTranspose):
+        value = value.transpose(2, 3, 1, 0)
+    return np.asarray(value, dtype=like.dtype, order="C")

@@ -1,0 +1,177 @@
+"""Models as safetensors files: `pb.save("m.safetensors", model)` and `pb.load("m.safetensors", like=model)`.
+
+A safetensors file is a flat map of names to arrays, read by the `safetensors` package
+(``safetensors.numpy.load_file``), PyTorch (``safetensors.torch.load_file``) and others.
+pullback writes `state_dict(model)`: every array of the model under its state-dict key
+(``"layers[0].weight"``), C-ordered and little-endian, a tied array under each of its keys,
+with the metadata ``{"format": "pullback"}``. Optimiser states are not stored (use a
+``.ckpt`` checkpoint); nor are arrays of dtypes safetensors lacks (strings, float128,
+complex128).
+
+Loading takes the layout from the file: a file written by pullback, or one whose names are
+exactly those of `state_dict(like)`, is read name by name (shape and dtype must match
+`like`; tied places must hold equal arrays). Any other file is taken as a PyTorch state
+dict (a torchvision checkpoint, say) and mapped with
+`pullback.nn.torch_interop.load_torch_state_dict`, pairing modules in natural key order
+(safetensors does not keep PyTorch's order) and converting layouts; float arrays are cast
+to `like`'s dtypes. Either way every name and shape is checked against `like` before any
+array is read, and arrays are read one at a time. `like` itself is never changed.
+
+The `safetensors` package is imported only when such a file is saved or loaded:
+``pip install "pullback[safetensors]"``.
+"""
+
+import os
+
+import numpy as np
+
+from . import tree
+from .checkpoint import CheckpointError, _few, _same_dtype, _write_atomically, state_dict
+
+__all__ = ["save", "load"]
+
+METADATA = {"format": "pullback"}
+# What safetensors stores, by NumPy dtype and by the file's names for them.
+_DTYPES = {
+    "BOOL": np.dtype(bool), "U8": np.dtype(np.uint8), "I8": np.dtype(np.int8), "U16": np.dtype(np.uint16),
+    "I16": np.dtype(np.int16), "U32": np.dtype(np.uint32), "I32": np.dtype(np.int32), "U64": np.dtype(np.uint64),
+    "I64": np.dtype(np.int64), "F16": np.dtype(np.float16), "F32": np.dtype(np.float32), "F64": np.dtype(np.float64),
+    "C64": np.dtype(np.complex64),
+}
+_STORABLE = {dtype.newbyteorder("<") for dtype in _DTYPES.values()}
+
+
+def _package():
+    try:
+        import safetensors
+        import safetensors.numpy
+    except ImportError:
+        raise ImportError(
+            'Reading and writing .safetensors files needs the safetensors package: pip install "pullback[safetensors]"'
+        ) from None
+    return safetensors
+
+
+def save(path, model, state=None):
+    """Write `state_dict(model)` to the safetensors file `path`, atomically (see the module docstring).
+
+    (The examples need the safetensors package, so the test suite skips them; tests/test_state_dict.py
+    runs the same calls when it is installed.)
+
+    >>> import os, tempfile, numpy as np, pullback as pb
+    >>> with tempfile.TemporaryDirectory() as folder:  # doctest: +SKIP
+    ...     pb.save(os.path.join(folder, "m.safetensors"), {"w": np.arange(3.0)})
+    ...     pb.load(os.path.join(folder, "m.safetensors"), like={"w": np.zeros(3)})
+    {'w': array([0., 1., 2.])}
+    """
+    if state is not None:
+        raise CheckpointError(
+            f"{os.fspath(path)}: a safetensors file holds arrays only, not an optimiser state; "
+            "save the model and its state to a .ckpt checkpoint instead."
+        )
+    arrays = state_dict(model)
+    for key, x in arrays.items():
+        if x.dtype.newbyteorder("<") not in _STORABLE:
+            raise CheckpointError(
+                f"{key} has dtype {x.dtype}, which safetensors cannot store (it stores bool, integers, float16/32/64 "
+                "and complex64); convert it, or save to a .ckpt checkpoint, which stores it."
+            )
+    package = _package()
+    little = {}
+    converted = {}  # a tied array is converted once
+    for key, x in arrays.items():
+        if id(x) not in converted:
+            converted[id(x)] = np.asarray(x, dtype=x.dtype.newbyteorder("<"), order="C")
+        little[key] = converted[id(x)]
+
+    def write(file, temporary):  # safetensors writes the file by name; `file` then syncs it
+        package.numpy.save_file(little, temporary, metadata=METADATA)
+
+    _write_atomically(path, write)
+
+
+def load(path, like):
+    """A copy of `like` holding the arrays of the safetensors file `path` (see the module docstring).
+
+    >>> import os, tempfile, numpy as np, pullback as pb
+    >>> model = pb.nn.Dense(2, 1, rng=np.random.default_rng(0))
+    >>> with tempfile.TemporaryDirectory() as folder:  # doctest: +SKIP
+    ...     pb.save(os.path.join(folder, "m.safetensors"), model)
+    ...     loaded = pb.load(os.path.join(folder, "m.safetensors"), like=pb.nn.Dense(2, 1))
+    >>> np.array_equal(loaded.weight, model.weight), loaded is not model  # doctest: +SKIP
+    (True, True)
+    """
+    package = _package()
+    name = os.fspath(path)
+    if not os.path.exists(name):
+        raise FileNotFoundError(f"No such file: {name!r}")
+    try:
+        handle = package.safe_open(name, framework="numpy")
+    except package.SafetensorError as error:
+        raise CheckpointError(f"{name} is not a readable safetensors file: {error}") from None
+    with handle:
+        tensors = {key: _Stored(handle, name, key, package.SafetensorError) for key in handle.keys()}
+        expected = state_dict(like)
+        if (handle.metadata() or {}).get("format") == METADATA["format"] or set(tensors) == set(expected):
+            return _load_pullback(name, tensors, expected, like)
+        return _load_torch(name, tensors, like)
+
+
+class _Stored:
+    """One array of an open safetensors file: its shape and dtype now, its values when asked."""
+
+    def __init__(self, handle, name, key, error):
+        self.handle, self.name, self.key, self.error = handle, name, key, error
+        view = handle.get_slice(key)
+        self.shape, code = tuple(view.get_shape()), view.get_dtype()
+        if code not in _DTYPES:
+            raise CheckpointError(f"{name}: {key} has dtype {code}, which NumPy cannot hold; convert it to float32 first.")
+        self.dtype = _DTYPES[code]
+
+    def __array__(self, dtype=None, copy=None):
+        try:
+            x = self.handle.get_tensor(self.key)
+        except self.error as error:
+            raise CheckpointError(f"{self.name}: {self.key} cannot be read: {error}") from None
+        if x.shape != self.shape or x.dtype != self.dtype:  # the header promised otherwise
+            raise CheckpointError(f"{self.name}: {self.key} is corrupted: its data does not match its header.")
+        return x if dtype is None else x.astype(dtype, copy=False)
+
+
+def _load_pullback(name, tensors, expected, like):
+    missing = [k for k in expected if k not in tensors]
+    unexpected = [k for k in tensors if k not in expected]
+    if missing or unexpected:
+        problems = "; ".join(f"{what} {_few(keys)}" for what, keys in (("no value for", missing), ("unexpected", unexpected)) if keys)
+        raise CheckpointError(f"{name} does not match `like`: {problems}. `like` must be built the same way as the saved model.")
+    for key, x in expected.items():
+        stored = tensors[key]
+        if stored.shape != x.shape or not _same_dtype(stored.dtype, x.dtype):
+            raise CheckpointError(
+                f"{name}: {key} has shape {stored.shape} and dtype {stored.dtype} in the file, "
+                f"but shape {x.shape} and dtype {x.dtype} in `like`."
+            )
+    # Every name, shape and dtype agrees with `like`: now read, one array at a time.
+    replacements, first_key = {}, {}
+    for key, x in expected.items():
+        value = np.asarray(tensors[key]).astype(x.dtype, copy=False)
+        if id(x) not in replacements:
+            replacements[id(x)], first_key[id(x)] = np.array(value, copy=True), key
+        elif value.tobytes() != replacements[id(x)].tobytes():
+            raise CheckpointError(
+                f"{name}: in `like`, {first_key[id(x)]} and {key} are one shared array, but the file holds different values."
+            )
+    return tree.fmap(lambda a: replacements.get(id(a), a), like)
+
+
+def _load_torch(name, tensors, like):
+    from .nn.torch_interop import load_torch_state_dict
+
+    try:
+        return load_torch_state_dict(like, tensors, key_order="natural")
+    except ValueError as error:
+        example = next(iter(state_dict(like)), None)
+        raise CheckpointError(
+            f"{name} has neither the names of state_dict(like) (such as {example}) nor a PyTorch layout "
+            f"that fits `like`: {error}"
+        ) from None

@@ -1,0 +1,334 @@
+"""state_dict / load_state_dict, safetensors files, and PyTorch-layout state dicts (torchvision ResNets).
+
+The safetensors tests need the `safetensors` package and skip without it; the tests that
+involve PyTorch itself need `torch` (and `torchvision` for the last) and skip without them.
+Without torch, the torchvision layout is produced here from torchvision's module naming
+(conv1, bn1, layer{stage}.{block}.conv{i}/bn{i}, downsample.0/1, fc) and its array layouts.
+"""
+
+import collections
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.checkpoint import CheckpointError, load_state_dict, state_dict
+from pullback.nn.torch_interop import _parameter_layers, load_torch_state_dict
+
+Pair = collections.namedtuple("Pair", "left right")
+
+
+class Dense:
+    def __init__(self, weight, bias):
+        self.weight, self.bias, self.activation = weight, bias, np.tanh
+
+
+def build(seed):
+    """One structure for every seed: objects, lists, dicts, a namedtuple, ties, several dtypes."""
+    rng = np.random.default_rng(seed)
+    shared = Dense(rng.standard_normal((2, 3)), rng.standard_normal(2))
+    embed = rng.standard_normal((4, 2)).astype(np.float32)
+    return {
+        "layers": [shared, Dense(rng.standard_normal((1, 2)).astype(np.float32), None), shared],
+        "embed": embed,
+        "head": embed,
+        "pair": Pair(rng.integers(0, 9, 3), np.array(rng.random() > 0.5)),
+        "fortran": np.asfortranarray(rng.standard_normal((2, 3))),
+        "big_endian": rng.standard_normal(2).astype(">f8"),
+        "name": f"model {seed}",
+    }
+
+
+KEYS = [
+    "['layers'][0].weight", "['layers'][0].bias", "['layers'][1].weight", "['layers'][2].weight", "['layers'][2].bias",
+    "['embed']", "['head']", "['pair'].left", "['pair'].right", "['fortran']", "['big_endian']",
+]
+
+
+# --- state_dict / load_state_dict ---------------------------------------------------------
+def test_state_dict_lists_every_array_under_its_path_without_copying():
+    model = build(0)
+    sd = state_dict(model)
+    assert list(sd) == KEYS
+    assert sd["['layers'][0].weight"] is model["layers"][0].weight is sd["['layers'][2].weight"]
+    assert sd["['embed']"] is sd["['head']"] is model["embed"]
+    assert sd["['pair'].left"] is model["pair"].left
+    assert list(state_dict(pb.nn.Chain(pb.nn.Dense(2, 3), pb.nn.BatchNorm(3)))) == [
+        "layers[0].weight", "layers[0].bias", "layers[1].scale", "layers[1].shift",
+        "layers[1].running_mean", "layers[1].running_var",
+    ]
+    assert list(state_dict([np.zeros(1), (np.ones(2),)])) == ["[0]", "[1][0]"]
+
+
+def test_load_state_dict_round_trips_into_a_new_model_and_changes_nothing():
+    source, target = build(0), build(1)
+    before = {k: v.copy() for k, v in state_dict(target).items()}
+    sd = state_dict(source)
+    loaded = load_state_dict(target, sd)
+    for key, value in state_dict(loaded).items():
+        assert value.dtype == before[key].dtype and value.shape == before[key].shape
+        assert value.tobytes() == sd[key].tobytes()
+        assert value is not sd[key]  # copies: changing the state dict later cannot reach the model
+    for key, value in state_dict(target).items():
+        assert value.tobytes() == before[key].tobytes()
+    assert loaded["layers"][0] is loaded["layers"][2] and loaded["embed"] is loaded["head"]
+    assert loaded["fortran"].flags.f_contiguous and loaded["big_endian"].dtype == np.dtype(">f8")
+    assert loaded["name"] == "model 1" and type(loaded["pair"]) is Pair
+    sd["['embed']"][0, 0] = 99.0
+    assert loaded["embed"][0, 0] != 99.0
+
+
+def test_load_state_dict_accepts_other_byte_orders_and_keeps_the_models():
+    model = {"w": np.zeros(2, ">f8")}
+    loaded = load_state_dict(model, {"['w']": np.array([1.5, -2.0], "<f8")})
+    assert loaded["w"].dtype == np.dtype(">f8") and loaded["w"].tolist() == [1.5, -2.0]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda sd: [sd.pop("['embed']"), sd.pop("['head']")], r"missing keys \['embed'\], \['head'\]\. Its keys must"),
+    (lambda sd: sd.update(extra=np.ones(1)), r"unexpected keys extra\."),
+    (lambda sd: sd.pop("['fortran']") is not None and sd.update(fortan=np.ones(1)),
+     r"missing keys \['fortran'\]; unexpected keys fortan"),
+    (lambda sd: sd.update({"['embed']": np.ones((4, 3), np.float32)}),
+     r"state dict's \['embed'\] has shape \(4, 3\) and dtype float32, but the model's array there has shape \(4, 2\)"),
+    (lambda sd: sd.update({"['layers'][1].weight": np.ones((1, 2))}),
+     r"\['layers'\]\[1\]\.weight has shape \(1, 2\) and dtype float64, .* dtype float32; convert it"),
+    (lambda sd: sd.update({"['head']": np.zeros((4, 2), np.float32)}),
+     r"\['embed'\] and \['head'\] are one shared array, but the state dict gives them different values"),
+])
+def test_load_state_dict_refuses_a_mismatch_naming_the_keys(edit, message):
+    sd = dict(state_dict(build(0)))
+    edit(sd)
+    with pytest.raises(CheckpointError, match=message):
+        load_state_dict(build(1), sd)
+
+
+def test_load_state_dict_needs_a_dict_and_stable_keys():
+    with pytest.raises(TypeError, match="takes a dict of arrays"):
+        load_state_dict(build(0), [np.zeros(2)])
+    with pytest.raises(CheckpointError, match=r"has the key frozenset.*str, int, bool or None"):
+        state_dict({frozenset({1}): np.zeros(1)})
+
+
+# --- safetensors files --------------------------------------------------------------------
+def storable(seed):
+    """build(seed) without what safetensors cannot hold (nothing here: ints, bools and floats only)."""
+    return build(seed)
+
+
+def test_a_safetensors_file_round_trips_and_other_readers_see_the_state_dict(tmp_path):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    from safetensors import safe_open
+
+    model = storable(0)
+    path = tmp_path / "m.safetensors"
+    pb.save(path, model)
+    read = safetensors_numpy.load_file(str(path))
+    assert sorted(read) == sorted(KEYS)
+    for key, value in state_dict(model).items():
+        assert read[key].dtype == value.dtype.newbyteorder("<") and read[key].shape == value.shape
+        np.testing.assert_array_equal(read[key], value)
+    with safe_open(str(path), framework="numpy") as handle:
+        assert handle.metadata() == {"format": "pullback"}
+
+    loaded = pb.load(path, like=storable(1))
+    for key, value in state_dict(model).items():
+        assert state_dict(loaded)[key].tobytes() == value.tobytes()
+    assert loaded["embed"] is loaded["head"] and loaded["layers"][0] is loaded["layers"][2]
+    assert loaded["big_endian"].dtype == np.dtype(">f8") and loaded["name"] == "model 1"
+
+    # a file written by another program with the same names (no metadata) reads the same way
+    safetensors_numpy.save_file({k: np.asarray(v, v.dtype.newbyteorder("<"), order="C") for k, v in read.items()},
+                                str(tmp_path / "other.safetensors"))
+    again = pb.load(tmp_path / "other.safetensors", like=storable(1))
+    assert all(state_dict(again)[k].tobytes() == v.tobytes() for k, v in state_dict(loaded).items())
+
+
+def test_saving_safetensors_refuses_what_it_cannot_store_before_touching_the_file(tmp_path):
+    pytest.importorskip("safetensors")
+    path = tmp_path / "m.safetensors"
+    pb.save(path, {"w": np.ones(2)})
+    old = path.read_bytes()
+    with pytest.raises(CheckpointError, match=r"\['labels'\] has dtype <U3, which safetensors cannot store"):
+        pb.save(path, {"w": np.ones(2), "labels": np.array(["cat", "dog"])})
+    model = {"w": np.ones(2)}
+    with pytest.raises(CheckpointError, match=r"holds arrays only, not an optimiser state; .* \.ckpt"):
+        pb.save(path, model, pb.optim.setup(pb.optim.Adam(), model))
+    assert path.read_bytes() == old and os.listdir(tmp_path) == ["m.safetensors"]
+
+
+@pytest.mark.parametrize("like, message", [
+    ({"w": np.zeros(3), "b": np.zeros(1)}, r"safetensors: \['w'\] has shape \(2,\) and dtype float64 in the file, but shape \(3,\)"),
+    ({"w": np.zeros(2, np.float32), "b": np.zeros(1)}, r"\['w'\] .* dtype float64 in the file, .* dtype float32 in `like`"),
+    ({"w": np.zeros(2)}, r"does not match `like`: unexpected \['b'\]\."),
+    ({"w": np.zeros(2), "b": np.zeros(1), "c": np.zeros(1)}, r"does not match `like`: no value for \['c'\]\."),
+])
+def test_loading_safetensors_into_a_like_that_does_not_match_is_refused(tmp_path, like, message):
+    pytest.importorskip("safetensors")
+    pb.save(tmp_path / "m.safetensors", {"w": np.ones(2), "b": np.ones(1)})
+    with pytest.raises(CheckpointError, match=message):
+        pb.load(tmp_path / "m.safetensors", like=like)
+
+
+def test_a_damaged_safetensors_file_is_refused(tmp_path):
+    pytest.importorskip("safetensors")
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(b"\xff" * 8 + b"{}")
+    with pytest.raises(CheckpointError, match=r"m\.safetensors is not a readable safetensors file"):
+        pb.load(path, like={"w": np.zeros(2)})
+    pb.save(path, {"w": np.ones(1000)})
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(CheckpointError, match=r"m\.safetensors"):
+        pb.load(path, like={"w": np.zeros(1000)})
+
+
+def test_without_the_package_the_error_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "safetensors", None)
+    monkeypatch.setitem(sys.modules, "safetensors.numpy", None)
+    with pytest.raises(ImportError, match=r'pip install "pullback\[safetensors\]"'):
+        pb.save(tmp_path / "m.safetensors", {"w": np.ones(2)})
+    with pytest.raises(ImportError, match=r'pip install "pullback\[safetensors\]"'):
+        pb.load(tmp_path / "m.safetensors", like={"w": np.ones(2)})
+    assert os.listdir(tmp_path) == []
+    pb.save(tmp_path / "m.ckpt", {"w": np.ones(2)})  # other files need nothing
+
+
+# --- PyTorch layouts: torchvision ResNets -------------------------------------------------
+def torchvision_modules(depth):
+    """torchvision's parametrised modules of resnet`depth`, in its module order: (name, kind)."""
+    kind, counts = {18: ("basic", (2, 2, 2, 2)), 50: ("bottleneck", (3, 4, 6, 3))}[depth]
+    convs = 2 if kind == "basic" else 3
+    names = [("conv1", "conv"), ("bn1", "bn")]
+    for stage, count in enumerate(counts, start=1):
+        for block in range(count):
+            prefix = f"layer{stage}.{block}"
+            for i in range(1, convs + 1):
+                names += [(f"{prefix}.conv{i}", "conv"), (f"{prefix}.bn{i}", "bn")]
+            if block == 0 and (stage > 1 or kind == "bottleneck"):
+                names += [(f"{prefix}.downsample.0", "conv"), (f"{prefix}.downsample.1", "bn")]
+    return names + [("fc", "linear")]
+
+
+def torchvision_state_dict(model, depth):
+    """`model`'s arrays under torchvision's keys, in PyTorch's layouts (as module.state_dict() lists them)."""
+    layers = _parameter_layers(model)
+    modules = torchvision_modules(depth)
+    assert len(layers) == len(modules)
+    sd = {}
+    for layer, (name, kind) in zip(layers, modules):
+        if kind == "conv":
+            sd[f"{name}.weight"] = layer.weight.transpose(3, 2, 0, 1).copy()  # (kh, kw, in, out) -> (out, in, kh, kw)
+        elif kind == "bn":
+            sd.update({f"{name}.weight": layer.scale, f"{name}.bias": layer.shift, f"{name}.running_mean": layer.running_mean,
+                       f"{name}.running_var": layer.running_var, f"{name}.num_batches_tracked": np.array(7, np.int64)})
+        else:
+            sd.update({f"{name}.weight": layer.weight, f"{name}.bias": layer.bias})
+    return sd
+
+
+def random_resnet(depth, seed):
+    model = pb.nn.resnet(depth, num_classes=10, rng=np.random.default_rng(seed))
+    rng = np.random.default_rng(seed + 100)
+    for layer in _parameter_layers(model):  # BatchNorm starts at ones and zeros: make every array distinct
+        for field in ("scale", "shift", "running_mean", "running_var"):
+            if getattr(layer, field, None) is not None:
+                setattr(layer, field, rng.random(getattr(layer, field).shape).astype(np.float32) + 0.5)
+    return model
+
+
+@pytest.mark.parametrize("depth", [18, 50])
+def test_a_torchvision_layout_safetensors_file_loads_into_a_pullback_resnet(tmp_path, depth):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    source = random_resnet(depth, 0)
+    sd = torchvision_state_dict(source, depth)
+    assert "fc.weight" in sd and sd["conv1.weight"].shape == (64, 3, 7, 7)
+    path = tmp_path / f"torchvision_resnet{depth}.safetensors"
+    safetensors_numpy.save_file(sd, str(path))  # the file keeps no module order: keys come back sorted
+    loaded = pb.load(path, like=random_resnet(depth, 1))
+    original, got = state_dict(source), state_dict(loaded)
+    assert original.keys() == got.keys()
+    for key, value in original.items():
+        assert got[key].tobytes() == value.tobytes() and got[key].dtype == value.dtype, key
+    x = np.random.default_rng(2).standard_normal((1, 32, 32, 3)).astype(np.float32)
+    np.testing.assert_array_equal(pb.nn.testmode(loaded)(x), pb.nn.testmode(source)(x))
+
+
+def test_a_state_dict_in_module_order_or_shuffled_pairs_the_same_way():
+    source = random_resnet(18, 0)
+    sd = torchvision_state_dict(source, 18)
+    keys = list(sd)
+    np.random.default_rng(0).shuffle(keys)
+    shuffled = {k: sd[k] for k in keys}
+    like = random_resnet(18, 1)
+    for loaded in (load_torch_state_dict(like, sd), load_torch_state_dict(like, shuffled, key_order="natural")):
+        assert all(state_dict(loaded)[k].tobytes() == v.tobytes() for k, v in state_dict(source).items())
+    first = "layers[0].layers[0].weight"
+    assert state_dict(like)[first].tobytes() != state_dict(source)[first].tobytes()  # the copy is what changed
+
+
+def test_a_torch_layout_that_does_not_fit_is_refused_naming_the_layer(tmp_path):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    sd = torchvision_state_dict(random_resnet(18, 0), 18)
+    safetensors_numpy.save_file(sd, str(tmp_path / "r18.safetensors"))
+    with pytest.raises(CheckpointError, match=r"r18\.safetensors has neither the names of state_dict\(like\) .* "
+                       r"Layer \d+ \(.*\) needs a PyTorch module with weight \(5, 512\), bias \(5,\)"):
+        pb.load(tmp_path / "r18.safetensors", like=pb.nn.resnet(18, num_classes=5))
+    sd["extra.weight"] = np.ones((3, 3), np.float32)
+    with pytest.raises(ValueError, match=r"The state dict has extra\.weight, which no layer of the model takes"):
+        load_torch_state_dict(pb.nn.resnet(18, num_classes=10), sd)
+    with pytest.raises(ValueError, match="key_order must be"):
+        load_torch_state_dict(pb.nn.resnet(18, num_classes=10), sd, key_order="sorted")
+
+
+def test_pytorch_reads_a_pullback_safetensors_file_and_writes_one_pullback_reads(tmp_path):
+    torch = pytest.importorskip("torch")
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    model = {"w": np.arange(6.0).reshape(2, 3), "mask": np.array([True, False]), "n": np.array(3, np.int64)}
+    pb.save(tmp_path / "m.safetensors", model)
+    tensors = safetensors_torch.load_file(str(tmp_path / "m.safetensors"))
+    assert tensors["['w']"].dtype == torch.float64 and tensors["['w']"].tolist() == model["w"].tolist()
+    assert tensors["['mask']"].tolist() == [True, False] and int(tensors["['n']"]) == 3
+
+    from test_torch_parity import TorchResNet18  # a torchvision-layout ResNet-18 written out in PyTorch
+
+    torch.manual_seed(0)
+    module = TorchResNet18(num_classes=10).eval()
+    safetensors_torch.save_file(module.state_dict(), str(tmp_path / "resnet18.safetensors"))
+    assert_same_outputs(module, tmp_path / "resnet18.safetensors", torch, size=32)
+
+
+def assert_same_outputs(module, path, torch, size):
+    """The file's float32 weights run in float64 on both sides (as test_torch_parity does) agree to 1e-10."""
+    like = pb.nn.resnet(18, num_classes=10, dtype=np.float64)
+    loaded = pb.nn.testmode(pb.load(path, like=like))
+    x = np.random.default_rng(0).standard_normal((2, size, size, 3))
+    with torch.no_grad():
+        expected = module.double()(torch.from_numpy(x.transpose(0, 3, 1, 2).copy())).numpy()
+    np.testing.assert_allclose(loaded(x), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_torchvision_resnet18_weights_load_from_safetensors(tmp_path):
+    torch = pytest.importorskip("torch")
+    torchvision = pytest.importorskip("torchvision")
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    torch.manual_seed(0)
+    module = torchvision.models.resnet18(num_classes=10).eval()
+    safetensors_torch.save_file(module.state_dict(), str(tmp_path / "torchvision_resnet18.safetensors"))
+    assert_same_outputs(module, tmp_path / "torchvision_resnet18.safetensors", torch, size=64)
+
+
+def test_natural_key_order_compares_numbers_as_numbers():
+    """Twelve identical layers: only the numbers in the keys tell them apart ("10" after "9", not after "1")."""
+    rng = np.random.default_rng(0)
+    source = pb.nn.Chain(*[pb.nn.Dense(2, 2, rng=rng) for _ in range(12)])
+    sd = {f"{i}.{name}": getattr(layer, name) for i, layer in enumerate(source.layers) for name in ("weight", "bias")}
+    shuffled = dict(sorted(sd.items()))  # lexicographic: 0, 1, 10, 11, 2, ...
+    assert list(shuffled)[4:6] == ["10.bias", "10.weight"]
+    loaded = load_torch_state_dict(pb.nn.Chain(*[pb.nn.Dense(2, 2) for _ in range(12)]), shuffled, key_order="natural")
+    for mine, theirs in zip(loaded.layers, source.layers):
+        np.testing.assert_array_equal(mine.weight, theirs.weight)
+        np.testing.assert_array_equal(mine.bias, theirs.bias)
+    given = load_torch_state_dict(source, shuffled)  # the dict's own (wrong) order pairs layer 2 with module 10
+    np.testing.assert_array_equal(given.layers[2].weight, source.layers[10].weight)
