@@ -190,9 +190,9 @@ def _refuse_untrackable(x, where):
     if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
         raise TypeError(
             f"{where} is a {type(x).__module__}.{type(x).__qualname__}, a NumPy array subclass whose operations "
-            "differ from ndarray's (np.matrix's * is a matrix product; a masked array skips masked values). "
-            "pullback differentiates plain arrays: pass np.asarray(x) and write the operation explicitly "
-            "(x @ y for np.matrix; x[~mask] or np.where(mask, 0, x) for a masked array)."
+            "differ from ndarray's (np.matrix's * is a matrix product; a masked array skips masked values), which "
+            "pullback does not follow. Use plain arrays: np.asarray(m) and x @ y for np.matrix; for a masked "
+            "array, select the valid values (x[~mask]) or use np.where(mask, 0, x)."
         )
     if type(x) is complex or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "c"):
         raise TypeError(

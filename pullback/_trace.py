@@ -161,7 +161,10 @@ class Traced:
         return type(self) if isinstance(value, np.ndarray) else value.__class__
 
     def __float__(self):
-        raise lost_gradient("convert it to a Python float")
+        raise lost_gradient(
+            "convert it to a Python float (float(x), the math module, or writing it into one element of a plain "
+            "array such as np.zeros(n); start from np.zeros_like(x), which is traced, or use np.stack)"
+        )
 
     def __int__(self):
         raise lost_gradient("convert it to a Python int")
@@ -370,10 +373,10 @@ def _install_methods():
         "sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
         "var": np.var, "std": np.std, "cumsum": np.cumsum, "cumprod": np.cumprod,
         "swapaxes": np.swapaxes, "squeeze": np.squeeze,
-        "ravel": np.ravel, "flatten": np.ravel, "copy": np.copy, "clip": np.clip,
+        "ravel": np.ravel, "copy": np.copy, "clip": np.clip,
         "dot": np.dot, "trace": np.trace, "diagonal": np.diagonal, "repeat": np.repeat,
         "take": np.take, "argmax": np.argmax, "argmin": np.argmin, "argsort": np.argsort,
-        "nonzero": np.nonzero, "round": np.round, "conj": np.conjugate, "conjugate": np.conjugate,
+        "nonzero": np.nonzero, "round": np.round, 
         "all": np.all, "any": np.any, "ptp": np.ptp,
     }
     for name, fn in names.items():
@@ -389,12 +392,19 @@ def _install_methods():
             axes = axes[0]
         return FUNCTIONS[np.transpose](self, axes or None)
 
+    def flatten(self, order="C"):
+        return FUNCTIONS[np.copy](FUNCTIONS[np.ravel](self, order))  # a copy, unlike ravel
+
+    def conj(self):
+        return np.conjugate(self)
+
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         if not copy and np.dtype(dtype) == self.dtype:
             return self  # NumPy returns the array itself, so later writes are seen through both
         return FUNCTIONS[_astype](self, dtype)
 
     Traced.reshape, Traced.transpose, Traced.astype = reshape, transpose, astype
+    Traced.flatten, Traced.conj, Traced.conjugate = flatten, conj, conj
 
 
 def _method(fn):
@@ -649,6 +659,11 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
     if ufunc in NONDIFF_UFUNCS:
         return getattr(ufunc, method)(*strip_all(inputs), **strip_all(kwargs))
     name = ufunc_name(ufunc)
+    out = kwargs.get("out", 0)
+    if out is None or (type(out) is tuple and all(o is None for o in out)):
+        del kwargs["out"]  # NumPy's default, spelled out
+    if kwargs.get("where", None) is True:
+        del kwargs["where"]
     if "out" in kwargs:
         return _into_out(ufunc, method, inputs, kwargs, name)
     if "where" in kwargs:
@@ -666,7 +681,11 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
         reduction = _REDUCTIONS.get(ufunc)
         if reduction is not None:
             kwargs.setdefault("axis", 0)
-            return FUNCTIONS[reduction](*inputs, **kwargs)
+            dtype = kwargs.pop("dtype", None)
+            if kwargs.get("initial", np._NoValue) is np._NoValue:
+                kwargs.pop("initial", None)
+            y = FUNCTIONS[reduction](*inputs, **kwargs)
+            return y if dtype is None else FUNCTIONS[_astype](y, dtype)
     if method == "outer" and ufunc in UFUNC_RULES:
         a, b = inputs
         return ufunc(FUNCTIONS[np.reshape](a, np.shape(a) + (1,) * np.ndim(b)), b)

@@ -291,9 +291,7 @@ for _fn, _call, _keyword in ((np.sum, C(X, 0), C(X, axis=0)), (np.mean, C(X, 1, 
 same(np.add, [M], C(X, 1, None, None, True), C(X, axis=1, keepdims=True), run=np.add.reduce)
 same(np.multiply, [M], C(X, 1, None), C(X, axis=1, dtype=None), run=np.multiply.reduce)
 same(np.maximum, [M], C(X, 0), C(X, axis=0), run=np.maximum.reduce)
-same(np.maximum, [M], C(X, 0, None, None, True), C(X, axis=0, keepdims=True), run=np.maximum.reduce,
-     known_bug="pullback/_trace.py: _ufunc_general passes maximum.reduce's dtype=None on to np.max, "
-               "which takes no dtype")
+same(np.maximum, [M], C(X, 0, None, None, True), C(X, axis=0, keepdims=True), run=np.maximum.reduce)
 same(np.minimum, [M], C(X, 1), C(X, axis=1), run=np.minimum.reduce)
 same(np.add, [M], C(X, 1, None), C(X, axis=1, dtype=None), run=np.add.accumulate)
 same(np.multiply, [M], C(X, 1), C(X, axis=1), run=np.multiply.accumulate)
@@ -346,8 +344,7 @@ same(np.clip, [M, LO, HI], C(X, Y, Z), C(X, min=Y, max=Z), C(X, Y, max=Z), run=m
 same(np.dot, [M, K], C(X, Y, None), C(X, Y, out=None), C(X, b=Y), run=method("dot"))
 same(np.nonzero, [M], C(X), run=method("nonzero"))
 for _name in ("conj", "conjugate"):
-    same(np.conjugate, [M], C(X), run=method(_name),
-         known_bug="pullback/_trace.py: the method looks np.conjugate up in FUNCTIONS, but its rule is a ufunc rule")
+    same(np.conjugate, [M], C(X), run=method(_name))
 
 # --- pullback.scipy.linalg and pullback.scipy.special -------------------------------------------
 CHOLESKY = np.linalg.cholesky(P)
