@@ -22,6 +22,8 @@ _LAZY = {
     "destructure": ("pullback.optim", "destructure"),
     "save": ("pullback.checkpoint", "save"),
     "load": ("pullback.checkpoint", "load"),
+    "state_dict": ("pullback.checkpoint", "state_dict"),
+    "load_state_dict": ("pullback.checkpoint", "load_state_dict"),
     "nn": ("pullback.nn", None),
     "scipy": ("pullback.scipy", None),
 }
@@ -47,5 +49,5 @@ __all__ = [
     "check_gradient", "GradientCheck", "jvp", "jacobian", "withjacobian", "WithJacobian", "hessian", "hvp",
     "primitive", "rrule", "frule", "stop_gradient",
     "Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent", "tree",
-    "optim", "destructure", "save", "load", "nn", "scipy",
+    "optim", "destructure", "save", "load", "state_dict", "load_state_dict", "nn", "scipy",
 ]
