@@ -12,7 +12,7 @@ from ._check import GradientCheck, check_gradient
 from ._derivatives import WithJacobian, hessian, hvp, jacobian, jvp, withjacobian
 from ._extend import frule, primitive, rrule
 from ._tangents import InplaceableThunk, Tangent, Thunk, accum, unthunk
-from ._trace import stop_gradient
+from ._values import stop_gradient
 
 __version__ = "0.1.0"
 

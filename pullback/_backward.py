@@ -4,7 +4,9 @@ import numpy as np
 
 from ._registry import FUNCTIONS
 from ._tangents import InplaceableThunk, Thunk, accum
-from ._trace import Traced, _astype, _dtype_of, collector_paused
+from ._reverse import collector_paused
+from ._standins import astype, dtype_of
+from ._values import Traced
 
 
 def backward(tape, seeds):
@@ -90,7 +92,7 @@ def fit(g, like):
         return g
     else:
         shape = np.shape(like)
-        dtype = None if type(like) is float else _dtype_of(like)  # a Python float is weak
+        dtype = None if type(like) is float else dtype_of(like)  # a Python float is weak
     if type(g) is np.ndarray:
         if g.shape != shape:
             g = unbroadcast(g, shape)
@@ -99,8 +101,8 @@ def fit(g, like):
         return g
     if np.shape(g) != shape:
         g = unbroadcast(g, shape)
-    if dtype is not None and _dtype_of(g) != dtype:
-        g = FUNCTIONS[_astype](g, dtype) if isinstance(g, Traced) else np.asarray(g, dtype=dtype)
+    if dtype is not None and dtype_of(g) != dtype:
+        g = FUNCTIONS[astype](g, dtype) if isinstance(g, Traced) else np.asarray(g, dtype=dtype)
     return g
 
 

@@ -1,13 +1,30 @@
-"""How users (and the built-in rule files) teach pullback new derivatives."""
+"""How users and the built-in rule files teach pullback derivatives: the one registration path.
+
+- `primitive(fn)` makes a function opaque to tracing, so that it can take rules of its own;
+- `rrule(fn)` registers the reverse rule of a ufunc, a NumPy function or a primitive;
+- `frule(fn)` registers its forward rule;
+- `composite(fn)` makes a function written with differentiable NumPy calls run in place of `fn`;
+- `nondifferentiable(*fns)` makes functions run on plain values, their results carrying no gradient.
+
+Every table of `pullback._registry` is keyed on the callable a rule serves.
+"""
 
 import functools
+import inspect
 
 import numpy as np
 
-from ._registry import FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, PRIMITIVE_RULES, UFUNC_RULES, qualified_name
-from ._trace import Traced, apply, apply_rule, missing_rule
+from ._errors import missing_rule
+from ._inplace import mark_view
+from ._registry import (FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, SERVED_BY, UFUNC_RULES,
+                        qualified_name)
+from ._standins import astype, getitem, index_update
+from ._values import Traced, apply, strip_all
 
-__all__ = ["primitive", "rrule", "frule"]
+__all__ = ["primitive", "rrule", "frule", "composite", "nondifferentiable"]
+
+# The engine's stand-ins for syntax (`x[i]`, `x[i] = v`, `x.astype(t)`): keys like NumPy functions.
+STAND_INS = (getitem, index_update, astype)
 
 
 def primitive(fn):
@@ -30,7 +47,7 @@ def primitive(fn):
             if any(isinstance(v, Traced) for v in kwargs.values()):
                 raise TypeError(f"{qualified_name(fn)}: keyword arguments are not differentiated; pass tracked values positionally.")
             return fn(*args, **kwargs)
-        rule = PRIMITIVE_RULES.get(call)
+        rule = REVERSE_RULES.get(call)
         if rule is None:
             raise missing_rule(fn)
         return apply(rule, args, kwargs)
@@ -39,7 +56,7 @@ def primitive(fn):
     return call
 
 
-def rrule(fn):
+def rrule(fn, *, view=False):
     """Register the decorated function as the reverse rule of `fn`.
 
     `fn` is a NumPy ufunc, a NumPy function (anything that dispatches through
@@ -47,7 +64,13 @@ def rrule(fn):
     and keyword arguments of a call and returns `(y, back)`, where `back(dy)` returns one
     cotangent per positional argument: a value, `None`, a `pb.Thunk` or a
     `pb.InplaceableThunk`. Cotangents may keep the broadcast shape of `y`: pullback
-    sums them down to each input's shape and casts them to its dtype.
+    sums them down to each input's shape and casts them to its dtype. Arguments a caller
+    names (`np.sum(a=x, axis=0)`) reach the rule in their positions, as far as they
+    continue the positional ones. With `view=True` the result is marked as sharing memory
+    with the first argument, as NumPy's result does (reshape, transpose, ...), so that an
+    in-place write into either is refused instead of going astray. A new reverse rule for
+    an `fn` that had one also removes the forward rule that went with the old one: forward
+    mode transposes the new rule until `frule` registers another.
 
     >>> import numpy as np, pullback as pb
     >>> @pb.primitive
@@ -62,11 +85,12 @@ def rrule(fn):
     """
 
     def register(rule):
-        previous = _reverse_rule_of(fn)
-        _set_reverse_rule(fn, rule)
-        if getattr(previous, "_only_forward", False):  # a forward rule registered first moves over
-            FORWARD_RULES[rule] = FORWARD_RULES.pop(previous)
-        return rule
+        _refuse_composite(fn)
+        if not getattr(REVERSE_RULES.get(fn, _only_forward), "only_forward", False):
+            FORWARD_RULES.pop(fn, None)  # it went with the reverse rule being replaced
+        _set_reverse_rule(fn, rule, view)
+        rule.only_forward = True
+    return rule
 
     return register
 
@@ -77,7 +101,8 @@ def frule(fn):
     `fn` is anything `rrule` accepts. The rule takes `(primals, tangents, **kwargs)`, where
     `tangents[k]` is None when argument k carries no tangent, and returns `(y, y_dot)`
     (`y_dot` may be None, a zero tangent). An operation with only a reverse rule still
-    works in forward mode, by transposing its `back`.
+    works in forward mode, by transposing its `back`; one with only a forward rule raises
+    a clear error in reverse mode.
 
     >>> import numpy as np, pullback as pb
     >>> @pb.primitive
@@ -91,46 +116,173 @@ def frule(fn):
     """
 
     def register(forward):
-        rule = _reverse_rule_of(fn)
-        if rule is None:
-            rule = _only_forward(fn)
-            _set_reverse_rule(fn, rule)
-        FORWARD_RULES[rule] = forward
+        _refuse_composite(fn)
+        if fn not in REVERSE_RULES:
+            _set_reverse_rule(fn, _only_forward(fn), view=False)
+        FORWARD_RULES[fn] = forward
         return forward
 
     return register
 
 
-def _reverse_rule_of(fn):
-    if isinstance(fn, np.ufunc):
-        return UFUNC_RULES.get(fn)
-    if getattr(fn, "_pullback_primitive", False):
-        return PRIMITIVE_RULES.get(fn)
-    impl = FUNCTIONS.get(fn)
-    if impl is None:
-        return None
-    if isinstance(impl, functools.partial) and impl.func is apply_rule:
-        return impl.args[0]
-    raise TypeError(
-        f"{qualified_name(fn)} is computed by composing other operations, whose rules give its "
-        "derivatives in both modes; it takes no rule of its own."
-    )
+def composite(fn):
+    """Register the decorated function, written with differentiable NumPy calls, to run in place
+    of the NumPy function `fn` when a traced value reaches it.
+
+    Both modes then go through the operations it is made of, so it needs no rule of its own.
+    It replaces any rule registered for `fn`.
+
+    >>> import numpy as np, pullback as pb
+    >>> from pullback._extend import composite
+    >>> @composite(np.fliplr)
+    ... def fliplr(m):
+    ...     return m[:, ::-1]
+    >>> pb.gradient(lambda m: np.sum(np.fliplr(m) * np.array([1.0, 2.0])), np.ones((1, 2)))
+    (array([[2., 1.]]),)
+    """
+
+    def register(impl):
+        if isinstance(fn, np.ufunc):
+            raise TypeError(f"{_name(fn)} is a ufunc: register its reverse rule with pullback.rrule({_name(fn)}).")
+        _refuse_unreachable(fn)
+        _forget(fn)
+        FUNCTIONS[fn] = impl
+        return impl
+
+    return register
 
 
-def _set_reverse_rule(fn, rule):
+def nondifferentiable(*fns):
+    """Make each of `fns` (NumPy functions or ufuncs) run on the plain values of its arguments
+    when a traced value reaches it: its result carries no gradient.
+
+    For functions whose result is piecewise constant or not a float (counts, indices,
+    comparisons). It replaces any rule registered for them.
+
+    >>> import numpy as np, pullback as pb
+    >>> from pullback._extend import nondifferentiable
+    >>> nondifferentiable(np.histogram_bin_edges)
+    >>> pb.gradient(lambda x: np.sum(x * np.histogram_bin_edges(x, 2)[1]), np.array([0.0, 2.0]))
+    (array([1., 1.]),)
+    """
+    for fn in fns:
+        if isinstance(fn, np.ufunc):
+            _forget(fn)
+            NONDIFF_UFUNCS.add(fn)
+        else:
+            _refuse_unreachable(fn)
+            _forget(fn)
+            FUNCTIONS[fn] = PlainCall(fn)
+
+
+class RuleCall:
+    """What runs when a traced value reaches a function with a reverse rule: `apply(rule, args, kwargs)`.
+
+    Arguments the caller named (`np.sum(a=x, axis=0)`) move to their positions first: the engine
+    tracks positional arguments only, and a rule binds its arguments by position. `names` are the
+    function's positional parameters (None for a positional-only one). With `view` the result is
+    marked as a view of the first argument, as NumPy's result is.
+    """
+
+    __slots__ = ("rule", "names", "view")
+
+    def __init__(self, rule, names, view):
+        self.rule, self.names, self.view = rule, names, view
+
+    def __call__(self, *args, **kwargs):
+        if kwargs and self.names:
+            args, kwargs = to_positions(self.names, args, kwargs)
+        y = apply(self.rule, args, kwargs)
+        if self.view and isinstance(y, Traced) and args and isinstance(args[0], Traced):
+            mark_view(y, args[0])
+        return y
+
+
+class PlainCall:
+    """What runs when a traced value reaches a function without gradient: `fn` on the plain values."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*strip_all(args), **strip_all(kwargs))
+
+
+def positional_names(fn):
+    """The names of `fn`'s positional parameters, None for positional-only ones (() if unknown).
+
+    >>> import numpy as np
+    >>> positional_names(np.sum)
+    ('a', 'axis', 'dtype', 'out', 'keepdims', 'initial', 'where')
+    """
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name if p.kind is p.POSITIONAL_OR_KEYWORD else None for p in parameters
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def to_positions(names, args, kwargs):
+    """Named arguments that continue `args` without a gap, moved to their positions.
+
+    >>> to_positions(("a", "axis", "dtype", "out", "keepdims"), (), {"a": 1, "axis": 0, "keepdims": True})
+    ((1, 0), {'keepdims': True})
+    """
+    args, kwargs = list(args), dict(kwargs)
+    while len(args) < len(names) and names[len(args)] in kwargs:
+        args.append(kwargs.pop(names[len(args)]))
+    return tuple(args), kwargs
+
+
+def _name(fn):
+    return f"numpy.{fn.__name__}" if isinstance(fn, np.ufunc) else qualified_name(fn)
+
+
+def _is_primitive(fn):
+    return getattr(fn, "_pullback_primitive", False)
+
+
+def _set_reverse_rule(fn, rule, view):
     if isinstance(fn, np.ufunc):
         UFUNC_RULES[fn] = rule
         NONDIFF_UFUNCS.discard(fn)
-    elif getattr(fn, "_pullback_primitive", False):
-        PRIMITIVE_RULES[fn] = rule
-    elif hasattr(fn, "_implementation"):  # NumPy's __array_function__ dispatch reaches us
-        FUNCTIONS[fn] = functools.partial(apply_rule, rule)
-    else:
-        name = qualified_name(fn)
+        FUNCTIONS[fn] = RuleCall(rule, (), False)  # the ufunc called as a function (the `@` operator is)
+    elif not _is_primitive(fn):
+        _refuse_unreachable(fn)
+        FUNCTIONS[fn] = RuleCall(rule, positional_names(fn), view)
+    REVERSE_RULES[fn] = rule
+    SERVED_BY[rule] = fn
+
+
+def _forget(fn):
+    """Remove every rule registered for `fn`."""
+    for table in (REVERSE_RULES, FORWARD_RULES, UFUNC_RULES, FUNCTIONS):
+        table.pop(fn, None)
+    NONDIFF_UFUNCS.discard(fn)
+
+
+def _refuse_composite(fn):
+    impl = FUNCTIONS.get(fn)
+    if impl is not None and fn not in REVERSE_RULES and not isinstance(impl, PlainCall):
         raise TypeError(
-            f"Calls to {name} never reach pullback (it is not a NumPy ufunc or array function). "
-            f"Wrap it first, `f = pullback.primitive({name})`, call that, and register the rule on it."
+            f"{_name(fn)} is computed by composing other operations, whose rules give its "
+            "derivatives in both modes; it takes no rule of its own."
         )
+
+
+def _refuse_unreachable(fn):
+    if hasattr(fn, "_implementation") or fn in STAND_INS:  # NumPy's __array_function__ dispatch reaches us
+        return
+    name = qualified_name(fn)
+    if _is_primitive(fn):
+        raise TypeError(f"{name} is a pullback.primitive: register its rules with pullback.rrule and pullback.frule.")
+    raise TypeError(
+        f"Calls to {name} never reach pullback (it is not a NumPy ufunc or array function). "
+        f"Wrap it first, `f = pullback.primitive({name})`, call that, and register the rule on it."
+    )
 
 
 def _only_forward(fn):
@@ -142,5 +294,5 @@ def _only_forward(fn):
             f"@pullback.rrule({qualified_name(fn)}) to use it in gradient."
         )
 
-    rule._only_forward = True
+    rule.only_forward = True
     return rule

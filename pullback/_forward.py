@@ -7,9 +7,35 @@ reverse rule still works in forward mode, by transposing its linear `back` map.
 
 import numpy as np
 
+from ._backward import backward, fit
 from ._registry import FORWARD_RULES, FUNCTIONS
+from ._reverse import Tape
+from ._standins import astype, dtype_of
 from ._tangents import unthunk
-from ._trace import Dual, ForwardTag, Traced, _astype, _dtype_of
+from ._values import Dual, Traced, Tracked, new_level
+
+
+class ForwardLevel:
+    """The level of one `jvp` call: a Dual belongs to exactly one.
+
+    >>> import numpy as np
+    >>> level = ForwardLevel()
+    >>> y = np.sin(Dual(np.zeros(2), np.ones(2), level))
+    >>> y._tangent
+    array([1., 1.])
+    """
+
+    __slots__ = ("level", "closed")
+
+    def __init__(self):
+        self.level = new_level()
+        self.closed = False
+
+    def apply(self, rule, args, kwargs):
+        return push_forward(self, rule, args, kwargs)
+
+    def close(self):
+        self.closed = True
 
 
 def push_forward(tag, rule, args, kwargs):
@@ -41,7 +67,7 @@ def make_dual(tag, y, y_dot):
         parts = y_dot if y_dot is not None else (None,) * len(y)
         duals = [make_dual(tag, yi, ti) for yi, ti in zip(y, parts)]
         return type(y)(*duals) if hasattr(y, "_fields") else type(y)(duals)
-    kind = _dtype_of(y).kind
+    kind = dtype_of(y).kind
     if kind == "c":
         raise TypeError(
             "An operation on dual values produced complex numbers; pullback differentiates "
@@ -58,17 +84,14 @@ def fit_tangent(t, y):
     if np.shape(t) != shape:
         t = np.broadcast_to(t, shape)
     if type(y) is not float:
-        dtype = _dtype_of(y)
-        if _dtype_of(t) != dtype:
-            t = FUNCTIONS[_astype](t, dtype) if isinstance(t, Traced) else np.asarray(t, dtype=dtype)
+        dtype = dtype_of(y)
+        if dtype_of(t) != dtype:
+            t = FUNCTIONS[astype](t, dtype) if isinstance(t, Traced) else np.asarray(t, dtype=dtype)
     return t
 
 
 def _transposed(rule, primals, tangents, kwargs):
     """The tangent from a reverse rule alone: `y_dot = J v` is the gradient of `u -> <J^T u, v>`."""
-    from ._api import gradient
-    from ._backward import fit
-
     y, back = rule(*primals, **kwargs)
     if all(t is None for t in tangents):
         return y, None
@@ -82,9 +105,20 @@ def _transposed(rule, primals, tangents, kwargs):
                 total = total + np.sum(fit(unthunk(ct), p) * t)
         return total
 
-    zero = 0.0 if type(y) is float else np.zeros(np.shape(y), dtype=_dtype_of(y))
-    (y_dot,) = gradient(pairing, zero)
-    return y, y_dot
+    zero = 0.0 if type(y) is float else np.zeros(np.shape(y), dtype=dtype_of(y))
+    return y, _gradient_of(pairing, zero)
 
 
-__all__ = ["push_forward", "make_dual", "fit_tangent", "ForwardTag"]
+def _gradient_of(f, x):
+    """The gradient of scalar `f` at `x`, by one reverse sweep (the transposition trick needs no more)."""
+    tape = Tape()
+    u = tape.leaf(x)
+    out = f(u)
+    tape.close()
+    if type(out) is not Tracked or out._tape is not tape:
+        return None
+    grads = backward(tape, {out._id: np.ones((), dtype=dtype_of(out))})
+    return fit(grads[u._id], x) if grads[u._id] is not None else None
+
+
+__all__ = ["ForwardLevel", "push_forward", "make_dual", "fit_tangent"]

@@ -1,0 +1,166 @@
+"""The errors that tell a user what went wrong and what to do instead.
+
+Every message names the construct (the NumPy or SciPy function, the array type, the value)
+and the fix.
+"""
+
+import numpy as np
+
+from ._registry import qualified_name
+from ._standins import is_traced
+
+
+def ufunc_name(ufunc):
+    """`numpy.sin`, or `scipy.special.j0` for a SciPy ufunc: where the user found it."""
+    import sys
+
+    for module_name in ("numpy", "scipy.special"):
+        module = sys.modules.get(module_name)
+        if module is not None and getattr(module, ufunc.__name__, None) is ufunc:
+            return f"{module_name}.{ufunc.__name__}"
+    return f"numpy.{ufunc.__name__}" if getattr(np, ufunc.__name__, None) is ufunc else f"the ufunc {ufunc.__name__}"
+
+
+def missing_rule(fn):
+    name = ufunc_name(fn) if isinstance(fn, np.ufunc) else qualified_name(fn)
+    return NotImplementedError(
+        f"pullback has no derivative rule for {name}. Register one with "
+        f"@pullback.rrule({name}) on a function returning (y, back), or call it on "
+        "pullback.stop_gradient(x) if no gradient should flow through it."
+    )
+
+
+def conversion_error(x):
+    """The error for turning a traced value into a plain array: says who asked, and what to do instead."""
+    if x._tape.closed:
+        return RuntimeError(
+            "This value was being differentiated by a gradient (or jvp) call that has already finished, "
+            "so it cannot become a plain array. Values escaping `f` through globals or closures carry no "
+            "gradient: keep pullback.stop_gradient(x) inside `f` if you need the plain value afterwards."
+        )
+    library = _library_caller()
+    if library == "numpy.ma":
+        return TypeError(subclass_error(np.ma.masked_array([0.0])).args[0])
+    if library is not None:
+        return TypeError(library_advice(library))
+    return TypeError(
+        "Cannot convert a value that is being differentiated into a plain NumPy array (np.asarray, np.array, "
+        "np.r_, a Python list of traced values given to NumPy, or writing it into a plain array such as "
+        "np.zeros(n)): the gradient would be lost. Build arrays from traced values with np.stack([...]) or "
+        "np.concatenate([...]); fill one element by element starting from np.zeros_like(x), which is traced; "
+        "or compute the result functionally (np.where, indexing). pullback.stop_gradient(x) gives a plain "
+        "value that carries no gradient, if that is what you want."
+    )
+
+
+_NOT_LIBRARIES = ("numpy", "pullback", "builtins", "copy", "functools", "contextlib")
+
+
+def _library_caller():
+    """The public name of the installed library function (SciPy, scikit-learn, ...) that converted a traced
+    value, found on the call stack just below the user's code; None when the user's code did it."""
+    import sys
+
+    frame = sys._getframe(2)
+    found = None
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("numpy.ma"):
+            return "numpy.ma"
+        top = module.partition(".")[0]
+        if top not in _NOT_LIBRARIES:
+            path = frame.f_code.co_filename
+            if top == "scipy" or "site-packages" in path or "dist-packages" in path:
+                found = frame
+            else:
+                break
+        frame = frame.f_back
+    return None if found is None else _public_name(found)
+
+
+def _public_name(frame):
+    """`scipy.special.logsumexp` for a frame in `scipy.special._logsumexp`; `scipy.stats.norm.logpdf`
+    for a method of SciPy's `norm_gen` object."""
+    parts = []
+    for part in frame.f_globals.get("__name__", "").split("."):
+        if part.startswith("_"):
+            break
+        parts.append(part)
+    name = frame.f_code.co_name
+    owner = frame.f_locals.get("self")
+    if owner is not None and not isinstance(owner, type):
+        owner_name = getattr(owner, "name", None) or type(owner).__name__.removesuffix("_gen")
+        name = f"{owner_name}.{name}"
+    return ".".join(parts + [name])
+
+
+def library_advice(name):
+    """What to tell a user whose library function `name` converted a traced value."""
+    stand_in = _stand_in(name)
+    head = (f"{name} converts its input to a plain NumPy array, so pullback cannot differentiate through it "
+            "(the gradient would be lost). ")
+    if stand_in is not None:
+        return head + f"Use {stand_in} instead: a differentiable stand-in with the same signature."
+    return head + (
+        f"pullback has no stand-in for it yet: make it opaque with `g = pullback.primitive({name})`, call g, "
+        "and give g a derivative with @pullback.rrule(g) (see the README, \"Your own rules\"). "
+        "Or write the computation with NumPy functions in your own code."
+    )
+
+
+def _stand_in(name):
+    """`pullback.scipy.special.logsumexp` when pullback has a stand-in for `scipy.special.logsumexp`."""
+    import importlib
+
+    parts = name.split(".")
+    if parts[0] != "scipy" or len(parts) < 3:
+        return None
+    try:
+        target = importlib.import_module("pullback." + ".".join(parts[:2]))
+    except ImportError:
+        return None
+    for part in parts[2:]:
+        target = getattr(target, part, None)
+        if target is None:
+            return None
+    return "pullback." + name
+
+
+def foreign_error(type_name):
+    return TypeError(
+        f"An array of type {type_name} met a value that pullback is differentiating. pullback differentiates "
+        "NumPy arrays only, and would silently lose or corrupt the gradient through this array type. Convert it to a NumPy "
+        "array first (np.asarray(a); for a Dask array, a.compute()), or keep it out of the differentiated code."
+    )
+
+
+def subclass_error(x):
+    name = f"{type(x).__module__}.{type(x).__qualname__}"
+    return TypeError(
+        f"An array of type {name} met a value that pullback is differentiating. It is a NumPy array subclass whose "
+        "operations differ from ndarray's (np.matrix's * is a matrix product; a masked array skips masked "
+        "values), which pullback does not follow. Use plain arrays: np.asarray(m) and x @ y for np.matrix; "
+        "for a masked array, select the valid values (x[~mask]) or use np.where(mask, 0, x)."
+    )
+
+
+def check_operand(x):
+    """Refuse an operand that pullback cannot differentiate alongside a traced value (never a silent result)."""
+    if isinstance(x, np.ndarray):
+        if type(x) is not np.ndarray:
+            raise subclass_error(x)
+        return
+    cls = type(x)
+    speaks_arrays = hasattr(cls, "__array_ufunc__") or hasattr(cls, "__array_function__") or hasattr(cls, "__array_namespace__")
+    if speaks_arrays and not isinstance(x, np.generic) and not is_traced(x):
+        if hasattr(cls, "__stop_gradient__"):  # pullback's own differentiable containers
+            return
+        raise foreign_error(f"{cls.__module__}.{cls.__qualname__}")
+
+
+def lost_gradient(action):
+    return TypeError(
+        f"Cannot {action}: the value is being differentiated, and the gradient would be lost. "
+        "Keep using NumPy operations on it, or take pullback.stop_gradient(x) if you want a plain value "
+        "that carries no gradient."
+    )

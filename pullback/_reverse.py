@@ -1,0 +1,149 @@
+"""The reverse-mode level: a tape recording what is done to tracked values.
+
+A `Tape` belongs to one call of `gradient` or `pullback`. Each trainable float leaf of the
+arguments becomes a `Tracked` handle on a node of that tape. Every NumPy operation on tracked
+values runs its rule on the plain values and the tape appends a node `(spec, back, in_ids)`.
+"""
+
+import contextlib
+import gc
+import threading
+
+import numpy as np
+
+from ._standins import dtype_of
+from ._values import Traced, Tracked, new_level
+
+
+class Tape:
+    """The nodes of one recording, in order: `(spec, back, in_ids)`, with `back` None for inputs.
+
+    A node's id is its index; `spec` is what the sweep needs of its value (see `spec_of`);
+    `back` maps the node's cotangent to those of the nodes `in_ids` (-1 for an argument
+    that is not traced at this level).
+
+    >>> import numpy as np
+    >>> tape = Tape()
+    >>> x = tape.leaf(np.ones(2))
+    >>> y = np.sin(x)
+    >>> len(tape.nodes), tape.nodes[1][2]
+    (2, (0,))
+    """
+
+    __slots__ = ("level", "nodes", "closed", "__weakref__")
+
+    def __init__(self):
+        self.level = new_level()
+        self.nodes = []
+        self.closed = False
+
+    def leaf(self, value):
+        """A new input node holding `value`."""
+        self.nodes.append((spec_of(value), None, ()))
+        return Tracked(value, self, len(self.nodes) - 1)
+
+    def apply(self, rule, args, kwargs):
+        """Run `rule` on the plain values of this tape's tracked `args` and record the result."""
+        values = []
+        ids = []
+        for a in args:
+            if type(a) is Tracked and a._tape is self:
+                values.append(a._value)
+                ids.append(a._id)
+            else:
+                values.append(a)
+                ids.append(-1)
+        y, back = rule(*values, **kwargs)
+        return self.record(y, back, ids)
+
+    def record(self, y, back, ids):
+        """Put `y` on the tape if it can carry a gradient; return what the user sees."""
+        if type(y) is np.ndarray:
+            kind = y.dtype.kind
+            if kind == "f" and not self.closed:  # the hot path, kept short
+                nodes = self.nodes
+                nodes.append(((y.shape, y.dtype), back, ids))
+                return Tracked(y, self, len(nodes) - 1)
+            if kind == "f":
+                self.push(y, back, ids)  # raises the closed-tape error
+        elif isinstance(y, (Traced, float, np.floating)):
+            kind = dtype_of(y).kind
+            if kind == "f":
+                return Tracked(y, self, self.push(y, back, ids))
+        elif isinstance(y, tuple):
+            return self._record_many(y, back, ids)
+        else:
+            kind = dtype_of(y).kind
+        if kind == "c":
+            raise TypeError(
+                "An operation on tracked values produced complex numbers; pullback differentiates "
+                "real-valued code only. Split complex quantities into real and imaginary parts."
+            )
+        return y  # integers and booleans carry no gradient
+
+    def _record_many(self, ys, back, ids):
+        """Several outputs (e.g. `eigh`): one node for the tuple, one per float element."""
+        group = self.push(ys, back, ids)
+        outs = [self.record(y, _select(j, len(ys)), (group,)) for j, y in enumerate(ys)]
+        return type(ys)(*outs) if hasattr(ys, "_fields") else type(ys)(outs)
+
+    def push(self, y, back, in_ids):
+        """Record that `back` maps the cotangent of a new node `y` to those of `in_ids`."""
+        if self.closed:
+            raise RuntimeError(
+                "A tracked value was used after the gradient call that tracked it had finished. "
+                "Values escaping `f` through globals or closures carry no gradient; "
+                "use pb.stop_gradient(x) to keep a plain copy."
+            )
+        nodes = self.nodes
+        nodes.append((spec_of(y), back, in_ids))
+        return len(nodes) - 1
+
+    def close(self):
+        self.closed = True
+
+
+def _select(j, n):
+    def back(g):
+        parts = [None] * n
+        parts[j] = g
+        return (tuple(parts),)
+    return back
+
+
+def spec_of(value):
+    """What the tape keeps of a node's value: `(shape, dtype)` for an array, so the array itself
+    is freed as soon as no rule needs it; other values (Python floats, NumPy scalars, values of
+    outer levels) as they are; nothing for the tuple of a several-output operation."""
+    if type(value) is np.ndarray:
+        return value.shape, value.dtype
+    if isinstance(value, tuple):
+        return None
+    return value
+
+
+_gc_lock = threading.Lock()
+_gc_state = {"depth": 0, "was_enabled": False}
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Hold Python's cyclic garbage collector while a tape is recorded or swept.
+
+    A tape of many operations is many small containers (nodes, closures), and the collector
+    would rescan all of them again and again as it grows, making a long tape cost more than
+    linearly. Nothing on a tape forms a cycle, so collection can wait until the call ends.
+    Re-entrant and thread-safe: the collector resumes (if it was on) when the last call ends.
+    """
+    with _gc_lock:
+        if _gc_state["depth"] == 0:
+            _gc_state["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _gc_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_state["depth"] -= 1
+            if _gc_state["depth"] == 0 and _gc_state["was_enabled"]:
+                gc.enable()

@@ -1,0 +1,502 @@
+"""Traced values: what `gradient` (a `Tracked` value) and `jvp` (a `Dual` value) hand to user code.
+
+A traced value speaks NumPy: ufuncs, array functions, operators, indexing and the common
+ndarray methods all end in `apply`, which hands the operation to the innermost level among
+its inputs. A level is a `Tape` (reverse mode, `pullback._reverse`) or a `ForwardLevel`
+(forward mode, `pullback._forward`); each applies the operation in its own mode. Nested
+calls make nested levels; an operation unwraps only the inputs of the innermost one, so the
+rule's own arithmetic is recorded on the outer levels and the levels never mix.
+"""
+
+import itertools
+
+import numpy as np
+
+from ._errors import check_operand, conversion_error, foreign_error, lost_gradient, missing_rule, subclass_error, ufunc_name
+from ._inplace import holds_array, in_place, mark_view, rebind
+from ._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
+from ._standins import astype, dtype_of, getitem, index_update
+
+_level_numbers = itertools.count(1)
+NO_KWARGS = {}
+
+
+def new_level():
+    """The number of a new level: a level made later is higher (innermost)."""
+    return next(_level_numbers)
+
+
+class Traced:
+    """What tracked (reverse mode) and dual (forward mode) values share: they speak NumPy.
+
+    Ufuncs, array functions, operators, indexing and the common ndarray methods all
+    end in `apply`, which hands the operation to the innermost level among its inputs.
+    """
+
+    __slots__ = ("_value", "_tape", "_base", "_views", "__weakref__")
+    __array_priority__ = 100.0
+    __hash__ = None
+    pullback_traced = True
+
+    # --- NumPy protocols -------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "__call__" and not kwargs:
+            rule = UFUNC_RULES.get(ufunc)
+            if rule is not None:
+                if len(inputs) == 1 and type(self) is Tracked:
+                    return apply1(rule, self)
+                if len(inputs) == 2:
+                    return apply2(rule, inputs[0], inputs[1])
+                return apply(rule, inputs)
+        return _ufunc_general(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        for t in types:
+            if t is not np.ndarray and not issubclass(t, Traced) and not hasattr(t, "__stop_gradient__"):
+                if issubclass(t, np.ndarray):
+                    raise subclass_error(next(a for a in _flat(args) if type(a) is t))
+                raise foreign_error(f"{t.__module__}.{t.__qualname__}")
+        impl = FUNCTIONS.get(func)
+        if impl is None:
+            raise missing_rule(func)
+        return impl(*args, **kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise conversion_error(self)
+
+    # --- copies, pickling and other libraries -----------------------------------------
+    def __copy__(self):
+        """A copy of a tracked array is a recorded copy; a scalar is immutable, so it is itself."""
+        return FUNCTIONS[np.copy](self) if holds_array(self) else self
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            "Cannot pickle a value that is being differentiated: the copy would lose its gradient. "
+            "Pickle pullback.stop_gradient(x) (its plain value) instead, or pickle outside the gradient call."
+        )
+
+    def __dask_tokenize__(self):
+        raise foreign_error("dask.array.Array")
+
+    @property
+    def __class__(self):
+        """What `isinstance` sees: a scalar answers as its plain value's type does (so `np.isscalar`,
+        `isinstance(x, numbers.Number)` and `isinstance(x, float)` answer as without pullback)."""
+        value = self._value
+        return type(self) if isinstance(value, np.ndarray) else value.__class__
+
+    def __float__(self):
+        raise lost_gradient(
+            "convert it to a Python float (float(x), the math module, or writing it into one element of a plain "
+            "array such as np.zeros(n); start from np.zeros_like(x), which is traced, or use np.stack)"
+        )
+
+    def __int__(self):
+        raise lost_gradient("convert it to a Python int")
+
+    def __complex__(self):
+        raise lost_gradient("convert it to a Python complex")
+
+    def item(self, *args):
+        raise lost_gradient("call .item() on it")
+
+    def tolist(self):
+        raise lost_gradient("call .tolist() on it")
+
+    def __bool__(self):
+        return bool(stop_gradient(self))
+
+    def __format__(self, spec):
+        return format(stop_gradient(self), spec)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self._value!r})"
+
+    # --- array attributes ------------------------------------------------------------
+    @property
+    def shape(self):
+        return np.shape(self._value)
+
+    @property
+    def ndim(self):
+        return np.ndim(self._value)
+
+    @property
+    def size(self):
+        return np.size(self._value)
+
+    @property
+    def dtype(self):
+        return dtype_of(self._value)
+
+    @property
+    def real(self):
+        return self  # a real array is its own real part
+
+    @property
+    def imag(self):
+        return np.zeros_like(stop_gradient(self))
+
+    @property
+    def T(self):
+        return FUNCTIONS[np.transpose](self)
+
+    @property
+    def mT(self):
+        return FUNCTIONS[np.swapaxes](self, -1, -2)
+
+    def __len__(self):
+        return len(self._value)
+
+    def __iter__(self):
+        for i in range(len(self._value)):
+            yield self[i]
+
+    # --- indexing and in-place writes ------------------------------------------------
+    def __getitem__(self, index):
+        return FUNCTIONS[getitem](self, index)
+
+    def view(self, dtype=None, type=None):
+        """`x.view()`: the same values, sharing memory with `x` (a reinterpreting dtype is refused)."""
+        if (dtype is not None and np.dtype(dtype) != self.dtype) or type is not None:
+            raise TypeError(
+                "x.view(dtype) reinterprets the bytes of a value being differentiated, which has no gradient; "
+                "use x.astype(dtype) to convert the values."
+            )
+        return FUNCTIONS[getitem](self, Ellipsis)
+
+    def fill(self, value):
+        """`x.fill(v)`, as the functional update `x[...] = v`."""
+        self[...] = value
+
+    def sort(self, axis=-1, kind=None, order=None):
+        """`x.sort()` in place, as the functional update `x = np.sort(x)`."""
+        rebind(self, FUNCTIONS[np.sort](self, axis=axis, kind=kind, order=order))
+
+    @property
+    def nbytes(self):
+        return np.asarray(stop_gradient(self)).nbytes
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def flags(self):
+        """The flags of the plain value (read them; a traced value is never written in place)."""
+        return np.asarray(stop_gradient(self)).flags
+
+    def __setitem__(self, index, value):
+        rebind(self, FUNCTIONS[index_update](self, index, value))
+
+    # --- binary operators (see _install_operators) -----------------------------------
+    def __matmul__(self, other):
+        return FUNCTIONS[np.matmul](self, other)
+
+    def __rmatmul__(self, other):
+        return FUNCTIONS[np.matmul](other, self)
+
+    def __imatmul__(self, other):
+        return in_place(self, FUNCTIONS[np.matmul](self, other))
+
+    def __neg__(self):
+        return apply((UFUNC_RULES[np.negative]), (self,))
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return apply(UFUNC_RULES[np.absolute], (self,))
+
+
+class Tracked(Traced):
+    """A value whose operations are recorded on a tape (reverse mode).
+
+    User code never builds one: `gradient` and friends wrap the arguments' float leaves.
+    """
+
+    __slots__ = ("_id",)
+
+    def __init__(self, value, tape, i):
+        self._value = value
+        self._tape = tape
+        self._id = i
+
+
+class Dual(Traced):
+    """A value carrying a tangent alongside (forward mode); `_tape` is its `ForwardLevel`."""
+
+    __slots__ = ("_tangent",)
+
+    def __init__(self, value, tangent, tag):
+        self._value = value
+        self._tangent = tangent
+        self._tape = tag
+
+    def __repr__(self):
+        return f"Dual({self._value!r}, tangent={self._tangent!r})"
+
+
+def _install_operators():
+    """`a + b` and friends go straight to the ufunc's rule, skipping NumPy's dispatch."""
+    pairs = {
+        "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+        "pow": np.power, "mod": np.remainder, "floordiv": np.floor_divide,
+        "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+        "eq": np.equal, "ne": np.not_equal,
+    }
+    reflected = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+    def forward(ufunc):
+        def op(self, other):
+            rule = UFUNC_RULES.get(ufunc)
+            if rule is None:
+                return ufunc(stop_gradient(self), stop_gradient(other))
+            return apply2(rule, self, other)
+        return op
+
+    def backward(ufunc):
+        def op(self, other):
+            rule = UFUNC_RULES.get(ufunc)
+            if rule is None:
+                return ufunc(stop_gradient(other), stop_gradient(self))
+            return apply2(rule, other, self)
+        return op
+
+    def inplace(ufunc):
+        def op(self, other):
+            return in_place(self, forward(ufunc)(self, other))
+        return op
+
+    for name, ufunc in pairs.items():
+        setattr(Traced, f"__{name}__", forward(ufunc))
+        if name in reflected:
+            continue
+        setattr(Traced, f"__r{name}__", backward(ufunc))
+        setattr(Traced, f"__i{name}__", inplace(ufunc))
+
+
+_install_operators()
+
+
+def _install_methods():
+    """ndarray methods that forward to the matching NumPy function."""
+    names = {
+        "sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
+        "var": np.var, "std": np.std, "cumsum": np.cumsum, "cumprod": np.cumprod,
+        "swapaxes": np.swapaxes, "squeeze": np.squeeze,
+        "ravel": np.ravel, "copy": np.copy, "clip": np.clip,
+        "dot": np.dot, "trace": np.trace, "diagonal": np.diagonal, "repeat": np.repeat,
+        "take": np.take, "argmax": np.argmax, "argmin": np.argmin, "argsort": np.argsort,
+        "nonzero": np.nonzero, "round": np.round, 
+        "all": np.all, "any": np.any, "ptp": np.ptp,
+    }
+    for name, fn in names.items():
+        setattr(Traced, name, _method(fn))
+
+    def reshape(self, *shape, **kwargs):
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = shape[0]
+        return FUNCTIONS[np.reshape](self, shape, **kwargs)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and not isinstance(axes[0], int):
+            axes = axes[0]
+        return FUNCTIONS[np.transpose](self, axes or None)
+
+    def flatten(self, order="C"):
+        return FUNCTIONS[np.copy](FUNCTIONS[np.ravel](self, order))  # a copy, unlike ravel
+
+    def conj(self):
+        return np.conjugate(self)
+
+    def astype_method(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        if not copy and np.dtype(dtype) == self.dtype:
+            return self  # NumPy returns the array itself, so later writes are seen through both
+        return FUNCTIONS[astype](self, dtype)
+
+    Traced.reshape, Traced.transpose, Traced.astype = reshape, transpose, astype_method
+    Traced.flatten, Traced.conj, Traced.conjugate = flatten, conj, conj
+
+
+def _method(fn):
+    def method(self, *args, **kwargs):
+        impl = FUNCTIONS.get(fn)
+        if impl is None:
+            raise missing_rule(fn)
+        return impl(self, *args, **kwargs)
+    method.__name__ = fn.__name__
+    return method
+
+
+_install_methods()
+
+
+# --- stand-ins for operations NumPy has no public function for ----------------------
+
+# --- how an operation reaches its level ---------------------------------------------
+def apply(rule, args, kwargs=NO_KWARGS):
+    """Run `rule` for the innermost level among `args`: record it on a tape, or push tangents forward."""
+    tape = None
+    for a in args:
+        kind = type(a)
+        if kind is Tracked or kind is Dual:
+            t = a._tape
+            if tape is None or t.level > tape.level:
+                tape = t
+        elif kind not in _PLAIN:
+            check_operand(a)
+    if tape is None:
+        return rule(*args, **kwargs)[0]
+    return tape.apply(rule, args, kwargs)
+
+
+def apply_rule(rule, *args, **kwargs):
+    """`apply` with the call's own arguments: what a registered NumPy function runs."""
+    return apply(rule, args, kwargs)
+
+
+def apply1(rule, x):
+    """`apply` for one tracked input: the common case, kept short."""
+    y, back = rule(x._value)
+    return x._tape.record(y, back, (x._id,))
+
+
+def apply2(rule, a, b):
+    """`apply` for two inputs, at least one of them traced; the common reverse-mode cases kept short."""
+    kind_a, kind_b = type(a), type(b)
+    if kind_a is Tracked and kind_b is not Dual:
+        tape = a._tape
+        if kind_b is Tracked and b._tape is tape:
+            y, back = rule(a._value, b._value)
+            ids = (a._id, b._id)
+        elif kind_b is Tracked and b._tape.level > tape.level:
+            tape = b._tape
+            y, back = rule(a, b._value)
+            ids = (-1, b._id)
+        elif kind_b not in _PLAIN and kind_b is not Tracked and _foreign(b):
+            return NotImplemented
+        else:
+            y, back = rule(a._value, b)
+            ids = (a._id, -1)
+    elif kind_b is Tracked and kind_a is not Dual:
+        if kind_a not in _PLAIN and _foreign(a):
+            return NotImplemented
+        tape = b._tape
+        y, back = rule(a, b._value)
+        ids = (-1, b._id)
+    else:
+        return apply(rule, (a, b))
+    return tape.record(y, back, ids)
+
+
+_PLAIN = frozenset((float, int, bool, np.ndarray, np.float64, np.float32, np.int64))
+
+
+def _foreign(x):
+    """True for pullback's own differentiable containers, which take the operation over;
+    raises for an operand that cannot be differentiated alongside a traced value."""
+    check_operand(x)
+    return hasattr(type(x), "__stop_gradient__")
+
+def stop_gradient(x):
+    """The plain value inside `x`, at every level of nesting: no gradient flows through it.
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.gradient(lambda x: np.sum(x * pb.stop_gradient(x)), np.array([3.0]))
+    (array([3.]),)
+    """
+    while type(x) is Tracked or type(x) is Dual:
+        x = x._value
+    if hasattr(type(x), "__stop_gradient__"):  # other differentiable containers, e.g. complex pairs
+        return x.__stop_gradient__()
+    return x
+
+
+def strip_all(x):
+    """`stop_gradient` through tuples, lists and dicts (for keyword arguments and masks)."""
+    if type(x) is Tracked or type(x) is Dual:
+        return stop_gradient(x)
+    if type(x) in (tuple, list):
+        return type(x)(strip_all(v) for v in x)
+    if type(x) is dict:
+        return {k: strip_all(v) for k, v in x.items()}
+    return x
+
+def _ufunc_general(ufunc, method, inputs, kwargs):
+    """Every ufunc call that is not a plain `ufunc(*tracked_inputs)`."""
+    if ufunc in NONDIFF_UFUNCS:
+        return getattr(ufunc, method)(*strip_all(inputs), **strip_all(kwargs))
+    name = ufunc_name(ufunc)
+    out = kwargs.get("out", 0)
+    if out is None or (type(out) is tuple and all(o is None for o in out)):
+        del kwargs["out"]  # NumPy's default, spelled out
+    if kwargs.get("where", None) is True:
+        del kwargs["where"]
+    if "out" in kwargs:
+        return _into_out(ufunc, method, inputs, kwargs, name)
+    if "where" in kwargs:
+        raise TypeError(f"{name}(..., where=...) is not supported on tracked values; use np.where(mask, {ufunc.__name__}(x), fallback).")
+    if method == "__call__":
+        dtype = kwargs.pop("dtype", None)
+        if kwargs:
+            raise TypeError(f"{name} got keyword arguments pullback does not support on tracked values: {sorted(kwargs)}")
+        rule = UFUNC_RULES.get(ufunc)
+        if rule is None:
+            raise missing_rule(ufunc)
+        y = apply(rule, inputs)
+        return y if dtype is None else FUNCTIONS[astype](y, dtype)
+    if method == "reduce":
+        reduction = _REDUCTIONS.get(ufunc)
+        if reduction is not None:
+            kwargs.setdefault("axis", 0)
+            dtype = kwargs.pop("dtype", None)
+            if kwargs.get("initial", np._NoValue) is np._NoValue:
+                kwargs.pop("initial", None)
+            y = FUNCTIONS[reduction](*inputs, **kwargs)
+            return y if dtype is None else FUNCTIONS[astype](y, dtype)
+    if method == "outer" and ufunc in UFUNC_RULES:
+        a, b = inputs
+        return ufunc(FUNCTIONS[np.reshape](a, np.shape(a) + (1,) * np.ndim(b)), b)
+    if method == "accumulate":
+        scan = _SCANS.get(ufunc)
+        if scan is not None:
+            kwargs.setdefault("axis", 0)
+            return FUNCTIONS[scan](*inputs, **kwargs)
+    raise TypeError(
+        f"{name}.{method} is not supported on tracked values"
+        + (": it writes in place; build the result with np.where or indexing instead." if method == "at" else ".")
+    )
+
+
+def _into_out(ufunc, method, inputs, kwargs, name):
+    """`ufunc(..., out=y)` with `y` traced: the functional update `y[...] = ufunc(...)`, seen through every alias."""
+    out = kwargs.pop("out")
+    out = out if isinstance(out, tuple) else (out,)
+    if len(out) != 1 or not isinstance(out[0], Traced):
+        raise TypeError(
+            f"{name}(..., out=...) would write a result that is being differentiated into a plain array, "
+            "losing the gradient (this is also what `a += x` does when `a` is a plain array). "
+            "Assign the result instead (a = a + x), or start from a traced array (np.zeros_like(x))."
+        )
+    result = ufunc(*inputs, **kwargs) if method == "__call__" else getattr(ufunc, method)(*inputs, **kwargs)
+    target = out[0]
+    if np.shape(result) != target.shape:
+        raise ValueError(f"{name}(..., out=...): the result has shape {np.shape(result)}, but out has shape {target.shape}")
+    return in_place(target, result if isinstance(result, Traced) else FUNCTIONS[index_update](target, Ellipsis, result))
+
+
+_REDUCTIONS = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min}
+_SCANS = {np.add: np.cumsum, np.multiply: np.cumprod}
+
+
+def _flat(args):
+    """The arguments of a NumPy call, with lists and tuples opened one level (np.concatenate([a, b]))."""
+    for a in args:
+        if type(a) in (list, tuple):
+            yield from a
+        else:
+            yield a
