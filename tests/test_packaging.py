@@ -21,6 +21,8 @@ DOCUMENTED_AS = {
     "destructure": "pullback.optim.destructure",
     "save": "pullback.checkpoint.save",
     "load": "pullback.checkpoint.load",
+    "state_dict": "pullback.checkpoint.state_dict",
+    "load_state_dict": "pullback.checkpoint.load_state_dict",
 }
 
 
