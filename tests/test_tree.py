@@ -135,3 +135,82 @@ def test_register_custom_container():
 def test_objects_that_are_not_containers_are_leaves():
     for leaf in (np.sin, np.add, lambda x: x, Plain, np.float32, np.random.default_rng(1), range(3), slice(1), "s"):
         assert tree.kind_of(leaf) is None
+
+
+# --- the one walker: paths, identity, depth ------------------------------------------------------
+def test_paths_print_one_way_for_every_kind():
+    class Layer:
+        def __init__(self):
+            self.w = np.ones(1)
+
+    x = {"layers": [Layer(), Pair(np.zeros(1), (np.ones(1),))]}
+    paths = [p.format("model") for p, _ in tree.leaves_with_path(x)]
+    assert paths == ["model['layers'][0].w", "model['layers'][1].a", "model['layers'][1].b[0]"]
+    assert tree.Path(()).child("not an identifier", True).format("m") == "m['not an identifier']"
+    assert tree.Path(()).child("a", True).child(2, False).keys == ("a", 2)
+
+
+def test_walk_is_iterative_and_keeps_identity_and_cycles():
+    deep = [np.ones(1)]
+    for _ in range(50_000):
+        deep = [deep]
+    copied = tree.copy_containers(deep, lambda v, path: v)
+    depth, node = 0, copied
+    while isinstance(node, list) and len(node) == 1 and isinstance(node[0], list):
+        node, depth = node[0], depth + 1
+    assert depth == 50_000 and node is not deep and isinstance(node[0], np.ndarray)
+
+    shared = {"k": [1]}
+    ring = [shared, shared]
+    ring.append(ring)
+    new = tree.copy_containers(ring, lambda v, path: v)
+    assert new[0] is new[1] and new[0] is not shared and new[2] is new
+    assert new[0] == {"k": [1]} and new[0]["k"] is not shared["k"]
+
+
+def test_copy_containers_refuses_an_immutable_container_inside_its_own_cycle():
+    inner = []
+    outer = (inner,)
+    inner.append(outer)
+    with pytest.raises(TypeError, match="immutable container \\(tuple\\) that contains itself"):
+        tree.copy_containers(outer, lambda v, path: v)
+
+
+def test_gradient_like_gives_a_shared_object_its_result_once_at_its_first_trainable_place():
+    class Half:
+        def __init__(self, w, frozen):
+            self.frozen, self.w = frozen, w
+
+        def trainable(self):
+            return ("w",)
+
+    w = np.ones(2)
+    x = {"first": Half(np.zeros(1), w), "second": [w, w], "n": 3}
+    result = tree.gradient_like(x, lambda v, path: path.format("x") if isinstance(v, np.ndarray) else None)
+    # `frozen` comes first in walk order but is not trainable: the tie's result goes to second[0]
+    assert result["first"].frozen is None and result["first"].w == "x['first'].w"
+    assert result["second"] == ["x['second'][0]", None] and result["n"] is None
+
+
+def test_leaves_with_path_and_trainable_only_skip_frozen_fields():
+    class Half:
+        def __init__(self):
+            self.w, self.stats = np.ones(1), np.zeros(1)
+
+        def trainable(self):
+            return ("w",)
+
+    assert [str(p) for p, _ in tree.leaves_with_path(Half(), trainable_only=True)] == [".w"]
+    assert [str(p) for p, _ in tree.leaves_with_path(Half())] == [".w", ".stats"]
+
+
+def test_array_types_of_other_libraries_are_leaves():
+    class ArrayLike:
+        def __init__(self):
+            self.data = [1.0]
+
+        def __array_function__(self, *a):
+            return NotImplemented
+
+    assert tree.kind_of(ArrayLike()) is None
+    assert tree.kind_of(pb.stop_gradient(np.ones(1))) is None
