@@ -23,7 +23,8 @@ A checkpoint is a ZIP archive (stored, not compressed) holding:
 A path names a place inside the model: ``.name`` for an object's field (or a namedtuple's),
 ``[i]`` for a tuple or list item, ``['key']`` for a dict entry, starting from ``model``.
 Every NumPy array reachable in the model is stored, trainable or not (running statistics
-too), each once: ``paths`` lists every place an array object appears, so ties are kept.
+too), each once: ``paths`` lists every place an array object appears, so ties are kept (in
+a model with cycles, every place short of going back into a container already on the way).
 Other fields (numbers, strings, functions, flags) are not stored; they come from `like`.
 
 With an optimiser state, ``"state"`` is::
@@ -81,12 +82,10 @@ import zlib
 
 import numpy as np
 
-from . import tree
-from ._trace import stop_gradient
-from .optim._state import Leaf, mirror
-from .optim._update import _pair
-from .optim._walk import describe as _describe
-from .optim._walk import join, model_children
+from . import stop_gradient, tree
+from .optim import Leaf
+from .optim._state import mirror
+from .optim._update import pair
 from .optim.rules import RULES, OptimiserChain, Rule, rule_name
 
 __all__ = ["save", "load", "state_dict", "load_state_dict", "CheckpointError", "FORMAT", "VERSION"]
@@ -173,13 +172,39 @@ def _array_groups(model):
 
 
 def _array_places(model):
-    """`[(path, array)]` for every place of `model` holding an array, in walk order."""
-    places = []
+    """`[(path, array)]` for every place of `model` holding an array, in walk order.
 
-    def walk(x, path, ancestors, unstable):
+    `tree.walk` visits each object once and gives each container `(id, steps)`: the steps
+    inside it that lead to arrays, as `(step text, key, what is below)`. Spelling those out
+    from the root names each array at every place it appears (a shared layer's arrays under
+    each of its places), short of going back into a container already on the way (a cycle).
+    """
+    found = {}  # id(container) -> what the walk gave it, for the ways back of cycles
+
+    def leaf(x, ys, path):
         if stop_gradient(x) is not x:
-            raise CheckpointError(f"{path} is being differentiated; save the model outside gradient calls.")
+            raise CheckpointError(f"{path.format('model')} is being differentiated; save the model outside gradient calls.")
         if isinstance(x, np.ndarray):
+            _check_storable(x, lambda: path.format("model"))
+            return x
+        return None
+
+    def node(x, kind, old, new, ys, path, shell):
+        steps = [(tree.Path(((k, kind.fields),)).format(), k, v) for k, v in new.items() if v is not None]
+        found[id(x)] = (id(x), steps) if steps else None
+        return found[id(x)]
+
+    root = tree.walk(model, leaf, node, cycle=lambda x, kind, path: id(x))
+    places, on_the_way = [], set()
+    stack = [("model", None, root)]
+    while stack:
+        path, unstable, item = stack.pop()
+        if path is None:  # every step inside the container `item` (an id) is taken
+            on_the_way.discard(item)
+            continue
+        if type(item) is int:  # a way back into a container that was being walked (a cycle)
+            item = found[item]
+        if isinstance(item, np.ndarray):
             if unstable is not None:
                 where, key = unstable
                 raise CheckpointError(
@@ -187,35 +212,30 @@ def _array_places(model):
                     "a checkpoint names places by the repr of their keys, and this one is not the same in every "
                     "process. Use keys of type str, int, bool or None (or tuples of these), e.g. str(key)."
                 )
-            _check_storable(x, path)
-            places.append((path, x))
-            return
-        kids, _ = model_children(x)
-        if not kids or id(x) in ancestors:
-            return
-        ancestors.add(id(x))
-        for k, v in kids.items():
-            walk(v, join(path, x, k), ancestors, unstable or (None if _stable_key(k) else (path, k)))
-        ancestors.discard(id(x))
-
-    walk(model, "model", set(), None)
+            places.append((path, item))
+        elif item is not None and item[0] not in on_the_way:
+            ident, steps = item
+            on_the_way.add(ident)
+            stack.append((None, None, ident))
+            for step, key, inner in reversed(steps):
+                stack.append((path + step, unstable or (None if _stable_key(key) else (path, key)), inner))
     return places
 
 
 def _stable_key(key):
     """Whether `repr(key)` is the same in every process (no addresses, no hash-dependent order)."""
-    if type(key) is tuple:
-        return all(_stable_key(k) for k in key)
-    return key is None or type(key) in (str, int, bool)
+    parts = tree.leaves(key, exclude=lambda k: type(k) is not tuple) if type(key) is tuple else [key]
+    return all(k is None or type(k) in (str, int, bool) for k in parts)
 
 
 def _check_storable(x, where):
+    """Refuse an array a checkpoint cannot store; `where()` names its place (formatted only for the message)."""
     if type(x) is not np.ndarray:
-        raise CheckpointError(f"{where} is a {type(x).__name__}; checkpoints store plain numpy.ndarray values only.")
+        raise CheckpointError(f"{where()} is a {type(x).__name__}; checkpoints store plain numpy.ndarray values only.")
     dtype = x.dtype
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or np.dtype(dtype.str) != dtype:
         raise CheckpointError(
-            f"{where} has dtype {dtype}, which a checkpoint cannot store without pickle; "
+            f"{where()} has dtype {dtype}, which a checkpoint cannot store without pickle; "
             "convert it to a numeric, boolean or string array."
         )
 
@@ -241,7 +261,7 @@ class _Hashing:
 
 def _encode_state(state, model):
     """The manifest's `state` part (without its `arrays`) and the state arrays to store."""
-    entries = _pair(state, model, None)
+    entries = pair(state, model, None)
     first_paths = {}
     mirror(model, lambda x, path: first_paths.setdefault(id(x), path))
     by_array = {id(x): leaf for leaf, x, _, _ in entries.values()}
@@ -252,11 +272,12 @@ def _encode_state(state, model):
                 "save the state that setup(rule, model) and update returned."
             )
     rules, rule_index, leaves, arrays = [], {}, [], []
-    for leaf, x, _, paths in entries.values():
+    for leaf, x, _, places in entries.values():
+        paths = [tree.Path(p).format("model") for p in places]
         problem = _rule_state_problem(leaf.rule, leaf.state, x)
         if problem:
             raise CheckpointError(
-                f"The optimiser state for {paths[0]} does not fit the parameter there ({_describe(x)}): {problem}. "
+                f"The optimiser state for {paths[0]} does not fit the parameter there ({_shape_of(x)}): {problem}. "
                 "Save the state that setup(rule, model) and update returned for this model."
             )
         if id(leaf.rule) not in rule_index:
@@ -293,7 +314,7 @@ def _encode_hyper(value, where):
 
 def _encode_value(value, arrays, where):
     if isinstance(value, np.ndarray):
-        _check_storable(value, f"the optimiser state for {where}")
+        _check_storable(value, lambda: f"the optimiser state for {where}")
         arrays.append((value, where))
         return {"array": len(arrays) - 1}
     if isinstance(value, np.generic):
@@ -403,7 +424,7 @@ def _shape_of(value):
         return f"an array of dtype {value.dtype} and shape {value.shape}"
     if type(value) in (tuple, list):
         return f"a {type(value).__name__} of {len(value)} items"
-    return _describe(value)
+    return "None" if value is None else f"a {type(value).__name__}"
 
 
 # --- load --------------------------------------------------------------------------
@@ -762,7 +783,7 @@ def _plan_state(reader, manifest, like):
         problem = _rule_state_problem(rule, value, x)
         if problem:
             reader.fail(
-                f"the optimiser state for {path} does not fit the parameter there ({_describe(x)}): {problem}. "
+                f"the optimiser state for {path} does not fit the parameter there ({_shape_of(x)}): {problem}. "
                 "The state was saved for a model of other shapes; load it with a `like` built the same way, "
                 "or start a new state with setup(rule, model)."
             )

@@ -815,3 +815,63 @@ def test_a_state_made_centred_by_adjust_still_round_trips(tmp_path):
     grad = [np.array([0.5, 0.25])]
     expected = optim.update(state, model, grad)[1][0]
     np.testing.assert_array_equal(optim.update(loaded_state, loaded_model, grad)[1][0], expected)
+
+
+class Link:
+    """A layer of a model that is a linked list: `rest` is the rest of the model."""
+
+    def __init__(self, rest, i, offset):
+        self.rest = rest
+        self.weight = np.full(2, i + offset) if i % 1000 == 0 else float(i)
+
+
+def linked(depth, offset):
+    model = None
+    for i in range(depth):
+        model = Link(model, i, offset)
+    return model
+
+
+def test_a_model_nested_5000_deep_saves_and_loads_without_recursion_error(tmp_path):
+    pb.save(tmp_path / "deep.ckpt", linked(5000, 0.5))
+    with zipfile.ZipFile(tmp_path / "deep.ckpt") as archive:
+        paths = [s["paths"] for s in json.loads(archive.read("manifest.json"))["arrays"]]
+    assert paths == [["model" + ".rest" * (4999 - i) + ".weight"] for i in (0, 1000, 2000, 3000, 4000)]  # `rest` comes first
+    like = linked(5000, 7.0)
+    layer, original = pb.load(tmp_path / "deep.ckpt", like=like), like
+    for i in reversed(range(5000)):
+        assert layer is not original
+        if i % 1000 == 0:
+            assert_bit_identical(layer.weight, np.full(2, i + 0.5))
+            assert original.weight.tolist() == [i + 7.0] * 2  # `like` is unchanged
+        else:
+            assert layer.weight == float(i)
+        layer, original = layer.rest, original.rest
+    assert layer is None
+
+
+class Node:
+    def __init__(self, w):
+        self.w, self.prev, self.next = w, None, None
+
+
+def doubly_linked(values):
+    nodes = [Node(np.array([v])) for v in values]
+    for i in range(1, len(nodes)):
+        nodes[i - 1].next, nodes[i].prev = nodes[i], nodes[i - 1]
+    return {"head": nodes[0], "tail": nodes[-1]}
+
+
+def test_a_cyclic_model_names_each_array_at_every_place_short_of_a_way_back(tmp_path):
+    pb.save(tmp_path / "cyclic.ckpt", doubly_linked([1.0, 2.0, 3.0]))
+    with zipfile.ZipFile(tmp_path / "cyclic.ckpt") as archive:
+        paths = [s["paths"] for s in json.loads(archive.read("manifest.json"))["arrays"]]
+    assert paths == [
+        ["model['head'].w", "model['tail'].prev.prev.w"],
+        ["model['head'].next.w", "model['tail'].prev.w"],
+        ["model['head'].next.next.w", "model['tail'].w"],
+    ]
+    loaded = pb.load(tmp_path / "cyclic.ckpt", like=doubly_linked([0.0, 0.0, 0.0]))
+    head, tail = loaded["head"], loaded["tail"]
+    assert head.next.next is tail and tail.prev.prev is head and head.next.prev is head
+    assert [head.w[0], head.next.w[0], tail.w[0]] == [1.0, 2.0, 3.0]

@@ -112,6 +112,24 @@ def test_load_state_dict_needs_a_dict_and_stable_keys():
         state_dict({frozenset({1}): np.zeros(1)})
 
 
+def test_state_dict_of_a_model_nested_5000_deep_has_no_recursion_limit():
+    def nested(value):
+        model = [np.full(2, value), "label"]
+        for _ in range(5000):
+            model = [model, 1.0]
+        return model
+
+    key = "[0]" * 5001
+    sd = state_dict(nested(3.0))
+    assert list(sd) == [key] and sd[key].tolist() == [3.0, 3.0]
+    target = nested(0.0)
+    loaded = load_state_dict(target, sd)
+    for _ in range(5000):
+        assert loaded[1] == 1.0 and loaded is not target
+        loaded, target = loaded[0], target[0]
+    assert loaded[0].tolist() == [3.0, 3.0] and loaded[1] == "label" and target[0].tolist() == [0.0, 0.0]
+
+
 # --- safetensors files --------------------------------------------------------------------
 def storable(seed):
     """build(seed) without what safetensors cannot hold (nothing here: ints, bools and floats only)."""
