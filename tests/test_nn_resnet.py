@@ -11,23 +11,7 @@ import pullback as pb
 
 def trainable_parameter_count(model):
     """Elements of the arrays in trainable fields (BatchNorm's running statistics excluded)."""
-    counted = []
-    seen = set()
-
-    def visit(node):
-        if id(node) in seen or pb.tree.kind_of(node) is None:
-            return
-        seen.add(id(node))
-        names = pb.tree.trainable_names(node)
-        for name, child in pb.tree.children(node).items():
-            if isinstance(child, np.ndarray):
-                if names is None or name in names:
-                    counted.append(child.size)
-            else:
-                visit(child)
-
-    visit(model)
-    return sum(counted)
+    return sum(a.size for a in pb.tree.leaves(model, trainable_only=True) if isinstance(a, np.ndarray))
 
 
 @pytest.mark.parametrize("depth,count", [(18, 11_689_512), (34, 21_797_672), (50, 25_557_032)])

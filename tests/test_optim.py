@@ -469,6 +469,88 @@ def test_state_that_no_longer_matches_the_ties_is_refused():
         optim.update(untied_state, {"a": w, "b": w}, None)
 
 
+def test_a_shared_layer_gets_the_sum_of_partial_gradients_made_by_hand_at_each_place():
+    layer = Dense(np.array([[1.0, -1.0]]), np.array([0.5]))
+    model = Chain(layer, Dense(np.ones((2, 1)), np.zeros(2)), layer)
+    state = optim.setup(optim.Descent(0.5), model)
+    first = pb.Tangent(Dense, weight=np.array([[1.0, 2.0]]), bias=None, activation=None)
+    last = pb.Tangent(Dense, weight=np.array([[4.0, 8.0]]), bias=np.array([2.0]), activation=None)
+    _, new = optim.update(state, model, pb.Tangent(Chain, layers=(first, None, last)))
+    assert new.layers[0] is new.layers[2]
+    np.testing.assert_array_equal(new.layers[0].weight, [[1.0 - 0.5 * 5.0, -1.0 - 0.5 * 10.0]])
+    np.testing.assert_array_equal(new.layers[0].bias, [0.5 - 0.5 * 2.0])
+
+
+class Frozen:
+    """Holds an array at a place its class does not train."""
+
+    def __init__(self, w):
+        self.w = w
+
+    def trainable(self):
+        return ()
+
+
+def test_a_tied_array_sums_its_gradient_at_a_place_that_is_not_trained_too():
+    # pb.gradient gives the total (both uses) at the trained place; by hand, each place has its part
+    w = np.array([1.0, 2.0])
+    model = {"a": w, "f": Frozen(w)}
+    x, y = np.array([3.0, 5.0]), np.array([7.0, 11.0])
+    (g,) = pb.gradient(lambda m: np.sum(m["a"] * x) + np.sum(m["f"].w * y), model)
+    np.testing.assert_allclose(g["a"], x + y)
+    assert g["f"] is None
+    state = optim.setup(optim.Descent(0.5), model)
+    assert state["f"] is None
+    _, by_gradient = optim.update(state, model, g)
+    _, by_hand = optim.update(state, model, {"a": x, "f": pb.Tangent(Frozen, w=y)})
+    for new in (by_gradient, by_hand):
+        np.testing.assert_allclose(new["a"], w - 0.5 * (x + y))
+        assert new["f"].w is new["a"]
+
+
+def test_a_thunk_for_a_whole_container_is_evaluated():
+    model = {"layer": (np.ones(2), np.ones(1))}
+    state = optim.setup(optim.Descent(1.0), model)
+    _, new = optim.update(state, model, {"layer": pb.Thunk(lambda: (np.array([1.0, 2.0]), None))})
+    np.testing.assert_array_equal(new["layer"][0], [0.0, -1.0])
+    np.testing.assert_array_equal(new["layer"][1], [1.0])
+
+
+def test_messages_name_places_in_the_one_path_format():
+    model = {"my key": Pair(np.ones(2), [Dense(np.ones((1, 2)), None)])}
+    state = optim.setup(optim.Descent(), model)
+    grad = {"my key": Pair(np.ones(3), None)}
+    with pytest.raises(ValueError, match=r"model\['my key'\]\.left has shape \(3,\)"):
+        optim.update(state, model, grad)
+    deep = {"my key": Pair(None, [pb.Tangent(Dense, weight=np.ones((1, 2)), bias=None, activation=None, scale=1.0)])}
+    with pytest.raises(ValueError, match=r"entry model\['my key'\]\.right\[0\]\.scale, .*Dense at model\['my key'\]\.right\[0\]"):
+        optim.update(state, model, deep)
+
+    layer = Dense(np.ones((1, 2)), None)
+    shared = {"a": layer, "b": [layer]}  # the second place of a shared layer is named from the root too
+    state = optim.setup(optim.Descent(), shared)
+    places = optim._update.pair(state, shared, None)[id(state["a"].weight)][3]
+    assert [p.format("model") for p in places] == ["model['a'].weight", "model['b'][0].weight"]
+    wrong = {"a": None, "b": [pb.Tangent(Dense, weight=np.ones(3), bias=None, activation=None)]}
+    with pytest.raises(ValueError, match=r"model\['b'\]\[0\]\.weight has shape \(3,\)"):
+        optim.update(state, shared, wrong)
+
+
+def test_the_outermost_mismatch_is_reported():
+    model = make_model()
+    state = optim.setup(optim.Descent(), model)
+    inner = pb.Tangent(Dense, weight=np.ones((3, 2)), bias=None, activation=None, scale=np.ones(1))
+    with pytest.raises(ValueError, match=r"^The gradient at model is for a Dense, but the model holds a Chain there"):
+        optim.update(state, model, pb.Tangent(Dense, weight=None, bias=None, activation=None, layers=(inner, None)))
+
+
+def test_an_array_for_a_part_that_is_not_trained_is_refused():
+    model = {"w": np.ones(2), "stats": {"count": np.array([1])}}
+    state = optim.setup(optim.Descent(), model)
+    with pytest.raises(ValueError, match=r"gradient at model\['stats'\] is an array of dtype float64 and shape \(1,\), but the model holds a dict"):
+        optim.update(state, model, {"w": np.ones(2), "stats": np.ones(1)})
+
+
 def test_cyclic_models_train():
     a = Dense(np.ones((1, 1)), np.zeros(1))
     a.parent = {"child": a}

@@ -112,25 +112,19 @@ def pullback_nn():
     return nn
 
 
-def _parameter_layers(node, grad, found, seen):
-    """Depth-first (layer, gradient of that layer) pairs for Conv, BatchNorm and Dense layers."""
+def parameter_layers(model, grad=None):
+    """(layer, gradient of that layer) pairs for the Conv, BatchNorm and Dense layers, in walk order."""
     import pullback as pb
 
     nn = pullback_nn()
-    if id(node) in seen or pb.tree.kind_of(node) is None:
-        return found
-    seen.add(id(node))
-    if isinstance(node, (nn.Conv, nn.BatchNorm, nn.Dense)):
-        found.append((node, grad))
-        return found
-    for key, child in pb.tree.children(node).items():
-        if grad is None:
-            sub = None
-        elif isinstance(grad, (tuple, list, dict)):
-            sub = grad[key]
-        else:
-            sub = getattr(grad, key)
-        _parameter_layers(child, sub, found, seen)
+    is_layer = lambda x: isinstance(x, (nn.Conv, nn.BatchNorm, nn.Dense))
+    found = []
+
+    def leaf(x, parts, path):
+        if is_layer(x):
+            found.append((x, parts[0]))
+
+    pb.tree.walk(model, leaf, lambda *args: None, ys=(grad,), exclude=is_layer, cycle=lambda *args: None)
     return found
 
 
@@ -139,7 +133,7 @@ _FIELDS = {"Conv": ("weight",), "BatchNorm": ("scale", "shift"), "Dense": ("weig
 
 def load_params(model, params):
     """Put the flat parameter list into a `pb.nn.resnet(18)` model, in place (shapes checked)."""
-    slots = [(layer, f) for layer, _ in _parameter_layers(model, None, [], set()) for f in _FIELDS[type(layer).__name__]]
+    slots = [(layer, f) for layer, _ in parameter_layers(model) for f in _FIELDS[type(layer).__name__]]
     if len(slots) != len(params):
         raise ValueError(f"pb.nn.resnet(18) has {len(slots)} parameter arrays; the benchmark's ResNet-18 has {len(params)}")
     for (layer, field), value in zip(slots, params):
@@ -151,7 +145,7 @@ def load_params(model, params):
 def model_gradients(model, grad):
     """The gradient of a `pb.nn.resnet` model as the flat list (order of `load_params`)."""
     out = []
-    for layer, g in _parameter_layers(model, grad, [], set()):
+    for layer, g in parameter_layers(model, grad):
         for field in _FIELDS[type(layer).__name__]:
             out.append(None if g is None else getattr(g, field))
     return out

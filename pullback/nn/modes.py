@@ -47,7 +47,7 @@ def trainmode(model, mode=True):
     True
     """
     mode = _mode(mode)
-    _set_modes(model, mode, set())
+    _set_modes(model, mode)
     return model
 
 
@@ -59,15 +59,19 @@ def testmode(model, mode=True):
     False
     """
     mode = _mode(mode)
-    _set_modes(model, None if mode is None else not mode, set())
+    _set_modes(model, None if mode is None else not mode)
     return model
 
 
-def _set_modes(node, mode, seen):
-    if id(node) in seen or tree.kind_of(node) is None:
-        return
-    seen.add(id(node))
-    if hasattr(node, "training") and not isinstance(node, (dict, list, tuple)):
-        node.training = mode
-    for child in tree.children(node).values():
-        _set_modes(child, mode, seen)
+def _set_modes(model, mode):
+    """Set `training` on every object of `model` that has the field (each once, cycles included)."""
+
+    def node(x, kind, old, new, parts, path, shell):
+        if hasattr(x, "training") and not isinstance(x, (dict, list, tuple)):
+            x.training = mode
+
+    tree.walk(model, _nothing, node, cycle=_nothing)
+
+
+def _nothing(*args):
+    return None

@@ -44,22 +44,25 @@ def _numpy(t, like):
     return np.array(t.detach().cpu().numpy(), dtype=like.dtype)
 
 
-def _parameter_layers(model):
-    """pullback's layers with parameters, in the order a depth-first walk meets them."""
-    found, seen = [], set()
+_LAYERS = (Dense, Conv, ConvTranspose, BatchNorm, LayerNorm, Embedding)
 
-    def visit(node):
-        if id(node) in seen or tree.kind_of(node) is None:
-            return
-        seen.add(id(node))
-        if type(node) in (Dense, Conv, ConvTranspose, BatchNorm, LayerNorm, Embedding):
-            found.append(node)
-            return
-        for child in tree.children(node).values():
-            visit(child)
 
-    visit(model)
-    return found
+def _is_layer(x):
+    return type(x) in _LAYERS
+
+
+def parameter_layers(model):
+    """pullback's layers with parameters, in walk order (each once; their insides are not walked).
+
+    >>> import pullback as pb
+    >>> from pullback.nn.torch_interop import parameter_layers
+    >>> [type(layer).__name__ for layer in parameter_layers(pb.nn.Chain(pb.nn.Dense(2, 3), pb.nn.Dropout(0.1)))]
+    ['Dense']
+    """
+    return [x for x in tree.leaves(model, exclude=_is_layer) if _is_layer(x)]
+
+
+_parameter_layers = parameter_layers  # the name tests/test_state_dict.py imports
 
 
 def load_torch_weights(model, torch_module):
@@ -70,7 +73,7 @@ def load_torch_weights(model, torch_module):
     in `torch_module.modules()` order. Kinds, shapes and convolution geometry must agree;
     otherwise nothing is copied and a ValueError names the first mismatch.
     """
-    ours = _parameter_layers(model)
+    ours = parameter_layers(model)
     theirs = [m for m in torch_module.modules() if type(m).__name__ in _PAIRS]
     if len(ours) != len(theirs):
         raise ValueError(
@@ -166,7 +169,7 @@ def load_torch_state_dict(model, state_dict, *, key_order="given"):
     for prefix in order:
         waiting.setdefault(_signature({n: tuple(v.shape) for n, v in modules[prefix].items()}), deque()).append(prefix)
     pairs = []
-    for k, layer in enumerate(_parameter_layers(model)):
+    for k, layer in enumerate(parameter_layers(model)):
         needs = _torch_names(layer)
         queue = waiting.get(_signature({n: shape for n, (_, shape) in needs.items()}))
         if not queue:

@@ -2,9 +2,8 @@
 
 import numpy as np
 
-from .. import tree
-from .._trace import stop_gradient
-from ._walk import is_traced_param, model_children
+from .. import stop_gradient, tree
+from ._walk import is_traced_param
 
 __all__ = ["destructure", "Restructure"]
 
@@ -43,25 +42,11 @@ def _key(x):
 
 
 def _trainable_arrays(model):
+    """The distinct trainable float arrays of `model`, each at its first trainable place."""
     found = {}
-    cache = set()
-    in_progress = set()
-
-    def walk(x):
+    for x in tree.leaves(model, trainable_only=True):
         if is_traced_param(x):
             found.setdefault(_key(x), x)
-            return
-        kids, names = model_children(x)
-        if not kids or id(x) in cache or id(x) in in_progress:
-            return
-        in_progress.add(id(x))
-        for k, v in kids.items():
-            if names is None or k in names:
-                walk(v)
-        in_progress.discard(id(x))
-        cache.add(id(x))
-
-    walk(model)
     return list(found.values())
 
 

@@ -6,8 +6,8 @@ objects, `None` where nothing is trained) with a `Leaf` at each trainable float 
 
 import numpy as np
 
-from .._tangents import Tangent
-from ._walk import is_param, join, mirror_node, model_children, node_children, rebuild_node
+from .. import Tangent, tree
+from ._walk import is_param, name, nothing
 from .rules import Rule
 
 __all__ = ["Leaf", "setup", "adjust", "freeze", "thaw"]
@@ -61,71 +61,44 @@ def setup(rule, model):
         if isinstance(rule, type) and issubclass(rule, Rule):
             raise TypeError(f"setup needs a rule instance such as {rule.__name__}(), not the class {rule.__name__}")
         raise TypeError(f"setup(rule, model): the first argument must be an optimisation rule such as Adam(), got {rule!r}")
-    return mirror(model, lambda x, path: Leaf(rule, rule.init(x)))
+    return mirror(model, lambda x, path: Leaf(rule, rule.init(x)), named=False)
 
 
-def mirror(model, make_leaf, root="model"):
+def mirror(model, make_leaf, named=True):
     """A state-shaped tree for `model`: `make_leaf(array, path)` at each trainable float array.
 
-    The same array or sub-object met twice gives the same result (ties stay ties); a
-    reference back to an object being walked (a cycle) gives `None`.
+    `path` is the array's first trainable place, printed like `model.layers[0].weight`
+    (a `tree.Path` when not `named`). An array or sub-object met twice gives the same result
+    (ties stay ties); a reference back to an object being walked (a cycle) and every other
+    leaf give `None`, and a container holding nothing but `None` is `None`.
     """
-    cache = {}
-    in_progress = set()
 
-    def walk(x, path):
-        key = id(x)
-        if key in cache:
-            return cache[key]
-        if is_param(x):
-            out = make_leaf(x, path)
-        else:
-            kids, names = model_children(x)
-            if not kids or key in in_progress:
-                return None
-            in_progress.add(key)
-            new = {k: walk(v, join(path, x, k)) if names is None or k in names else None for k, v in kids.items()}
-            in_progress.discard(key)
-            out = None if all(v is None for v in new.values()) else mirror_node(x, new)
-        cache[key] = out
-        return out
+    def leaf(x, parts, path):
+        return make_leaf(x, name(path) if named else path) if is_param(x) else None
 
-    return walk(model, root)
+    def node(x, kind, old, new, parts, path, shell):
+        return None if all(v is None for v in new.values()) else tree.mirror(x, new)
+
+    return tree.walk(model, leaf, node, trainable_only=True, cycle=nothing, frozen=nothing)
+
+
+def is_leaf(x):
+    return isinstance(x, Leaf)
 
 
 def map_leaves(state, f):
     """`state` with each `Leaf` replaced by `f(leaf)`; shared leaves and nodes stay shared."""
-    cache = {}
-
-    def walk(node):
-        key = id(node)
-        if key in cache:
-            return cache[key]
-        if isinstance(node, Leaf):
-            out = f(node)
-        else:
-            kids = node_children(node)
-            out = rebuild_node(node, {k: walk(v) for k, v in kids.items()}) if kids else node
-        cache[key] = out
-        return out
-
-    return walk(state)
+    return tree.fmap(lambda x: f(x) if isinstance(x, Leaf) else x, state, exclude=is_leaf)
 
 
 def state_leaves(state):
     """The distinct `Leaf`s of a state (or part of one), in walk order."""
-    found = {}
-    map_leaves(state, lambda leaf: found.setdefault(id(leaf), leaf))
-    return list(found.values())
+    return [x for x in tree.leaves(state, exclude=is_leaf) if isinstance(x, Leaf)]
 
 
 def copy_value(value):
     """A copy of a rule's state: new arrays, the same numbers."""
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if type(value) is tuple or type(value) is list:
-        return type(value)(copy_value(v) for v in value)
-    return value
+    return tree.fmap(lambda x: x.copy() if isinstance(x, np.ndarray) else x, value)
 
 
 def adjust(state, lr=None, **hyperparameters):

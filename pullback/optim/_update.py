@@ -7,12 +7,13 @@ results (into new arrays for `update`, into the old ones for `update_`). Nothing
 written until every step has been computed, so an error leaves everything as it was.
 """
 
+import collections
+
 import numpy as np
 
-from .. import tree
-from .._tangents import Tangent, Thunk, unthunk
-from ._state import Leaf, copy_value, map_leaves
-from ._walk import describe, is_param, join, model_children, node_children
+from .. import Tangent, Thunk, tree, unthunk
+from ._state import Leaf, copy_value, mirror
+from ._walk import describe, entries, is_param, name, nothing
 
 __all__ = ["update", "update_"]
 
@@ -36,18 +37,17 @@ def update(state, model, grad):
     >>> new, model
     ((array([-1.5, -1.3]),), (array([1., 2.]),))
     """
-    steps = _steps(state, model, grad)
-    replacements = {}
-    renewed = {}
-    for leaf, x, new_rule_state, delta in steps:
+    replacements = {}  # id(array) -> (new array, new Leaf)
+    for leaf, x, new_rule_state, delta in _steps(state, model, grad):
         if delta is None:
-            replacements[id(x)] = x.copy()
-            renewed[id(leaf)] = Leaf(leaf.rule, copy_value(leaf.state), leaf.frozen)
+            replacements[id(x)] = x.copy(), Leaf(leaf.rule, copy_value(leaf.state), leaf.frozen)
         else:
-            replacements[id(x)] = _subtract(x, delta)
-            renewed[id(leaf)] = Leaf(leaf.rule, _unshared(new_rule_state, leaf.state), leaf.frozen)
-    new_model = tree.fmap(lambda a: replacements.get(id(a), a), model) if replacements else model
-    return map_leaves(state, lambda leaf: renewed[id(leaf)]), new_model
+            replacements[id(x)] = _subtract(x, delta), Leaf(leaf.rule, _unshared(new_rule_state, leaf.state), leaf.frozen)
+    if not replacements:
+        return state, model
+    new_model = tree.fmap(lambda a: replacements[id(a)][0] if id(a) in replacements else a, model)
+    new_state = mirror(model, lambda x, path: replacements[id(x)][1] if id(x) in replacements else None, named=False)
+    return new_state, new_model
 
 
 def update_(state, model, grad):
@@ -74,166 +74,182 @@ def update_(state, model, grad):
 # --- pass 1 and 2: pair, sum, compute ----------------------------------------------
 def _steps(state, model, grad, in_place=False):
     """`[(leaf, array, new_rule_state, delta)]`, one per distinct leaf; delta None means "no step"."""
-    entries = _pair(state, model, grad)
-    _check_grad_keys(grad, model)
     steps = []
-    for leaf, x, g, paths in entries.values():
+    for leaf, x, g, paths in pair(state, model, grad).values():
         if leaf.frozen or g is None:
             steps.append((leaf, x, leaf.state, None))
             continue
         if in_place and not x.flags.writeable:
-            raise ValueError(f"update_ cannot write into {paths[0]}: the array is read-only. Use update, which returns new arrays.")
+            raise ValueError(f"update_ cannot write into {name(paths[0])}: the array is read-only. Use update, which returns new arrays.")
         dx = g.astype(x.dtype, copy=False) if isinstance(g, np.ndarray) else np.asarray(g, dtype=x.dtype)
         new_rule_state, delta = leaf.rule.apply(leaf.state, x, dx)
         if np.shape(delta) != x.shape:
             raise ValueError(
-                f"{type(leaf.rule).__name__}.apply returned a step of shape {np.shape(delta)} for {paths[0]}, "
+                f"{type(leaf.rule).__name__}.apply returned a step of shape {np.shape(delta)} for {name(paths[0])}, "
                 f"which has shape {x.shape}"
             )
         steps.append((leaf, x, new_rule_state, delta))
     return steps
 
 
-def _pair(state, model, grad):
-    """Walk state, model and gradient together: `{id(leaf): [leaf, array, summed_grad, paths]}`."""
-    entries = {}
-    owners = {}  # id(array) -> leaf
+def pair(state, model, grad):
+    """`{id(leaf): [leaf, array, gradient, places]}`: each `Leaf` of `state` with its array in `model`,
+    the sum of that array's gradients over every place it appears, and the places (`tree.Path`s)
+    where the state has it.
 
-    def walk(s, x, g, path):
-        if s is None:
-            return
+    One walk of the model carries the state and the gradient along. A shared sub-object whose
+    later place has a state or a gradient of its own is walked again from there, so every place
+    counts. A mismatch between the three (an entry that names no part of the model, a state made
+    for another model, a gradient of the wrong kind) is refused, the outermost first.
+    """
+    found = {}  # id(leaf) -> [leaf, array, summed gradient, places]
+    owner = {}  # id(array) -> leaf
+    grads = {}  # id(array) -> [(gradient, place)] at every place of the array
+    problems = []  # (depth, error)
+    pending = collections.deque([(model, state, grad, None)])
+    start = None  # where the current walk starts: None for the model itself, else a later place of a shared object
+
+    def full(path):
+        """`path`, relative to the current walk's start, as a place in the model."""
+        if start is None:
+            return path
+        place = start
+        for key, is_field in path:
+            place = place.child(key, is_field)
+        return place
+
+    def refuse(path, error):
+        problems.append((len(path), error))
+
+    def leaf(x, parts, path):
+        s, g = parts
         if isinstance(s, Leaf):
-            if not is_param(x):
-                raise ValueError(
-                    f"The state does not match the model: it has an optimiser entry at {path}, "
-                    f"but the model holds {describe(x)} there. Make the state with setup(rule, model)."
-                )
-            g = _leaf_gradient(g, x, path)
-            entry = entries.get(id(s))
-            if entry is None:
-                other = owners.get(id(x))
-                if other is not None:
-                    raise ValueError(
-                        f"{entries[id(other)][3][0]} and {path} are the same array in the model, but the state has "
-                        "separate entries for them (it was set up before they were tied?). "
-                        "Make the state with setup(rule, model)."
-                    )
-                owners[id(x)] = s
-                entries[id(s)] = [s, x, g, [path]]
-                return
-            if entry[1] is not x:
-                raise ValueError(
-                    f"The state has one entry for {entry[3][0]} and {path} (they were the same array at setup), "
-                    "but the model now holds different arrays there. Make the state with setup(rule, model)."
-                )
+            if is_param(x):
+                claim(s, x, full(path))
+            else:
+                refuse(full(path), _state_error(f"it has an optimiser entry at {name(full(path))}, but the model holds {describe(x)} there"))
+        elif s is not None:
+            check_state(s, x, {}, path)
+        if g is not None and not isinstance(g, Thunk):
+            check_grad(g, x, {}, s, path)
+        if g is not None and is_param(x):
+            grads.setdefault(id(x), []).append((g, start, path))
+        return s
+
+    def claim(s, x, place):
+        entry = found.get(id(s))
+        if entry is None:
+            other = owner.setdefault(id(x), s)
+            if other is not s:
+                refuse(place, ValueError(
+                    f"{name(found[id(other)][3][0])} and {name(place)} are the same array in the model, but the state has "
+                    "separate entries for them (it was set up before they were tied?). Make the state with setup(rule, model)."
+                ))
+            found[id(s)] = [s, x, None, [place]]
+        elif entry[1] is not x:
+            refuse(place, ValueError(
+                f"The state has one entry for {name(entry[3][0])} and {name(place)} (they were the same array at setup), "
+                "but the model now holds different arrays there. Make the state with setup(rule, model)."
+            ))
+        elif place not in entry[3]:
+            entry[3].append(place)
+
+    def node(x, kind, old, new, parts, path, shell):
+        s, g = parts
+        if isinstance(s, Leaf):
+            refuse(full(path), _state_error(f"it has an optimiser entry at {name(full(path))}, but the model holds {describe(x)} there"))
+        elif s is not None:
+            check_state(s, x, old, path)
+        if isinstance(g, Thunk):
+            g = unthunk(g)  # its parts were not seen yet: walk this part again with them
+            if g is not None:
+                pending.append((x, s, g, full(path)))
+        elif g is not None:
+            check_grad(g, x, old, s, path)
+        return s
+
+    def again(x, first, parts, path):
+        s, g = parts
+        if tree.kind_of(x) is None:
+            return leaf(x, parts, path)  # a tied array: pair it and take its gradient here too
+        if s is not None or g is not None:
+            pending.append((x, s, g, full(path)))
+        return first
+
+    def check_state(s, x, kids, path):
+        if isinstance(s, Tangent) and s.primal_type is not type(x):
+            refuse(full(path), _state_error(f"at {name(full(path))} the state is for a {s.primal_type.__name__}, the model holds {describe(x)}"))
+        elif not isinstance(s, (Tangent, tuple, list, dict)):
+            refuse(full(path), TypeError(f"Not an optimiser state at {name(full(path))}: {describe(s)}. Make one with setup(rule, model)."))
+        else:
+            extra = [k for k, v in entries(s).items() if v is not None and k not in kids]
+            if extra:
+                refuse(full(path), _state_error(f"it has an entry {name(_child(full(path), x, s, extra[0]))}, which the model lacks"))
+
+    def check_grad(g, x, kids, s, path):
+        if isinstance(g, Tangent) and g.primal_type is not type(x):
+            refuse(full(path), ValueError(
+                f"The gradient at {name(full(path))} is for a {g.primal_type.__name__}, but the model holds {describe(x)} there."
+            ))
+            return
+        if not isinstance(g, Tangent) and tree.kind_of(g) is None:
+            if kids:
+                refuse(full(path), ValueError(f"The gradient at {name(full(path))} is {describe(g)}, but the model holds {describe(x)} there."))
+            return
+        unknown = [k for k in entries(g) if k not in kids]
+        if unknown:
+            refuse(full(path), _unknown_entries(g, x, kids, full(path), unknown))
+        elif s is not None and _is_sequence(g) and _is_sequence(x) and len(g) < len(x):
+            refuse(full(path), ValueError(f"The gradient at {name(full(path))} has {len(g)} entries, but the model has {len(x)} there."))
+
+    while pending:
+        x, s, g, start = pending.popleft()
+        tree.walk(x, leaf, node, ys=(s, g), repeat=again, cycle=nothing)
+    if problems:
+        raise min(problems, key=lambda problem: problem[0])[1]
+    for entry in found.values():
+        x = entry[1]
+        for g, start, path in grads.get(id(x), ()):
+            g = _leaf_gradient(g, x, full(path))
             if g is not None:
                 entry[2] = g if entry[2] is None else entry[2] + g
-            entry[3].append(path)
-            return
-        _check_node(s, x, path)
-        kids, _ = model_children(x)
-        for k, sk in node_children(s).items():
-            if sk is None:
-                continue
-            if k not in kids:
-                raise ValueError(
-                    f"The state does not match the model: it has an entry {join(path, x, k)}, which the model lacks. "
-                    "Make the state with setup(rule, model)."
-                )
-            walk(sk, kids[k], _grad_child(g, k, x, path), join(path, x, k))
-
-    walk(state, model, grad, "model")
-    return entries
+    return found
 
 
-def _check_node(s, x, path):
-    if isinstance(s, Tangent):
-        if s.primal_type is not type(x):
-            raise ValueError(
-                f"The state does not match the model at {path}: the state is for a {s.primal_type.__name__}, "
-                f"the model holds {describe(x)}. Make the state with setup(rule, model)."
-            )
-    elif not node_children(s):
-        raise TypeError(f"Not an optimiser state at {path}: {describe(s)}. Make one with setup(rule, model).")
+_pair = pair  # the name tests/test_checkpoint.py still uses
 
 
-def _grad_child(g, key, x, path):
-    """The part of gradient `g` (for model node `x`) at child `key`."""
-    if g is None:
-        return None
-    if isinstance(g, Thunk):
-        g = unthunk(g)
-    if isinstance(g, Tangent):
-        if g.primal_type is not type(x):
-            raise ValueError(
-                f"The gradient at {path} is for a {g.primal_type.__name__}, but the model holds {describe(x)} there."
-            )
-        return g._entries.get(key)
-    if isinstance(g, (np.ndarray, np.generic, float, int)):
-        raise ValueError(f"The gradient at {path} is {describe(g)}, but the model holds {describe(x)} there.")
-    if isinstance(g, dict):
-        return g.get(key)
-    if isinstance(g, (tuple, list)) and isinstance(key, int) and not hasattr(type(g), "_fields"):
-        if len(g) != len(x):
-            raise ValueError(f"The gradient at {path} has {len(g)} entries, but the model has {len(x)} there.")
-        return g[key]
-    kids = node_children(g) or model_children(g)[0]
-    if key not in kids:
-        hint = ""
-        if isinstance(g, tuple) and not isinstance(x, tuple):
-            hint = " (pb.gradient returns one gradient per argument: pass the model's, e.g. grads[0])"
-        raise ValueError(
-            f"The gradient at {path} is {describe(g)}, which has no entry {key!r} for the model's {describe(x)}{hint}."
-        )
-    return kids[key]
+def _state_error(what):
+    return ValueError(f"The state does not match the model: {what}. Make the state with setup(rule, model).")
 
 
-def _check_grad_keys(grad, model):
-    """Refuse a gradient entry that names no part of the model (a misspelt key, a field the object
-    lacks, an extra list element), anywhere in the gradient, trained or not: it would be ignored."""
-    seen = set()
+def _child(path, x, node, key):
+    """The path of child `key` of model node `x` (or, where `x` has none, of the state or gradient `node`)."""
+    kind = tree.kind_of(x)
+    is_field = kind.fields if kind is not None else isinstance(node, Tangent)
+    return tree.Path(path).child(key, is_field)
 
-    def walk(g, x, path):
-        if g is None or (id(g), id(x)) in seen:
-            return
-        seen.add((id(g), id(x)))
-        kids = model_children(x)[0]
-        if isinstance(g, Thunk):
-            if not kids:
-                return  # a lazily computed leaf gradient: evaluated (and checked) only where it is used
-            g = unthunk(g)
-        if isinstance(g, (np.ndarray, np.generic, float, int, complex)):
-            return
-        if isinstance(g, Tangent) and g.primal_type is not type(x):
-            raise ValueError(
-                f"The gradient at {path} is for a {g.primal_type.__name__}, but the model holds {describe(x)} there."
-            )
-        gkids = node_children(g) or model_children(g)[0]
-        unknown = [k for k in gkids if k not in kids]
-        if unknown:
-            places = ", ".join(join(path, x, k) for k in unknown[:10]) + (", ..." if len(unknown) > 10 else "")
-            hint = ""
-            if isinstance(g, tuple) and not isinstance(x, tuple):
-                hint = " (pb.gradient returns one gradient per argument: pass the model's, e.g. grads[0])"
-            fix = "Remove the extra entries" if _is_sequence(x) else "Fix the name or remove the entry"
-            raise ValueError(
-                f"The gradient has {'an entry' if len(unknown) == 1 else 'entries'} {places}, which the model lacks: "
-                f"{_what_is_there(x, kids, path)}. {fix}, so that every gradient entry names a part of the "
-                f"model{hint}."
-            )
-        for k, gk in gkids.items():
-            walk(gk, kids[k], join(path, x, k))
 
-    walk(grad, model, "model")
+def _unknown_entries(g, x, kids, path, unknown):
+    """The error for gradient entries that name no part of the model: they would be silently ignored."""
+    places = ", ".join(name(_child(path, x, g, k)) for k in unknown[:10]) + (", ..." if len(unknown) > 10 else "")
+    hint = ""
+    if isinstance(g, tuple) and not isinstance(x, tuple):
+        hint = " (pb.gradient returns one gradient per argument: pass the model's, e.g. grads[0])"
+    fix = "Remove the extra entries" if _is_sequence(x) else "Fix the name or remove the entry"
+    return ValueError(
+        f"The gradient has {'an entry' if len(unknown) == 1 else 'entries'} {places}, which the model lacks: "
+        f"{_what_is_there(x, kids, path)}. {fix}, so that every gradient entry names a part of the model{hint}."
+    )
 
 
 def _what_is_there(x, kids, path):
     """`the dict at model has keys 'a', 'b'`: the model's keys at `path`, for error messages."""
     if not kids:
-        return f"it holds {describe(x)} at {path}, which has no entries"
+        return f"it holds {describe(x)} at {name(path)}, which has no entries"
     shown = list(kids)[:20]
     more = ", ..." if len(kids) > 20 else ""
-    where = f"the {type(x).__name__} at {path}"
+    where = f"the {type(x).__name__} at {name(path)}"
     if _is_sequence(x):
         return f"{where} has {len(kids)} entries (indices 0 to {len(kids) - 1})" if len(kids) > 1 else f"{where} has 1 entry (index 0)"
     if isinstance(x, dict):
@@ -251,9 +267,9 @@ def _leaf_gradient(g, x, path):
     if g is None:
         return None
     if not isinstance(g, (np.ndarray, np.generic, float, int)) or isinstance(g, bool):
-        raise ValueError(f"The gradient at {path} is {describe(g)}, but the parameter there is {describe(x)}.")
+        raise ValueError(f"The gradient at {name(path)} is {describe(g)}, but the parameter there is {describe(x)}.")
     if np.shape(g) != x.shape:
-        raise ValueError(f"The gradient at {path} has shape {np.shape(g)}, but the parameter has shape {x.shape}.")
+        raise ValueError(f"The gradient at {name(path)} has shape {np.shape(g)}, but the parameter has shape {x.shape}.")
     return g
 
 
@@ -268,40 +284,29 @@ def _subtract(x, delta):
 def _unshared(new, old):
     """`new` (a rule's new state) with fresh arrays: any array also in `old` is copied, and a
     NumPy scalar where `old` had an array (arithmetic on 0-d arrays gives scalars) becomes one again."""
-    old_ids = set()
-    _collect_array_ids(old, old_ids)
+    old_ids = {id(a) for a in tree.leaves(old) if isinstance(a, np.ndarray)}
 
     def fresh(value, before):
         if isinstance(value, np.ndarray):
             return value.copy() if id(value) in old_ids else value
         if isinstance(value, np.generic) and isinstance(before, np.ndarray):
             return np.asarray(value)
-        if type(value) is tuple or type(value) is list:
-            if type(before) is type(value) and len(before) == len(value):
-                return type(value)(fresh(v, b) for v, b in zip(value, before))
-            return type(value)(fresh(v, None) for v in value)
         return value
 
-    return fresh(new, old)
-
-
-def _collect_array_ids(value, ids):
-    if isinstance(value, np.ndarray):
-        ids.add(id(value))
-    elif type(value) is tuple or type(value) is list:
-        for v in value:
-            _collect_array_ids(v, ids)
+    return tree.fmap(fresh, new, old)
 
 
 def _write_into(old, new):
     """`new` with its arrays written into the matching arrays of `old` (so they stay the same objects)."""
-    if isinstance(old, np.ndarray) and isinstance(new, (np.ndarray, np.generic)):
-        same_type = old.dtype.kind == new.dtype.kind and old.dtype.itemsize == new.dtype.itemsize
-        if old.shape == new.shape and same_type and old.flags.writeable:
-            if old is not new:
-                np.copyto(old, new)
-            return old
-        return new if isinstance(new, np.ndarray) else np.asarray(new)
-    if type(old) in (tuple, list) and type(new) is type(old) and len(old) == len(new):
-        return type(old)(_write_into(o, n) for o, n in zip(old, new))
-    return new
+
+    def write(value, before):
+        if not isinstance(before, np.ndarray) or not isinstance(value, (np.ndarray, np.generic)):
+            return value
+        same_type = before.dtype.kind == value.dtype.kind and before.dtype.itemsize == value.dtype.itemsize
+        if before.shape == value.shape and same_type and before.flags.writeable:
+            if before is not value:
+                np.copyto(before, value)
+            return before
+        return value if isinstance(value, np.ndarray) else np.asarray(value)
+
+    return tree.fmap(write, new, old)

@@ -1,11 +1,12 @@
-"""Small helpers shared by the optimisers, `destructure` and checkpoints: what a parameter is,
-how a place inside a model is named, and how to walk a state tree."""
+"""What the optimisers and `destructure` share: what a parameter is, the children of a gradient
+or state node, and how places and values are named in messages. Every walk over a model is one
+call into `pb.tree`; places are `tree.Path`s, printed from the root `model`."""
 
 import numpy as np
 
-from .. import tree
-from .._tangents import Tangent
-from .._trace import stop_gradient
+from .. import Tangent, stop_gradient, tree
+
+ROOT = "model"  # how messages name the model: model.layers[0].weight, model['w']
 
 
 def is_param(x):
@@ -18,60 +19,21 @@ def is_traced_param(x):
     return is_param(stop_gradient(x))
 
 
-def join(path, container, key):
-    """The name of child `key` of `container` at `path`: `path.name` for fields, `path[key]` otherwise."""
-    is_sequence_or_dict = isinstance(container, (list, dict)) or (
-        isinstance(container, tuple) and not hasattr(type(container), "_fields")
-    )
-    if not is_sequence_or_dict and isinstance(key, str) and key.isidentifier():
-        return f"{path}.{key}"
-    return f"{path}[{key!r}]"
+def nothing(*args):
+    """A walk callback with no result (cycles, frozen fields, nodes whose result is not needed)."""
+    return None
 
 
-def mirror_node(x, kids):
-    """A node of a tree shaped like a gradient of `x`, holding `kids` (the way `pb.gradient` mirrors `x`)."""
-    cls = type(x)
-    if cls is tuple or cls is list:
-        return cls(kids.values())
-    if isinstance(x, tuple):
-        return cls(*kids.values())
-    if isinstance(x, dict):
-        return dict(kids)
-    return Tangent._make(cls, kids)
-
-
-def node_children(node):
-    """The children of a node of a state (or gradient) tree as a dict; `{}` for anything else."""
+def entries(node):
+    """The children of a gradient or state node as a dict: a `Tangent`'s entries, a container's children."""
     if isinstance(node, Tangent):
         return dict(node.items())
-    cls = type(node)
-    if cls is tuple or cls is list:
-        return dict(enumerate(node))
-    if isinstance(node, tuple) and hasattr(cls, "_fields"):
-        return dict(zip(cls._fields, node))
-    if isinstance(node, dict):
-        return dict(node)
-    return {}
+    return tree.children(node)
 
 
-def rebuild_node(node, kids):
-    """`node` (a state or gradient tree node) with new children."""
-    if isinstance(node, Tangent):
-        return Tangent._make(node.primal_type, kids)
-    cls = type(node)
-    if cls is tuple or cls is list:
-        return cls(kids.values())
-    if isinstance(node, tuple):
-        return cls(*kids.values())
-    return dict(kids)
-
-
-def model_children(x):
-    """The children of a model node (everything, trainable or not) and the set of trainable names (None: all)."""
-    kind = tree.kind_of(x)
-    if kind is None:
-        return {}, None
-    return kind.children(x), tree.trainable_names(x)
+def name(path, root=ROOT):
+    """`path` (a `tree.Path`, or a tuple of its steps) as messages print it: `model.layers[0].weight`."""
+    return tree.Path(path).format(root)
 
 
 def describe(x):
