@@ -16,8 +16,7 @@ import numpy as np
 
 from ._errors import missing_rule
 from ._inplace import mark_view
-from ._registry import (FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, SERVED_BY, UFUNC_RULES,
-                        qualified_name)
+from ._registry import FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, SERVED_BY, UFUNC_RULES, qualified_name
 from ._standins import astype, getitem, index_update
 from ._values import Traced, apply, strip_all
 
@@ -43,14 +42,15 @@ def primitive(fn):
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if not any(isinstance(a, Traced) for a in args):
-            if any(isinstance(v, Traced) for v in kwargs.values()):
-                raise TypeError(f"{qualified_name(fn)}: keyword arguments are not differentiated; pass tracked values positionally.")
-            return fn(*args, **kwargs)
-        rule = REVERSE_RULES.get(call)
-        if rule is None:
-            raise missing_rule(fn)
-        return apply(rule, args, kwargs)
+        for a in args:
+            if isinstance(a, Traced):
+                rule = REVERSE_RULES.get(call)
+                if rule is None:
+                    raise missing_rule(fn)
+                return apply(rule, args, kwargs)
+        if any(isinstance(v, Traced) for v in kwargs.values()):
+            raise TypeError(f"{qualified_name(fn)}: keyword arguments are not differentiated; pass tracked values positionally.")
+        return fn(*args, **kwargs)
 
     call._pullback_primitive = True
     return call
@@ -86,11 +86,11 @@ def rrule(fn, *, view=False):
 
     def register(rule):
         _refuse_composite(fn)
-        if not getattr(REVERSE_RULES.get(fn, _only_forward), "only_forward", False):
+        previous = REVERSE_RULES.get(fn)
+        if previous is not None and not getattr(previous, "only_forward", False):
             FORWARD_RULES.pop(fn, None)  # it went with the reverse rule being replaced
         _set_reverse_rule(fn, rule, view)
-        rule.only_forward = True
-    return rule
+        return rule
 
     return register
 
@@ -161,9 +161,9 @@ def nondifferentiable(*fns):
 
     >>> import numpy as np, pullback as pb
     >>> from pullback._extend import nondifferentiable
-    >>> nondifferentiable(np.histogram_bin_edges)
-    >>> pb.gradient(lambda x: np.sum(x * np.histogram_bin_edges(x, 2)[1]), np.array([0.0, 2.0]))
-    (array([1., 1.]),)
+    >>> nondifferentiable(np.argwhere)
+    >>> pb.gradient(lambda x: np.sum(x[np.argwhere(x)[:, 0]] ** 2), np.array([0.0, 2.0, 3.0]))
+    (array([0., 4., 6.]),)
     """
     for fn in fns:
         if isinstance(fn, np.ufunc):

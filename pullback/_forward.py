@@ -1,14 +1,16 @@
 """Forward mode: dual values carry a tangent, and each operation pushes it through a forward rule.
 
-Forward rules are keyed by the reverse rule of the same operation (every operation the
-tracer knows has one), so one dispatch path serves both modes. An operation with only a
-reverse rule still works in forward mode, by transposing its linear `back` map.
+Forward rules are keyed, like reverse rules, on the callable they serve; the engine hands this
+level an operation's reverse rule (every operation the tracer knows has one), and the registry
+finds the forward rule registered for the same callable, so one dispatch path serves both
+modes. An operation with only a reverse rule still works in forward mode, by transposing its
+linear `back` map.
 """
 
 import numpy as np
 
 from ._backward import backward, fit
-from ._registry import FORWARD_RULES, FUNCTIONS
+from ._registry import FUNCTIONS, forward_rule_of
 from ._reverse import Tape
 from ._standins import astype, dtype_of
 from ._tangents import unthunk
@@ -53,7 +55,7 @@ def push_forward(tag, rule, args, kwargs):
         else:
             primals.append(a)
             tangents.append(None)
-    frule = FORWARD_RULES.get(rule)
+    frule = forward_rule_of(rule)
     if frule is not None:
         y, y_dot = frule(primals, tangents, **kwargs)
     else:

@@ -1,17 +1,45 @@
-"""The rule tables the tracer consults. Filled by `pullback.rules` and by users."""
+"""The rule tables, keyed on the callable each rule serves: a NumPy or SciPy ufunc, a NumPy
+function (anything that dispatches through `__array_function__`), one of the engine's
+stand-ins for syntax (`x[i]`, `x[i] = v`, `x.astype(t)`), or a `pb.primitive`.
 
-# ufunc -> rule(*plain_inputs) -> (y, back)
+They are filled only through the registration functions of `pullback._extend`
+(`pb.rrule`, `pb.frule`, `pb.primitive`, `composite`, `nondifferentiable`), by the
+built-in rule files and by users alike, and read by the engine.
+"""
+
+# callable -> reverse rule(*plain_args, **kwargs) -> (y, back)
+REVERSE_RULES = {}
+
+# callable -> forward rule(primals, tangents, **kwargs) -> (y, y_dot); `tangents[k]` is None when
+# argument k carries no tangent, and `y_dot` may be None (a zero tangent).
+FORWARD_RULES = {}
+
+# reverse rule -> the callable it serves (the last one registered, for a rule that serves several
+# aliases, such as np.max and np.amax): the engine hands forward mode the reverse rule of an
+# operation, and this finds the forward rule registered for the same callable.
+SERVED_BY = {}
+
+# What the engine dispatches on.
+# ufunc -> its reverse rule (the same as in REVERSE_RULES)
 UFUNC_RULES = {}
 
 # ufuncs whose result is piecewise constant or not a float (comparisons, sign, floor, ...):
 # they are computed on plain values and carry no gradient.
 NONDIFF_UFUNCS = set()
 
-# NumPy/SciPy callable -> implementation(*args, **kwargs) run when a tracked value reaches it.
+# NumPy function or stand-in (and ufunc with a rule, called as a function) -> what runs, with the
+# call's own arguments, when a traced value reaches it.
 FUNCTIONS = {}
 
-# function made opaque by `pb.primitive` -> rule(*plain_args, **kwargs) -> (y, back)
-PRIMITIVE_RULES = {}
+
+def forward_rule_of(rule):
+    """The forward rule registered for the callable whose reverse rule is `rule` (None if none is).
+
+    >>> import numpy as np
+    >>> forward_rule_of(REVERSE_RULES[np.sin]) is FORWARD_RULES[np.sin]
+    True
+    """
+    return FORWARD_RULES.get(SERVED_BY.get(rule))
 
 
 def qualified_name(fn):
@@ -19,7 +47,3 @@ def qualified_name(fn):
     module = getattr(fn, "__module__", None) or "numpy"
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     return f"{module}.{name}"
-
-# reverse rule -> frule(primals, tangents, **kwargs) -> (y, y_dot); `tangents[k]` is None when
-# argument k carries no tangent, and `y_dot` may be None (a zero tangent).
-FORWARD_RULES = {}

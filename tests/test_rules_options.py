@@ -26,7 +26,7 @@ import pullback as pb
 from matrices import spd, well_conditioned
 from pullback._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
 from pullback.rules import _register, special
-from pullback.rules import scipy_linalg as sl
+from pullback.rules import linalg as sl
 from pullback.rules.fft import TrackedComplex
 
 HAVE_SCIPY = importlib.util.find_spec("scipy") is not None

@@ -1,10 +1,40 @@
-"""The built-in derivative rules, one file per family, each rule in both modes (reverse and
-forward). Importing this package registers them."""
+"""The built-in derivative rules, each in both modes (reverse and forward), one file per part of
+the mathematics. Importing this package registers them, through `pb.rrule` and `pb.frule`.
 
-from . import indexing, linalg, reductions, shape, ufuncs  # noqa: F401
-from . import scans  # noqa: F401
-from . import selection  # noqa: F401
-from . import decompositions  # noqa: F401
-from . import fft  # noqa: F401
-from . import special  # noqa: F401
-from . import scipy_linalg  # noqa: F401
+- `ufuncs`: elementwise functions, the ufuncs (sin, exp, add, maximum, ...) and clip;
+- `reductions`: sum, mean, prod, max, min, nansum; all, any and counts (no gradient);
+- `scans`: cumsum, cumprod, diff;
+- `statistics`: average, nanmean, var, std, ptp;
+- `shape`: reshape, transpose, joining, splitting, flip, roll, tile, repeat, pad, copies, casts, `*_like`;
+- `indexing`: `x[index]`, in-place writes, where, take, take_along_axis, diagonals, triu, tril;
+- `sorting`: sort, partition, unique; argsort, argmax, nonzero, searchsorted (no gradient);
+- `products`: matmul, dot, vdot, inner, outer, tensordot, einsum, kron, multi_dot, matrix_power;
+- `norms`: linalg.norm, vector_norm, matrix_norm;
+- `linalg`: inv, solve, det, slogdet, trace, pinv, lstsq; scipy.linalg's triangular, Cholesky and LU solves, expm;
+- `decompositions`: cholesky, eigh, eigvalsh, svd, qr;
+- `convolution`: convolve, correlate;
+- `interpolation`: interp;
+- `fft`: the FFTs, and complex values as pairs of real arrays (`TrackedComplex`);
+- `special`: scipy.special's ufuncs (registered once SciPy is imported), logsumexp, softmax, polygamma, ...
+
+`table` builds docs/coverage.md from what they register; `_register` holds the shorthands they
+register with.
+"""
+
+from . import (  # noqa: F401  (importing a rule file registers its rules)
+    convolution,
+    decompositions,
+    fft,
+    indexing,
+    interpolation,
+    linalg,
+    norms,
+    products,
+    reductions,
+    scans,
+    shape,
+    sorting,
+    special,
+    statistics,
+    ufuncs,
+)

@@ -1,46 +1,48 @@
-"""How the rule files fill the tables in `pullback._registry`, recording each function's row of
-docs/coverage.md as they go (so the documentation cannot drift from the registry).
+"""Shorthands the rule files register with, over the public registration functions of
+`pullback._extend` (`rrule`, `frule`, `composite`, `nondifferentiable`); each also records the
+function's row of docs/coverage.md (so the documentation cannot drift from the registry).
 
-Reverse rules, `rule(*args, **kwargs) -> (y, back)`:
+Reverse rules, `rule(*args, **kwargs) -> (y, back)`, and what else can serve a function:
 
-- `ufunc_rule(ufunc, args=...)` and `rule(*fns, args=...)` register one for a ufunc or for
-  NumPy functions; `private_rule` marks one that a composite applies itself with
-  `apply(rule, args)` (it serves no NumPy function directly);
+- `rule(*fns, args=...)`: `pb.rrule` for each of `fns` (ufuncs or NumPy functions);
 - `composite(*fns, args=...)`: a function written with differentiable NumPy calls runs instead;
 - `without_gradient(*fns)` and `refuse(fn, reason)`: no gradient, or a clear error.
 
+A rule that only a composite applies is registered with `pb.rrule` on a `pb.primitive`, which
+the composite calls; it gets no row of its own.
+
 Forward rules, `frule(primals, tangents, **kwargs) -> (y, y_dot)` (a None tangent is zero), are
-written next to their reverse rule and registered against it with `forward_rule(rule)`;
-`forward_in_first(rule)` for a rule differentiable in its first argument only, and
-`linear_forward(rule, fn)` for a map that is also linear in it.
+written next to their reverse rule and registered for the same callables: `forward_rule(*fns)`
+for any, `forward_in_first(*fns)` for a function differentiable in its first argument only,
+`linear_forward(fn)` for a map also linear in it, and `bilinear_forward(fn)` for one linear in
+each of its first two.
 
 `args` names the differentiable arguments (a row's second column) and `notes` says what a
 user should know; both end up in the coverage table, with whether a forward rule exists.
 """
 
 import collections
-import functools
-import inspect
 import sys
 
 import numpy as np
 
-from .._registry import FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES, qualified_name
-from .._trace import Traced, _astype, _getitem, _index_update, apply, apply_rule, mark_view, strip_all
+from .._extend import composite as run_in_place_of
+from .._extend import frule, nondifferentiable, rrule
+from .._registry import FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, qualified_name
+from .._standins import astype, getitem, index_update
+from .._values import strip_all
 
-# kind: "rule" (its own reverse rule, `rule`), "composite", "none" (no gradient) or "refused"
-Entry = collections.namedtuple("Entry", ["name", "args", "notes", "family", "kind", "rule"])
+# kind: "rule" (its own reverse rule, `rule`), "composite", "none" (no gradient) or "refused";
+# key: the callable the row is about (or its name, for a SciPy ufunc whose rules wait for SciPy).
+Entry = collections.namedtuple("Entry", ["name", "args", "notes", "family", "kind", "rule", "key"])
 
-# key (the registered callable, or a name for rules registered later) -> Entry
+# key -> Entry
 ENTRIES = {}
 
-# Rules that composites apply themselves: reachable from no table, so listed here for the tests.
-PRIVATE_RULES = []
-
-# Callables registered twice in the same table: a test keeps this empty.
+# Callables registered twice: a test keeps this empty.
 OVERRIDDEN = []
 
-_STAND_INS = {_getitem: "x[index]", _index_update: "x[index] = value", _astype: "x.astype(dtype)"}
+_STAND_INS = {getitem: "x[index]", index_update: "x[index] = value", astype: "x.astype(dtype)"}
 
 
 def row_name(fn):
@@ -56,112 +58,48 @@ def describe(key, args, notes="", *, kind, rule=None, name=None, family=None):
     """Record the coverage-table row for `key`: differentiable arguments, notes, and how it is served."""
     if family is None:
         family = _family_of_module(sys._getframe(1).f_globals.get("__name__", ""))
-    ENTRIES[key] = Entry(name or row_name(key), args, " ".join(notes.split()), family, kind, rule)
+    ENTRIES[key] = Entry(name or row_name(key), args, " ".join(notes.split()), family, kind, rule, key)
 
 
 def _family_of_module(module_name):
     return module_name.rpartition(".")[2]
 
 
-def _claim(table, key):
-    if key in table:
-        OVERRIDDEN.append(key)
+def _claim(fn):
+    if fn in REVERSE_RULES or fn in FUNCTIONS or fn in NONDIFF_UFUNCS:
+        OVERRIDDEN.append(fn)
 
 
-# --- reverse rules ------------------------------------------------------------------------
-def ufunc_rule(ufunc, *, args, notes=""):
-    """Decorator: `rule(*inputs) -> (y, back)` serves `ufunc(...)` on tracked inputs."""
-
-    def register(rule_fn):
-        _claim(UFUNC_RULES, ufunc)
-        UFUNC_RULES[ufunc] = rule_fn
-        describe(ufunc, args, notes, kind="rule", rule=rule_fn, family=_family_of_module(rule_fn.__module__))
-        return rule_fn
-
-    return register
-
-
+# --- reverse rules and the rest -------------------------------------------------------------
 def rule(*fns, args, notes="", view=False):
-    """Decorator: `rule(*args, **kwargs) -> (y, back)` serves each NumPy function in `fns`.
+    """Decorator: `rule(*args, **kwargs) -> (y, back)` is the reverse rule of each of `fns`.
 
     The rule takes its arguments in the positions NumPy gives them. With `view=True` the
-    result is marked as sharing memory with the input, as NumPy's result does, so that an
-    in-place write into either is refused instead of going astray.
+    result is marked as sharing memory with the input, as NumPy's result does.
     """
 
     def register(rule_fn):
         for fn in fns:
-            _claim(FUNCTIONS, fn)
-            FUNCTIONS[fn] = _RuleCall(apply_rule, rule_fn, names=_positional_names(fn), view=view)
+            _claim(fn)
+            rrule(fn, view=view)(rule_fn)
             describe(fn, args, notes, kind="rule", rule=rule_fn, family=_family_of_module(rule_fn.__module__))
         return rule_fn
 
     return register
 
 
-class _RuleCall(functools.partial):
-    """`apply_rule(rule, *args, **kwargs)` for a NumPy function whose positional parameters are
-    `names` (None for a positional-only one).
-
-    Arguments the caller named (`np.sum(a=x, axis=0)`) move to their positions first: the engine
-    tracks positional arguments only, and a rule binds its arguments by position. With `view`
-    the result is marked as a view of the first argument, as NumPy's result is. A partial of
-    `apply_rule`, so that `pb.rrule` and `pb.frule` find the rule it applies.
-    """
-
-    def __new__(cls, func, rule_fn, *, names, view):
-        run = super().__new__(cls, func, rule_fn)
-        run.names, run.view = names, view
-        return run
-
-    def __call__(self, *args, **kwargs):
-        if kwargs and self.names:
-            args, kwargs = _to_positions(self.names, args, kwargs)
-        y = apply(self.args[0], args, kwargs)
-        if self.view and isinstance(y, Traced) and args and isinstance(args[0], Traced):
-            mark_view(y, args[0])
-        return y
-
-
-def _positional_names(fn):
-    """The names of `fn`'s positional parameters, None for positional-only ones (() if unknown)."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return ()
-    return tuple(p.name if p.kind is p.POSITIONAL_OR_KEYWORD else None for p in parameters
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
-
-
-def _to_positions(names, args, kwargs):
-    """Named arguments that continue `args` without a gap, moved to their positions.
-
-    >>> _to_positions(("a", "axis", "dtype", "out", "keepdims"), (), {"a": 1, "axis": 0, "keepdims": True})
-    ((1, 0), {'keepdims': True})
-    """
-    args, kwargs = list(args), dict(kwargs)
-    while len(args) < len(names) and names[len(args)] in kwargs:
-        args.append(kwargs.pop(names[len(args)]))
-    return tuple(args), kwargs
-
-
-def private_rule(rule_fn):
-    """Decorator: a rule that a composite applies with `apply(rule, args)`, serving no NumPy function itself."""
-    PRIVATE_RULES.append(rule_fn)
-    return rule_fn
-
-
-def composite(*fns, args, notes=""):
+def composite(*fns, args, notes="", kind="composite"):
     """Decorator: the function, written with differentiable NumPy calls, runs in place of each of `fns`.
 
     Both modes go through the operations it is made of, so it needs no rule of its own.
+    `kind="none"` marks one whose result carries no gradient (the `*_like` constructors).
     """
 
     def register(impl):
         for fn in fns:
-            _claim(FUNCTIONS, fn)
-            FUNCTIONS[fn] = impl
-            describe(fn, args, notes, kind="composite", family=_family_of_module(impl.__module__))
+            _claim(fn)
+            run_in_place_of(fn)(impl)
+            describe(fn, args, notes, kind=kind, family=_family_of_module(impl.__module__))
         return impl
 
     return register
@@ -171,18 +109,10 @@ def without_gradient(*fns, notes=""):
     """These functions or ufuncs return values that carry no gradient: they run on the plain values."""
     family = _family_of_module(sys._getframe(1).f_globals.get("__name__", ""))
     for fn in fns:
-        if isinstance(fn, np.ufunc):
-            _claim(NONDIFF_UFUNCS, fn)
-            NONDIFF_UFUNCS.add(fn)
-        else:
-            _claim(FUNCTIONS, fn)
-            FUNCTIONS[fn] = functools.partial(_call_plain, fn)
+        _claim(fn)
+        nondifferentiable(fn)
         describe(fn, "none", notes or "No gradient: the result is piecewise constant or not a float.",
                  kind="none", family=family)
-
-
-def _call_plain(fn, *args, **kwargs):
-    return fn(*strip_all(args), **strip_all(kwargs))
 
 
 def refuse(fn, reason):
@@ -192,57 +122,78 @@ def refuse(fn, reason):
     def refused(*args, **kwargs):
         raise TypeError(f"{name} is not differentiable by pullback: {reason}")
 
-    _claim(FUNCTIONS, fn)
-    FUNCTIONS[fn] = refused
+    _claim(fn)
+    run_in_place_of(fn)(refused)
     describe(fn, "refused", reason, kind="refused", family=_family_of_module(sys._getframe(1).f_globals["__name__"]))
 
 
 # --- forward rules --------------------------------------------------------------------------
-def forward_rule(*rules):
-    """Decorator: `frule(primals, tangents, **kwargs) -> (y, y_dot)` is the forward rule of each of `rules`.
+def forward_rule(*fns):
+    """Decorator: `frule(primals, tangents, **kwargs) -> (y, y_dot)` is the forward rule of each of `fns`.
 
     `tangents[k]` is None where argument k carries no tangent; `y_dot` may be None (zero).
     Write it with NumPy calls, like a reverse rule, so that it can be differentiated again.
     """
 
-    def register(frule):
-        for rule_fn in rules:
-            FORWARD_RULES[rule_fn] = frule
-        return frule
+    def register(forward):
+        for fn in fns:
+            frule(fn)(forward)
+        return forward
 
     return register
 
 
-def forward_in_first(rule_fn):
-    """Decorator for the forward rule of `rule_fn`, differentiable in its first argument only:
-    `frule(t, *args, **kwargs) -> (y, y_dot)` gets that argument's tangent `t` (never None),
+def forward_in_first(*fns):
+    """Decorator for the forward rule of each of `fns`, differentiable in its first argument only:
+    `inner(t, *args, **kwargs) -> (y, y_dot)` gets that argument's tangent `t` (never None),
     then the call's own arguments, bound as the reverse rule binds them."""
 
     def register(inner):
-        def frule(primals, tangents, **kwargs):
-            if any(t is not None for t in tangents[1:]):
-                raise TypeError(f"{qualified_name(rule_fn)} is differentiable in its first argument only; "
-                                "pass the others as plain values (pb.stop_gradient).")
-            if tangents[0] is None:
-                return rule_fn(*primals, **kwargs)[0], None
-            return inner(tangents[0], *primals, **kwargs)
-
-        FORWARD_RULES[rule_fn] = frule
+        for fn in fns:
+            frule(fn)(_first_only(fn, inner))
         return inner
 
     return register
 
 
-def linear_forward(rule_fn, fn):
-    """Register the forward rule of `rule_fn`, a map linear in its first argument (the only one
-    with a tangent): the value comes from the rule (with its argument checks), the tangent is
-    `fn(tangent, *other_args, **kwargs)`."""
+def _first_only(fn, inner):
+    def forward(primals, tangents, **kwargs):
+        if any(t is not None for t in tangents[1:]):
+            raise TypeError(f"{row_name(fn)} is differentiable in its first argument only; "
+                            "pass the others as plain values (pb.stop_gradient).")
+        if tangents[0] is None:
+            return REVERSE_RULES[fn](*primals, **kwargs)[0], None
+        return inner(tangents[0], *primals, **kwargs)
 
-    @forward_in_first(rule_fn)
-    def frule(t, *args, **kwargs):
-        return rule_fn(*args, **kwargs)[0], fn(t, *args[1:], **kwargs)
+    return forward
 
-    return frule
+
+def linear_forward(fn, tangent_map=None):
+    """Register the forward rule of `fn`, a map linear in its first argument (the only one with a
+    tangent): the value comes from its reverse rule (with its argument checks), the tangent is
+    `tangent_map(tangent, *other_args, **kwargs)` (`tangent_map` is `fn` itself by default)."""
+    tangent_map = fn if tangent_map is None else tangent_map
+
+    @forward_in_first(fn)
+    def forward(t, *args, **kwargs):
+        return REVERSE_RULES[fn](*args, **kwargs)[0], tangent_map(t, *args[1:], **kwargs)
+
+    return forward
+
+
+def bilinear_forward(fn):
+    """Register the forward rule of `fn(a, b, *options, **kwargs)`, linear in `a` and in `b`. The
+    value comes from its reverse rule (with its argument checks); the options, positional or
+    keyword, go to every call."""
+
+    @forward_rule(fn)
+    def forward(primals, tangents, **kwargs):
+        (a, b, *options), (ta, tb, *_) = primals, tangents
+        y = REVERSE_RULES[fn](*primals, **kwargs)[0]
+        return y, add_tangents(None if ta is None else fn(ta, b, *options, **kwargs),
+                               None if tb is None else fn(a, tb, *options, **kwargs))
+
+    return forward
 
 
 def add_tangents(*tangents):

@@ -1,4 +1,5 @@
-"""Rules for matrix functions and decompositions in `numpy.linalg`.
+"""Rules for the matrix decompositions of `numpy.linalg`, in both modes: cholesky, eigh and
+eigvalsh, svd and qr (eig and eigvals, complex in general, are refused).
 
 All act on the last two axes and broadcast over the others. Functions that read only one
 triangle of their input (cholesky, eigh, eigvalsh) get the exact derivative of what NumPy
@@ -7,27 +8,22 @@ gradient with respect to the symmetric matrix is `(G + G.T) / 2` of it. Decompos
 several outputs record one node per output over a single factorisation, so each backward
 sees only its own cotangent.
 
-The forward rules are the classical perturbation formulas (dA⁻¹ = -A⁻¹ dA A⁻¹, the
-eigenvector and singular vector formulas with F_ij = 1 / (λ_j - λ_i), ...). Where a
-derivative does not exist (eigenvectors of a repeated eigenvalue, columns beyond the first
-min(M, N) with `full_matrices=True`), the reverse rule raises when a cotangent reaches it;
-the forward rule cannot know whether the tangent will be used, so it gives NaN there.
+The forward rules are the classical perturbation formulas (the eigenvector and singular vector
+formulas with F_ij = 1 / (λ_j - λ_i), ...). Where a derivative does not exist (eigenvectors of a
+repeated eigenvalue, columns beyond the first min(M, N) with `full_matrices=True`), the reverse
+rule raises when a cotangent reaches it; the forward rule cannot know whether the tangent will
+be used, so it gives NaN there.
 """
 
 import numpy as np
 
-from .._tangents import Thunk
-from .._trace import apply, stop_gradient
-from ._register import (add_tangents, composite, forward_in_first, forward_rule, private_rule, refuse, rule,
-                        without_gradient)
+from .._extend import primitive, rrule
+from .._values import stop_gradient
+from ._register import composite, forward_in_first, refuse
 
 
 def _t(a):
     return np.swapaxes(a, -1, -2)
-
-
-def _eye_like(n, like):
-    return np.eye(n, dtype=np.result_type(stop_gradient(like)))
 
 
 class _Once:
@@ -58,110 +54,20 @@ def _symmetric_part(t, lower):
     return np.triu(t) + _t(np.triu(t, 1))
 
 
-def _trace(m):
-    return np.trace(m, axis1=-2, axis2=-1)
-
-
 def _nan_like(x, shape):
     return np.full(shape, np.nan, dtype=np.result_type(stop_gradient(x)))
 
 
-def _as_matrix_scale(g):
-    """A cotangent of one number per matrix, shaped to scale those matrices."""
-    return np.reshape(g, np.shape(g) + (1, 1))
-
-
-@rule(np.linalg.inv, args="a", notes="Singular matrices raise LinAlgError, as in NumPy.")
-def inv_rule(a):
-    y = np.linalg.inv(a)
-
-    def back(g):
-        yt = _t(y)
-        return (-(yt @ g @ yt),)
-
-    return y, back
-
-
-@forward_in_first(inv_rule)
-def inv_frule(t, a):
-    y = np.linalg.inv(a)
-    return y, -(y @ t @ y)
-
-
-@rule(np.linalg.solve, args="a, b", notes="NumPy 2 semantics: `b` is a vector only when 1-D.")
-def solve_rule(a, b):
-    y = np.linalg.solve(a, b)
-    vector = np.ndim(b) == 1
-
-    def back(g):
-        def db():
-            if vector:
-                return np.linalg.solve(_t(a), g[..., None])[..., 0]
-            return np.linalg.solve(_t(a), g)
-
-        gb = Thunk(db)
-
-        def da():
-            if vector:
-                return -(gb.unthunk()[..., :, None] * y[..., None, :])
-            return -(gb.unthunk() @ _t(y))
-
-        return Thunk(da), gb
-
-    return y, back
-
-
-@forward_rule(solve_rule)
-def solve_frule(primals, tangents):
-    (a, b), (ta, tb) = primals, tangents
-    y = np.linalg.solve(a, b)
-    if ta is None and tb is None:
-        return y, None
-    vector = np.ndim(b) == 1  # then work with column matrices, so that batches broadcast
-    column = (lambda v: v[..., None]) if vector else (lambda v: v)
-    rhs = add_tangents(None if tb is None else column(tb), None if ta is None else -(ta @ column(y)))
-    dot = np.linalg.solve(a, rhs)
-    return y, dot[..., 0] if vector else dot
-
-
-@rule(np.linalg.det, args="a", notes="""Uses det(A)·A⁻ᵀ, so a singular matrix raises LinAlgError
-      (the derivative, the adjugate, exists there but is not computed).""")
-def det_rule(a):
-    y = np.linalg.det(a)
-    return y, lambda g: (_as_matrix_scale(g * y) * _t(np.linalg.inv(a)),)
-
-
-@forward_in_first(det_rule)
-def det_frule(t, a):
-    y = np.linalg.det(a)
-    return y, y * _trace(np.linalg.solve(a, t))
-
-
-_SLOGDET = type(np.linalg.slogdet(np.eye(1)))
-
-
-@private_rule
-def _logabsdet_rule(a):
-    y = np.linalg.slogdet(a)[1]
-    return y, lambda g: (_as_matrix_scale(g) * _t(np.linalg.inv(a)),)
-
-
-@forward_in_first(_logabsdet_rule)
-def _logabsdet_frule(t, a):
-    return np.linalg.slogdet(a)[1], _trace(np.linalg.solve(a, t))
-
-
-@composite(np.linalg.slogdet, args="a", notes="""`logabsdet` is differentiable (singular matrices
-      raise); `sign` has no gradient.""")
-def slogdet(a):
-    sign = np.linalg.slogdet(stop_gradient(a))[0]
-    return _SLOGDET(sign, apply(_logabsdet_rule, (a,)))
-
-
 # --- Cholesky -------------------------------------------------------------------------
-@private_rule
+@primitive
+def cholesky_lower(a):
+    """The lower Cholesky factor of `a`, reading its lower triangle."""
+    return np.linalg.cholesky(a)
+
+
+@rrule(cholesky_lower)
 def _cholesky_rule(a):
-    L = np.linalg.cholesky(a)
+    L = cholesky_lower(a)
 
     def back(g):
         # A = L Lᵀ gives S = L⁻ᵀ Φ(Lᵀ Ḡ) L⁻¹ with Φ = lower triangle, halved diagonal.
@@ -173,10 +79,10 @@ def _cholesky_rule(a):
     return L, back
 
 
-@forward_in_first(_cholesky_rule)
+@forward_in_first(cholesky_lower)
 def _cholesky_frule(t, a):
     # dL = L Φ(L⁻¹ dA L⁻ᵀ), Φ = lower triangle with halved diagonal; dA is what the lower triangle gives.
-    L = np.linalg.cholesky(a)
+    L = cholesky_lower(a)
     inside = _t(np.linalg.solve(L, _t(np.linalg.solve(L, _symmetric_part(t, lower=True)))))
     return L, L @ (np.tril(inside) - 0.5 * np.triu(np.tril(inside)))
 
@@ -185,8 +91,8 @@ def _cholesky_frule(t, a):
       `upper=True`); the gradient lies in that triangle. Needs a positive definite input.""")
 def cholesky(a, /, *, upper=False):
     if upper:
-        return _t(apply(_cholesky_rule, (_t(a),)))
-    return apply(_cholesky_rule, (a,))
+        return _t(cholesky_lower(_t(a)))
+    return cholesky_lower(a)
 
 
 # --- symmetric eigendecomposition -----------------------------------------------------
@@ -218,7 +124,19 @@ def _gaps_or_nan(w):
     return np.where(distinct, 1.0 / np.where(distinct, gaps, 1.0), np.where(tied, np.nan, 0.0))
 
 
-@private_rule
+@primitive
+def eigh_values(a, once, lower):
+    """The eigenvalues of the symmetric matrix in the `lower` (or upper) triangle of `a`, from `once(a)`."""
+    return once(a)[0]
+
+
+@primitive
+def eigh_vectors(a, once, lower):
+    """The eigenvectors of the symmetric matrix in the `lower` (or upper) triangle of `a`, from `once(a)`."""
+    return once(a)[1]
+
+
+@rrule(eigh_values)
 def _eigh_values_rule(a, once, lower):
     w, v = once(a)
 
@@ -228,13 +146,13 @@ def _eigh_values_rule(a, once, lower):
     return w, back
 
 
-@forward_in_first(_eigh_values_rule)
+@forward_in_first(eigh_values)
 def _eigh_values_frule(t, a, once, lower):
     w, v = once(a)
     return w, np.sum(v * (_symmetric_part(t, lower) @ v), axis=-2)  # diag(Vᵀ dA V)
 
 
-@private_rule
+@rrule(eigh_vectors)
 def _eigh_vectors_rule(a, once, lower):
     w, v = once(a)
 
@@ -246,7 +164,7 @@ def _eigh_vectors_rule(a, once, lower):
     return v, back
 
 
-@forward_in_first(_eigh_vectors_rule)
+@forward_in_first(eigh_vectors)
 def _eigh_vectors_frule(t, a, once, lower):
     w, v = once(a)
     return v, v @ (_gaps_or_nan(w) * (_t(v) @ _symmetric_part(t, lower) @ v))  # V (F ∘ Vᵀ dA V)
@@ -259,20 +177,19 @@ def _eigh_vectors_frule(t, a, once, lower):
 def eigh(a, UPLO="L"):
     once = _Once(lambda m: tuple(np.linalg.eigh(m, UPLO)))
     lower = UPLO.upper() == "L"
-    return _EIGH(apply(_eigh_values_rule, (a, once, lower)), apply(_eigh_vectors_rule, (a, once, lower)))
+    return _EIGH(eigh_values(a, once, lower), eigh_vectors(a, once, lower))
 
 
 @composite(np.linalg.eigvalsh, args="a", notes="Reads the `UPLO` triangle; differentiable everywhere.")
 def eigvalsh(a, UPLO="L"):
     once = _Once(lambda m: tuple(np.linalg.eigh(m, UPLO)))
-    return apply(_eigh_values_rule, (a, once, UPLO.upper() == "L"))
+    return eigh_values(a, once, UPLO.upper() == "L")
 
 
 refuse(np.linalg.eig, "its eigenvalues and eigenvectors are complex in general; for a symmetric "
        "matrix use np.linalg.eigh.")
 refuse(np.linalg.eigvals, "its eigenvalues are complex in general; for a symmetric matrix use "
        "np.linalg.eigvalsh.")
-without_gradient(np.linalg.matrix_rank, notes="No gradient: an integer.")
 
 
 # --- singular value decomposition -----------------------------------------------------
@@ -293,7 +210,25 @@ def _check_unused_columns(g, k, axis, what):
         )
 
 
-@private_rule
+@primitive
+def svd_values(a, once):
+    """The singular values of `a`, from `once(a) = (u, s, vh)`."""
+    return once(a)[1]
+
+
+@primitive
+def svd_u(a, once):
+    """The left singular vectors of `a`, from `once(a) = (u, s, vh)`."""
+    return once(a)[0]
+
+
+@primitive
+def svd_vh(a, once):
+    """The right singular vectors of `a` (as rows), from `once(a) = (u, s, vh)`."""
+    return once(a)[2]
+
+
+@rrule(svd_values)
 def _svd_values_rule(a, once):
     u, s, vh = once(a)
 
@@ -304,7 +239,7 @@ def _svd_values_rule(a, once):
     return s, back
 
 
-@forward_in_first(_svd_values_rule)
+@forward_in_first(svd_values)
 def _svd_values_frule(t, a, once):
     u, s, vh = once(a)
     u_k, vh_k = _thin(u, s, vh)
@@ -330,7 +265,7 @@ def _with_nan_columns(dot, like):
     return np.concatenate([dot, _nan_like(like, np.shape(stop_gradient(like))[:-1] + (extra,))], axis=-1)
 
 
-@private_rule
+@rrule(svd_u)
 def _svd_u_rule(a, once):
     u, s, vh = once(a)
 
@@ -351,14 +286,14 @@ def _svd_u_rule(a, once):
     return u, back
 
 
-@forward_in_first(_svd_u_rule)
+@forward_in_first(svd_u)
 def _svd_u_frule(t, a, once):
     u, s, vh = once(a)
     u_k, vh_k = _thin(u, s, vh)
     return u, _with_nan_columns(_svd_vector_tangent(t, u_k, s, _t(vh_k)), u)
 
 
-@private_rule
+@rrule(svd_vh)
 def _svd_vh_rule(a, once):
     u, s, vh = once(a)
 
@@ -380,7 +315,7 @@ def _svd_vh_rule(a, once):
     return vh, back
 
 
-@forward_in_first(_svd_vh_rule)
+@forward_in_first(svd_vh)
 def _svd_vh_frule(t, a, once):
     u, s, vh = once(a)
     u_k, vh_k = _thin(u, s, vh)
@@ -406,10 +341,10 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
         raise TypeError("numpy.linalg.svd(hermitian=True) is not supported on tracked values; "
                         "use hermitian=False (same values) or np.linalg.eigh.")
     once = _Once(lambda m: tuple(np.linalg.svd(m, full_matrices=full_matrices)))
-    s = apply(_svd_values_rule, (a, once))
+    s = svd_values(a, once)
     if not compute_uv:
         return s
-    return _SVD(apply(_svd_u_rule, (a, once)), s, apply(_svd_vh_rule, (a, once)))
+    return _SVD(svd_u(a, once), s, svd_vh(a, once))
 
 
 # --- QR -------------------------------------------------------------------------------
@@ -475,25 +410,37 @@ def _qr_tangent(a, q, r, t):
     return dq, np.concatenate([du, dv], axis=-1)
 
 
-@private_rule
+@primitive
+def qr_q(a, once):
+    """Q of the QR decomposition of `a`, from `once(a) = (q, r)`."""
+    return once(a)[0]
+
+
+@primitive
+def qr_r(a, once):
+    """R of the QR decomposition of `a`, from `once(a) = (q, r)`."""
+    return once(a)[1]
+
+
+@rrule(qr_q)
 def _qr_q_rule(a, once):
     q, r = once(a)
     return q, lambda g: (_qr_back(a, q, r, g, None), None)
 
 
-@forward_in_first(_qr_q_rule)
+@forward_in_first(qr_q)
 def _qr_q_frule(t, a, once):
     q, r = once(a)
     return q, _with_nan_columns(_qr_tangent(a, q, r, t)[0], q)
 
 
-@private_rule
+@rrule(qr_r)
 def _qr_r_rule(a, once):
     q, r = once(a)
     return r, lambda g: (_qr_back(a, q, r, None, g), None)
 
 
-@forward_in_first(_qr_r_rule)
+@forward_in_first(qr_r)
 def _qr_r_frule(t, a, once):
     q, r = once(a)
     dr = _qr_tangent(a, q, r, t)[1]
@@ -512,117 +459,7 @@ def qr(a, mode="reduced"):
     if mode not in ("reduced", "complete", "r"):
         raise TypeError(f"numpy.linalg.qr(mode={mode!r}) is not supported on tracked values; use 'reduced'.")
     once = _Once(lambda m: tuple(np.linalg.qr(m, mode="complete" if mode == "complete" else "reduced")))
-    r = apply(_qr_r_rule, (a, once))
+    r = qr_r(a, once)
     if mode == "r":
         return r
-    return _QR(apply(_qr_q_rule, (a, once)), r)
-
-
-# --- pseudo-inverse and least squares -------------------------------------------------
-def _pinv_cotangent(a, p, g):
-    """Cotangent of A from that of P = pinv(A), valid where the rank of A is locally constant."""
-    m, n = np.shape(stop_gradient(a))[-2:]
-    pt = _t(p)
-    grad = -(pt @ g @ pt)
-    grad = grad + (_eye_like(m, a) - a @ p) @ _t(g) @ p @ pt
-    grad = grad + pt @ p @ _t(g) @ (_eye_like(n, a) - p @ a)
-    return grad
-
-
-@rule(np.linalg.pinv, args="a", notes="""Exact where the rank is locally constant (e.g. full rank);
-      at a rank-deficient matrix pinv is discontinuous. `hermitian=True` is refused.""")
-def pinv_rule(a, rcond=None, hermitian=False, **kwargs):
-    if hermitian:
-        raise TypeError("numpy.linalg.pinv(hermitian=True) is not supported on tracked values; use hermitian=False.")
-    p = np.linalg.pinv(a, rcond, **kwargs) if rcond is not None else np.linalg.pinv(a, **kwargs)
-    return p, lambda g: (_pinv_cotangent(a, p, g),)
-
-
-def _pinv_tangent(a, p, t):
-    """dP for P = pinv(A) along dA = `t`, valid where the rank of A is locally constant."""
-    m, n = np.shape(stop_gradient(a))[-2:]
-    pt, tt = _t(p), _t(t)
-    dot = -(p @ t @ p)
-    dot = dot + p @ pt @ tt @ (_eye_like(m, a) - a @ p)
-    return dot + (_eye_like(n, a) - p @ a) @ tt @ pt @ p
-
-
-@forward_in_first(pinv_rule)
-def pinv_frule(t, a, rcond=None, hermitian=False, **kwargs):
-    p = pinv_rule(a, rcond, hermitian, **kwargs)[0]
-    return p, _pinv_tangent(a, p, t)
-
-
-@private_rule
-def _lstsq_rule(a, b, rcond, found):
-    x, residuals, rank, _ = np.linalg.lstsq(a, b, rcond=rcond)
-    found.append((np.size(residuals), rank))
-
-    def back(g):
-        p = Thunk(lambda: np.linalg.pinv(a))
-
-        def da():
-            gp = g[:, None] * b[None, :] if np.ndim(g) == 1 else g @ _t(b)
-            return _pinv_cotangent(a, p.unthunk(), gp)
-
-        return Thunk(da), Thunk(lambda: _t(p.unthunk()) @ g), None, None
-
-    return x, back
-
-
-@forward_rule(_lstsq_rule)
-def _lstsq_frule(primals, tangents):
-    (a, b, rcond, found), (ta, tb) = primals, tangents[:2]
-    x, residuals, rank, _ = np.linalg.lstsq(a, b, rcond=rcond)
-    found.append((np.size(residuals), rank))
-    if ta is None and tb is None:
-        return x, None
-    p = np.linalg.pinv(a)
-    return x, add_tangents(None if ta is None else _pinv_tangent(a, p, ta) @ b, None if tb is None else p @ tb)
-
-
-@composite(np.linalg.lstsq, args="a, b", notes="""`x` through pinv(a) @ b, exact for full-rank `a`;
-      residuals and singular values are differentiable too, `rank` is an int.""")
-def lstsq(a, b, rcond=None):
-    found = []
-    x = apply(_lstsq_rule, (a, b, rcond, found))
-    has_residuals, rank = found[0]
-    if has_residuals:
-        residuals = np.sum((b - a @ x) ** 2, axis=0)
-        if np.ndim(b) == 1:
-            residuals = np.reshape(residuals, (1,))
-    else:
-        residuals = np.empty((0,), dtype=np.result_type(stop_gradient(x)))
-    return x, residuals, rank, np.linalg.svd(a, compute_uv=False)
-
-
-@composite(np.linalg.matrix_power, args="a", notes="Repeated squaring with matmul; negative powers through inv.")
-def matrix_power(a, n):
-    if not isinstance(n, (int, np.integer)):
-        raise TypeError("exponent must be an integer")
-    if n == 0:
-        plain = stop_gradient(a)
-        return np.broadcast_to(np.eye(np.shape(plain)[-1], dtype=plain.dtype), np.shape(plain)).copy()
-    if n < 0:
-        a, n = np.linalg.inv(a), -n
-    result = None
-    while n:
-        if n & 1:
-            result = a if result is None else result @ a
-        n >>= 1
-        if n:
-            a = a @ a
-    return np.copy(result)
-
-
-@composite(np.linalg.multi_dot, args="arrays", notes="A chain of matmul, left to right.")
-def multi_dot(arrays, *, out=None):
-    if out is not None:
-        raise TypeError("numpy.linalg.multi_dot(..., out=...) is not supported on tracked values")
-    arrays = list(arrays)
-    if len(arrays) < 2:
-        raise ValueError("Expecting at least two arrays.")
-    result = arrays[0]
-    for m in arrays[1:]:
-        result = result @ m
-    return result
+    return _QR(qr_q(a, once), r)

@@ -20,11 +20,13 @@ import math
 import numpy as np
 
 from .. import tree
+from .._errors import lost_gradient
 from .._extend import primitive, rrule
 from .._registry import FUNCTIONS
+from .._standins import index_update
 from .._tangents import Thunk
-from .._trace import Traced, _index_update, apply, lost_gradient, stop_gradient
-from ._register import add_tangents, composite, describe, forward_rule, linear_forward, private_rule, without_gradient
+from .._values import Traced, stop_gradient
+from ._register import add_tangents, composite, describe, forward_rule, linear_forward, without_gradient
 
 _DUAL = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
 _SWAP = _DUAL  # hfft/ihfft use the opposite direction's scaling, which is the same map
@@ -106,7 +108,7 @@ def modulus_rule(re, im):
     return y, back
 
 
-@forward_rule(modulus_rule)
+@forward_rule(modulus)
 def modulus_frule(primals, tangents):
     (re, im), (t_re, t_im) = primals, tangents
     y = modulus(re, im)
@@ -185,9 +187,15 @@ _PARTWISE = {np.reshape, np.transpose, np.swapaxes, np.moveaxis, np.squeeze, np.
              np.trace, np.tile, np.repeat}
 
 
-@private_rule
+@primitive
+def component(parts, k):
+    """`parts[..., k]`: the real (k = 0) or imaginary (k = 1) part of a complex value stored as stacked parts."""
+    return parts[..., k]
+
+
+@rrule(component)
 def _component_rule(parts, k):
-    y = parts[..., k]
+    y = component(parts, k)
 
     def back(g):
         zero = np.zeros(np.shape(stop_gradient(g)), dtype=np.result_type(stop_gradient(g)))
@@ -196,14 +204,14 @@ def _component_rule(parts, k):
     return y, back
 
 
-linear_forward(_component_rule, lambda t, k: t[..., k])
+linear_forward(component, lambda t, k: t[..., k])
 
 
 def _from_parts(parts):
     """The complex value whose real and imaginary parts are stacked on the last axis of `parts`."""
     if not isinstance(parts, Traced):
         return parts[..., 0] + 1j * parts[..., 1]
-    return TrackedComplex(apply(_component_rule, (parts, 0)), apply(_component_rule, (parts, 1)))
+    return TrackedComplex(component(parts, 0), component(parts, 1))
 
 
 def _to_parts(a):
@@ -414,7 +422,7 @@ def _write(part, index, value):
         part[index] = value
         return part
     if isinstance(value, Traced):
-        return FUNCTIONS[_index_update](part, index, value)
+        return FUNCTIONS[index_update](part, index, value)
     part = np.array(part, copy=True)
     part[index] = value
     return part
@@ -513,7 +521,7 @@ def c2c_rule(parts, axis, n, norm, inverse):
     return y, back
 
 
-linear_forward(c2c_rule, c2c)
+linear_forward(c2c)
 
 
 @primitive
@@ -536,7 +544,7 @@ def r2c_rule(x, axis, n, norm):
     return y, back
 
 
-linear_forward(r2c_rule, r2c)
+linear_forward(r2c)
 
 
 @primitive
@@ -567,7 +575,7 @@ def c2r_rule(parts, axis, n, norm):
     return y, back
 
 
-linear_forward(c2r_rule, c2r)
+linear_forward(c2r)
 
 
 def _axis(a, axis):

@@ -1,12 +1,16 @@
-"""Rules for indexing, in-place writes (as functional updates), `where` and `clip`, in both modes."""
+"""Rules for indexing and selecting, in both modes: `x[index]`, in-place writes (as functional
+updates), `where`, take, take_along_axis, diagonals (diagonal, diag, diagflat) and triangles
+(triu, tril)."""
 
 import numpy as np
 
 from .._extend import primitive, rrule
+from .._inplace import mark_view
 from .._registry import FUNCTIONS
+from .._standins import getitem, index_update
 from .._tangents import InplaceableThunk, Thunk
-from .._trace import Traced, _getitem, mark_view, _index_update, apply, stop_gradient
-from ._register import add_tangents, composite, forward_rule, linear_forward, private_rule, zeros_if_none
+from .._values import Traced, stop_gradient
+from ._register import composite, forward_rule, linear_forward, rule, zeros_if_none
 
 
 def is_basic(index):
@@ -27,7 +31,7 @@ def unindex_rule(g, index, shape):
     return unindex(g, index, shape), lambda dy: (dy[index],)
 
 
-linear_forward(unindex_rule, unindex)
+linear_forward(unindex)
 
 
 def _add_at(buffer, index, g):
@@ -40,7 +44,13 @@ def _add_at(buffer, index, g):
     return buffer
 
 
-@private_rule
+@primitive
+def gather(x, index):
+    """`x[index]` (the index plain), as a primitive."""
+    return x[index]
+
+
+@rrule(gather)
 def getitem_rule(x, index):
     y = x[index]
     shape = np.shape(x)
@@ -51,14 +61,14 @@ def getitem_rule(x, index):
     return y, back
 
 
-linear_forward(getitem_rule, _getitem)
+linear_forward(gather, getitem)
 
 
-@composite(_getitem, args="x", notes="""Basic and advanced indexing; repeated indices add up their
+@composite(getitem, args="x", notes="""Basic and advanced indexing; repeated indices add up their
            gradients. A basic index gives a view, as in NumPy.""")
-def getitem(x, index):
+def subscript(x, index):
     index = _plain_index(index)
-    y = apply(getitem_rule, (x, index))
+    y = gather(x, index)
     if is_basic(index) and isinstance(y, Traced) and isinstance(x, Traced) and np.ndim(y) > 0:
         mark_view(y, x)  # a basic index gives a view, except a single element
     return y
@@ -70,13 +80,19 @@ def _plain_index(index):
     return stop_gradient(index)
 
 
-@private_rule
+@primitive
+def replace(x, index, value):
+    """A copy of `x` with `x[index] = value` (the index plain), as a primitive."""
+    return _update_plain(x, index, value)
+
+
+@rrule(replace)
 def index_update_rule(x, index, value):
     _refuse_repeats(np.shape(x), index)
-    y = FUNCTIONS[_index_update](x, index, value) if isinstance(x, Traced) or isinstance(value, Traced) else _update_plain(x, index, value)
+    y = FUNCTIONS[index_update](x, index, value) if isinstance(x, Traced) or isinstance(value, Traced) else _update_plain(x, index, value)
 
     def back(g):
-        return Thunk(lambda: FUNCTIONS[_index_update](g, index, 0.0)), None, Thunk(lambda: g[index])
+        return Thunk(lambda: FUNCTIONS[index_update](g, index, 0.0)), None, Thunk(lambda: g[index])
 
     return y, back
 
@@ -87,22 +103,22 @@ def _update_plain(x, index, value):
     return y
 
 
-@forward_rule(index_update_rule)
+@forward_rule(replace)
 def index_update_frule(primals, tangents):
     x, index, value = primals
     tx, _, tv = tangents
     y = index_update_rule(x, index, value)[0]
     if tx is None and tv is None:
         return y, None
-    return y, FUNCTIONS[_index_update](zeros_if_none(tx, x), index, 0.0 if tv is None else tv)
+    return y, FUNCTIONS[index_update](zeros_if_none(tx, x), index, 0.0 if tv is None else tv)
 
 
-@composite(_index_update, args="x, value", notes="""What `x[index] = value` does to a tracked `x`
+@composite(index_update, args="x, value", notes="""What `x[index] = value` does to a tracked `x`
            (or a plain `x` receiving a tracked value): a functional update, so earlier uses of `x`
            keep their gradient. Writing the same element twice is refused; so is writing into a
            view of an array still in use.""")
-def index_update(x, index, value):
-    return apply(index_update_rule, (x, _plain_index(index), value))
+def assign(x, index, value):
+    return replace(x, _plain_index(index), value)
 
 
 def _refuse_repeats(shape, index):
@@ -116,13 +132,19 @@ def _refuse_repeats(shape, index):
         )
 
 
-@private_rule
+@primitive
+def select(condition, a, b):
+    """`np.where(condition, a, b)` with a plain condition, as a primitive."""
+    return np.where(condition, a, b)
+
+
+@rrule(select)
 def where_rule(condition, a, b):
     y = np.where(condition, a, b)
     return y, lambda g: (None, Thunk(lambda: np.where(condition, g, 0.0)), Thunk(lambda: np.where(condition, 0.0, g)))
 
 
-@forward_rule(where_rule)
+@forward_rule(select)
 def where_frule(primals, tangents):
     condition, a, b = primals
     _, ta, tb = tangents
@@ -137,51 +159,106 @@ def where(condition, x=None, y=None):
     condition = stop_gradient(condition)
     if x is None and y is None:
         return np.nonzero(condition)
-    return apply(where_rule, (condition, x, y))
+    return select(condition, x, y)
 
 
-@private_rule
-def clip_rule(x, low, high):
-    y = np.clip(x, low, high)
-
-    def back(g):
-        # np.clip is min(max(x, low), high): `high` wins wherever it binds, even when low > high.
-        below = False if low is None else x < low
-        if high is None:
-            above = False
-        else:
-            above = x > high if low is None else np.where(below, low > high, x > high)
-        return (
-            Thunk(lambda: np.where(np.logical_or(below, above), 0.0, g)),
-            None if low is None else Thunk(lambda: np.where(np.logical_and(below, np.logical_not(above)), g, 0.0)),
-            None if high is None else Thunk(lambda: np.where(above, g, 0.0)),
-        )
-
-    return y, back
+def _along(axis, ndim, index):
+    """An index tuple that applies `index` on `axis` and takes everything elsewhere."""
+    return (slice(None),) * (axis % ndim) + (index,)
 
 
-@forward_rule(clip_rule)
-def clip_frule(primals, tangents):
-    x, low, high = primals
-    tx, tlow, thigh = tangents
-    y = np.clip(x, low, high)
-    below = False if low is None else x < low
-    if high is None:
-        above = False
-    else:
-        above = x > high if low is None else np.where(below, low > high, x > high)
-    return y, add_tangents(
-        None if tx is None else np.where(np.logical_or(below, above), 0.0, tx),
-        None if tlow is None else np.where(np.logical_and(below, np.logical_not(above)), tlow, 0.0),
-        None if thigh is None else np.where(above, thigh, 0.0),
+@composite(np.take, args="a", notes="Indexing; repeated indices add up their gradients.")
+def take(a, indices, axis=None, out=None, mode="raise"):
+    if out is not None:
+        raise TypeError("numpy.take(..., out=...) is not supported on tracked values")
+    indices = stop_gradient(indices)
+    if axis is None:
+        a, axis = np.ravel(a), 0
+    n = np.shape(a)[axis]
+    if mode == "wrap":
+        indices = np.mod(indices, n)
+    elif mode == "clip":
+        indices = np.clip(indices, 0, n - 1)
+    return a[_along(axis, np.ndim(a), indices)]
+
+
+@composite(np.take_along_axis, args="arr", notes="Indexing; repeated indices add up their gradients.")
+def take_along_axis(arr, indices, axis=-1):
+    indices = stop_gradient(indices)
+    if axis is None:
+        arr, axis = np.ravel(arr), 0
+    ndim = np.ndim(arr)
+    axis = axis % ndim
+    if np.ndim(indices) != ndim:
+        raise ValueError("`indices` and `arr` must have the same number of dimensions")
+    index = tuple(
+        indices if k == axis else np.arange(n).reshape((1,) * k + (n,) + (1,) * (ndim - k - 1))
+        for k, n in enumerate(np.shape(arr))
     )
+    return arr[index]
 
 
-@composite(np.clip, args="a, a_min, a_max", notes="""Bounds may be differentiated too; where `a`
-           equals a bound the gradient goes to `a`. As in NumPy, `a_max` wins where the bounds cross.""")
-def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
-    if out is not None or kwargs:
-        raise TypeError("numpy.clip: out= and other keyword arguments are not supported on tracked values")
-    low = a_min if min is None else min
-    high = a_max if max is None else max
-    return apply(clip_rule, (a, low, high))
+@primitive
+def undiagonal(g, offset, axis1, axis2, shape):
+    """Zeros of `shape` with `g`'s last axis written on the diagonal: the transpose of `np.diagonal`."""
+    out = np.zeros(shape, dtype=np.result_type(g))
+    view = np.moveaxis(out, (axis1, axis2), (-2, -1))
+    k = np.arange(np.shape(g)[-1])
+    view[..., k + max(-offset, 0), k + max(offset, 0)] = g
+    return out
+
+
+@rrule(undiagonal)
+def undiagonal_rule(g, offset, axis1, axis2, shape):
+    y = undiagonal(g, offset, axis1, axis2, shape)
+    return y, lambda dy: (np.diagonal(dy, offset, axis1, axis2), None, None, None, None)
+
+
+linear_forward(undiagonal)
+
+
+@rule(np.diagonal, args="a", view=True)
+def diagonal_rule(a, offset=0, axis1=0, axis2=1):
+    shape = np.shape(a)
+    axis1, axis2 = axis1 % len(shape), axis2 % len(shape)
+    y = np.diagonal(a, offset, axis1, axis2)
+    return y, lambda g: (undiagonal(g, offset, axis1, axis2, shape), None, None, None)
+
+
+linear_forward(np.diagonal)
+
+
+@composite(np.linalg.diagonal, args="x", notes="Over the last two axes.")
+def linalg_diagonal(x, /, *, offset=0):
+    return np.diagonal(x, offset, -2, -1)
+
+
+@composite(np.diag, args="v", notes="Builds a diagonal matrix from 1-D input, or extracts a diagonal from 2-D input.")
+def diag(v, k=0):
+    if np.ndim(v) == 1:
+        n = np.shape(v)[0] + abs(k)
+        return undiagonal(v, k, 0, 1, (n, n))
+    if np.ndim(v) == 2:
+        return np.diagonal(v, k)
+    raise ValueError("Input must be 1- or 2-d.")
+
+
+@composite(np.diagflat, args="v")
+def diagflat(v, k=0):
+    return diag(np.ravel(v), k)
+
+
+@rule(np.triu, args="m")
+def triu_rule(m, k=0):
+    return np.triu(m, k), lambda g: (np.triu(g, k), None)
+
+
+linear_forward(np.triu)
+
+
+@rule(np.tril, args="m")
+def tril_rule(m, k=0):
+    return np.tril(m, k), lambda g: (np.tril(g, k), None)
+
+
+linear_forward(np.tril)

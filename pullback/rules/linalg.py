@@ -1,194 +1,456 @@
-"""Rules for products: matmul, dot, tensordot, outer and einsum, in both modes.
+"""Rules for solving and inverting in `numpy.linalg`, in both modes: inv, solve, det, slogdet,
+trace, pinv, lstsq (and matrix_rank, an integer); and the differentiable versions of
+`scipy.linalg`'s solve_triangular, cho_factor/cho_solve, lu_factor/lu_solve and expm.
 
-Each product is linear in every operand, so its forward rule is the product rule:
-d(a b) = da b + a db.
+All act on the last two axes and broadcast over the others. The forward rules are the classical
+perturbation formulas (dA⁻¹ = -A⁻¹ dA A⁻¹, d det A = det A · tr(A⁻¹ dA), ...).
+
+SciPy's functions convert their input with `np.asarray` before any NumPy dispatch, so a call to
+them can never reach pullback. The versions here have the same signatures, call SciPy when
+nothing is being differentiated, and import SciPy only when called. They are public as
+`pullback.scipy.linalg`.
+
+>>> import numpy as np, pullback as pb
+>>> from pullback.scipy.linalg import solve_triangular
+>>> a = np.array([[2.0, 0.0], [1.0, 1.0]])
+>>> pb.gradient(lambda b: np.sum(solve_triangular(a, b, lower=True)), np.array([1.0, 1.0]))[0]
+array([0., 1.])
 """
-
-import string
 
 import numpy as np
 
+from .._extend import primitive, rrule
 from .._tangents import Thunk
-from .._trace import apply
-from ._register import add_tangents, composite, forward_rule, private_rule, rule, ufunc_rule
+from .._values import Traced, stop_gradient
+from ._register import add_tangents, composite, describe, forward_in_first, forward_rule, rule, without_gradient
+from .reductions import refuse_out
 
 
-def _swap(a):
+def _t(a):
     return np.swapaxes(a, -1, -2)
 
 
-def _matmul_da(g, a, b):
-    if np.ndim(b) == 1:
-        return np.expand_dims(g, -1) * b if np.ndim(a) > 1 else g * b
-    if np.ndim(a) == 1:
-        return np.squeeze(np.expand_dims(g, -2) @ _swap(b), -2)
-    return g @ _swap(b)
+def _eye_like(n, like):
+    return np.eye(n, dtype=np.result_type(stop_gradient(like)))
 
 
-def _matmul_db(g, a, b):
-    if np.ndim(a) == 1:
-        return np.expand_dims(a, -1) * np.expand_dims(g, -2) if np.ndim(b) > 1 else g * a
-    if np.ndim(b) == 1:
-        return np.squeeze(_swap(a) @ np.expand_dims(g, -1), -1)
-    return _swap(a) @ g
+def _trace(m):
+    return np.trace(m, axis1=-2, axis2=-1)
 
 
-_MATMUL_NOTES = "Batched and 1-D operands as in NumPy; also the `@` operator."
+def _as_matrix_scale(g):
+    """A cotangent of one number per matrix, shaped to scale those matrices."""
+    return np.reshape(g, np.shape(g) + (1, 1))
 
 
-@ufunc_rule(np.matmul, args="x1, x2", notes=_MATMUL_NOTES)  # np.matmul(a, b) and `plain @ tracked` arrive here
-@rule(np.matmul, *([np.linalg.matmul] if hasattr(np.linalg, "matmul") else []), args="x1, x2",
-      notes=_MATMUL_NOTES)  # `tracked @ b` comes straight here
-def matmul_rule(a, b):
-    y = np.matmul(a, b)
-    return y, lambda g: (Thunk(lambda: _matmul_da(g, a, b)), Thunk(lambda: _matmul_db(g, a, b)))
+@rule(np.linalg.inv, args="a", notes="Singular matrices raise LinAlgError, as in NumPy.")
+def inv_rule(a):
+    y = np.linalg.inv(a)
+
+    def back(g):
+        yt = _t(y)
+        return (-(yt @ g @ yt),)
+
+    return y, back
 
 
-def bilinear_forward(rule_fn, fn):
-    """Register the forward rule of `rule_fn`, serving `fn(a, b, *options, **kwargs)`, linear in `a`
-    and in `b`. The value comes from the rule (with its argument checks); the options, positional or
-    keyword, go to every call."""
-
-    @forward_rule(rule_fn)
-    def frule(primals, tangents, **kwargs):
-        (a, b, *options), (ta, tb, *_) = primals, tangents
-        y = rule_fn(*primals, **kwargs)[0]
-        return y, add_tangents(None if ta is None else fn(ta, b, *options, **kwargs),
-                               None if tb is None else fn(a, tb, *options, **kwargs))
-
-    return frule
+@forward_in_first(np.linalg.inv)
+def inv_frule(t, a):
+    y = np.linalg.inv(a)
+    return y, -(y @ t @ y)
 
 
-bilinear_forward(matmul_rule, np.matmul)
+@rule(np.linalg.solve, args="a, b", notes="NumPy 2 semantics: `b` is a vector only when 1-D.")
+def solve_rule(a, b):
+    y = np.linalg.solve(a, b)
+    vector = np.ndim(b) == 1
+
+    def back(g):
+        def db():
+            if vector:
+                return np.linalg.solve(_t(a), g[..., None])[..., 0]
+            return np.linalg.solve(_t(a), g)
+
+        gb = Thunk(db)
+
+        def da():
+            if vector:
+                return -(gb.unthunk()[..., :, None] * y[..., None, :])
+            return -(gb.unthunk() @ _t(y))
+
+        return Thunk(da), gb
+
+    return y, back
 
 
-@composite(np.dot, args="a, b", notes="As matmul (or a product with a scalar, or tensordot for N-D `b`).")
-def dot(a, b, out=None):
-    if out is not None:
-        raise TypeError("numpy.dot(..., out=...) is not supported on tracked values")
-    if np.ndim(a) == 0 or np.ndim(b) == 0:
-        return np.multiply(a, b)
-    if np.ndim(b) <= 2:
-        return np.matmul(a, b)
-    return np.tensordot(a, b, axes=([-1], [-2]))
+@forward_rule(np.linalg.solve)
+def solve_frule(primals, tangents):
+    (a, b), (ta, tb) = primals, tangents
+    y = np.linalg.solve(a, b)
+    if ta is None and tb is None:
+        return y, None
+    vector = np.ndim(b) == 1  # then work with column matrices, so that batches broadcast
+    column = (lambda v: v[..., None]) if vector else (lambda v: v)
+    rhs = add_tangents(None if tb is None else column(tb), None if ta is None else -(ta @ column(y)))
+    dot = np.linalg.solve(a, rhs)
+    return y, dot[..., 0] if vector else dot
 
 
-def _tensordot_axes(axes, nda, ndb):
-    if isinstance(axes, (int, np.integer)):
-        return list(range(nda - axes, nda)), list(range(axes))
-    axes_a, axes_b = axes
-    axes_a = [axes_a] if isinstance(axes_a, (int, np.integer)) else list(axes_a)
-    axes_b = [axes_b] if isinstance(axes_b, (int, np.integer)) else list(axes_b)
-    return [k % nda for k in axes_a], [k % ndb for k in axes_b]
+@rule(np.linalg.det, args="a", notes="""Uses det(A)·A⁻ᵀ, so a singular matrix raises LinAlgError
+      (the derivative, the adjugate, exists there but is not computed).""")
+def det_rule(a):
+    y = np.linalg.det(a)
+    return y, lambda g: (_as_matrix_scale(g * y) * _t(np.linalg.inv(a)),)
 
 
-@rule(np.tensordot, args="a, b")
-def tensordot_rule(a, b, axes=2):
-    axes_a, axes_b = _tensordot_axes(axes, np.ndim(a), np.ndim(b))
-    y = np.tensordot(a, b, (axes_a, axes_b))
-    free_a = [k for k in range(np.ndim(a)) if k not in axes_a]
-    free_b = [k for k in range(np.ndim(b)) if k not in axes_b]
-    g_a_part = list(range(len(free_a)))
-    g_b_part = list(range(len(free_a), len(free_a) + len(free_b)))
-
-    def grad_a(g):
-        # Contract g with b over b's free axes; what is left of b pairs with a's contracted axes.
-        r = np.tensordot(g, b, (g_b_part, free_b))
-        paired = [axes_a[axes_b.index(k)] for k in sorted(axes_b)]
-        return np.transpose(r, np.argsort(free_a + paired))
-
-    def grad_b(g):
-        r = np.tensordot(g, a, (g_a_part, free_a))
-        paired = [axes_b[axes_a.index(k)] for k in sorted(axes_a)]
-        return np.transpose(r, np.argsort(free_b + paired))
-
-    return y, lambda g: (Thunk(lambda: grad_a(g)), Thunk(lambda: grad_b(g)))
+@forward_in_first(np.linalg.det)
+def det_frule(t, a):
+    y = np.linalg.det(a)
+    return y, y * _trace(np.linalg.solve(a, t))
 
 
-bilinear_forward(tensordot_rule, np.tensordot)
+_SLOGDET = type(np.linalg.slogdet(np.eye(1)))
 
 
-@rule(np.outer, args="a, b", notes="Inputs of any shape are flattened, as in NumPy.")
-def outer_rule(a, b, out=None):
-    if out is not None:
-        raise TypeError("numpy.outer(..., out=...) is not supported on tracked values")
-    y = np.outer(a, b)
-    shape_a, shape_b = np.shape(a), np.shape(b)
-    return y, lambda g: (
-        Thunk(lambda: np.reshape(g @ np.ravel(b), shape_a)),
-        Thunk(lambda: np.reshape(np.ravel(a) @ g, shape_b)),
-    )
+@primitive
+def logabsdet(a):
+    """log |det a|, the second part of `np.linalg.slogdet(a)`."""
+    return np.linalg.slogdet(a)[1]
 
 
-bilinear_forward(outer_rule, np.outer)
+@rrule(logabsdet)
+def _logabsdet_rule(a):
+    y = logabsdet(a)
+    return y, lambda g: (_as_matrix_scale(g) * _t(np.linalg.inv(a)),)
 
 
-def _parse_einsum(subscripts, shapes):
-    """Explicit subscripts for each operand and the output, with `...` spelled out in letters."""
-    subscripts = subscripts.replace(" ", "")
-    inputs, arrow, output = subscripts.partition("->")
-    terms = inputs.split(",")
-    if len(terms) != len(shapes):
-        raise ValueError(f"einsum subscripts {subscripts!r} name {len(terms)} operands, got {len(shapes)}")
-    used = set(subscripts) - set(".,->")
-    spare = [c for c in string.ascii_letters if c not in used]
-    widths = [len(shape) - len(t.replace("...", "")) for t, shape in zip(terms, shapes)]
-    width = max([w for t, w in zip(terms, widths) if "..." in t], default=0)
-    ellipsis = "".join(spare[:width])
-    terms = [t.replace("...", ellipsis[width - w:]) for t, w in zip(terms, widths)]
-    if not arrow:
-        counts = {c: "".join(terms).count(c) for c in "".join(terms)}
-        output = ellipsis + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ellipsis))
+@forward_in_first(logabsdet)
+def _logabsdet_frule(t, a):
+    return logabsdet(a), _trace(np.linalg.solve(a, t))
+
+
+@composite(np.linalg.slogdet, args="a", notes="""`logabsdet` is differentiable (singular matrices
+      raise); `sign` has no gradient.""")
+def slogdet(a):
+    sign = np.linalg.slogdet(stop_gradient(a))[0]
+    return _SLOGDET(sign, logabsdet(a))
+
+
+@composite(np.trace, args="a", notes="Sum of `np.diagonal`.")
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    refuse_out("trace", out)
+    return np.sum(np.diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+@composite(np.linalg.trace, args="x", notes="Over the last two axes.")
+def linalg_trace(x, /, *, offset=0, dtype=None):
+    return trace(x, offset, -2, -1, dtype)
+
+
+# --- pseudo-inverse and least squares ---------------------------------------------------------
+def _pinv_cotangent(a, p, g):
+    """Cotangent of A from that of P = pinv(A), valid where the rank of A is locally constant."""
+    m, n = np.shape(stop_gradient(a))[-2:]
+    pt = _t(p)
+    grad = -(pt @ g @ pt)
+    grad = grad + (_eye_like(m, a) - a @ p) @ _t(g) @ p @ pt
+    grad = grad + pt @ p @ _t(g) @ (_eye_like(n, a) - p @ a)
+    return grad
+
+
+@rule(np.linalg.pinv, args="a", notes="""Exact where the rank is locally constant (e.g. full rank);
+      at a rank-deficient matrix pinv is discontinuous. `hermitian=True` is refused.""")
+def pinv_rule(a, rcond=None, hermitian=False, **kwargs):
+    if hermitian:
+        raise TypeError("numpy.linalg.pinv(hermitian=True) is not supported on tracked values; use hermitian=False.")
+    p = np.linalg.pinv(a, rcond, **kwargs) if rcond is not None else np.linalg.pinv(a, **kwargs)
+    return p, lambda g: (_pinv_cotangent(a, p, g),)
+
+
+def _pinv_tangent(a, p, t):
+    """dP for P = pinv(A) along dA = `t`, valid where the rank of A is locally constant."""
+    m, n = np.shape(stop_gradient(a))[-2:]
+    pt, tt = _t(p), _t(t)
+    dot = -(p @ t @ p)
+    dot = dot + p @ pt @ tt @ (_eye_like(m, a) - a @ p)
+    return dot + (_eye_like(n, a) - p @ a) @ tt @ pt @ p
+
+
+@forward_in_first(np.linalg.pinv)
+def pinv_frule(t, a, rcond=None, hermitian=False, **kwargs):
+    p = pinv_rule(a, rcond, hermitian, **kwargs)[0]
+    return p, _pinv_tangent(a, p, t)
+
+
+@primitive
+def least_squares(a, b, rcond, found):
+    """The solution `x` of `np.linalg.lstsq(a, b, rcond)`; appends (residuals' size, rank) to `found`."""
+    x, residuals, rank, _ = np.linalg.lstsq(a, b, rcond=rcond)
+    found.append((np.size(residuals), rank))
+    return x
+
+
+@rrule(least_squares)
+def _lstsq_rule(a, b, rcond, found):
+    x = least_squares(a, b, rcond, found)
+
+    def back(g):
+        p = Thunk(lambda: np.linalg.pinv(a))
+
+        def da():
+            gp = g[:, None] * b[None, :] if np.ndim(g) == 1 else g @ _t(b)
+            return _pinv_cotangent(a, p.unthunk(), gp)
+
+        return Thunk(da), Thunk(lambda: _t(p.unthunk()) @ g), None, None
+
+    return x, back
+
+
+@forward_rule(least_squares)
+def _lstsq_frule(primals, tangents):
+    (a, b, rcond, found), (ta, tb) = primals, tangents[:2]
+    x = least_squares(a, b, rcond, found)
+    if ta is None and tb is None:
+        return x, None
+    p = np.linalg.pinv(a)
+    return x, add_tangents(None if ta is None else _pinv_tangent(a, p, ta) @ b, None if tb is None else p @ tb)
+
+
+@composite(np.linalg.lstsq, args="a, b", notes="""`x` through pinv(a) @ b, exact for full-rank `a`;
+      residuals and singular values are differentiable too, `rank` is an int.""")
+def lstsq(a, b, rcond=None):
+    found = []
+    x = least_squares(a, b, rcond, found)
+    has_residuals, rank = found[0]
+    if has_residuals:
+        residuals = np.sum((b - a @ x) ** 2, axis=0)
+        if np.ndim(b) == 1:
+            residuals = np.reshape(residuals, (1,))
     else:
-        output = output.replace("...", ellipsis)
-    for t in terms:
-        if len(set(t)) != len(t):
-            raise NotImplementedError(
-                f"einsum with a repeated index inside one operand ({t!r}, a diagonal) has no rule yet; "
-                "take np.diagonal first."
-            )
-    return terms, output
+        residuals = np.empty((0,), dtype=np.result_type(stop_gradient(x)))
+    return x, residuals, rank, np.linalg.svd(a, compute_uv=False)
 
 
-@private_rule
-def _einsum_rule(subscripts, *operands, optimize=False):
-    y = np.einsum(subscripts, *operands, optimize=optimize)
-    terms, output = _parse_einsum(subscripts, [np.shape(op) for op in operands])
-
-    def grad(k, g):
-        others = terms[:k] + terms[k + 1:] + [output]
-        arrays = list(operands[:k]) + list(operands[k + 1:]) + [g]
-        present = set("".join(others))
-        kept = "".join(c for c in terms[k] if c in present)
-        r = np.einsum(",".join(others) + "->" + kept, *arrays, optimize=optimize)
-        if kept != terms[k]:  # an index summed in operand k alone: broadcast back over it
-            shape = np.shape(operands[k])
-            r = np.broadcast_to(np.reshape(r, [n if c in present else 1 for c, n in zip(terms[k], shape)]), shape)
-        return r
-
-    return y, lambda g: (None,) + tuple(Thunk(lambda k=k: grad(k, g)) for k in range(len(operands)))
+without_gradient(np.linalg.matrix_rank, notes="No gradient: an integer.")
 
 
-@forward_rule(_einsum_rule)
-def _einsum_frule(primals, tangents, optimize=False):
-    subscripts, operands = primals[0], primals[1:]
-    y = np.einsum(subscripts, *operands, optimize=optimize)
-    dot = None
-    for k, t in enumerate(tangents[1:]):
-        if t is not None:
-            replaced = list(operands)
-            replaced[k] = t
-            dot = add_tangents(dot, np.einsum(subscripts, *replaced, optimize=optimize))
-    return y, dot
+# --- scipy.linalg ------------------------------------------------------------------------------
+def _linalg():
+    import scipy.linalg
+
+    return scipy.linalg
 
 
-@composite(np.einsum, args="*operands", notes="""A subscripts string and operands (not the
-           interleaved form); no repeated index within one operand (take np.diagonal first).""")
-def einsum(*operands, out=None, optimize=False, **kwargs):
-    if out is not None or kwargs or not isinstance(operands[0], str):
-        raise TypeError(
-            "numpy.einsum on tracked values takes a subscripts string and operands "
-            "(out=, dtype= and the interleaved operand/sublist form are not supported)"
-        )
-    return apply(_einsum_rule, operands, {"optimize": optimize})
+def _any_tracked(*values):
+    return any(isinstance(v, Traced) for v in values)
 
+
+def _square_2d(name, a):
+    shape = np.shape(a)
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ValueError(f"scipy.linalg.{name} on tracked values takes one square 2-D matrix, got shape {shape}.")
+
+
+def _transposed(trans):
+    if trans in (0, "N"):
+        return False
+    if trans in (1, 2, "T", "C"):
+        return True
+    raise ValueError(f"Invalid trans argument {trans!r}")
+
+
+@primitive
+def triangular_solve(a, b, transposed, lower, unit_diagonal):
+    """x with op(A) x = b, op(A) = A or Aᵀ, reading one triangle of `a`."""
+    return _linalg().solve_triangular(a, b, trans=int(transposed), lower=lower, unit_diagonal=unit_diagonal)
+
+
+@rrule(triangular_solve)
+def triangular_solve_rule(a, b, transposed, lower, unit_diagonal):
+    x = triangular_solve(a, b, transposed, lower, unit_diagonal)
+
+    def back(g):
+        gb = Thunk(lambda: triangular_solve(a, g, not transposed, lower, unit_diagonal))
+
+        def da():
+            u, v = (x, gb.unthunk()) if transposed else (gb.unthunk(), x)
+            full = -(u[:, None] * v[None, :] if np.ndim(u) == 1 else u @ _t(v))
+            k = 0 if not unit_diagonal else (-1 if lower else 1)
+            return np.tril(full, k) if lower else np.triu(full, k)
+
+        return Thunk(da), gb, None, None, None
+
+    return x, back
+
+
+def _read_triangle(t, lower, unit_diagonal):
+    """The part of `t` in the triangle a triangular solve reads (strictly, with a unit diagonal)."""
+    k = 0 if not unit_diagonal else (-1 if lower else 1)
+    return np.tril(t, k) if lower else np.triu(t, k)
+
+
+@forward_rule(triangular_solve)
+def triangular_solve_frule(primals, tangents):
+    (a, b, transposed, lower, unit_diagonal), (ta, tb) = primals, tangents[:2]
+    x = triangular_solve(a, b, transposed, lower, unit_diagonal)
+    if ta is None and tb is None:
+        return x, None
+    # op(A) x = b gives op(A) dx = db - op(dA) x.
+    if ta is not None:
+        da = _read_triangle(ta, lower, unit_diagonal)
+        ta = _t(da) @ x if transposed else da @ x
+    rhs = add_tangents(tb, None if ta is None else -ta)
+    return x, triangular_solve(a, rhs, transposed, lower, unit_diagonal)
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False, check_finite=True):
+    """`scipy.linalg.solve_triangular`, differentiable in `a` (its triangle) and `b`."""
+    if not _any_tracked(a, b):
+        return _linalg().solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, check_finite)
+    _square_2d("solve_triangular", a)
+    return triangular_solve(a, b, _transposed(trans), lower, unit_diagonal)
+
+
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """`scipy.linalg.cholesky`-based `cho_factor`, differentiable in the triangle it reads.
+
+    As SciPy does, the other triangle of `c` holds the input's entries.
+    """
+    if not _any_tracked(a):
+        return _linalg().cho_factor(a, lower, overwrite_a, check_finite)
+    _square_2d("cho_factor", a)
+    if lower:
+        return np.tril(np.linalg.cholesky(a)) + np.triu(a, 1), True
+    return _t(np.linalg.cholesky(_t(a))) + np.tril(a, -1), False
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """`scipy.linalg.cho_solve`, differentiable in `c` (the factor's triangle) and `b`."""
+    c, lower = c_and_lower
+    if not _any_tracked(c, b):
+        return _linalg().cho_solve(c_and_lower, b, overwrite_b, check_finite)
+    _square_2d("cho_solve", c)
+    if lower:  # A = L Lᵀ
+        return triangular_solve(c, triangular_solve(c, b, False, True, False), True, True, False)
+    return triangular_solve(c, triangular_solve(c, b, True, False, False), False, False, False)
+
+
+def expm(A):
+    """`scipy.linalg.expm`, differentiable; batches over leading axes as SciPy does.
+
+    >>> import numpy as np, pullback as pb
+    >>> from pullback.scipy.linalg import expm
+    >>> pb.gradient(lambda t: np.trace(expm(t * np.eye(2))), 0.0)[0]
+    2.0
+    """
+    return matrix_exponential(A)  # positionally, however A was given: a primitive tracks positional arguments
+
+
+@primitive
+def matrix_exponential(A):
+    """`scipy.linalg.expm(A)`, as a primitive."""
+    return _linalg().expm(A)
+
+
+@rrule(matrix_exponential)
+def expm_rule(A):
+    # The adjoint of the Fréchet derivative of expm at A is the Fréchet derivative at Aᵀ.
+    return matrix_exponential(A), lambda g: (_frechet(_t(A), g),)
+
+
+def _frechet(A, E):
+    """The Fréchet derivative of expm at A along E: the upper right block of expm([[A, E], [0, A]])."""
+    n = np.shape(stop_gradient(A))[-1]
+    zero = np.zeros(np.shape(stop_gradient(A)), dtype=np.result_type(stop_gradient(A)))
+    block = np.concatenate([np.concatenate([A, E], axis=-1), np.concatenate([zero, A], axis=-1)], axis=-2)
+    return matrix_exponential(block)[..., :n, n:]
+
+
+@forward_in_first(matrix_exponential)
+def expm_frule(t, A):
+    return matrix_exponential(A), _frechet(A, t)
+
+
+def _permutation(piv):
+    """LAPACK's row swaps as a permutation: (P A)[i] = A[perm[i]]."""
+    perm = np.arange(len(piv))
+    for i, p in enumerate(piv):
+        perm[i], perm[p] = perm[p], perm[i]
+    return perm
+
+
+@primitive
+def lu_packed(a, pivots):
+    """The packed L and U factors of `scipy.linalg.lu_factor(a)`; appends the pivots to `pivots`."""
+    lu, piv = _linalg().lu_factor(a)
+    pivots.append(piv)
+    return lu
+
+
+@rrule(lu_packed)
+def _lu_rule(a, pivots):
+    lu, piv = lu_factor(a)
+    pivots.append(stop_gradient(piv))
+
+    def back(g):
+        # P A = L U with lu = (L - I) + U. Writing X = L⁻¹ P dA U⁻¹: d lu = L·tril(X, -1) + triu(X)·U.
+        n = np.shape(stop_gradient(a))[-1]
+        eye = np.eye(n, dtype=np.result_type(stop_gradient(lu)))
+        lower, upper = np.tril(lu, -1) + eye, np.triu(lu)
+        gx = np.tril(_t(lower) @ g, -1) + np.triu(g @ _t(upper))
+        permuted = _t(triangular_solve(lu, _t(triangular_solve(lu, gx, True, True, True)), False, False, False))
+        return permuted[np.argsort(_permutation(pivots[0]))], None
+
+    return lu, back
+
+
+@forward_in_first(lu_packed)
+def _lu_frule(t, a, pivots):
+    lu, piv = lu_factor(a)
+    pivots.append(stop_gradient(piv))
+    # P A = L U with lu = (L - I) + U. With X = L⁻¹ P dA U⁻¹: d lu = L·tril(X, -1) + triu(X)·U.
+    n = np.shape(stop_gradient(a))[-1]
+    lower = np.tril(lu, -1) + np.eye(n, dtype=np.result_type(stop_gradient(lu)))
+    permuted = t[_permutation(stop_gradient(piv))]
+    left = triangular_solve(lu, permuted, False, True, True)  # L⁻¹ P dA
+    x = _t(triangular_solve(lu, _t(left), True, False, False))  # (U⁻ᵀ (L⁻¹ P dA)ᵀ)ᵀ = L⁻¹ P dA U⁻¹
+    return lu, lower @ np.tril(x, -1) + np.triu(x) @ np.triu(lu)
+
+
+def lu_factor(a, overwrite_a=False, check_finite=True):
+    """`scipy.linalg.lu_factor`, differentiable in `a` (square) where the pivots do not change."""
+    if not _any_tracked(a):
+        return _linalg().lu_factor(a, overwrite_a, check_finite)
+    _square_2d("lu_factor", a)
+    pivots = []
+    lu = lu_packed(a, pivots)
+    return lu, pivots[0]
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    """`scipy.linalg.lu_solve`, differentiable in `lu` and `b`."""
+    lu, piv = lu_and_piv
+    if not _any_tracked(lu, b):
+        return _linalg().lu_solve(lu_and_piv, b, trans, overwrite_b, check_finite)
+    _square_2d("lu_solve", lu)
+    perm = _permutation(stop_gradient(piv))
+    if not _transposed(trans):  # L U x = P b
+        return triangular_solve(lu, triangular_solve(lu, b[perm], False, True, True), False, False, False)
+    w = triangular_solve(lu, triangular_solve(lu, b, True, False, False), True, True, True)  # Lᵀ w = U⁻ᵀ b
+    return w[np.argsort(perm)]
+
+
+_NOTE = "Call pullback.scipy.linalg.{} (SciPy's own converts its input with np.asarray). "
+describe(solve_triangular, "a, b", _NOTE.format("solve_triangular") + "2-D `a`; the gradient of `a` lies in the "
+         "triangle read (strictly, with unit_diagonal).", kind="composite", name="scipy.linalg.solve_triangular")
+describe(cho_factor, "a", _NOTE.format("cho_factor") + "Through np.linalg.cholesky of the triangle read.",
+         kind="composite", name="scipy.linalg.cho_factor")
+describe(cho_solve, "c, b", _NOTE.format("cho_solve") + "Two triangular solves.", kind="composite",
+         name="scipy.linalg.cho_solve")
+describe(expm, "A", _NOTE.format("expm") + "Both modes through the block-matrix form of the Fréchet derivative; "
+         "batched.", kind="rule", rule=expm_rule, name="scipy.linalg.expm")
+describe(lu_factor, "a", _NOTE.format("lu_factor") + "Square `a`; exact while the pivot order is locally "
+         "constant (it is piecewise constant). `piv` has no gradient.", kind="composite",
+         name="scipy.linalg.lu_factor")
+describe(lu_solve, "lu, b", _NOTE.format("lu_solve") + "Two triangular solves.", kind="composite",
+         name="scipy.linalg.lu_solve")

@@ -1,8 +1,11 @@
-"""Rules for reductions: sum, mean, prod, max, min and their aliases, in both modes."""
+"""Rules for reductions: sum, mean, prod, max, min, their aliases and nansum, in both modes; and
+the reductions to a bool or a count (all, any, ...), which carry no gradient."""
 
 import numpy as np
 
-from ._register import forward_in_first, linear_forward, rule, without_gradient
+from ._register import composite, forward_in_first, linear_forward, rule, without_gradient
+
+_NO = np._NoValue
 
 
 def reduced_axes(axis, ndim):
@@ -19,6 +22,21 @@ def expand_to(g, shape, axis, keepdims):
     if not keepdims:
         g = np.reshape(g, _kept_shape(shape, axis))
     return np.broadcast_to(g, shape)
+
+
+def reduced_size(shape, axis):
+    """How many elements a reduction over `axis` combines (a Python int)."""
+    n = 1
+    for k in reduced_axes(axis, len(shape)):
+        n *= shape[k]
+    return n
+
+
+def refuse_out(name, out=None, where=_NO, initial=_NO):
+    """Refuse `out=`, `where=` and `initial=` (given as anything but their defaults) on tracked values."""
+    if out is not None or (where is not _NO and where is not True) or (initial is not _NO and initial is not None):
+        raise TypeError(f"numpy.{name}: out=, where= and initial= are not supported on tracked values; "
+                        "compute the plain result and select with np.where instead.")
 
 
 def _kept_shape(shape, axis):
@@ -39,7 +57,7 @@ def sum_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, w
     return y, lambda g: (expand_to(g, shape, axis, keepdims),)
 
 
-linear_forward(sum_rule, np.sum)
+linear_forward(np.sum)
 
 
 @rule(np.mean, args="a")
@@ -51,7 +69,7 @@ def mean_rule(x, axis=None, dtype=None, out=None, keepdims=False, where=True):
     return y, lambda g: (expand_to(g / float(count), shape, axis, keepdims),)
 
 
-linear_forward(mean_rule, np.mean)
+linear_forward(np.mean)
 
 _TIES = "Tied extreme elements share the gradient equally (a subgradient)."
 
@@ -81,8 +99,8 @@ def _extreme(reduce, x, axis, keepdims, out, initial, where):
     return y, back
 
 
-def _extreme_frule(rule_fn, reduce):
-    @forward_in_first(rule_fn)
+def _extreme_frule(rule_fn, reduce, *fns):
+    @forward_in_first(*fns)
     def frule(t, x, axis=None, out=None, keepdims=False, initial=None, where=True):
         y = rule_fn(x, axis, out, keepdims, initial, where)[0]
         kept = reduce(x, axis=axis, keepdims=True)
@@ -91,8 +109,8 @@ def _extreme_frule(rule_fn, reduce):
         return y, dot if keepdims else np.reshape(dot, np.shape(y))
 
 
-_extreme_frule(max_rule, np.max)
-_extreme_frule(min_rule, np.min)
+_extreme_frule(max_rule, np.max, np.max, np.amax)
+_extreme_frule(min_rule, np.min, np.min, np.amin)
 
 
 def _reduced_shape(shape, axis):
@@ -109,7 +127,7 @@ def prod_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, 
     return y, lambda g: (expand_to(g, shape, axis, keepdims) * product_of_others(x, axis),)
 
 
-@forward_in_first(prod_rule)
+@forward_in_first(np.prod)
 def prod_frule(t, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     _check_plain("prod", out, where, initial)
     y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
@@ -145,9 +163,10 @@ def _zero_ranks(zero, axis):
     return np.transpose(np.reshape(ranks, [shape[k] for k in order]), np.argsort(order))
 
 
-without_gradient(
-    np.argmax, np.argmin, np.argsort, np.nonzero, np.flatnonzero, np.count_nonzero, np.all, np.any,
-    np.shape, np.ndim, np.size, np.isclose, np.allclose, np.array_equal, np.searchsorted, np.round,
-    np.around, np.iscomplexobj, np.isrealobj, np.result_type,
-    np.may_share_memory, np.shares_memory, np.digitize,
-)
+@composite(np.nansum, args="a", notes="NaNs count as zero and get zero gradient.")
+def nansum(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
+    refuse_out("nansum", out, where, initial)
+    return np.sum(np.where(np.isnan(a), 0.0, a), axis=axis, dtype=dtype, keepdims=keepdims is True)
+
+
+without_gradient(np.all, np.any, np.count_nonzero, np.allclose, np.array_equal)

@@ -1,14 +1,20 @@
-"""Rules for reshaping, joining and copying arrays, and for `*_like` constructors, in both modes.
+"""Rules for array manipulation, in both modes: reshaping, transposing, joining, splitting,
+flipping, rolling, tiling, repeating, padding, copying and casting arrays, meshgrid, and the
+`*_like` constructors; and the properties of an array (shape, size, ...), which carry no gradient.
 
 All of these are linear, so each forward rule applies the same operation to the tangent.
 """
 
 import numpy as np
 
+from .._extend import primitive, rrule
 from .._registry import FUNCTIONS
-from .._trace import Dual, Traced, _astype, apply, stop_gradient
-from ._register import (composite, describe, forward_rule, linear_forward, private_rule, refuse, rule,
-                        zeros_if_none)
+from .._standins import astype
+from .._values import Dual, Traced, stop_gradient, strip_all
+from ._register import composite, forward_rule, linear_forward, refuse, rule, without_gradient, zeros_if_none
+
+_NO = np._NoValue
+
 
 
 @rule(np.reshape, args="a", view=True)
@@ -61,10 +67,9 @@ def broadcast_to_rule(x, shape, subok=False):
     return np.broadcast_to(x, shape), lambda g: (g,)
 
 
-for _rule, _fn in ((reshape_rule, np.reshape), (ravel_rule, np.ravel), (transpose_rule, np.transpose),
-                   (swapaxes_rule, np.swapaxes), (moveaxis_rule, np.moveaxis), (expand_dims_rule, np.expand_dims),
-                   (squeeze_rule, np.squeeze), (broadcast_to_rule, np.broadcast_to)):
-    linear_forward(_rule, _fn)
+for _fn in (np.reshape, np.ravel, np.transpose, np.swapaxes, np.moveaxis, np.expand_dims, np.squeeze,
+            np.broadcast_to):
+    linear_forward(_fn)
 
 
 def _atleast(fn):
@@ -84,19 +89,28 @@ def copy_rule(x, order="K", subok=False):
     return np.copy(x, order=order), lambda g: (g,)
 
 
-linear_forward(copy_rule, np.copy)
+linear_forward(np.copy)
 
 
-@rule(_astype, args="x", notes="To another float dtype; the gradient comes back in x's dtype.")
+@rule(astype, args="x", notes="To another float dtype; the gradient comes back in x's dtype.")
 def astype_rule(x, dtype):
     # The engine casts the cotangent back to x's dtype.
-    return _astype(x, dtype), lambda g: (g,)
+    return astype(x, dtype), lambda g: (g,)
 
 
-linear_forward(astype_rule, _astype)
+linear_forward(astype)
 
 
-@private_rule
+# --- joining and splitting ---------------------------------------------------------------------
+@primitive
+def join(*arrays, axis=0):
+    """`np.concatenate(arrays, axis)`, with each array a positional argument (so each is tracked)."""
+    if axis is None:
+        return np.concatenate([np.ravel(a) for a in arrays])
+    return np.concatenate(arrays, axis=axis)
+
+
+@rrule(join)
 def _concatenate_rule(*arrays, axis=0):
     if axis is None:
         shapes = [np.shape(a) for a in arrays]
@@ -119,7 +133,7 @@ def _concatenate_rule(*arrays, axis=0):
     return y, back
 
 
-@forward_rule(_concatenate_rule)
+@forward_rule(join)
 def _concatenate_frule(primals, tangents, axis=0):
     y = _concatenate_rule(*primals, axis=axis)[0]
     if all(t is None for t in tangents):
@@ -132,20 +146,26 @@ def _concatenate_frule(primals, tangents, axis=0):
 def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if out is not None:
         raise TypeError("numpy.concatenate(..., out=...) is not supported on tracked values")
-    y = apply(_concatenate_rule, tuple(arrays), {"axis": axis})
-    return y if dtype is None else FUNCTIONS[_astype](y, dtype)
+    y = join(*arrays, axis=axis)
+    return y if dtype is None else FUNCTIONS[astype](y, dtype)
 
 
-@private_rule
+@primitive
+def stack_along(*arrays, axis=0):
+    """`np.stack(arrays, axis)`, with each array a positional argument (so each is tracked)."""
+    return np.stack(arrays, axis=axis)
+
+
+@rrule(stack_along)
 def _stack_rule(*arrays, axis=0):
-    y = np.stack(arrays, axis=axis)
+    y = stack_along(*arrays, axis=axis)
     ax = axis % np.ndim(y)
     return y, lambda g: tuple(g[(slice(None),) * ax + (k,)] for k in range(len(arrays)))
 
 
-@forward_rule(_stack_rule)
+@forward_rule(stack_along)
 def _stack_frule(primals, tangents, axis=0):
-    y = np.stack(primals, axis=axis)
+    y = stack_along(*primals, axis=axis)
     if all(t is None for t in tangents):
         return y, None
     return y, np.stack([zeros_if_none(t, p) for t, p in zip(tangents, primals)], axis=axis)
@@ -155,8 +175,8 @@ def _stack_frule(primals, tangents, axis=0):
 def stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if out is not None:
         raise TypeError("numpy.stack(..., out=...) is not supported on tracked values")
-    y = apply(_stack_rule, tuple(arrays), {"axis": axis})
-    return y if dtype is None else FUNCTIONS[_astype](y, dtype)
+    y = stack_along(*arrays, axis=axis)
+    return y if dtype is None else FUNCTIONS[astype](y, dtype)
 
 
 @composite(np.vstack, args="tup")
@@ -168,6 +188,189 @@ def vstack(tup, *, dtype=None, casting="same_kind"):
 def hstack(tup, *, dtype=None, casting="same_kind"):
     arrays = [np.atleast_1d(a) for a in tup]
     return concatenate(arrays, axis=0 if np.ndim(arrays[0]) == 1 else 1, dtype=dtype)
+
+
+def _pieces(ary, indices_or_sections, axis, splitter):
+    """`splitter`'s pieces of `ary`, as slices: NumPy computes the bounds (and raises its errors)."""
+    axis = axis % np.ndim(ary)
+    bounds = splitter(np.arange(np.shape(ary)[axis]), indices_or_sections)
+    head = (slice(None),) * axis
+    return [ary[head + (slice(int(b[0]), int(b[0]) + len(b)) if len(b) else slice(0, 0),)] for b in bounds]
+
+
+@composite(np.split, args="ary", notes="Pieces are slices (views), as in NumPy.")
+def split(ary, indices_or_sections, axis=0):
+    return _pieces(ary, indices_or_sections, axis, np.split)
+
+
+@composite(np.array_split, args="ary", notes="Pieces are slices (views), as in NumPy.")
+def array_split(ary, indices_or_sections, axis=0):
+    return _pieces(ary, indices_or_sections, axis, np.array_split)
+
+
+@composite(np.hsplit, args="ary")
+def hsplit(ary, indices_or_sections):
+    if np.ndim(ary) == 0:
+        raise ValueError("hsplit only works on arrays of 1 or more dimensions")
+    return split(ary, indices_or_sections, 1 if np.ndim(ary) > 1 else 0)
+
+
+@composite(np.vsplit, args="ary")
+def vsplit(ary, indices_or_sections):
+    if np.ndim(ary) < 2:
+        raise ValueError("vsplit only works on arrays of 2 or more dimensions")
+    return split(ary, indices_or_sections, 0)
+
+
+@composite(np.dsplit, args="ary")
+def dsplit(ary, indices_or_sections):
+    if np.ndim(ary) < 3:
+        raise ValueError("dsplit only works on arrays of 3 or more dimensions")
+    return split(ary, indices_or_sections, 2)
+
+
+# --- flipping, rolling, tiling, repeating and padding ------------------------------------------
+def _along(axis, ndim, index):
+    """An index tuple that applies `index` on `axis` and takes everything elsewhere."""
+    return (slice(None),) * (axis % ndim) + (index,)
+
+
+@rule(np.flip, args="m", view=True)
+def flip_rule(m, axis=None):
+    return np.flip(m, axis), lambda g: (np.flip(g, axis),)
+
+
+linear_forward(np.flip)
+
+
+@rule(np.roll, args="a")
+def roll_rule(a, shift, axis=None):
+    back_shift = tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
+    return np.roll(a, shift, axis), lambda g: (np.roll(g, back_shift, axis), None)
+
+
+linear_forward(np.roll)
+
+
+@rule(np.tile, args="A")
+def tile_rule(A, reps):
+    y = np.tile(A, reps)
+    shape = np.shape(A)
+    reps = (reps,) if np.ndim(reps) == 0 else tuple(reps)
+    d = max(len(shape), len(reps))
+    base = (1,) * (d - len(shape)) + shape
+    reps = (1,) * (d - len(reps)) + reps
+
+    def back(g):
+        interleaved = tuple(n for pair in zip(reps, base) for n in pair)
+        g = np.sum(np.reshape(g, interleaved), axis=tuple(range(0, 2 * d, 2)))
+        return (np.reshape(g, shape), None)
+
+    return y, back
+
+
+linear_forward(np.tile)
+
+
+@primitive
+def segment_sum(g, counts, axis):
+    """Sums of consecutive runs of `counts[i]` elements along `axis`: the transpose of `np.repeat`."""
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    shape = list(np.shape(g))
+    shape[axis] = len(counts)
+    out = np.zeros(shape, dtype=np.result_type(g))
+    used = counts > 0
+    if np.any(used):
+        out[_along(axis, len(shape), used)] = np.add.reduceat(g, starts[used], axis=axis)
+    return out
+
+
+@rrule(segment_sum)
+def segment_sum_rule(g, counts, axis):
+    return segment_sum(g, counts, axis), lambda dy: (np.repeat(dy, counts, axis), None, None)
+
+
+linear_forward(segment_sum)
+
+
+@rule(np.repeat, args="a")
+def repeat_rule(a, repeats, axis=None):
+    repeats = stop_gradient(repeats)
+    y = np.repeat(a, repeats, axis)
+    shape = np.shape(a)
+    ax = 0 if axis is None else axis % max(len(shape), 1)
+    length = np.size(a) if axis is None else shape[ax]
+    counts = np.broadcast_to(np.asarray(repeats, dtype=np.intp), (length,))
+
+    def back(g):
+        summed = segment_sum(g, counts, ax)
+        return (np.reshape(summed, shape) if axis is None else summed, None)
+
+    return y, back
+
+
+linear_forward(np.repeat, lambda t, repeats, axis=None: np.repeat(t, stop_gradient(repeats), axis))
+
+
+@primitive
+def pad_constant(array, widths, constant_values):
+    """`np.pad(array, widths, constant_values=constant_values)`: the padded margin is the constant."""
+    return np.pad(array, widths, mode="constant", constant_values=constant_values)
+
+
+@rrule(pad_constant)
+def _pad_constant_rule(array, widths, constant_values):
+    y = pad_constant(array, widths, constant_values)
+    inner = tuple(slice(int(lo), int(lo) + n) for (lo, _), n in zip(widths, np.shape(array)))
+    return y, lambda g: (g[inner], None, None)
+
+
+linear_forward(pad_constant, lambda t, widths, constant_values: np.pad(t, widths))  # the constant is fixed
+
+
+_GATHER_MODES = ("edge", "reflect", "symmetric", "wrap")
+
+
+@composite(np.pad, args="array", notes="""Modes constant (plain `constant_values`), edge, reflect,
+      symmetric and wrap (`reflect_type='even'`). Other modes are refused.""")
+def pad(array, pad_width, mode="constant", **kwargs):
+    shape = np.shape(array)
+    widths = np.broadcast_to(np.asarray(strip_all(pad_width), dtype=np.intp), (len(shape), 2))
+    if mode == "constant":
+        values = kwargs.pop("constant_values", 0)
+        if kwargs or stop_gradient(values) is not values:
+            raise TypeError("numpy.pad(mode='constant') on tracked values takes only a plain `constant_values`.")
+        return pad_constant(array, widths, values)
+    if mode in _GATHER_MODES and kwargs.get("reflect_type", "even") == "even" and set(kwargs) <= {"reflect_type"}:
+        # Each padded element copies one input element: pad the positions and gather.
+        positions = np.pad(np.arange(np.size(array)).reshape(shape), widths, mode=mode)
+        return np.reshape(array, (-1,))[positions]
+    options = "".join(f", {k}=..." for k in kwargs)
+    raise NotImplementedError(
+        f"numpy.pad(mode={mode!r}{options}) has no rule on tracked values; supported modes are "
+        "'constant', 'edge', 'reflect', 'symmetric' and 'wrap' (reflect_type='even')."
+    )
+
+
+# --- grids and constructors ----------------------------------------------------------------
+@composite(np.meshgrid, args="*xi")
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    ndim = len(xi)
+    shapes = [[1] * ndim for _ in xi]
+    for i, shape in enumerate(shapes):
+        shape[i] = -1
+    if indexing == "xy" and ndim > 1:
+        shapes[0][:2], shapes[1][:2] = [1, -1], [-1, 1]
+    grids = [np.reshape(x, tuple(shape)) for x, shape in zip(xi, shapes)]
+    if not sparse:
+        full = np.broadcast_shapes(*(np.shape(g) for g in grids))
+        grids = [np.broadcast_to(g, full) for g in grids]
+    if copy:
+        grids = [np.copy(g) for g in grids]
+    return tuple(grids)
+
 
 
 def _constant_like(prototype, value):
@@ -191,9 +394,9 @@ def _like(make, name):
 
 
 for _make, _name in ((np.zeros_like, "a"), (np.ones_like, "a"), (np.empty_like, "prototype")):
-    FUNCTIONS[_make] = _like(_make, _name)
-    describe(_make, "none", """A constant: no gradient flows from the prototype. On a tracked prototype the
-             result is tracked too, so tracked values can be written into it.""", kind="none")
+    composite(_make, args="none", kind="none", notes="""A constant: no gradient flows from the prototype. On a
+              tracked prototype the result is tracked too, so tracked values can be written into it.""")(
+        _like(_make, _name))
 
 
 @composite(np.full_like, args="fill_value", notes="""The fill value is differentiable (its gradient
@@ -205,7 +408,7 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
     if not isinstance(fill_value, Traced) or value.dtype.kind != "f":
         return _constant_like(a, value)
     if fill_value.dtype != value.dtype:
-        fill_value = FUNCTIONS[_astype](fill_value, value.dtype)
+        fill_value = FUNCTIONS[astype](fill_value, value.dtype)
     return np.copy(np.broadcast_to(fill_value, value.shape))  # a copy, not a view of the fill value
 
 
@@ -213,3 +416,7 @@ refuse(np.copyto, "it writes into an array in place. Into a tracked array, write
        "np.full_like(a, v) with a plain `a`, and np.full(shape, v, dtype), call it when the fill value v is "
        "tracked: write `v * np.ones_like(a)` (or `v * np.ones(shape)`), or pass a tracked prototype to "
        "np.full_like.")
+
+# --- properties of an array ------------------------------------------------------------------
+without_gradient(np.shape, np.ndim, np.size, np.result_type, np.iscomplexobj, np.isrealobj, np.may_share_memory,
+                 np.shares_memory)

@@ -28,17 +28,18 @@ import warnings
 
 import numpy as np
 
-from .._extend import primitive, rrule
-from .._registry import NONDIFF_UFUNCS, UFUNC_RULES
+from .._extend import frule, nondifferentiable, primitive, rrule
 from .._tangents import Thunk
-from .._trace import Traced, stop_gradient
-from ._register import ENTRIES, add_tangents, describe, forward_rule
+from .._values import Traced, stop_gradient
+from ._register import ENTRIES, add_tangents, describe
 
 SQRT_PI = math.sqrt(math.pi)
 SQRT_2PI = math.sqrt(2.0 * math.pi)
 
-# scipy.special ufunc name -> its reverse rule; `register()` puts them in the ufunc table.
+# scipy.special ufunc name -> its reverse rule, and -> its forward rule; `register()` registers
+# them for the ufunc of that name, with `pb.rrule` and `pb.frule`.
 RULES = {}
+FORWARD = {}
 
 
 def _scipy_special():
@@ -61,14 +62,13 @@ def _unary(name, args="x", notes=""):
             y = getattr(sp, name)(x)
             return y, lambda g: (derivative(g, x, y, sp),)
 
-        @forward_rule(_named(rule, name))
-        def frule(primals, tangents):
+        def forward(primals, tangents):
             (x,), (t,) = primals, tangents
             sp = _scipy_special()
             y = getattr(sp, name)(x)
             return y, None if t is None else derivative(t, x, y, sp)
 
-        RULES[name] = rule
+        RULES[name], FORWARD[name] = _named(rule, name), forward
         describe(f"scipy.special.{name}", args, notes, kind="rule", rule=rule, name=f"scipy.special.{name}")
         return derivative
 
@@ -87,13 +87,12 @@ def _nary(name, partials, args, notes=""):
 
         return y, back
 
-    @forward_rule(_named(rule, name))
-    def frule(primals, tangents):
+    def forward(primals, tangents):
         sp = _scipy_special()
         y = getattr(sp, name)(*primals)
         return y, add_tangents(*(None if t is None else d(t, *primals, y, sp) for d, t in zip(partials, tangents)))
 
-    RULES[name] = rule
+    RULES[name], FORWARD[name] = _named(rule, name), forward
     describe(f"scipy.special.{name}", args, notes, kind="rule", rule=rule, name=f"scipy.special.{name}")
 
 
@@ -347,10 +346,20 @@ def register():
         return
     sp = _scipy_special()
     for name, rule in RULES.items():
-        UFUNC_RULES[getattr(sp, name)] = rule
-    NONDIFF_UFUNCS.add(sp.gammasgn)
-    ENTRIES[sp.gammasgn] = ENTRIES["scipy.special.gammasgn"]
+        ufunc = getattr(sp, name)
+        rrule(ufunc)(rule)
+        frule(ufunc)(FORWARD[name])
+        _row_for(name, ufunc)
+    nondifferentiable(sp.gammasgn)
+    _row_for("gammasgn", sp.gammasgn)
     _registered = True
+
+
+def _row_for(name, ufunc):
+    """Key the coverage-table row recorded under `scipy.special.<name>` on the ufunc itself."""
+    row = ENTRIES.pop(f"scipy.special.{name}", None)
+    if row is not None:
+        ENTRIES[ufunc] = row._replace(key=ufunc)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -414,7 +423,7 @@ def polygamma_rule(n, x):
     return polygamma(n, x), lambda g: (Thunk(_order_has_no_derivative), g * polygamma(np.add(n, 1), x))
 
 
-@forward_rule(polygamma_rule)
+@frule(polygamma)
 def polygamma_frule(primals, tangents):
     (n, x), (t_n, t_x) = primals, tangents
     if t_n is not None:

@@ -1,8 +1,9 @@
 """The coverage table, built from pullback's rule registry: `python -m pullback.rules.table [PATH]`.
 
 Prints the Markdown of docs/coverage.md (or writes it to PATH). Each row is recorded by the
-registration helpers of `pullback.rules._register` when a rule file registers a function, with
-its differentiable arguments and notes; whether a forward rule exists is read from the registry.
+registration shorthands of `pullback.rules._register` when a rule file registers a function,
+with its differentiable arguments and notes; whether a forward rule exists is read from the
+registry. Rows are grouped by family, the rule file that registers them.
 
 >>> text = coverage_markdown()
 >>> "| `numpy.linalg.eigh` | a | composed |" in text
@@ -11,11 +12,12 @@ True
 
 import sys
 
-from .._registry import FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
+from .._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES, forward_rule_of
+from . import special
 from ._register import ENTRIES
 
-_FAMILY_ORDER = ["ufuncs", "reductions", "scans", "shape", "indexing", "selection", "linalg", "decompositions",
-                 "fft", "special", "scipy_linalg"]
+_FAMILY_ORDER = ["ufuncs", "reductions", "scans", "statistics", "shape", "indexing", "sorting", "products",
+                 "norms", "linalg", "decompositions", "convolution", "interpolation", "fft", "special"]
 
 _HEADER = """# Coverage
 
@@ -40,17 +42,25 @@ input to a plain array first.
 def forward_mode(entry):
     """The "forward rule" cell of a row."""
     if entry.kind == "rule":
-        return "yes" if entry.rule in FORWARD_RULES else "transposed"
+        return "yes" if has_forward_rule(entry) else "transposed"
     if entry.kind == "composite":
         return "composed"
     return "—"
 
 
+def has_forward_rule(entry):
+    """Whether the rule of a row has a forward rule of its own, registered for the callable it serves."""
+    if forward_rule_of(entry.rule) is not None:
+        return True
+    # A scipy.special ufunc, whose rules are registered once SciPy is imported.
+    prefix, _, name = str(entry.key).rpartition(".")
+    return isinstance(entry.key, str) and prefix == "scipy.special" and name in special.FORWARD
+
+
 def unlisted():
     """Callables in the rule tables that have no row (a test keeps this empty for the built-in rules)."""
-    described_rules = {id(entry.rule) for entry in ENTRIES.values() if entry.rule is not None}
     missing = [fn for fn in FUNCTIONS if fn not in ENTRIES]
-    missing += [u for u, rule in UFUNC_RULES.items() if u not in ENTRIES and id(rule) not in described_rules]
+    missing += [u for u in UFUNC_RULES if u not in ENTRIES and u not in FUNCTIONS]
     missing += [u for u in NONDIFF_UFUNCS if u not in ENTRIES]
     return missing
 

@@ -1,4 +1,4 @@
-"""Rules for NumPy's elementwise ufuncs, in both modes.
+"""Rules for NumPy's elementwise functions, in both modes: the ufuncs, and `np.clip`.
 
 Each derivative is written with NumPy calls, so it is itself differentiable (higher
 order). Constants are Python floats, which are weak and never change a float32 dtype.
@@ -9,8 +9,9 @@ import math
 
 import numpy as np
 
+from .._extend import primitive, rrule
 from .._tangents import Thunk
-from ._register import add_tangents, forward_rule, ufunc_rule, without_gradient
+from ._register import add_tangents, composite, forward_rule, rule, without_gradient
 
 
 def unary(ufunc, derivative, notes=""):
@@ -20,13 +21,13 @@ def unary(ufunc, derivative, notes=""):
     tangent `derivative(dx, ...)` in forward, as the Jacobian of an elementwise map is diagonal.
     """
 
-    @ufunc_rule(ufunc, args="x", notes=notes)
-    def rule(x):
+    @rule(ufunc, args="x", notes=notes)
+    def reverse(x):
         y = ufunc(x)
         return y, lambda g: (derivative(g, x, y),)
 
-    @forward_rule(rule)
-    def frule(primals, tangents):
+    @forward_rule(ufunc)
+    def forward(primals, tangents):
         (x,), (t,) = primals, tangents
         y = ufunc(x)
         return y, None if t is None else derivative(t, x, y)
@@ -35,8 +36,8 @@ def unary(ufunc, derivative, notes=""):
 def binary(ufunc, da, db, notes=""):
     """Register `ufunc(a, b)`; `da(g, a, b, y)` and `db(...)` (None: no gradient) run only if needed."""
 
-    @ufunc_rule(ufunc, args="x1" if db is None else "x1, x2", notes=notes)
-    def rule(a, b):
+    @rule(ufunc, args="x1" if db is None else "x1, x2", notes=notes)
+    def reverse(a, b):
         y = ufunc(a, b)
 
         def back(g):
@@ -47,8 +48,8 @@ def binary(ufunc, da, db, notes=""):
 
         return y, back
 
-    @forward_rule(rule)
-    def frule(primals, tangents):
+    @forward_rule(ufunc)
+    def forward(primals, tangents):
         (a, b), (ta, tb) = primals, tangents
         y = ufunc(a, b)
         dot_b = None if tb is None or db is None else db(tb, a, b, y)  # db None: zero almost everywhere
@@ -94,24 +95,24 @@ unary(np.deg2rad, lambda g, x, y: g * (math.pi / 180.0))
 unary(np.rad2deg, lambda g, x, y: g * (180.0 / math.pi))
 
 
-@ufunc_rule(np.add, args="x1, x2")
+@rule(np.add, args="x1, x2")
 def add_rule(a, b):
     return a + b, lambda g: (g, g)
 
 
-@forward_rule(add_rule)
+@forward_rule(np.add)
 def add_frule(primals, tangents):
     a, b = primals
     return a + b, add_tangents(*tangents)
 
 
-@ufunc_rule(np.subtract, args="x1, x2")
+@rule(np.subtract, args="x1, x2")
 def subtract_rule(a, b):
     y = a - b
     return y, lambda g: (g, None if type(b) in _CONSTANTS else Thunk(lambda: -g))
 
 
-@forward_rule(subtract_rule)
+@forward_rule(np.subtract)
 def subtract_frule(primals, tangents):
     (a, b), (ta, tb) = primals, tangents
     return a - b, add_tangents(ta, None if tb is None else -tb)
@@ -174,14 +175,15 @@ binary(np.fmod, lambda g, a, b, y: g, lambda g, a, b, y: -g * np.trunc(a / b),
 binary(np.copysign, lambda g, a, b, y: g * np.sign(a) * np.sign(y), None, "The sign x2 carries no gradient.")
 binary(np.ldexp, lambda g, a, b, y: np.ldexp(g, b), None, "The exponent x2 is an integer.")  # g * 2**b, exactly
 
-@ufunc_rule(np.heaviside, args="x2", notes="""x2 is the value at x1 == 0, so d/dx2 is 1 there and 0
+
+@rule(np.heaviside, args="x2", notes="""x2 is the value at x1 == 0, so d/dx2 is 1 there and 0
             elsewhere. No gradient flows to x1 (piecewise constant).""")
 def heaviside_rule(x1, x2):
     y = np.heaviside(x1, x2)
     return y, lambda g: (None, None if type(x2) in _CONSTANTS else Thunk(lambda: g * (x1 == 0)))
 
 
-@forward_rule(heaviside_rule)
+@forward_rule(np.heaviside)
 def heaviside_frule(primals, tangents):
     (x1, x2), (_, t2) = primals, tangents
     return np.heaviside(x1, x2), None if t2 is None else t2 * (x1 == 0)
@@ -194,3 +196,60 @@ without_gradient(
     np.isnan, np.isinf, np.isfinite, np.signbit, np.sign, np.floor, np.ceil, np.trunc, np.rint,
     np.floor_divide, np.nextafter, np.spacing,
 )
+without_gradient(np.round, np.around, np.isclose)
+
+
+# --- clip ------------------------------------------------------------------------------------
+@primitive
+def clamp(x, low, high):
+    """`np.clip(x, low, high)` with either bound None, as a primitive (differentiable in all three)."""
+    return np.clip(x, low, high)
+
+
+def _clip_masks(x, low, high):
+    """Where `low` and where `high` bind. np.clip is min(max(x, low), high): `high` wins wherever it
+    binds, even when low > high."""
+    below = False if low is None else x < low
+    if high is None:
+        above = False
+    else:
+        above = x > high if low is None else np.where(below, low > high, x > high)
+    return below, above
+
+
+@rrule(clamp)
+def clip_rule(x, low, high):
+    y = clamp(x, low, high)
+
+    def back(g):
+        below, above = _clip_masks(x, low, high)
+        return (
+            Thunk(lambda: np.where(np.logical_or(below, above), 0.0, g)),
+            None if low is None else Thunk(lambda: np.where(np.logical_and(below, np.logical_not(above)), g, 0.0)),
+            None if high is None else Thunk(lambda: np.where(above, g, 0.0)),
+        )
+
+    return y, back
+
+
+@forward_rule(clamp)
+def clip_frule(primals, tangents):
+    x, low, high = primals
+    tx, tlow, thigh = tangents
+    y = clamp(x, low, high)
+    below, above = _clip_masks(x, low, high)
+    return y, add_tangents(
+        None if tx is None else np.where(np.logical_or(below, above), 0.0, tx),
+        None if tlow is None else np.where(np.logical_and(below, np.logical_not(above)), tlow, 0.0),
+        None if thigh is None else np.where(above, thigh, 0.0),
+    )
+
+
+@composite(np.clip, args="a, a_min, a_max", notes="""Bounds may be differentiated too; where `a`
+           equals a bound the gradient goes to `a`. As in NumPy, `a_max` wins where the bounds cross.""")
+def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
+    if out is not None or kwargs:
+        raise TypeError("numpy.clip: out= and other keyword arguments are not supported on tracked values")
+    low = a_min if min is None else min
+    high = a_max if max is None else max
+    return clamp(a, low, high)

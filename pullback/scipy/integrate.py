@@ -47,7 +47,7 @@ import numpy as np
 
 from .. import jvp, pullback, tree
 from .._extend import frule, primitive, rrule
-from .._trace import Traced
+from .._values import Traced
 
 __all__ = ["odeint", "solve_ivp"]
 

@@ -8,6 +8,6 @@
 array([0.125, 0.25 ])
 """
 
-from ..rules.scipy_linalg import cho_factor, cho_solve, expm, lu_factor, lu_solve, solve_triangular
+from ..rules.linalg import cho_factor, cho_solve, expm, lu_factor, lu_solve, solve_triangular
 
 __all__ = ["solve_triangular", "cho_factor", "cho_solve", "expm", "lu_factor", "lu_solve"]

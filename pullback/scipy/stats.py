@@ -44,7 +44,7 @@ import numpy as np
 
 from .._extend import frule, primitive, rrule
 from .._tangents import Thunk
-from .._trace import Traced, stop_gradient
+from .._values import Traced, stop_gradient
 from .linalg import solve_triangular
 
 __all__ = ["norm", "t", "chi2", "beta", "gamma", "expon", "laplace", "cauchy", "logistic", "lognorm", "uniform",

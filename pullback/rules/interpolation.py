@@ -1,0 +1,99 @@
+"""Rules for piecewise linear interpolation, `np.interp`, in both modes: differentiable in the
+points, the knots, the values and the fill values outside."""
+
+import numpy as np
+
+from .._extend import primitive, rrule
+from .._tangents import Thunk
+from .._values import Traced, stop_gradient
+from ._register import add_tangents, composite, forward_rule
+from .indexing import unindex
+
+
+@composite(np.interp, args="x, xp, fp, left, right", notes="""Piecewise linear: at a knot the slope
+      of the segment to the right is used. `xp` must be strictly increasing with at least two
+      points; `period` is not supported.""")
+def interp(x, xp, fp, left=None, right=None, period=None):
+    if period is not None:
+        raise NotImplementedError(
+            "numpy.interp(period=...) has no rule on tracked values; map x into one period first."
+        )
+    xp, fp = (v if isinstance(v, Traced) else np.asarray(v) for v in (xp, fp))
+    if np.shape(xp) != np.shape(fp) or np.ndim(xp) != 1 or np.shape(xp)[0] < 2:
+        raise ValueError("numpy.interp on tracked values needs 1-D xp and fp of the same length, at least 2.")
+    return interpolate(x, xp, fp, left, right)
+
+
+def _interp_segments(x, xp):
+    """For each x: its segment j (xp[j] <= x < xp[j + 1], clipped to the ends) and where it lies."""
+    plain_x, plain_xp = stop_gradient(x), stop_gradient(xp)
+    n = np.shape(plain_xp)[0]
+    j = np.clip(np.searchsorted(plain_xp, plain_x, side="right") - 1, 0, n - 2)
+    below, above = plain_x < plain_xp[0], plain_x > plain_xp[-1]
+    return j, below, above, ~(below | above)
+
+
+@primitive
+def interpolate(x, xp, fp, left, right):
+    """`np.interp(x, xp, fp, left, right)`, as a primitive differentiable in all five."""
+    return np.interp(x, xp, fp, left, right)
+
+
+@rrule(interpolate)
+def _interp_rule(x, xp, fp, left, right):
+    y = interpolate(x, xp, fp, left, right)
+
+    def back(g):
+        j, below, above, inside = _interp_segments(x, xp)
+        n = np.shape(stop_gradient(xp))[0]
+        lo_x, hi_x, lo_f, hi_f = xp[j], xp[j + 1], fp[j], fp[j + 1]
+        width = hi_x - lo_x
+        slope = (hi_f - lo_f) / width
+        t = (x - lo_x) / width
+        g_in = np.where(inside, g, 0.0)
+
+        def d_fp():
+            total = unindex(g_in * (1.0 - t), j, (n,)) + unindex(g_in * t, j + 1, (n,))
+            if left is None:
+                total = total + unindex(np.where(below, g, 0.0), np.zeros_like(j), (n,))
+            if right is None:
+                total = total + unindex(np.where(above, g, 0.0), np.full_like(j, n - 1), (n,))
+            return total
+
+        def d_xp():
+            weight = g_in * slope / width
+            return unindex(weight * (x - hi_x), j, (n,)) - unindex(weight * (x - lo_x), j + 1, (n,))
+
+        return (
+            Thunk(lambda: g_in * slope),
+            Thunk(d_xp),
+            Thunk(d_fp),
+            None if left is None else Thunk(lambda: np.where(below, g, 0.0)),
+            None if right is None else Thunk(lambda: np.where(above, g, 0.0)),
+        )
+
+    return y, back
+
+
+@forward_rule(interpolate)
+def _interp_frule(primals, tangents):
+    (x, xp, fp, left, right), (tx, txp, tfp, tleft, tright) = primals, tangents
+    y = interpolate(x, xp, fp, left, right)
+    if all(t is None for t in tangents):
+        return y, None
+    j, below, above, inside = _interp_segments(x, xp)
+    n = np.shape(stop_gradient(xp))[0]
+    lo_x, hi_x = xp[j], xp[j + 1]
+    width = hi_x - lo_x
+    slope = (fp[j + 1] - fp[j]) / width
+    t = (x - lo_x) / width
+    dot = add_tangents(
+        None if tx is None else slope * tx,
+        None if tfp is None else (1.0 - t) * tfp[j] + t * tfp[j + 1],
+        None if txp is None else -slope * ((1.0 - t) * txp[j] + t * txp[j + 1]),
+    )
+    dot = None if dot is None else np.where(inside, dot, 0.0)
+    outside_left = tleft if left is not None else None if tfp is None else tfp[np.zeros_like(j)]
+    outside_right = tright if right is not None else None if tfp is None else tfp[np.full_like(j, n - 1)]
+    return y, add_tangents(dot, None if outside_left is None else np.where(below, outside_left, 0.0),
+                           None if outside_right is None else np.where(above, outside_right, 0.0))

@@ -1,0 +1,121 @@
+"""Rules for norms: `np.linalg.norm`, `vector_norm` and `matrix_norm`, every order, in both modes.
+
+The 2-norm (and the Frobenius norm) is one primitive with rules of its own; the other orders are
+written with abs, sums, max and min, and the singular values (see decompositions.py).
+"""
+
+import numpy as np
+
+from .._extend import primitive, rrule
+from .._values import stop_gradient
+from ._register import composite, forward_in_first
+from .reductions import expand_to
+
+
+@primitive
+def euclidean_norm(x, axis, keepdims):
+    """The 2-norm of `x` over `axis` (None: all of it; a tuple: several axes, Frobenius for two)."""
+    return np.linalg.vector_norm(x, axis=axis, keepdims=keepdims)
+
+
+@rrule(euclidean_norm)
+def _euclidean_rule(x, axis, keepdims):
+    y = euclidean_norm(x, axis, keepdims)
+    shape = np.shape(x)
+
+    def back(g):
+        norm = expand_to(y, shape, axis, keepdims)
+        zero = norm == 0
+        share = np.where(zero, 0.0, expand_to(g, shape, axis, keepdims) / np.where(zero, 1.0, norm))
+        return (share * x, None, None)
+
+    return y, back
+
+
+@forward_in_first(euclidean_norm)
+def _euclidean_frule(t, x, axis, keepdims):
+    y = euclidean_norm(x, axis, keepdims)
+    zero = y == 0
+    return y, np.where(zero, 0.0, np.sum(x * t, axis=axis, keepdims=keepdims) / np.where(zero, 1.0, y))
+
+
+def _vector_norm(x, ord, axis, keepdims):
+    if ord is None or ord == 2:
+        return euclidean_norm(x, axis, keepdims)
+    if ord == np.inf:
+        return np.max(np.abs(x), axis=axis, keepdims=keepdims)
+    if ord == -np.inf:
+        return np.min(np.abs(x), axis=axis, keepdims=keepdims)
+    if ord == 0:
+        plain = stop_gradient(x)
+        return np.sum(plain != 0, axis=axis, keepdims=keepdims).astype(plain.dtype)
+    if ord == 1:
+        return np.sum(np.abs(x), axis=axis, keepdims=keepdims)
+    if isinstance(ord, str):
+        raise ValueError(f"Invalid norm order '{ord}' for vectors")
+    return np.sum(np.abs(x) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+
+
+def _matrix_norm(x, ord, axes, keepdims):
+    row, col = (k % np.ndim(x) for k in axes)
+    if row == col:
+        raise ValueError("Duplicate axes given.")
+    if ord is None or ord == "fro":
+        y = euclidean_norm(x, (row, col), keepdims)
+        return y
+    if ord in ("nuc", 2, -2):
+        s = np.linalg.svd(np.moveaxis(x, (row, col), (-2, -1)), compute_uv=False)
+        y = {"nuc": np.sum, 2: np.max, -2: np.min}[ord](s, axis=-1)
+    elif ord in (1, -1):
+        pick = np.max if ord == 1 else np.min
+        y = pick(np.sum(np.abs(x), axis=row), axis=col - 1 if col > row else col)
+    elif ord in (np.inf, -np.inf):
+        pick = np.max if ord == np.inf else np.min
+        y = pick(np.sum(np.abs(x), axis=col), axis=row - 1 if row > col else row)
+    else:
+        raise ValueError("Invalid norm order for matrices.")
+    if keepdims:
+        y = np.expand_dims(y, tuple(sorted((row, col))))
+    return y
+
+
+@composite(np.linalg.norm, args="x", notes="""All vector and matrix orders. At a zero vector the
+      2-norm gets gradient 0 (a subgradient). Orders 2, -2 and 'nuc' go through the singular values
+      (see svd); ord=0 counts nonzeros and has no gradient.""")
+def norm(x, ord=None, axis=None, keepdims=False):
+    ndim = np.ndim(x)
+    if axis is None:
+        if ord is None or (ord in ("f", "fro") and ndim == 2) or (ord == 2 and ndim == 1):
+            return euclidean_norm(x, None, keepdims)
+        axis = tuple(range(ndim))
+        if ndim not in (1, 2):
+            raise ValueError("Improper number of dimensions to norm.")
+    elif not isinstance(axis, tuple):
+        axis = (axis,)
+    if len(axis) == 1:
+        return _vector_norm(x, ord, axis[0], keepdims)
+    if len(axis) == 2:
+        return _matrix_norm(x, ord, axis, keepdims)
+    raise ValueError("Improper number of dimensions to norm.")
+
+
+@composite(np.linalg.vector_norm, args="x", notes="As `norm` for vectors; `axis` may be a tuple.")
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    if ord in (None, 2):
+        return euclidean_norm(x, axis, keepdims)
+    if axis is None:
+        result = _vector_norm(np.ravel(x), ord, 0, False)
+        return np.reshape(result, (1,) * np.ndim(x)) if keepdims else result
+    if isinstance(axis, tuple):
+        moved = np.moveaxis(x, axis, tuple(range(-len(axis), 0)))
+        flat = np.reshape(moved, np.shape(moved)[:np.ndim(x) - len(axis)] + (-1,))
+        result = _vector_norm(flat, ord, -1, False)
+        if keepdims:
+            result = np.expand_dims(result, tuple(sorted(k % np.ndim(x) for k in axis)))
+        return result
+    return _vector_norm(x, ord, axis, keepdims)
+
+
+@composite(np.linalg.matrix_norm, args="x", notes="As `norm` over the last two axes.")
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    return _matrix_norm(x, ord, (-2, -1), keepdims)

@@ -1,0 +1,244 @@
+"""Rules for products of arrays, in both modes: matmul (and the `@` operator), dot, vdot, inner,
+outer, tensordot, einsum, kron, and the chains multi_dot and matrix_power.
+
+Each product is linear in every operand, so its forward rule is the product rule:
+d(a b) = da b + a db.
+"""
+
+import string
+
+import numpy as np
+
+from .._extend import primitive, rrule
+from .._tangents import Thunk
+from .._values import stop_gradient
+from ._register import add_tangents, bilinear_forward, composite, forward_rule, rule
+
+
+def _swap(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _matmul_da(g, a, b):
+    if np.ndim(b) == 1:
+        return np.expand_dims(g, -1) * b if np.ndim(a) > 1 else g * b
+    if np.ndim(a) == 1:
+        return np.squeeze(np.expand_dims(g, -2) @ _swap(b), -2)
+    return g @ _swap(b)
+
+
+def _matmul_db(g, a, b):
+    if np.ndim(a) == 1:
+        return np.expand_dims(a, -1) * np.expand_dims(g, -2) if np.ndim(b) > 1 else g * a
+    if np.ndim(b) == 1:
+        return np.squeeze(_swap(a) @ np.expand_dims(g, -1), -1)
+    return _swap(a) @ g
+
+
+_MATMUL_NOTES = "Batched and 1-D operands as in NumPy; also the `@` operator."
+
+
+@rule(np.matmul, *([np.linalg.matmul] if hasattr(np.linalg, "matmul") else []), args="x1, x2",
+      notes=_MATMUL_NOTES)
+def matmul_rule(a, b):
+    y = np.matmul(a, b)
+    return y, lambda g: (Thunk(lambda: _matmul_da(g, a, b)), Thunk(lambda: _matmul_db(g, a, b)))
+
+
+bilinear_forward(np.matmul)
+if hasattr(np.linalg, "matmul"):
+    bilinear_forward(np.linalg.matmul)
+
+
+@composite(np.dot, args="a, b", notes="As matmul (or a product with a scalar, or tensordot for N-D `b`).")
+def dot(a, b, out=None):
+    if out is not None:
+        raise TypeError("numpy.dot(..., out=...) is not supported on tracked values")
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return np.multiply(a, b)
+    if np.ndim(b) <= 2:
+        return np.matmul(a, b)
+    return np.tensordot(a, b, axes=([-1], [-2]))
+
+
+def _tensordot_axes(axes, nda, ndb):
+    if isinstance(axes, (int, np.integer)):
+        return list(range(nda - axes, nda)), list(range(axes))
+    axes_a, axes_b = axes
+    axes_a = [axes_a] if isinstance(axes_a, (int, np.integer)) else list(axes_a)
+    axes_b = [axes_b] if isinstance(axes_b, (int, np.integer)) else list(axes_b)
+    return [k % nda for k in axes_a], [k % ndb for k in axes_b]
+
+
+@rule(np.tensordot, args="a, b")
+def tensordot_rule(a, b, axes=2):
+    axes_a, axes_b = _tensordot_axes(axes, np.ndim(a), np.ndim(b))
+    y = np.tensordot(a, b, (axes_a, axes_b))
+    free_a = [k for k in range(np.ndim(a)) if k not in axes_a]
+    free_b = [k for k in range(np.ndim(b)) if k not in axes_b]
+    g_a_part = list(range(len(free_a)))
+    g_b_part = list(range(len(free_a), len(free_a) + len(free_b)))
+
+    def grad_a(g):
+        # Contract g with b over b's free axes; what is left of b pairs with a's contracted axes.
+        r = np.tensordot(g, b, (g_b_part, free_b))
+        paired = [axes_a[axes_b.index(k)] for k in sorted(axes_b)]
+        return np.transpose(r, np.argsort(free_a + paired))
+
+    def grad_b(g):
+        r = np.tensordot(g, a, (g_a_part, free_a))
+        paired = [axes_b[axes_a.index(k)] for k in sorted(axes_a)]
+        return np.transpose(r, np.argsort(free_b + paired))
+
+    return y, lambda g: (Thunk(lambda: grad_a(g)), Thunk(lambda: grad_b(g)))
+
+
+bilinear_forward(np.tensordot)
+
+
+@rule(np.outer, args="a, b", notes="Inputs of any shape are flattened, as in NumPy.")
+def outer_rule(a, b, out=None):
+    if out is not None:
+        raise TypeError("numpy.outer(..., out=...) is not supported on tracked values")
+    y = np.outer(a, b)
+    shape_a, shape_b = np.shape(a), np.shape(b)
+    return y, lambda g: (
+        Thunk(lambda: np.reshape(g @ np.ravel(b), shape_a)),
+        Thunk(lambda: np.reshape(np.ravel(a) @ g, shape_b)),
+    )
+
+
+bilinear_forward(np.outer)
+
+
+def _parse_einsum(subscripts, shapes):
+    """Explicit subscripts for each operand and the output, with `...` spelled out in letters."""
+    subscripts = subscripts.replace(" ", "")
+    inputs, arrow, output = subscripts.partition("->")
+    terms = inputs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"einsum subscripts {subscripts!r} name {len(terms)} operands, got {len(shapes)}")
+    used = set(subscripts) - set(".,->")
+    spare = [c for c in string.ascii_letters if c not in used]
+    widths = [len(shape) - len(t.replace("...", "")) for t, shape in zip(terms, shapes)]
+    width = max([w for t, w in zip(terms, widths) if "..." in t], default=0)
+    ellipsis = "".join(spare[:width])
+    terms = [t.replace("...", ellipsis[width - w:]) for t, w in zip(terms, widths)]
+    if not arrow:
+        counts = {c: "".join(terms).count(c) for c in "".join(terms)}
+        output = ellipsis + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ellipsis))
+    else:
+        output = output.replace("...", ellipsis)
+    for t in terms:
+        if len(set(t)) != len(t):
+            raise NotImplementedError(
+                f"einsum with a repeated index inside one operand ({t!r}, a diagonal) has no rule yet; "
+                "take np.diagonal first."
+            )
+    return terms, output
+
+
+@primitive
+def contract(subscripts, *operands, optimize=False):
+    """`np.einsum(subscripts, *operands)` with explicit subscripts, each operand a positional argument."""
+    return np.einsum(subscripts, *operands, optimize=optimize)
+
+
+@rrule(contract)
+def _einsum_rule(subscripts, *operands, optimize=False):
+    y = contract(subscripts, *operands, optimize=optimize)
+    terms, output = _parse_einsum(subscripts, [np.shape(op) for op in operands])
+
+    def grad(k, g):
+        others = terms[:k] + terms[k + 1:] + [output]
+        arrays = list(operands[:k]) + list(operands[k + 1:]) + [g]
+        present = set("".join(others))
+        kept = "".join(c for c in terms[k] if c in present)
+        r = np.einsum(",".join(others) + "->" + kept, *arrays, optimize=optimize)
+        if kept != terms[k]:  # an index summed in operand k alone: broadcast back over it
+            shape = np.shape(operands[k])
+            r = np.broadcast_to(np.reshape(r, [n if c in present else 1 for c, n in zip(terms[k], shape)]), shape)
+        return r
+
+    return y, lambda g: (None,) + tuple(Thunk(lambda k=k: grad(k, g)) for k in range(len(operands)))
+
+
+@forward_rule(contract)
+def _einsum_frule(primals, tangents, optimize=False):
+    subscripts, operands = primals[0], primals[1:]
+    y = contract(subscripts, *operands, optimize=optimize)
+    dot = None
+    for k, t in enumerate(tangents[1:]):
+        if t is not None:
+            replaced = list(operands)
+            replaced[k] = t
+            dot = add_tangents(dot, np.einsum(subscripts, *replaced, optimize=optimize))
+    return y, dot
+
+
+@composite(np.einsum, args="*operands", notes="""A subscripts string and operands (not the
+           interleaved form); no repeated index within one operand (take np.diagonal first).""")
+def einsum(*operands, out=None, optimize=False, **kwargs):
+    if out is not None or kwargs or not isinstance(operands[0], str):
+        raise TypeError(
+            "numpy.einsum on tracked values takes a subscripts string and operands "
+            "(out=, dtype= and the interleaved operand/sublist form are not supported)"
+        )
+    return contract(*operands, optimize=optimize)
+
+
+@composite(np.kron, args="a, b", notes="Written as a broadcast product and a reshape.")
+def kron(a, b):
+    nd = max(np.ndim(a), np.ndim(b))
+    sa = (1,) * (nd - np.ndim(a)) + np.shape(a)
+    sb = (1,) * (nd - np.ndim(b)) + np.shape(b)
+    spread_a = tuple(n for k in sa for n in (k, 1))
+    spread_b = tuple(n for k in sb for n in (1, k))
+    product = np.reshape(a, spread_a) * np.reshape(b, spread_b)
+    return np.reshape(product, tuple(m * n for m, n in zip(sa, sb)))
+
+
+@composite(np.inner, args="a, b", notes="`np.tensordot` over the last axes.")
+def inner(a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return a * b
+    return np.tensordot(a, b, axes=([-1], [-1]))
+
+
+@composite(np.vdot, args="a, b", notes="Real arrays only (complex values are refused by pullback).")
+def vdot(a, b):
+    if np.size(a) != np.size(b):
+        raise ValueError("cannot reshape array: vdot needs arrays of the same size")
+    return np.sum(np.ravel(a) * np.ravel(b))
+
+
+@composite(np.linalg.matrix_power, args="a", notes="Repeated squaring with matmul; negative powers through inv.")
+def matrix_power(a, n):
+    if not isinstance(n, (int, np.integer)):
+        raise TypeError("exponent must be an integer")
+    if n == 0:
+        plain = stop_gradient(a)
+        return np.broadcast_to(np.eye(np.shape(plain)[-1], dtype=plain.dtype), np.shape(plain)).copy()
+    if n < 0:
+        a, n = np.linalg.inv(a), -n
+    result = None
+    while n:
+        if n & 1:
+            result = a if result is None else result @ a
+        n >>= 1
+        if n:
+            a = a @ a
+    return np.copy(result)
+
+
+@composite(np.linalg.multi_dot, args="arrays", notes="A chain of matmul, left to right.")
+def multi_dot(arrays, *, out=None):
+    if out is not None:
+        raise TypeError("numpy.linalg.multi_dot(..., out=...) is not supported on tracked values")
+    arrays = list(arrays)
+    if len(arrays) < 2:
+        raise ValueError("Expecting at least two arrays.")
+    result = arrays[0]
+    for m in arrays[1:]:
+        result = result @ m
+    return result
