@@ -7,7 +7,7 @@
 
 from . import rules as _rules  # noqa: F401  (registers the built-in rules)
 from . import tree
-from ._api import WithGradient, grad, gradient, pullback, value_and_grad, withgradient
+from ._api import WithGradient, grad, gradient, pullback, value_and_grad, vjp, withgradient
 from ._check import GradientCheck, check_gradient
 from ._derivatives import WithJacobian, hessian, hvp, jacobian, jvp, withjacobian
 from ._extend import frule, primitive, rrule
@@ -45,7 +45,7 @@ def __dir__():
     return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
-    "gradient", "withgradient", "pullback", "grad", "value_and_grad", "WithGradient",
+    "gradient", "withgradient", "pullback", "vjp", "grad", "value_and_grad", "WithGradient",
     "check_gradient", "GradientCheck", "jvp", "jacobian", "withjacobian", "WithJacobian", "hessian", "hvp",
     "primitive", "rrule", "frule", "stop_gradient",
     "Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent", "tree",

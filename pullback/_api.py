@@ -1,6 +1,8 @@
 """`gradient`, `withgradient`, `pullback`, `grad`, `value_and_grad`: one engine, several spellings."""
 
 from collections import namedtuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -10,12 +12,12 @@ from ._leaves import Arguments
 from ._reverse import Tape, collector_paused
 from ._values import Traced, Tracked
 
-__all__ = ["gradient", "withgradient", "pullback", "grad", "value_and_grad"]
+__all__ = ["gradient", "withgradient", "pullback", "vjp", "grad", "value_and_grad"]
 
 WithGradient = namedtuple("WithGradient", ["val", "grad"])
 
 
-def gradient(f, *args, **kwargs):
+def gradient(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
     """The gradient of scalar-valued `f` with respect to each positional argument.
 
     Gradients mirror the arguments: arrays for float arrays, `Tangent`s for objects,
@@ -34,7 +36,7 @@ def gradient(f, *args, **kwargs):
         _release(tape)
 
 
-def withgradient(f, *args, **kwargs):
+def withgradient(f: Callable[..., Any], *args: Any, **kwargs: Any) -> "WithGradient":
     """Like `gradient`, also returning the value: a named tuple `(val, grad)`.
 
     If `f` returns a tuple, `val` is all of it and only the first element is differentiated.
@@ -52,7 +54,7 @@ def withgradient(f, *args, **kwargs):
         _release(tape)
 
 
-def pullback(f, *args, **kwargs):
+def pullback(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
     """Run `f` and return `(y, back)`; `back(dy)` gives the cotangent of every positional argument.
 
     `dy` is shaped like `y` (tuples, lists and dicts may have `None` parts). `back` may be
@@ -66,8 +68,8 @@ def pullback(f, *args, **kwargs):
     tape, out, plan = trace_call(f, args, kwargs, range(len(args)))
     y = _untrack(out, tape)
 
-    def back(dy):
-        seeds = {}
+    def back(dy: Any) -> tuple[Any, ...]:
+        seeds: dict[int, Any] = {}
         _collect_seeds(out, dy, tape, seeds)
         grads = backward(tape, seeds) if seeds else None
         return read_gradients(plan, grads, callers=tree.leaves(dy))
@@ -75,7 +77,18 @@ def pullback(f, *args, **kwargs):
     return y, back
 
 
-def grad(f, argnums=0, has_aux=False):
+def vjp(f: Callable[..., Any], *primals: Any, **kwargs: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
+    """JAX-style name for `pullback`: `(y, vjp_fn)`, where `vjp_fn(dy)` gives one cotangent per primal.
+
+    >>> import numpy as np, pullback as pb
+    >>> y, vjp_fn = pb.vjp(lambda x, w: x * w, np.array([1.0, 2.0]), 3.0)
+    >>> vjp_fn(np.ones(2))
+    (array([3., 3.]), 3.0)
+    """
+    return pullback(f, *primals, **kwargs)
+
+
+def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """JAX-style: a function returning the gradient of `f` with respect to `argnums`.
 
     With `has_aux`, `f` returns `(value, aux)` and the new function returns `(grad, aux)`.
@@ -93,15 +106,15 @@ def grad(f, argnums=0, has_aux=False):
     return gradient_of_f
 
 
-def value_and_grad(f, argnums=0, has_aux=False):
+def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """JAX-style: a function returning `(value, grad)`, or `((value, aux), grad)` with `has_aux`.
 
     >>> import numpy as np, pullback as pb
     >>> pb.value_and_grad(lambda x: np.sum(x ** 2))(np.array([3.0]))
     (np.float64(9.0), array([6.]))
     """
+    wanted = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     single = isinstance(argnums, int)
-    wanted = (argnums,) if single else tuple(argnums)
 
     def value_and_gradient_of_f(*args, **kwargs):
         positions = [a % len(args) if -len(args) <= a < len(args) else _bad_argnum(a, len(args)) for a in wanted]

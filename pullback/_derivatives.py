@@ -1,6 +1,8 @@
 """Forward mode and whole matrices of derivatives: jvp, jacobian, withjacobian, hessian, hvp."""
 
 from collections import namedtuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -14,10 +16,17 @@ from ._values import Dual, Tracked
 
 __all__ = ["jvp", "jacobian", "withjacobian", "hessian", "hvp", "WithJacobian"]
 
-WithJacobian = namedtuple("WithJacobian", ["val", "jacobian"])
+class WithJacobian(namedtuple("WithJacobian", ["val", "grad"])):
+    """`(val, grad)` from `withjacobian`, named like `withgradient`'s result; `.jacobian` is `.grad`."""
+
+    __slots__ = ()
+
+    @property
+    def jacobian(self):
+        return self.grad
 
 
-def jvp(f, primals, tangents):
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
     """`(y, y_dot)`: `f(*primals)` and its derivative along `tangents`, by forward mode.
 
     `tangents` mirrors `primals` (None parts are zero); `y_dot` mirrors `y`, with None
@@ -69,15 +78,15 @@ def tangent_part(out, tag):
     return tree.fmap(tangent, out)
 
 
-def withjacobian(f, *args):
-    """`(val, jacobian)`: one Jacobian per positional argument, shaped like the argument.
+def withjacobian(f: Callable[..., Any], *args: Any) -> WithJacobian:
+    """`(val, grad)`: `f(*args)` and one Jacobian per positional argument, shaped like the argument.
 
     For an array argument the Jacobian has shape `y.shape + x.shape`; for a structured
     argument each float leaf gets such an array; `None` where there is no dependence.
     Forward mode is used when the inputs are fewer than the outputs, reverse otherwise.
 
     >>> import numpy as np, pullback as pb
-    >>> pb.withjacobian(lambda x: x ** 2, np.array([1.0, 2.0])).jacobian[0]
+    >>> pb.withjacobian(lambda x: x ** 2, np.array([1.0, 2.0])).grad[0]
     array([[2., 0.],
            [0., 4.]])
     """
@@ -104,7 +113,7 @@ def withjacobian(f, *args):
     return WithJacobian(y, arguments.read(results, lambda r, primal, returned: r))
 
 
-def jacobian(f, *args):
+def jacobian(f: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
     """One Jacobian per positional argument; see `withjacobian`.
 
     >>> import numpy as np, pullback as pb
@@ -113,7 +122,7 @@ def jacobian(f, *args):
            [0., 2., 0.],
            [2., 0., 0.]])
     """
-    return withjacobian(f, *args).jacobian
+    return withjacobian(f, *args).grad
 
 
 def _forward_columns(f, arguments):
@@ -160,7 +169,7 @@ def _is_float_output(y):
     return type(y) is float or (isinstance(y, (np.ndarray, np.generic)) and y.dtype.kind == "f")
 
 
-def hvp(f, x, v):
+def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
     """The Hessian of scalar `f` at `x` times `v`, without forming the Hessian (forward over reverse).
 
     >>> import numpy as np, pullback as pb
@@ -177,7 +186,7 @@ def hvp(f, x, v):
     return h_v
 
 
-def hessian(f, x):
+def hessian(f: Callable[..., Any], x: Any) -> Any:
     """The Hessian of scalar `f` at array (or float) `x`, shaped `x.shape + x.shape`.
 
     >>> import numpy as np, pullback as pb

@@ -173,7 +173,7 @@ class Tangent:
             return False
         return all(_same(a, other._entries[k]) for k, a in self._entries.items())
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self):
         body = ", ".join(f"{k}={v!r}" for k, v in self._entries.items())

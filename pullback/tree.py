@@ -24,6 +24,8 @@ import enum
 import fractions
 import functools
 import types
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -49,10 +51,10 @@ class Kind:
         self.fields = fields
 
 
-_REGISTERED = {}
+_REGISTERED: dict[type, Kind] = {}
 
 
-def register(cls, children, rebuild):
+def register(cls: type, children: Callable[[Any], dict], rebuild: Callable[[Any, dict], Any]) -> None:
     """Teach the tree functions (and so `gradient` and the optimisers) to see inside `cls`.
 
     `children(x)` returns a dict `{name: child}`; `rebuild(x, new_children)` returns a new
@@ -72,8 +74,11 @@ def register(cls, children, rebuild):
     _REGISTERED[cls] = Kind(children, rebuild, fields=True)
 
 
-class Path(tuple):
-    """A place inside an object: a tuple of `(key, is_field)` steps, printed the one way.
+class Path:
+    """A place inside an object: a sequence of `(key, is_field)` steps, printed the one way.
+
+    Each path links to its parent, so a walk makes a child path in constant time however
+    deep it goes; it reads like a tuple of steps (`len`, indexing, iteration, equality).
 
     >>> from pullback.tree import Path
     >>> str(Path(()).child("layers", True).child(1, False).child("w", True))
@@ -82,21 +87,57 @@ class Path(tuple):
     "model['b']"
     """
 
-    __slots__ = ()
+    __slots__ = ("parent", "key", "is_field", "length")
 
-    def child(self, key, is_field):
-        return Path(self + ((key, is_field),))
+    def __init__(self, steps: Any = ()):
+        if isinstance(steps, Path):
+            self.parent, self.key, self.is_field, self.length = steps.parent, steps.key, steps.is_field, steps.length
+            return
+        self.parent, self.key, self.is_field, self.length = None, None, False, 0
+        for key, is_field in steps:
+            self.parent, self.key, self.is_field, self.length = Path(self), key, is_field, self.length + 1
+
+    def child(self, key: Any, is_field: bool) -> "Path":
+        path = object.__new__(Path)
+        path.parent, path.key, path.is_field, path.length = self, key, is_field, self.length + 1
+        return path
+
+    def steps(self) -> tuple:
+        """The `(key, is_field)` steps from the root."""
+        found = []
+        node = self
+        while node.length:
+            found.append((node.key, node.is_field))
+            node = node.parent
+        return tuple(reversed(found))
 
     @property
-    def keys(self):
+    def keys(self) -> tuple:
         """The keys alone, e.g. `('layers', 1, 'w')`."""
-        return tuple(k for k, _ in self)
+        return tuple(k for k, _ in self.steps())
 
-    def format(self, root=""):
+    def format(self, root: str = "") -> str:
         parts = [root]
-        for key, is_field in self:
+        for key, is_field in self.steps():
             parts.append(f".{key}" if is_field and isinstance(key, str) and key.isidentifier() else f"[{key!r}]")
         return "".join(parts)
+
+    def __len__(self):
+        return self.length
+
+    def __iter__(self):
+        return iter(self.steps())
+
+    def __getitem__(self, index):
+        return self.steps()[index]
+
+    def __eq__(self, other):
+        if isinstance(other, Path):
+            return self.length == other.length and self.steps() == other.steps()
+        return isinstance(other, tuple) and self.steps() == other
+
+    def __hash__(self):
+        return hash(self.steps())
 
     def __str__(self):
         return self.format()
@@ -120,6 +161,7 @@ def _dict_fill(shell, kids):
     shell.update(kids)
 
 
+_TANGENT = Kind(lambda t: dict(t._entries), lambda t, kids: Tangent._make(t.primal_type, dict(kids)), fields=True)
 _TUPLE = Kind(_seq_children, lambda x, kids: tuple(kids.values()))
 _NAMEDTUPLE = Kind(lambda x: dict(zip(x._fields, x)), lambda x, kids: type(x)(*kids.values()), fields=True)
 _LIST = Kind(_seq_children, lambda x, kids: _list_like(x, kids), lambda x: _list_like(x, {}), _list_fill)
@@ -237,7 +279,7 @@ def _object_rebuild(x, kids):
 _OBJECT = Kind(_object_children, _object_rebuild, _object_shell, _object_fill, fields=True)
 
 
-def kind_of(x):
+def kind_of(x: Any) -> "Kind | None":
     """The `Kind` that sees inside `x`, or None when `x` is a leaf.
 
     >>> from pullback import tree
@@ -254,6 +296,8 @@ def kind_of(x):
         return _LIST
     if cls is dict:
         return _DICT
+    if cls is Tangent:
+        return _TANGENT
     if isinstance(x, tuple) and hasattr(cls, "_fields"):
         return _NAMEDTUPLE
     if isinstance(x, dict):
@@ -272,7 +316,7 @@ def _speaks_numpy(cls):
     return hasattr(cls, "__array_ufunc__") or hasattr(cls, "__array_function__") or hasattr(cls, "__array_namespace__")
 
 
-def children(x):
+def children(x: Any) -> dict:
     """The children of `x` as a dict `{name: child}` (indices for sequences); `{}` for a leaf.
 
     >>> from pullback import tree
@@ -283,7 +327,7 @@ def children(x):
     return {} if kind is None else kind.children(x)
 
 
-def trainable_names(x):
+def trainable_names(x: Any) -> "set[str] | None":
     """The field names `x` declares trainable through a `trainable(self)` method, or None (all).
 
     >>> from pullback import tree
@@ -308,7 +352,7 @@ def is_cacheable(x):
     return isinstance(x, np.ndarray) or _speaks_numpy(type(x)) or kind_of(x) is not None
 
 
-def child_of(y, key):
+def child_of(y: Any, key: Any) -> Any:
     """The part of `y` (a tree or a gradient of one) at `key`; None where it has none.
 
     >>> from pullback import tree
@@ -330,7 +374,9 @@ def child_of(y, key):
 _ENTER, _EXIT = 0, 1
 
 
-def walk(x, leaf, node, *, ys=(), exclude=None, trainable_only=False, repeat=None, cycle=None, frozen=None):
+def walk(x: Any, leaf: Callable[..., Any], node: Callable[..., Any], *, ys: tuple = (), exclude: Callable[[Any], bool] | None = None,
+         trainable_only: bool = False, repeat: Callable[..., Any] | None = None, cycle: Callable[..., Any] | None = None,
+         frozen: Callable[..., Any] | None = None) -> Any:
     """The one walk every other tree function is made of: post-order, iterative, identity-preserving.
 
     - `leaf(value, ys, path)` gives the result for a leaf (`ys`: the matching parts of `ys`);
@@ -348,10 +394,10 @@ def walk(x, leaf, node, *, ys=(), exclude=None, trainable_only=False, repeat=Non
     ['[0]', ['[1][0]', '[1][1]']]
     """
     cache = {}
-    in_progress = set()
-    shells = {}
-    box = {}
-    stack = [(_ENTER, x, tuple(ys), ROOT, box, None)]
+    in_progress: set[int] = set()
+    shells: dict[int, Any] = {}
+    box: dict[Any, Any] = {}
+    stack: list[tuple[Any, ...]] = [(_ENTER, x, tuple(ys), ROOT, box, None)]
     while stack:
         item = stack.pop()
         if item[0] == _EXIT:
@@ -413,7 +459,7 @@ def _rebuild_node(value, kind, old, new, parts, path, shell):
     return value
 
 
-def fmap(f, x, *ys, exclude=None, trainable_only=False):
+def fmap(f: Callable[..., Any], x: Any, *ys: Any, exclude: Callable[[Any], bool] | None = None, trainable_only: bool = False) -> Any:
     """Apply `f(leaf, *matching_leaves_of_ys)` to every leaf of `x` and rebuild `x` around the results.
 
     Containers whose leaves are all unchanged come back as the same objects. The same
@@ -452,7 +498,7 @@ def copy_cycle(value, kind, path):
     return kind.shell(value)
 
 
-def copy_containers(x, f):
+def copy_containers(x: Any, f: Callable[[Any, "Path"], Any]) -> Any:
     """A copy of `x` in which every container is new and each leaf is `f(leaf, path)`.
 
     Shared sub-objects stay shared (one copy each) and cycles stay cycles, so the copy
@@ -472,7 +518,7 @@ def copy_containers(x, f):
     return walk(x, lambda v, parts, path: f(v, path), node, cycle=copy_cycle)
 
 
-def leaves_with_path(x, exclude=None, trainable_only=False):
+def leaves_with_path(x: Any, exclude: Callable[[Any], bool] | None = None, trainable_only: bool = False) -> "list[tuple[Path, Any]]":
     """`(path, leaf)` pairs in walk order; an array or object met twice is listed at its first place.
 
     >>> import numpy as np
@@ -485,11 +531,11 @@ def leaves_with_path(x, exclude=None, trainable_only=False):
     def visit(v, parts, path):
         found.append((path, v))
 
-    walk(x, visit, lambda *a: None, exclude=exclude, trainable_only=trainable_only)
+    walk(x, visit, lambda *a: None, exclude=exclude, trainable_only=trainable_only, cycle=lambda *a: None)
     return found
 
 
-def leaves(x, exclude=None, trainable_only=False):
+def leaves(x: Any, exclude: Callable[[Any], bool] | None = None, trainable_only: bool = False) -> list:
     """The leaves of `x` in walk order; the same object met twice is listed once.
 
     >>> import numpy as np
@@ -501,7 +547,7 @@ def leaves(x, exclude=None, trainable_only=False):
     return [v for _, v in leaves_with_path(x, exclude, trainable_only)]
 
 
-def mirror(x, kids):
+def mirror(x: Any, kids: dict) -> Any:
     """A node shaped like a gradient of `x`, holding `kids`: tuple, list, namedtuple, dict or `Tangent`.
 
     >>> from pullback import tree
@@ -522,7 +568,7 @@ def mirror(x, kids):
     return Tangent._make(cls, kids)
 
 
-def gradient_like(x, f, exclude=None):
+def gradient_like(x: Any, f: Callable[[Any, "Path"], Any], exclude: Callable[[Any], bool] | None = None) -> Any:
     """A tree shaped like a gradient of `x`: `f(leaf, path)` at each trainable leaf.
 
     An array or object met at several places gets its result at the first place and `None`
