@@ -44,8 +44,8 @@ def test_conv2d_values_match_direct_loops(geometry):
     x = rng.standard_normal((2, 6, 7, 4))
     w = rng.standard_normal((3, 2, 4 // geometry["groups"], 8))
     normal = {
-        "stride": pb.nn.conv._pair(geometry["stride"], "stride"),
-        "dilation": pb.nn.conv._pair(geometry["dilation"], "dilation"),
+        "stride": pb.nn.conv.as_pair(geometry["stride"], "stride"),
+        "dilation": pb.nn.conv.as_pair(geometry["dilation"], "dilation"),
         "groups": geometry["groups"],
     }
     normal["padding"] = pb.nn.conv.normalise_padding(geometry["padding"], (3, 2), normal["dilation"])

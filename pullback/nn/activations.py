@@ -8,7 +8,7 @@ calls, so their derivatives come from the rules of those calls.
 import numpy as np
 
 from .._extend import frule, primitive, rrule
-from .._trace import stop_gradient
+from .._values import stop_gradient
 
 __all__ = ["relu", "gelu", "sigmoid", "tanh", "softplus", "elu", "leaky_relu", "softmax", "logsoftmax"]
 

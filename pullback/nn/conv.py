@@ -26,13 +26,13 @@ from numpy.lib.stride_tricks import as_strided
 
 from .._extend import frule, primitive, rrule
 from .._tangents import Thunk
-from .._trace import stop_gradient
+from .._values import stop_gradient
 
 __all__ = ["conv2d", "conv_transpose2d", "max_pool2d", "mean_pool2d", "conv_output_size", "normalise_padding"]
 
 
 # --- geometry ----------------------------------------------------------------------------
-def _pair(v, name):
+def as_pair(v, name):
     if isinstance(v, (int, np.integer)):
         return (int(v), int(v))
     v = tuple(int(a) for a in v)
@@ -362,10 +362,10 @@ for _op in (_conv, _conv_transpose, _conv_filter):
     frule(_op)(_bilinear_frule(_op))
 
 
-def _geometry(kernel, stride, padding, dilation, groups):
-    dilation = _pair(dilation, "dilation")
+def conv_geometry(kernel, stride, padding, dilation, groups):
+    dilation = as_pair(dilation, "dilation")
     geometry = {
-        "stride": _pair(stride, "stride"),
+        "stride": as_pair(stride, "stride"),
         "padding": normalise_padding(padding, kernel, dilation),
         "dilation": dilation,
         "groups": int(groups),
@@ -397,7 +397,7 @@ def conv2d(x, w, *, stride=1, padding=0, dilation=1, groups=1):
            [42., 50.]])
     """
     _check_filter(x, w, groups, "conv2d")
-    return _conv(x, w, **_geometry(np.shape(w)[:2], stride, padding, dilation, groups))
+    return _conv(x, w, **conv_geometry(np.shape(w)[:2], stride, padding, dilation, groups))
 
 
 def conv_transpose2d(x, w, *, stride=1, padding=0, output_padding=0, dilation=1, groups=1):
@@ -417,8 +417,8 @@ def conv_transpose2d(x, w, *, stride=1, padding=0, output_padding=0, dilation=1,
             f"with in_channels = {np.shape(x)[3]} (divisible by groups={groups}); got {np.shape(w)}"
         )
     kernel = np.shape(w)[:2]
-    geometry = _geometry(kernel, stride, padding, dilation, groups)
-    extra = _pair(output_padding, "output_padding")
+    geometry = conv_geometry(kernel, stride, padding, dilation, groups)
+    extra = as_pair(output_padding, "output_padding")
     s, p, d = geometry["stride"], geometry["padding"], geometry["dilation"]
     if any(e >= max(sa, da) for e, sa, da in zip(extra, s, d)):
         raise ValueError(f"output_padding {extra} must be smaller than the stride or the dilation")
@@ -429,10 +429,10 @@ def conv_transpose2d(x, w, *, stride=1, padding=0, output_padding=0, dilation=1,
 
 
 # --- pooling ---------------------------------------------------------------------------------
-def _pool_geometry(x, kernel, stride, padding):
+def pool_geometry(x, kernel, stride, padding):
     _check_image(x, "pooling")
-    kernel = _pair(kernel, "kernel")
-    stride = kernel if stride is None else _pair(stride, "stride")
+    kernel = as_pair(kernel, "kernel")
+    stride = kernel if stride is None else as_pair(stride, "stride")
     padding = normalise_padding(padding, kernel)
     for (lo, hi), k in zip(padding, kernel):
         if max(lo, hi) > k // 2:
@@ -605,7 +605,7 @@ def max_pool2d(x, kernel, *, stride=None, padding=0):
     array([[ 5.,  7.],
            [13., 15.]])
     """
-    return _max_pool(x, **_pool_geometry(x, kernel, stride, padding))
+    return _max_pool(x, **pool_geometry(x, kernel, stride, padding))
 
 
 def mean_pool2d(x, kernel, *, stride=None, padding=0):
@@ -616,4 +616,4 @@ def mean_pool2d(x, kernel, *, stride=None, padding=0):
     array([[ 2.5,  4.5],
            [10.5, 12.5]])
     """
-    return _mean_pool(x, **_pool_geometry(x, kernel, stride, padding))
+    return _mean_pool(x, **pool_geometry(x, kernel, stride, padding))

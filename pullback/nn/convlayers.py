@@ -7,8 +7,8 @@ behind them (im2col + one matrix product) are in `pb.nn.conv`.
 import numpy as np
 
 from . import init as initialisers
-from .conv import _geometry, _pair, _pool_geometry, conv2d, conv_transpose2d, max_pool2d, mean_pool2d
-from .layers import _rng, name_of
+from .conv import as_pair, conv_geometry, pool_geometry, conv2d, conv_transpose2d, max_pool2d, mean_pool2d
+from .layers import as_generator, name_of
 
 __all__ = ["Conv", "ConvTranspose", "MaxPool", "MeanPool", "GlobalMeanPool"]
 
@@ -46,9 +46,9 @@ class Conv:
                  groups=1, bias=True, dtype=np.float32, rng=None, init=initialisers.glorot_uniform):
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
-        kernel = _pair(kernel_size, "kernel_size")
-        geometry = _geometry(kernel, stride, padding, dilation, groups)
-        self.weight = init(_rng(rng), (*kernel, in_channels // groups, out_channels), dtype)
+        kernel = as_pair(kernel_size, "kernel_size")
+        geometry = conv_geometry(kernel, stride, padding, dilation, groups)
+        self.weight = init(as_generator(rng), (*kernel, in_channels // groups, out_channels), dtype)
         self.bias = np.zeros(out_channels, dtype=dtype) if bias else None
         self.activation = activation
         self.stride = geometry["stride"]
@@ -98,7 +98,7 @@ class ConvTranspose(Conv):
         super().__init__(out_channels, in_channels, kernel_size, activation, stride=stride, padding=padding,
                          dilation=dilation, groups=groups, bias=False, dtype=dtype, rng=rng, init=init)
         self.bias = np.zeros(out_channels, dtype=dtype) if bias else None
-        self.output_padding = _pair(output_padding, "output_padding")
+        self.output_padding = as_pair(output_padding, "output_padding")
 
     def __call__(self, x):
         y = conv_transpose2d(x, self.weight, stride=self.stride, padding=self.padding,
@@ -123,7 +123,7 @@ class ConvTranspose(Conv):
 
 class _Pool:
     def __init__(self, kernel_size, *, stride=None, padding=0):
-        geometry = _pool_geometry(np.zeros((1, 1, 1, 1)), kernel_size, stride, padding)
+        geometry = pool_geometry(np.zeros((1, 1, 1, 1)), kernel_size, stride, padding)
         self.kernel_size = geometry["kernel"]
         self.stride = geometry["stride"]
         self.padding = geometry["padding"]

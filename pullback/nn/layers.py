@@ -15,7 +15,7 @@ from .modes import is_training
 __all__ = ["Dense", "Chain", "Parallel", "SkipConnection", "Flatten", "Embedding", "Dropout"]
 
 
-def _rng(rng):
+def as_generator(rng):
     if rng is None:
         return np.random.default_rng()
     if isinstance(rng, (int, np.integer)):
@@ -44,7 +44,7 @@ class Dense:
 
     def __init__(self, in_features, out_features, activation=None, *, bias=True, dtype=np.float32, rng=None,
                  init=initialisers.glorot_uniform):
-        self.weight = init(_rng(rng), (out_features, in_features), dtype)
+        self.weight = init(as_generator(rng), (out_features, in_features), dtype)
         self.bias = np.zeros(out_features, dtype=dtype) if bias else None
         self.activation = activation
 
@@ -193,7 +193,7 @@ class Embedding:
     """
 
     def __init__(self, num_embeddings, dim, *, dtype=np.float32, rng=None, init=None):
-        rng = _rng(rng)
+        rng = as_generator(rng)
         shape = (num_embeddings, dim)
         self.weight = rng.standard_normal(shape).astype(dtype) if init is None else init(rng, shape, dtype)
 
@@ -232,7 +232,7 @@ class Dropout:
             raise ValueError(f"Dropout probability p must be in [0, 1); got {p}")
         self.p = p
         self.dims = None if dims is None else tuple(dims)
-        self.rng = _rng(rng)
+        self.rng = as_generator(rng)
         self.training = training
 
     def trainable(self):

@@ -9,7 +9,7 @@ cross-entropies, integer class labels shaped like the prediction without the cla
 
 import numpy as np
 
-from .._trace import stop_gradient
+from .._values import stop_gradient
 from .activations import logsoftmax, softplus
 
 __all__ = ["mse", "crossentropy", "logitcrossentropy", "binary_crossentropy", "logitbinarycrossentropy"]

@@ -13,7 +13,7 @@ place, and return the model; `trainmode(model, "auto")` restores the default.
 """
 
 from .. import tree
-from .._trace import Traced
+from .._values import Traced
 
 __all__ = ["trainmode", "testmode", "is_training"]
 

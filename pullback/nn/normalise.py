@@ -8,7 +8,7 @@ import numpy as np
 
 from .._extend import primitive, rrule
 from .._tangents import Thunk
-from .._trace import stop_gradient
+from .._values import stop_gradient
 from .modes import is_training
 
 __all__ = ["BatchNorm", "LayerNorm", "batch_norm"]

@@ -13,7 +13,7 @@ import numpy as np
 from . import init as initialisers
 from .activations import relu
 from .convlayers import Conv, GlobalMeanPool, MaxPool
-from .layers import Chain, Dense, Flatten, Parallel, _rng
+from .layers import Chain, Dense, Flatten, Parallel, as_generator
 from .normalise import BatchNorm
 
 __all__ = ["resnet", "identity"]
@@ -70,7 +70,7 @@ def resnet(depth=18, *, num_classes=1000, in_channels=3, dtype=np.float32, rng=N
     if depth not in _CONFIGS:
         raise ValueError(f"resnet depth should be one of {sorted(_CONFIGS)}; got {depth}")
     kind, counts = _CONFIGS[depth]
-    rng = _rng(rng)
+    rng = as_generator(rng)
     layers = [
         _conv(rng, dtype, in_channels, 64, 7, stride=2),
         BatchNorm(64, relu, dtype=dtype),
