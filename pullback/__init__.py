@@ -20,8 +20,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "optim": ("pullback.optim", None),
     "destructure": ("pullback.optim", "destructure"),
-    "save": ("pullback.checkpoint", "save"),
-    "load": ("pullback.checkpoint", "load"),
+    "save": ("pullback.saving", "save"),
+    "load": ("pullback.saving", "load"),
     "state_dict": ("pullback.checkpoint", "state_dict"),
     "load_state_dict": ("pullback.checkpoint", "load_state_dict"),
     "nn": ("pullback.nn", None),

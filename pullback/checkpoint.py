@@ -112,8 +112,7 @@ def save(path, model, state=None):
 
     Everything is checked before the file is touched; an existing file at `path` is only
     replaced once the new one is complete on disk. See the module docstring for the format.
-    A `path` ending in ``.safetensors`` writes `state_dict(model)` as a safetensors file
-    instead (no state; see `pullback.safetensors_io`).
+    `pb.save` writes this format, or safetensors for a path ending in ``.safetensors``.
 
     >>> import os, tempfile, numpy as np, pullback as pb
     >>> model = {"w": np.arange(3.0), "mask": np.array([True, False])}
@@ -122,10 +121,6 @@ def save(path, model, state=None):
     ...     pb.load(os.path.join(folder, "model.ckpt"), like={"w": np.zeros(3), "mask": np.ones(2, bool)})
     {'w': array([0., 1., 2.]), 'mask': array([ True, False])}
     """
-    if _is_safetensors(path):
-        from . import safetensors_io
-
-        return safetensors_io.save(path, model, state)
     groups = _array_groups(model)
     arrays = [(x, paths) for x, paths in groups.values()]
     state_manifest, state_arrays = (None, []) if state is None else _encode_state(state, model)
@@ -150,11 +145,7 @@ def save(path, model, state=None):
             text = json.dumps(manifest, indent=1, allow_nan=False)
             archive.writestr(zipfile.ZipInfo(MANIFEST, _FIXED_TIME), text.encode("utf-8"))
 
-    _write_atomically(path, write)
-
-
-def _is_safetensors(path):
-    return os.fspath(path).lower().endswith(".safetensors")
+    write_atomically(path, write)
 
 
 def _version():
@@ -334,7 +325,7 @@ def _encode_value(value, arrays, where):
     )
 
 
-def _write_atomically(path, write):
+def write_atomically(path, write):
     """Run `write(file, temporary_path)` on a temporary file next to `path`, sync it, then move it over `path`."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
@@ -395,7 +386,7 @@ def _rule_state_problem(rule, value, x, chain=""):
 def _value_problem(value, reference, x, item, where):
     at = f"item {item} of {where}" if item else where
     if isinstance(reference, np.ndarray):
-        if not (_is_stored_array(value) and _same_dtype(value.dtype, reference.dtype) and value.shape == reference.shape):
+        if not (_is_stored_array(value) and same_dtype(value.dtype, reference.dtype) and value.shape == reference.shape):
             return f"{at} is {_shape_of(value)}, where the rule keeps an array of dtype {reference.dtype} and shape {reference.shape}"
         return None
     if type(reference) in (tuple, list):
@@ -411,7 +402,7 @@ def _value_problem(value, reference, x, item, where):
     return None
 
 
-def _same_dtype(a, b):
+def same_dtype(a, b):
     return a == b or a.newbyteorder("<") == b.newbyteorder("<")
 
 
@@ -439,8 +430,8 @@ def load(path, like):
     rebuilt for the new model with the stored rules, hyperparameters, frozen flags and rule
     states (moments, step counters), each checked to fit its parameter. Any problem raises
     `CheckpointError` naming it, before anything larger than `like` is allocated. A `path`
-    ending in ``.safetensors`` is read as a safetensors file, in pullback's or PyTorch's
-    layout (see `pullback.safetensors_io`).
+    ending in ``.safetensors`` is read by `pb.load` as a safetensors file instead, in
+    pullback's or PyTorch's layout (see `pullback.safetensors_io`).
 
     >>> import os, tempfile, numpy as np, pullback as pb
     >>> model = [np.array([1.0, 2.0])]
@@ -451,10 +442,6 @@ def load(path, like):
     >>> model2, state2[0].rule
     ([array([1., 2.])], Adam(lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08))
     """
-    if _is_safetensors(path):
-        from . import safetensors_io
-
-        return safetensors_io.load(path, like)
     name = os.fspath(path)
     with open(name, "rb") as file:
         try:
@@ -913,7 +900,7 @@ def load_state_dict(model, state):
     if missing or unexpected:
         raise CheckpointError(
             "The state dict does not match the model: "
-            + "; ".join(f"{what} keys {_few(keys)}" for what, keys in (("missing", missing), ("unexpected", unexpected)) if keys)
+            + "; ".join(f"{what} keys {few(keys)}" for what, keys in (("missing", missing), ("unexpected", unexpected)) if keys)
             + ". Its keys must be those of state_dict(model) for a model built the same way."
         )
     groups = {}
@@ -924,7 +911,7 @@ def load_state_dict(model, state):
         keys = [_key(p) for p in paths]
         values = [np.asarray(state[k]) for k in keys]
         for k, v in zip(keys, values):
-            if v.shape != x.shape or not _same_dtype(v.dtype, x.dtype):
+            if v.shape != x.shape or not same_dtype(v.dtype, x.dtype):
                 raise CheckpointError(
                     f"The state dict's {k} has shape {v.shape} and dtype {v.dtype}, but the model's array there has "
                     f"shape {x.shape} and dtype {x.dtype}; convert it (for instance .astype) or build the model to match."
@@ -945,7 +932,7 @@ def _key(path):
     return key[1:] if key.startswith(".") else key
 
 
-def _few(keys, n=5):
+def few(keys, n=5):
     shown = ", ".join(keys[:n])
     return shown + (f" and {len(keys) - n} more" if len(keys) > n else "")
 

@@ -26,7 +26,7 @@ import os
 import numpy as np
 
 from . import tree
-from .checkpoint import CheckpointError, _few, _same_dtype, _write_atomically, state_dict
+from .checkpoint import CheckpointError, few, same_dtype, write_atomically, state_dict
 
 __all__ = ["save", "load"]
 
@@ -87,7 +87,7 @@ def save(path, model, state=None):
     def write(file, temporary):  # safetensors writes the file by name; `file` then syncs it
         package.numpy.save_file(little, temporary, metadata=METADATA)
 
-    _write_atomically(path, write)
+    write_atomically(path, write)
 
 
 def load(path, like):
@@ -142,11 +142,11 @@ def _load_pullback(name, tensors, expected, like):
     missing = [k for k in expected if k not in tensors]
     unexpected = [k for k in tensors if k not in expected]
     if missing or unexpected:
-        problems = "; ".join(f"{what} {_few(keys)}" for what, keys in (("no value for", missing), ("unexpected", unexpected)) if keys)
+        problems = "; ".join(f"{what} {few(keys)}" for what, keys in (("no value for", missing), ("unexpected", unexpected)) if keys)
         raise CheckpointError(f"{name} does not match `like`: {problems}. `like` must be built the same way as the saved model.")
     for key, x in expected.items():
         stored = tensors[key]
-        if stored.shape != x.shape or not _same_dtype(stored.dtype, x.dtype):
+        if stored.shape != x.shape or not same_dtype(stored.dtype, x.dtype):
             raise CheckpointError(
                 f"{name}: {key} has shape {stored.shape} and dtype {stored.dtype} in the file, "
                 f"but shape {x.shape} and dtype {x.dtype} in `like`."

@@ -19,8 +19,8 @@ DOCS = ROOT / "docs"
 # Public names that live in a submodule and are loaded on first use: where the API pages document them.
 DOCUMENTED_AS = {
     "destructure": "pullback.optim.destructure",
-    "save": "pullback.checkpoint.save",
-    "load": "pullback.checkpoint.load",
+    "save": "pullback.saving.save",
+    "load": "pullback.saving.load",
     "state_dict": "pullback.checkpoint.state_dict",
     "load_state_dict": "pullback.checkpoint.load_state_dict",
 }
