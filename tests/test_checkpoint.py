@@ -100,7 +100,7 @@ def assert_value_identical(a, b):
 
 
 def assert_states_identical(s1, s2, m1, m2):
-    e1, e2 = optim._update._pair(s1, m1, None), optim._update._pair(s2, m2, None)
+    e1, e2 = optim._update.pair(s1, m1, None), optim._update.pair(s2, m2, None)
     assert len(e1) == len(e2)
     for (l1, _, _, p1), (l2, _, _, p2) in zip(e1.values(), e2.values()):
         assert p1 == p2 and l1.rule == l2.rule and l1.frozen == l2.frozen

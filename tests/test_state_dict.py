@@ -15,7 +15,7 @@ import pytest
 
 import pullback as pb
 from pullback.checkpoint import CheckpointError, load_state_dict, state_dict
-from pullback.nn.torch_interop import _parameter_layers, load_torch_state_dict
+from pullback.nn.torch_interop import load_torch_state_dict, parameter_layers
 
 Pair = collections.namedtuple("Pair", "left right")
 
@@ -231,7 +231,7 @@ def torchvision_modules(depth):
 
 def torchvision_state_dict(model, depth):
     """`model`'s arrays under torchvision's keys, in PyTorch's layouts (as module.state_dict() lists them)."""
-    layers = _parameter_layers(model)
+    layers = parameter_layers(model)
     modules = torchvision_modules(depth)
     assert len(layers) == len(modules)
     sd = {}
@@ -249,7 +249,7 @@ def torchvision_state_dict(model, depth):
 def random_resnet(depth, seed):
     model = pb.nn.resnet(depth, num_classes=10, rng=np.random.default_rng(seed))
     rng = np.random.default_rng(seed + 100)
-    for layer in _parameter_layers(model):  # BatchNorm starts at ones and zeros: make every array distinct
+    for layer in parameter_layers(model):  # BatchNorm starts at ones and zeros: make every array distinct
         for field in ("scale", "shift", "running_mean", "running_var"):
             if getattr(layer, field, None) is not None:
                 setattr(layer, field, rng.random(getattr(layer, field).shape).astype(np.float32) + 0.5)

@@ -62,7 +62,6 @@ def parameter_layers(model):
     return [x for x in tree.leaves(model, exclude=_is_layer) if _is_layer(x)]
 
 
-_parameter_layers = parameter_layers  # the name tests/test_state_dict.py imports
 
 
 def load_torch_weights(model, torch_module):

@@ -216,7 +216,6 @@ def pair(state, model, grad):
     return found
 
 
-_pair = pair  # the name tests/test_checkpoint.py still uses
 
 
 def _state_error(what):
