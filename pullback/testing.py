@@ -148,9 +148,11 @@ class GradientCheck:
             for mode, err, rel in (("reverse", leaf.reverse_abs, leaf.reverse_rel),
                                    ("forward", leaf.forward_abs, leaf.forward_rel)):
                 if mode in leaf.wrong:
-                    yield (f"{leaf.path}{of}: {mode} mode differs from central differences by {err:.2e} (relative "
-                           f"{rel:.2e}); check the {'rrule' if mode == 'reverse' else 'frule'} of the operations "
-                           "this leaf flows through")
+                    rule = "rrule" if mode == "reverse" else "frule"
+                    hint = (f"check the {rule} of the operations this leaf flows through" if leaf.of == "f" else
+                            "check the derivatives of what the rules of the operations this leaf flows through compute")
+                    yield (f"{leaf.path}{of}: {mode} mode differs from central differences by {err:.2e} "
+                           f"(relative {rel:.2e}); {hint}")
             if leaf.note:
                 yield f"{leaf.path}{of}: {leaf.note}"
         for t in self.transposes:
@@ -169,9 +171,11 @@ def check_gradient(f, *args, modes=MODES, order=1, rtol=None, atol=1e-6, eps=1e-
     is seen through a fixed random cotangent `u` (the check compares `<u, J v>`). Leaves with
     at most `dense_up_to` elements are checked along every axis direction, so each element
     of the gradient is compared; larger ones along `directions` random unit directions
-    (`dense_up_to=None` checks every element of every leaf). A derivative passes where
+    (`dense_up_to=None` checks every element of every leaf). Central differences take steps
+    of `eps` in float64 copies of the arguments. A derivative passes where
     `|derivative - difference| <= atol + rtol * |difference|`; the default `rtol` is 1e-5 for
-    float64 leaves and 2e-3 for lower precision. `modes` picks the modes checked; with both,
+    float64 leaves and 2e-3 for lower precision. `seed` (an int or a `np.random.Generator`)
+    draws the random directions and cotangents. `modes` picks the modes checked; with both,
     the transposition test `<J v, u> == <v, Jᵀ u>` runs too (see `check_transpose`,
     `transpose_rtol` is its `rtol`). `order=2` also checks the derivative maps
     `(args, u) -> Jᵀ u` ("vjp of f") and `(args, v) -> J v` ("jvp of f") in the same modes.
@@ -187,7 +191,7 @@ def check_gradient(f, *args, modes=MODES, order=1, rtol=None, atol=1e-6, eps=1e-
     """
     modes = _modes(modes)
     if not (isinstance(order, int) and order >= 1):
-        raise ValueError(f"order must be a positive integer (1: first derivatives, 2: also their derivatives); got {order!r}")
+        raise ValueError(f"order must be a positive integer (1: first derivatives, 2: also theirs); got {order!r}")
     rng = np.random.default_rng(seed)
     options = dict(rtol=rtol, atol=atol, eps=eps, directions=directions, dense_up_to=dense_up_to,
                    transpose_rtol=transpose_rtol)
@@ -269,30 +273,23 @@ def _check(f, args, roots, modes, order, options, rng, of):
     rows = []
     for leaf in leaves:
         primal = leaf.primal
-        tol = options["rtol"] if options["rtol"] is not None else (1e-5 if np.result_type(primal) == np.float64 else 2e-3)
-        errors = {mode: [] for mode in modes}
+        rtol = options["rtol"]
+        if rtol is None:
+            rtol = 1e-5 if np.result_type(primal) == np.float64 else 2e-3
+        found = {mode: [] for mode in modes}  # (derivative, central difference) along each direction
         vs = _directions(primal, rng, options["directions"], options["dense_up_to"])
         for v in vs:
             by_fd = wide.difference(f, leaf.index, v, options["eps"], u)
             if "rev" in modes:
                 g = reverse[leaf.index]
-                errors["rev"].append(0.0 if g is None else float(np.sum(np.asarray(g, np.float64) * v)))
+                found["rev"].append((0.0 if g is None else float(np.sum(np.asarray(g, np.float64) * v)), by_fd))
             if "fwd" in modes:
-                errors["fwd"].append(_inner(u, _forward(f, args, arguments, leaf.index, _like(v, primal))))
-            for mode in modes:
-                errors[mode][-1] = (abs(errors[mode][-1] - by_fd), abs(by_fd))
-        summary, wrong = {}, []
-        for mode, pairs in errors.items():
-            err = np.array([e for e, _ in pairs])
-            size = np.array([s for _, s in pairs])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                relative = np.where(err == 0, 0.0, err / size)  # inf where the difference is 0
-            summary[mode] = (float(np.max(err)), float(np.max(relative)))
-            if not np.all(err <= options["atol"] + tol * size):  # NaN fails
-                wrong.append("reverse" if mode == "rev" else "forward")
+                found["fwd"].append((_inner(u, _forward(f, args, arguments, leaf.index, _like(v, primal))), by_fd))
+        summary = {mode: _worst(pairs, options["atol"], rtol) for mode, pairs in found.items()}
+        wrong = tuple("reverse" if mode == "rev" else "forward" for mode in modes if not summary[mode][2])
         note = notes.get(leaf.index, "")
-        rev, fwd = summary.get("rev", (None, None)), summary.get("fwd", (None, None))
-        rows.append(LeafCheck(_shown(leaf.path), len(vs), *rev, *fwd, not wrong and not note, of, tuple(wrong), note))
+        rev, fwd = summary.get("rev", (None, None, True))[:2], summary.get("fwd", (None, None, True))[:2]
+        rows.append(LeafCheck(_shown(leaf.path), len(vs), *rev, *fwd, not wrong and not note, of, wrong, note))
     transposes = [_transpose(f, args, rng, options["transpose_rtol"], 1e-13, of)] if len(modes) == 2 else []
     if order > 1:
         for mode in modes:
@@ -303,6 +300,15 @@ def _check(f, args, roots, modes, order, options, rng, of):
             transposes += more[1]
             problems += more[2]
     return rows, transposes, problems, gradient
+
+
+def _worst(pairs, atol, rtol):
+    """The largest absolute and relative error of (derivative, difference) pairs, and whether all pass."""
+    values = np.array(pairs or [(0.0, 0.0)], np.float64)  # an empty leaf has no direction and no error
+    err, size = np.abs(values[:, 0] - values[:, 1]), np.abs(values[:, 1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(err == 0, 0.0, err / size)  # inf where the difference is 0
+    return float(np.max(err)), float(np.max(relative)), bool(np.all(err <= atol + rtol * size))  # NaN fails
 
 
 def _modes(modes):
@@ -351,10 +357,11 @@ def _transpose(f, args, rng, rtol, atol, of):
     reverse = float(sum(np.sum(t) for t in reverse_terms))
     scale = float(sum(np.sum(np.abs(t)) for t in forward_terms + reverse_terms))
     if rtol is None:
-        coarsest = max((np.finfo(np.result_type(x)).eps for x in [leaf.primal for leaf in arguments.leaves] + _floats(y)),
-                       default=np.finfo(np.float64).eps)
+        values = [leaf.primal for leaf in arguments.leaves] + _floats(y)
+        coarsest = max((np.finfo(np.result_type(x)).eps for x in values), default=np.finfo(np.float64).eps)
         rtol = max(1e-10, 1000 * float(coarsest))
-    ok = np.isfinite(forward) and np.isfinite(reverse) and np.isfinite(scale) and abs(forward - reverse) <= rtol * scale + atol
+    finite = np.isfinite(forward) and np.isfinite(reverse) and np.isfinite(scale)
+    ok = finite and abs(forward - reverse) <= rtol * scale + atol
     return TransposeCheck(forward, reverse, scale, rtol, atol, bool(ok), of)
 
 
@@ -364,7 +371,8 @@ def _derivative_map(mode, f, args, roots, y, u, rng):
     if mode == "rev":
         def vjp_of_f(*xs):
             _, back = pullback(f, *xs[:n])
-            return tuple(_zero_if_none(c, x) for c, x in zip(_leaf_values(xs[:n], back(xs[n])), _primals(xs[:n])))
+            cotangents = _leaf_values(xs[:n], back(xs[n]))
+            return tuple(_zero_if_none(c, x) for c, x in zip(cotangents, _primals(xs[:n])))
 
         return vjp_of_f, (*args, u), [*roots, "cotangent"]
 
@@ -372,7 +380,8 @@ def _derivative_map(mode, f, args, roots, y, u, rng):
 
     def jvp_of_f(*xs):
         _, y_dot = jvp(f, xs[:n], xs[n:])
-        return tuple(_zero_if_none(t, x) for (x, t) in zip(template, (t for _, t in _pairs(y, y_dot, floats=True))))
+        tangents = [t for _, t in _pairs(y, y_dot, floats=True)]  # at the float leaves of the output
+        return tuple(_zero_if_none(t, x) for x, t in zip(template, tangents))
 
     tangents = _replace_leaves(Arguments(args, range(n)), lambda index, x: _like(rng.normal(size=np.shape(x)), x))
     tangent_roots = ["tangent" if not r else r.replace("args[", "tangents[") if r.startswith("args[")
@@ -410,9 +419,10 @@ def _form_problems(args, leaves, gradient, values):
             continue
         if np.shape(g) != np.shape(primal):
             notes[leaf.index] = f"the gradient has shape {np.shape(g)}, but the leaf has shape {np.shape(primal)}"
-        elif isinstance(primal, np.ndarray) and not (isinstance(g, np.ndarray) and g.dtype == primal.dtype):
-            notes[leaf.index] = (f"the gradient is a {type(g).__name__} of dtype {getattr(g, 'dtype', None)}, "
-                                 f"but the leaf is an array of dtype {primal.dtype}")
+        elif isinstance(primal, np.ndarray) and not isinstance(g, np.ndarray):
+            notes[leaf.index] = f"the gradient is a {type(g).__name__}, but the leaf is an array of {primal.dtype}"
+        elif isinstance(primal, np.ndarray) and g.dtype != primal.dtype:
+            notes[leaf.index] = f"the gradient has dtype {g.dtype}, but the leaf has dtype {primal.dtype}"
         elif type(primal) is float and type(g) is not float:
             notes[leaf.index] = f"the gradient is a {type(g).__name__}, but the leaf is a float"
     problems = [f"argument {k} has no float leaves, but its gradient is {g!r} (it should be None)"
@@ -425,7 +435,6 @@ class _Moves:
 
     def __init__(self, args):
         self.arguments = Arguments(tuple(tree.fmap(_to_float64, a) for a in args), range(len(args)))
-        self.args = self.arguments.args
 
     def at(self, f, key, step):
         def move(index, x):
@@ -450,8 +459,8 @@ def _scalar(y):
     try:
         return float(y)
     except TypeError:
-        raise TypeError(f"numerical_gradient needs f to return a real number; it returned {type(y).__name__}. "
-                        "Reduce the output to a number first (for example np.sum(y * w) with fixed weights w).") from None
+        raise TypeError(f"numerical_gradient needs f to return a real number; it returned {type(y).__name__}. Reduce "
+                        "the output to a number first (for example np.sum(y * w) with fixed weights w).") from None
 
 
 def _directions(primal, rng, count, dense_up_to):

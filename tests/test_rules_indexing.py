@@ -1,6 +1,6 @@
-"""Indexing, in-place writes, `where`, `clip` and the max/min ties, against central differences and by hand."""
+"""Indexing, in-place writes, `where`, take, diagonals and triangles, against central differences in both
+modes and by hand."""
 
-import functools
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -8,8 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
-import fd
-from fd import assert_gradient, numerical_gradient
+from pullback.testing import assert_gradient, numerical_gradient
 
 SETTINGS = settings(max_examples=25, deadline=None)
 dtypes = st.sampled_from([np.float64, np.float32])
@@ -18,7 +17,33 @@ shapes = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
 triples = hnp.mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, max_side=3)
 
 
-tolerance = functools.partial(fd.tolerance, float32=(2e-3, 2e-4))
+def tolerance(dtype):
+    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
+
+
+def gradcheck(f, *args, **tol):
+    """Every element of f's derivative, in reverse and forward mode, against central differences."""
+    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
+
+
+def second_order(f, x, rtol=1e-4):
+    """The derivatives of f's derivative maps (reverse and forward over each) against central differences."""
+    gradcheck(f, x, order=2, rtol=rtol, atol=1e-6)
+
+
+def check_against_numpy(fn, *args, dtype=np.float64):
+    """fn's derivatives against central differences, and its traced value against NumPy."""
+    gradcheck(fn, *args, **({"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 3e-3, "atol": 3e-4}))
+    traced = pb.pullback(fn, *args)[0]
+    expected = fn(*args)
+    for got, want in zip(traced, expected) if isinstance(expected, (tuple, list)) else [(traced, expected)]:
+        exact = dtype == np.float64
+        np.testing.assert_allclose(got, want, rtol=1e-6 if exact else 1e-4, atol=1e-12 if exact else 1e-5)
+        assert np.shape(got) == np.shape(want)
+
+
+def draw_axis(rng, ndim):
+    return int(rng.integers(-ndim, ndim))
 
 
 @st.composite
@@ -56,7 +81,7 @@ def test_basic_indexing(spec, dtype, seed):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=shape).astype(dtype)
     w = rng.normal(size=np.shape(x[index]))
-    assert_gradient(lambda x: np.sum(x[index] * w), x, **tolerance(dtype))
+    gradcheck(lambda x: np.sum(x[index] * w), x, **tolerance(dtype))
 
 
 @SETTINGS
@@ -66,7 +91,7 @@ def test_advanced_indexing(spec, dtype, seed):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=shape).astype(dtype)
     w = rng.normal(size=np.shape(x[index]))
-    assert_gradient(lambda x: np.sum(x[index] * w), x, **tolerance(dtype))
+    gradcheck(lambda x: np.sum(x[index] * w), x, **tolerance(dtype))
 
 
 def test_repeated_integer_indices_accumulate():
@@ -104,7 +129,7 @@ def test_basic_assignment_of_tracked_values(spec, dtype, seed, broadcast_value):
         y[index] = v * 3.0
         return np.sum(y * w)
 
-    assert_gradient(f, x, v, **tolerance(dtype))
+    gradcheck(f, x, v, **tolerance(dtype))
 
 
 @SETTINGS
@@ -126,7 +151,7 @@ def test_advanced_assignment_of_tracked_values(spec, dtype, seed):
         with pytest.raises(ValueError, match="same element more than once"):
             pb.gradient(f, x, v)
     else:
-        assert_gradient(f, x, v, **tolerance(dtype))
+        gradcheck(f, x, v, **tolerance(dtype))
 
 
 def test_shift_into_zeros_like():
@@ -140,7 +165,7 @@ def test_shift_into_zeros_like():
 
     (g,) = pb.gradient(f, x)
     np.testing.assert_array_equal(g, [20.0, 200.0, 2000.0, 0.0])
-    assert_gradient(f, x)
+    gradcheck(f, x)
 
 
 def test_assign_into_an_argument_masks_the_overwritten_part():
@@ -174,7 +199,7 @@ def test_augmented_assignment(dtype):
     gx, gy = pb.gradient(f, x, y)
     assert gx.dtype == gy.dtype == dtype
     for k, g in enumerate((gx, gy)):  # f writes into its plain arguments, so differences run on copies
-        np.testing.assert_allclose(g, numerical_gradient(lambda x, y: f(x.copy(), y), (x, y), k), **tolerance(dtype))
+        np.testing.assert_allclose(g, numerical_gradient(lambda x, y: f(x.copy(), y), x, y)[k], **tolerance(dtype))
     # By hand: x' = ((x + y) y - 0.5) / 2, f = sum(w x'^2) + sum(x).
     inner = ((x + y) * y - 0.5) / 2
     np.testing.assert_allclose(gx, w * inner * y + 1, **tolerance(dtype))
@@ -245,12 +270,7 @@ def test_writing_a_tracked_value_into_a_plain_array_raises():
         pb.gradient(augmented, np.ones(3))
 
 
-# --- where, clip, maximum/minimum ------------------------------------------------------------
-def separated(rng, shape, offset):
-    """Multiples of 0.1 plus `offset`: values of different offsets never tie, so kinks are avoided."""
-    return rng.integers(-10, 11, shape) / 10.0 + offset
-
-
+# --- where ----------------------------------------------------------------------------------
 @SETTINGS
 @given(shapes=triples, dtype=dtypes, seed=seeds)
 def test_where(shapes, dtype, seed):
@@ -260,65 +280,9 @@ def test_where(shapes, dtype, seed):
     a, b = rng.normal(size=s_a).astype(dtype), rng.normal(size=s_b).astype(dtype)
     w = rng.normal(size=shapes.result_shape)
     tol = tolerance(dtype)
-    assert_gradient(lambda a, b: np.sum(np.where(condition, a, b) * w), a, b, **tol)
-    assert_gradient(lambda a: np.sum(np.where(a > 0, a, 0.5) * w), a, **tol)  # a tracked condition, a Python float
-    assert_gradient(lambda b: np.sum(np.where(condition, 0.0, b) * w), b, **tol)
-
-
-@SETTINGS
-@given(shapes=triples, dtype=dtypes, seed=seeds)
-def test_clip(shapes, dtype, seed):
-    rng = np.random.default_rng(seed)
-    s_x, s_low, s_high = shapes.input_shapes
-    x = separated(rng, s_x, 0.03).astype(dtype)
-    low = separated(rng, s_low, 0.07).astype(dtype) - 0.5
-    high = low + rng.uniform(0.2, 1.0, s_low).astype(dtype)  # low < high where they meet...
-    high = np.broadcast_to(high, np.broadcast_shapes(s_low, s_high)).copy()
-    w = rng.normal(size=np.broadcast_shapes(shapes.result_shape, high.shape))
-    tol = tolerance(dtype)
-    assert_gradient(lambda x, low, high: np.sum(np.clip(x, low, high) * w), x, low, high, **tol)
-    assert_gradient(lambda x, low: np.sum(np.clip(x, low, None) * w), x, low, **tol)
-    assert_gradient(lambda x, high: np.sum(x.clip(None, high) * w), x, high, **tol)
-    assert_gradient(lambda x, low, high: np.sum(np.clip(x, min=low, max=high) * w), x, low, high, **tol)
-
-
-def test_clip_by_hand():
-    x = np.array([-2.0, 0.5, 3.0, 1.0])
-    w = np.array([1.0, 2.0, 3.0, 4.0])
-    gx, glow, ghigh = pb.gradient(lambda x, lo, hi: np.sum(np.clip(x, lo, hi) * w), x, 0.0, 1.5)
-    np.testing.assert_array_equal(gx, [0.0, 2.0, 0.0, 4.0])
-    assert (glow, ghigh) == (1.0, 3.0) and type(glow) is float
-
-
-def test_clip_with_crossed_bounds_follows_the_upper_one():
-    # NumPy does not check low <= high: clip(x, low, high) is min(max(x, low), high), which is always `high` here.
-    x, low, high = np.array([-1.0, 2.5, 5.0]), np.array([2.0, 2.0, 2.0]), np.array([1.0, 1.0, 1.0])
-    np.testing.assert_array_equal(np.clip(x, low, high), high)
-    gx, glow, ghigh = pb.gradient(lambda x, low, high: np.sum(np.clip(x, low, high)), x, low, high)
-    assert gx is None or not np.any(gx)
-    assert glow is None or not np.any(glow)
-    np.testing.assert_array_equal(ghigh, [1.0, 1.0, 1.0])
-
-
-@pytest.mark.parametrize("ufunc", [np.maximum, np.minimum, np.fmax, np.fmin])
-def test_maximum_minimum_split_ties(ufunc):
-    a = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
-    b = np.array([1.0, 5.0, 0.0, 4.0], np.float32)
-    w = np.array([2.0, 3.0, 5.0, 7.0])
-    ga, gb = pb.gradient(lambda a, b: np.sum(ufunc(a, b) * w), a, b)
-    a_wins = (a > b) if ufunc in (np.maximum, np.fmax) else (a < b)
-    b_wins = (b > a) if ufunc in (np.maximum, np.fmax) else (b < a)
-    tie = np.array([1.0, 0.0, 0.0, 1.0])
-    np.testing.assert_array_equal(ga, w * (a_wins + 0.5 * tie))
-    np.testing.assert_array_equal(gb, w * (b_wins + 0.5 * tie))
-    assert ga.dtype == gb.dtype == np.float32
-
-
-def test_maximum_with_a_scalar_tie_sums_the_broadcast_share():
-    x = np.array([0.0, 1.0, -1.0, 0.0])
-    gx, gs = pb.gradient(lambda x, s: np.sum(np.maximum(x, s)), x, 0.0)  # a relu with its threshold
-    np.testing.assert_array_equal(gx, [0.5, 1.0, 0.0, 0.5])
-    assert gs == 0.5 + 1.0 + 0.5
+    gradcheck(lambda a, b: np.sum(np.where(condition, a, b) * w), a, b, **tol)
+    gradcheck(lambda a: np.sum(np.where(a > 0, a, 0.5) * w), a, **tol)  # a tracked condition, a Python float
+    gradcheck(lambda b: np.sum(np.where(condition, 0.0, b) * w), b, **tol)
 
 
 def test_python_scalars_never_promote_float32():
@@ -334,3 +298,57 @@ def test_python_scalars_never_promote_float32():
     (g,) = pb.gradient(f, x)
     assert g.dtype == np.float32
     np.testing.assert_array_equal(g, [0 + 1 + 0 + 1 + 2.5, 1 + 0 + 1 + 1 + 0, 1 + 0 + 1 + 1 + 2.5, 1 + 0 + 0 + 0 + 0])
+
+
+# --- take, diagonals and triangles --------------------------------------------------------
+@settings(max_examples=10, deadline=None)
+@given(shape=shapes, seed=seeds)
+def test_take_and_take_along_axis(shape, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=shape)
+    axis = draw_axis(rng, len(shape))
+    n = shape[axis]
+    index = rng.integers(-n, n, (2, 3))  # repeated and negative indices
+    check_against_numpy(lambda x: np.take(x, index, axis=axis), x)
+    flat_index = rng.integers(0, x.size, 4)
+    check_against_numpy(lambda x: np.take(x, flat_index), x)
+    check_against_numpy(lambda x: np.take(x, [n + 1, -n - 2], axis=axis, mode="clip"), x)
+    check_against_numpy(lambda x: np.take(x, [n + 1, -n - 2], axis=axis, mode="wrap"), x)
+    along = list(shape)
+    along[axis] = 3
+    indices = rng.integers(0, n, along)
+    check_against_numpy(lambda x: np.take_along_axis(x, indices, axis=axis), x)
+    flat_index = rng.integers(0, x.size, 5)
+    check_against_numpy(lambda x: np.take_along_axis(x, flat_index, axis=None), x)
+
+
+@settings(max_examples=10, deadline=None)
+@given(shape=hnp.array_shapes(min_dims=2, max_dims=3, min_side=1, max_side=4), dtype=dtypes, seed=seeds)
+def test_diagonals_and_triangles(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=shape).astype(dtype)
+    offset = int(rng.integers(-2, 3))
+    check_against_numpy(lambda x: np.diagonal(x, offset, -1, 0), x, dtype=dtype)
+    check_against_numpy(lambda x: x.diagonal(offset), x, dtype=dtype)
+    check_against_numpy(lambda x: np.linalg.diagonal(x, offset=offset), x, dtype=dtype)
+    check_against_numpy(lambda x: np.triu(x, offset), x, dtype=dtype)
+    check_against_numpy(lambda x: np.tril(x, offset), x, dtype=dtype)
+    check_against_numpy(lambda x: np.diag(x[(0,) * (len(shape) - 2)], offset), x, dtype=dtype)
+    v = x.reshape(-1)
+    check_against_numpy(lambda v: np.diag(v, offset), v, dtype=dtype)
+    check_against_numpy(lambda v: np.diagflat(v, offset), v, dtype=dtype)
+    check_against_numpy(lambda v: np.tril(v, offset), v, dtype=dtype)  # 1-D input gives a 2-D mask, as in NumPy
+
+
+def test_diag_second_order_and_view_writes_refused():
+    x = np.array([[1.0, 2.0], [3.0, 4.0]])
+    second_order(lambda x: np.diag(np.diagonal(x) ** 3), x)
+    second_order(lambda x: np.triu(x * x, 1), x)
+
+    def write_into_view(x):
+        d = np.diagonal(x)
+        d[0] = 1.0
+        return np.sum(d)
+
+    with pytest.raises(ValueError, match="shares memory"):
+        pb.gradient(write_into_view, x)

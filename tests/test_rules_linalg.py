@@ -1,185 +1,177 @@
-"""matmul, dot, tensordot, outer and einsum against central differences, for every ndim combination."""
+"""Solving and inverting: numpy.linalg inv, solve, det, slogdet, pinv and lstsq on well-conditioned
+random inputs (batched and broadcast), and the differentiable scipy.linalg functions (solve_triangular,
+cho_factor/cho_solve, expm, lu_factor/lu_solve), against float64 central differences in both modes
+and SciPy's own values, with a second-order check per function."""
 
-import functools
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 import pullback as pb
-import fd
-from fd import assert_gradient
+from matrices import well_conditioned
+from pullback.rules import linalg as ours
+from pullback.testing import assert_gradient
 
-SETTINGS = settings(max_examples=25, deadline=None)
-dtypes = st.sampled_from([np.float64, np.float32])
+try:
+    import scipy.linalg as sl
+except ImportError:  # the numpy.linalg tests run without SciPy
+    sl = None
+needs_scipy = pytest.mark.skipif(sl is None, reason="needs SciPy")
+
+SETTINGS = settings(max_examples=8, deadline=None)
 seeds = st.integers(0, 2**32 - 1)
-sides = st.integers(1, 4)
+dtypes = st.sampled_from([np.float64, np.float32])
+batches = st.sampled_from([(), (2,), (2, 1)])
+sizes = st.integers(1, 4)
 
 
-tolerance = functools.partial(fd.tolerance, float32=(2e-3, 2e-4))
+def tolerance(dtype):
+    return {"rtol": 1e-4, "atol": 1e-6} if dtype == np.float64 else {"rtol": 1e-2, "atol": 1e-3}
 
 
-def check(f, *shapes, seed, dtype):
-    """Gradient of `sum(f(*arrays) * w)` with random arrays of `shapes` and random weights `w`."""
+def gradcheck(f, *args, **tol):
+    """Every element of f's derivative, in reverse and forward mode, against central differences."""
+    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
+
+
+def second_order(f, x, rtol=1e-4):
+    """The derivatives of f's derivative maps (reverse and forward over each) against central differences."""
+    gradcheck(f, x, order=2, rtol=rtol, atol=1e-6)
+
+
+def project(y, seed=0):
+    """A fixed random linear functional: a scalar loss that sees every element of y."""
+    return np.sum(y * np.random.default_rng(seed).normal(size=np.shape(y)))
+
+
+def check_against_scipy(ours_fn, scipy_fn, *args, dtype=np.float64):
+    """ours_fn's derivatives against central differences, and its values against SciPy's."""
+    tol = {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 1e-2, "atol": 1e-3}
+    gradcheck(ours_fn, *args, **tol)
+    np.testing.assert_allclose(pb.pullback(ours_fn, *args)[0], scipy_fn(*args), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours_fn(*args), scipy_fn(*args))  # plain input: SciPy itself
+
+
+def spd(rng, n):
+    m = rng.normal(size=(n, n))
+    return m @ m.T + n * np.eye(n)
+
+
+# --- numpy.linalg -------------------------------------------------------------------------------
+@SETTINGS
+@given(batch=batches, n=sizes, dtype=dtypes, seed=seeds)
+def test_inv_det_slogdet(batch, n, dtype, seed):
+    a = well_conditioned(np.random.default_rng(seed), batch + (n, n)).astype(dtype)
+    gradcheck(np.linalg.inv, a, **tolerance(dtype))
+    gradcheck(np.linalg.det, a, **tolerance(dtype))
+    signed = lambda a: np.linalg.slogdet(a).logabsdet * np.linalg.slogdet(a).sign  # noqa: E731
+    gradcheck(signed, a, **tolerance(dtype))
+
+
+@SETTINGS
+@given(batch=batches, n=sizes, k=st.sampled_from([None, 1, 3]), broadcast=st.booleans(), dtype=dtypes, seed=seeds)
+def test_solve(batch, n, k, broadcast, dtype, seed):
     rng = np.random.default_rng(seed)
-    arrays = [rng.normal(size=s).astype(dtype) for s in shapes]
-    y = f(*arrays)
-    w = rng.normal(size=np.shape(y))
-    seen = []
-
-    def loss(*xs):
-        out = f(*xs)
-        seen.append(out.dtype)
-        return np.sum(out * w)
-
-    grads = assert_gradient(loss, *arrays, **tolerance(dtype))
-    assert seen[0] == dtype
-    return grads
+    a = well_conditioned(rng, (n, n) if broadcast else batch + (n, n)).astype(dtype)
+    b = rng.normal(size=(n,) if k is None else batch + (n, k)).astype(dtype)
+    gradcheck(np.linalg.solve, a, b, **tolerance(dtype))
 
 
-@st.composite
-def matmul_shapes(draw):
-    """Operand shapes for every matmul case: 1-D x 1-D, 1-D x N-D, N-D x 1-D, and batches that broadcast."""
-    n, k, m = draw(sides), draw(sides), draw(sides)
-    batches = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=2, max_side=3))
-    batch_a, batch_b = batches.input_shapes
-    a = draw(st.sampled_from([(k,), batch_a + (n, k)]))
-    b = draw(st.sampled_from([(k,), batch_b + (k, m)]))
-    return a, b
+def test_inv_solve_det_second_order():
+    a = well_conditioned(np.random.default_rng(0), (3, 3))
+    b = np.random.default_rng(1).normal(size=3)
+    second_order(lambda a: np.linalg.inv(a), a)
+    second_order(lambda a: np.linalg.solve(a, b), a)
+    second_order(lambda a: np.linalg.det(a), a)
+    second_order(lambda a: np.linalg.slogdet(a)[1], a)
 
 
 @SETTINGS
-@given(shapes=matmul_shapes(), dtype=dtypes, seed=seeds, spelling=st.sampled_from(["np.matmul", "@", "linalg"]))
-def test_matmul(shapes, dtype, seed, spelling):
-    f = {"np.matmul": np.matmul, "@": lambda a, b: a @ b, "linalg": np.linalg.matmul}[spelling]
-    check(f, *shapes, seed=seed, dtype=dtype)
-
-
-@SETTINGS
-@given(shapes=matmul_shapes(), dtype=dtypes, seed=seeds)
-def test_matmul_with_one_plain_operand(shapes, dtype, seed):
+@given(m=sizes, n=sizes, dtype=dtypes, seed=seeds)
+def test_pinv_lstsq(m, n, dtype, seed):
     rng = np.random.default_rng(seed)
-    a, b = (rng.normal(size=s).astype(dtype) for s in shapes)
-    w = rng.normal(size=np.shape(a @ b))
-    tol = tolerance(dtype)
-    assert_gradient(lambda a: np.sum((a @ b) * w), a, **tol)
-    assert_gradient(lambda b: np.sum((a @ b) * w), b, **tol)  # ndarray.__matmul__ meets a tracked right side
-    assert_gradient(lambda b: np.sum(np.matmul(a, b) * w), b, **tol)
+    a = (rng.normal(size=(m, n)) + 1.5 * np.eye(m, n)).astype(dtype)  # full rank
+    gradcheck(np.linalg.pinv, a, **tolerance(dtype))
+    b = rng.normal(size=(m,)).astype(dtype)
+
+    def fit(a, b):
+        x, residuals, rank, s = np.linalg.lstsq(a, b)
+        assert rank == min(m, n)
+        return x, residuals, s
+
+    gradcheck(fit, a, b, **tolerance(dtype))
+    gradcheck(lambda a, b: np.linalg.lstsq(a, b)[0], a, rng.normal(size=(m, 2)).astype(dtype), **tolerance(dtype))
 
 
-@st.composite
-def dot_shapes(draw):
-    """Operand shapes for np.dot: scalars, vectors, matrices and N-D stacks (N-D x N-D goes through tensordot)."""
-    k = draw(sides)
-    a = draw(st.sampled_from([(), (k,), (draw(sides), k), (draw(sides), draw(sides), k)]))
-    if a == ():
-        return a, draw(hnp.array_shapes(min_dims=0, max_dims=3, max_side=3))
-    b = draw(st.sampled_from([(), (k,), (k, draw(sides)), (draw(sides), k, draw(sides)), (2, draw(sides), k, 2)]))
-    return a, b
+def test_pinv_lstsq_second_order():
+    a = np.random.default_rng(7).normal(size=(4, 2))
+    b = np.random.default_rng(8).normal(size=4)
+    second_order(lambda a: np.linalg.pinv(a), a)
+    second_order(lambda a: np.linalg.lstsq(a, b)[0], a)
 
 
+# --- scipy.linalg -------------------------------------------------------------------------------
+@needs_scipy
 @SETTINGS
-@given(shapes=dot_shapes(), dtype=dtypes, seed=seeds, method=st.booleans())
-def test_dot(shapes, dtype, seed, method):
-    # The method spelling needs an array on the left (central differences turn a 0-d array into a NumPy scalar).
-    f = (lambda a, b: a.dot(b)) if method and shapes[0] else np.dot
-    check(f, *shapes, seed=seed, dtype=dtype)
+@given(n=sizes, vector=st.booleans(), trans=st.sampled_from([0, 1, "T", "C", "N"]), lower=st.booleans(),
+       unit=st.booleans(), dtype=dtypes, seed=seeds)
+def test_solve_triangular(n, vector, trans, lower, unit, dtype, seed):
+    rng = np.random.default_rng(seed)
+    a = (rng.normal(size=(n, n)) + 3.0 * np.eye(n)).astype(dtype)  # the other triangle is read by no one
+    b = rng.normal(size=(n,) if vector else (n, 2)).astype(dtype)
+    kw = dict(trans=trans, lower=lower, unit_diagonal=unit)
+    check_against_scipy(lambda a, b: ours.solve_triangular(a, b, **kw), lambda a, b: sl.solve_triangular(a, b, **kw),
+                        a, b, dtype=dtype)
+    (g,) = pb.gradient(lambda a: project(ours.solve_triangular(a, b, **kw)), a)
+    ignored = np.triu(g, 0 if unit else 1) if lower else np.tril(g, 0 if unit else -1)
+    assert np.all(ignored == 0)
 
 
-@st.composite
-def tensordot_case(draw):
-    """Shapes and an `axes` argument (an int, or a pair of sequences in any order, possibly negative)."""
-    contracted = draw(st.lists(sides, min_size=0, max_size=2))
-    free_a = draw(st.lists(sides, min_size=0, max_size=2))
-    free_b = draw(st.lists(sides, min_size=0, max_size=2))
-    if draw(st.booleans()):
-        return tuple(free_a + contracted), tuple(contracted + free_b), len(contracted)
-    # Scatter the contracted axes among the free ones, in a random pairing order.
-    a_axes = draw(st.permutations(range(len(free_a) + len(contracted))))
-    b_axes = draw(st.permutations(range(len(free_b) + len(contracted))))
-    pos_a, pos_b = sorted(a_axes[: len(contracted)]), list(b_axes[: len(contracted)])
-    shape_a, shape_b = [None] * len(a_axes), [None] * len(b_axes)
-    for p, q, n in zip(pos_a, pos_b, contracted):
-        shape_a[p], shape_b[q] = n, n
-    free_a_iter, free_b_iter = iter(free_a), iter(free_b)
-    shape_a = [next(free_a_iter) if s is None else s for s in shape_a]
-    shape_b = [next(free_b_iter) if s is None else s for s in shape_b]
-    negative = draw(st.booleans())
-    pos_a = [p - len(shape_a) if negative else p for p in pos_a]
-    axes = (pos_a, pos_b) if len(contracted) != 1 or draw(st.booleans()) else (pos_a[0], pos_b[0])
-    return tuple(shape_a), tuple(shape_b), axes
-
-
+@needs_scipy
 @SETTINGS
-@given(case=tensordot_case(), dtype=dtypes, seed=seeds)
-def test_tensordot(case, dtype, seed):
-    shape_a, shape_b, axes = case
-    check(lambda a, b: np.tensordot(a, b, axes=axes), shape_a, shape_b, seed=seed, dtype=dtype)
+@given(n=sizes, lower=st.booleans(), seed=seeds)
+def test_cho_factor_and_cho_solve(n, lower, seed):
+    rng = np.random.default_rng(seed)
+    s, b = spd(rng, n), rng.normal(size=(n, 2))
+    check_against_scipy(lambda s: ours.cho_factor(s, lower=lower)[0], lambda s: sl.cho_factor(s, lower=lower)[0], s)
+    check_against_scipy(lambda s, b: ours.cho_solve(ours.cho_factor(s, lower=lower), b),
+                        lambda s, b: sl.cho_solve(sl.cho_factor(s, lower=lower), b), s, b)
+    assert pb.pullback(lambda s: ours.cho_factor(s, lower=lower)[1], s)[0] is lower
 
 
-def test_tensordot_default_axes():
-    check(np.tensordot, (2, 3, 4), (3, 4, 5), seed=0, dtype=np.float64)
-
-
+@needs_scipy
 @SETTINGS
-@given(
-    shape_a=hnp.array_shapes(min_dims=0, max_dims=2, max_side=3),
-    shape_b=hnp.array_shapes(min_dims=0, max_dims=2, max_side=3),
-    dtype=dtypes,
-    seed=seeds,
-)
-def test_outer(shape_a, shape_b, dtype, seed):
-    check(np.outer, shape_a, shape_b, seed=seed, dtype=dtype)
+@given(batch=st.sampled_from([(), (2,)]), n=sizes, dtype=dtypes, seed=seeds)
+def test_expm(batch, n, dtype, seed):
+    a = (np.random.default_rng(seed).normal(size=batch + (n, n)) / 2.0).astype(dtype)
+    check_against_scipy(ours.expm, sl.expm, a, dtype=dtype)
 
 
-# --- einsum ----------------------------------------------------------------------------------
-EINSUMS = {
-    "ij,jk->ik": [(2, 3), (3, 4)],
-    "ij,jk": [(2, 3), (3, 4)],  # implicit output
-    "ij,kj": [(2, 3), (4, 3)],  # implicit output, letters sorted
-    "i,i->": [(3,), (3,)],
-    "i,j->ij": [(3,), (2,)],
-    "ij->": [(2, 3)],
-    "ij->ji": [(2, 3)],
-    "ij,jk->i": [(2, 3), (3, 4)],  # k appears in one operand only and is summed away
-    "ijk,j->": [(2, 3, 4), (3,)],  # i and k summed inside the first operand alone
-    "ij,jk,kl->il": [(2, 3), (3, 4), (4, 2)],
-    "ij,jk,kl": [(2, 3), (3, 4), (4, 2)],
-    "a,ab,bc->ca": [(2,), (2, 3), (3, 2)],
-    "...ij,...jk->...ik": [(5, 2, 3), (5, 3, 4)],
-    "...ij,...jk": [(2, 1, 2, 3), (4, 3, 2)],  # ellipsis dims that broadcast, implicit output
-    "bij,jk->bik": [(3, 2, 3), (3, 2)],
-    "i...->...": [(3, 2, 2)],
-    "...i,...i->...": [(2, 3), (3,)],
-}
+@needs_scipy
+@SETTINGS
+@given(n=sizes, trans=st.sampled_from([0, 1, 2]), seed=seeds)
+def test_lu_factor_and_lu_solve(n, trans, seed):
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(size=(n, n)) + 3.0 * np.eye(n), rng.normal(size=(n, 2))  # well conditioned: finite differences stay accurate
+    check_against_scipy(lambda a: ours.lu_factor(a)[0], lambda a: sl.lu_factor(a)[0], a)
+    check_against_scipy(lambda a, b: ours.lu_solve(ours.lu_factor(a), b, trans=trans),
+                        lambda a, b: sl.lu_solve(sl.lu_factor(a), b, trans=trans), a, b)
+    np.testing.assert_array_equal(pb.pullback(lambda a: ours.lu_factor(a)[1], a)[0], sl.lu_factor(a)[1])
 
 
-@pytest.mark.parametrize("subscripts", EINSUMS)
-@pytest.mark.parametrize("optimize", [False, True])
-@settings(max_examples=10, deadline=None)
-@given(dtype=dtypes, seed=seeds)
-def test_einsum(subscripts, optimize, dtype, seed):
-    check(lambda *ops: np.einsum(subscripts, *ops, optimize=optimize), *EINSUMS[subscripts], seed=seed, dtype=dtype)
-
-
-def test_einsum_with_a_plain_operand():
+@needs_scipy
+def test_scipy_functions_second_order():
     rng = np.random.default_rng(3)
-    a, b, c = rng.normal(size=(2, 3)), rng.normal(size=(3, 4)), rng.normal(size=(4,))
-    assert_gradient(lambda a, c: np.einsum("ij,jk,k->i", a, b, c) @ np.array([1.0, -2.0]), a, c)
+    a, s, b = rng.normal(size=(3, 3)) + 2 * np.eye(3), spd(rng, 3), rng.normal(size=3)
+    second_order(lambda a: ours.solve_triangular(a, b, lower=True), a)
+    second_order(lambda s: ours.cho_solve(ours.cho_factor(s), b), s)
+    second_order(lambda a: ours.expm(a / 3.0), a)
+    second_order(lambda a: ours.lu_solve(ours.lu_factor(a), b), a)
+    second_order(lambda a: ours.lu_factor(a)[0], a)
 
 
-def test_einsum_diagonal_is_refused_clearly():
-    with pytest.raises(NotImplementedError, match="diagonal"):
-        pb.gradient(lambda x: np.einsum("ii->", x), np.eye(2))
-
-
-def test_products_by_hand():
-    a = np.array([[1.0, 2.0], [3.0, 4.0]])
-    b = np.array([5.0, 6.0])
-    ga, gb = pb.gradient(lambda a, b: np.sum(a @ b), a, b)
-    np.testing.assert_array_equal(ga, [[5.0, 6.0], [5.0, 6.0]])  # d/dA sum(A b) = 1 b^T
-    np.testing.assert_array_equal(gb, [4.0, 6.0])  # column sums of A
-    ga, gb = pb.gradient(lambda a, b: np.sum(np.outer(a, b) * np.array([[1.0, 0.0]] * 4)), a, b)
-    np.testing.assert_array_equal(ga, [[5.0, 5.0], [5.0, 5.0]])
-    np.testing.assert_array_equal(gb, [10.0, 0.0])
+@needs_scipy
+def test_batched_triangular_input_is_refused_clearly():
+    with pytest.raises(ValueError, match="square 2-D"):
+        pb.gradient(lambda a: np.sum(ours.solve_triangular(a, np.ones(2))), np.ones((2, 2, 2)))

@@ -1,6 +1,6 @@
-"""Reshaping, joining and copying rules (functions and methods) against central differences."""
+"""Reshaping, joining, splitting, flipping, rolling, tiling, repeating, padding and copying rules (functions
+and methods), meshgrid and full_like, against central differences in both modes."""
 
-import functools
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -8,23 +8,54 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
-import fd
-from fd import assert_gradient
+from pullback.testing import assert_gradient
 
 SETTINGS = settings(max_examples=25, deadline=None)
 dtypes = st.sampled_from([np.float64, np.float32])
 seeds = st.integers(0, 2**32 - 1)
 shapes = hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=4)
+shapes_1_to_3d = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
 
 
-tolerance = functools.partial(fd.tolerance, float32=(2e-3, 2e-4))
+def tolerance(dtype):
+    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
+
+
+def gradcheck(f, *args, **tol):
+    """Every element of f's derivative, in reverse and forward mode, against central differences."""
+    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
+
+
+def second_order(f, x, rtol=1e-4):
+    """The derivatives of f's derivative maps (reverse and forward over each) against central differences."""
+    gradcheck(f, x, order=2, rtol=rtol, atol=1e-6)
+
+
+def project(y, seed=0):
+    """A fixed random linear functional: a scalar loss that sees every element of y."""
+    return np.sum(y * np.random.default_rng(seed).normal(size=np.shape(y)))
+
+
+def check_against_numpy(fn, *args, dtype=np.float64):
+    """fn's derivatives against central differences, and its traced value against NumPy."""
+    gradcheck(fn, *args, **({"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 3e-3, "atol": 3e-4}))
+    traced = pb.pullback(fn, *args)[0]
+    expected = fn(*args)
+    for got, want in zip(traced, expected) if isinstance(expected, (tuple, list)) else [(traced, expected)]:
+        exact = dtype == np.float64
+        np.testing.assert_allclose(got, want, rtol=1e-6 if exact else 1e-4, atol=1e-12 if exact else 1e-5)
+        assert np.shape(got) == np.shape(want)
+
+
+def draw_axis(rng, ndim):
+    return int(rng.integers(-ndim, ndim))
 
 
 def check(op, x, rng, dtype):
     """`op(x)` weighted by random numbers, summed: exercises every entry of the Jacobian transpose."""
     y = op(x)
     w = rng.normal(size=np.shape(y))
-    grads = assert_gradient(lambda x: np.sum(op(x) * w), x, **tolerance(dtype))
+    grads = gradcheck(lambda x: np.sum(op(x) * w), x, **tolerance(dtype))
     return y, grads
 
 
@@ -140,10 +171,10 @@ def test_concatenate(spec, dtype, seed, mixed):
     y = np.concatenate(arrays, axis=axis)
     w = rng.normal(size=y.shape)
     tol = tolerance(dtype)
-    assert_gradient(lambda *xs: np.sum(np.concatenate(xs, axis=axis) * w), *arrays, **tol)
+    gradcheck(lambda *xs: np.sum(np.concatenate(xs, axis=axis) * w), *arrays, **tol)
     if mixed:
         w2 = rng.normal(size=np.concatenate([arrays[0], plain] + arrays[1:], axis=axis).shape)
-        assert_gradient(lambda *xs: np.sum(np.concatenate([xs[0], plain, *xs[1:]], axis=axis) * w2), *arrays, **tol)
+        gradcheck(lambda *xs: np.sum(np.concatenate([xs[0], plain, *xs[1:]], axis=axis) * w2), *arrays, **tol)
 
 
 @SETTINGS
@@ -152,7 +183,7 @@ def test_concatenate_axis_none(shapes, dtype, seed):
     rng = np.random.default_rng(seed)
     arrays = [random_array(rng, s, dtype) for s in shapes]
     w = rng.normal(size=sum(int(np.prod(s)) for s in shapes))
-    assert_gradient(lambda *xs: np.sum(np.concatenate(xs, axis=None) * w), *arrays, **tolerance(dtype))
+    gradcheck(lambda *xs: np.sum(np.concatenate(xs, axis=None) * w), *arrays, **tolerance(dtype))
 
 
 @SETTINGS
@@ -164,7 +195,7 @@ def test_stack(spec, dtype, seed, data):
     rng = np.random.default_rng(seed)
     arrays = [random_array(rng, s, dtype) for s in shapes]
     w = rng.normal(size=np.stack(arrays, axis=axis).shape)
-    assert_gradient(lambda *xs: np.sum(np.stack(xs, axis=axis) * w), *arrays, **tolerance(dtype))
+    gradcheck(lambda *xs: np.sum(np.stack(xs, axis=axis) * w), *arrays, **tolerance(dtype))
 
 
 @SETTINGS
@@ -177,17 +208,17 @@ def test_vstack_hstack(spec, dtype, seed):
     if len(shapes[0]) >= 2:
         rows = [random_array(rng, (n,) + shapes[0][1:], dtype) for n in (1, 2)]
         w = rng.normal(size=np.vstack(rows).shape)
-        assert_gradient(lambda *xs: np.sum(np.vstack(xs) * w), *rows, **tol)
+        gradcheck(lambda *xs: np.sum(np.vstack(xs) * w), *rows, **tol)
     a, b = random_array(rng, (3,), dtype), random_array(rng, (3,), dtype)
     w = rng.normal(size=(2, 3))  # two 1-D vectors become the rows of a matrix
-    assert_gradient(lambda a, b: np.sum(np.vstack([a, b]) * w), a, b, **tol)
+    gradcheck(lambda a, b: np.sum(np.vstack([a, b]) * w), a, b, **tol)
     c = random_array(rng, (1,), dtype)
     w = rng.normal(size=4)  # 1-D vectors of different lengths join end to end
-    assert_gradient(lambda a, c: np.sum(np.hstack([a, c]) * w), a, c, **tol)
+    gradcheck(lambda a, c: np.sum(np.hstack([a, c]) * w), a, c, **tol)
     if len(shapes[0]) >= 2:
         cols = [random_array(rng, shapes[0][:1] + (n,) + shapes[0][2:], dtype) for n in (1, 3)]
         w = rng.normal(size=np.hstack(cols).shape)
-        assert_gradient(lambda *xs: np.sum(np.hstack(xs) * w), *cols, **tol)
+        gradcheck(lambda *xs: np.sum(np.hstack(xs) * w), *cols, **tol)
 
 
 @pytest.mark.parametrize("atleast", [np.atleast_1d, np.atleast_2d, np.atleast_3d])
@@ -201,7 +232,7 @@ def test_atleast(atleast, shape, dtype, seed):
     z = random_array(rng, shape[:1], dtype)
     w1, w2 = (rng.normal(size=np.shape(r)) for r in atleast(x, z))
     both = lambda x, z: np.sum(atleast(x, z)[0] * w1) + np.sum(atleast(x, z)[1] * w2)  # noqa: E731
-    assert_gradient(both, x, z, **tolerance(dtype))
+    gradcheck(both, x, z, **tolerance(dtype))
 
 
 @SETTINGS
@@ -257,3 +288,138 @@ def test_shape_family_keeps_float32(dtype):
     assert g.dtype == dtype
     # Nine parts hold each element of x once; broadcast_to and the four joins hold it twice.
     np.testing.assert_allclose(g, np.full((2, 3), 0.5 * (9 + 2 * 5)))
+
+
+# --- flip, roll, tile, repeat, pad, split, meshgrid ------------------------------------------
+@settings(max_examples=10, deadline=None)
+@given(shape=shapes_1_to_3d, dtype=dtypes, seed=seeds)
+def test_flip_roll_tile(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=shape).astype(dtype)
+    axis = draw_axis(rng, len(shape))
+    check_against_numpy(lambda x: np.flip(x, axis), x, dtype=dtype)
+    check_against_numpy(lambda x: np.flip(x), x, dtype=dtype)
+    shift = int(rng.integers(-5, 6))
+    check_against_numpy(lambda x: np.roll(x, shift, axis), x, dtype=dtype)
+    shifts = tuple(int(s) for s in rng.integers(-3, 4, len(shape)))
+    check_against_numpy(lambda x: np.roll(x, shifts, tuple(range(len(shape)))), x, dtype=dtype)
+    check_against_numpy(lambda x: np.roll(x, 3), x, dtype=dtype)
+    reps = tuple(int(r) for r in rng.integers(1, 3, int(rng.integers(1, 4))))
+    check_against_numpy(lambda x: np.tile(x, reps), x, dtype=dtype)
+
+
+@settings(max_examples=10, deadline=None)
+@given(shape=shapes_1_to_3d, dtype=dtypes, seed=seeds)
+def test_repeat(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=shape).astype(dtype)
+    axis = draw_axis(rng, len(shape))
+    check_against_numpy(lambda x: np.repeat(x, 2), x, dtype=dtype)
+    check_against_numpy(lambda x: np.repeat(x, 3, axis=axis), x, dtype=dtype)
+    counts = rng.integers(0, 3, shape[axis])
+    check_against_numpy(lambda x: np.repeat(x, counts, axis=axis), x, dtype=dtype)
+    check_against_numpy(lambda x: x.repeat(2, axis), x, dtype=dtype)
+
+
+def test_repeat_second_order():
+    x = np.array([[0.5, -1.0, 2.0], [1.5, 0.3, -0.7]])
+    second_order(lambda x: np.repeat(x, [2, 0, 3], axis=1) ** 3, x)
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])
+@settings(max_examples=10, deadline=None)
+@given(shape=shapes_1_to_3d, seed=seeds)
+def test_pad(mode, shape, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=shape)
+    widths = [tuple(int(w) for w in rng.integers(0, 4, 2)) for _ in shape]
+    check_against_numpy(lambda x: np.pad(x, widths, mode=mode), x)
+    check_against_numpy(lambda x: np.pad(x, 2, mode=mode), x)
+    if mode == "constant":
+        check_against_numpy(lambda x: np.pad(x, 1, constant_values=0.5), x)
+
+
+def test_pad_refuses_other_modes():
+    with pytest.raises(NotImplementedError, match="supported modes"):
+        pb.gradient(lambda x: np.sum(np.pad(x, 1, mode="mean")), np.ones(3))
+    with pytest.raises(NotImplementedError, match="supported modes"):
+        pb.gradient(lambda x: np.sum(np.pad(x, 1, mode="reflect", reflect_type="odd")), np.ones(3))
+
+
+@settings(max_examples=10, deadline=None)
+@given(shape=shapes_1_to_3d, seed=seeds)
+def test_split_family(shape, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=shape)
+    axis = draw_axis(rng, len(shape))
+    n = shape[axis]
+    cuts = sorted(int(c) for c in rng.integers(0, n + 2, 2))
+    check_against_numpy(lambda x: np.split(x, cuts, axis=axis), x)
+    sections = int(rng.integers(1, 5))
+    check_against_numpy(lambda x: np.array_split(x, sections, axis=axis), x)
+    check_against_numpy(lambda x: np.split(x, 1, axis=axis), x)
+    check_against_numpy(lambda x: np.hsplit(x, [1]), x)
+    if len(shape) >= 2:
+        check_against_numpy(lambda x: np.vsplit(x, [1]), x)
+    if len(shape) >= 3:
+        check_against_numpy(lambda x: np.dsplit(x, [1]), x)
+    if n > 1 and n % 2:
+        with pytest.raises(ValueError, match="equal division"):
+            pb.gradient(lambda x: project(np.split(x, 2, axis=axis)[0]), x)
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(1, 3), sparse=st.booleans(), indexing=st.sampled_from(["xy", "ij"]), seed=seeds)
+def test_meshgrid(n, sparse, indexing, seed):
+    rng = np.random.default_rng(seed)
+    xs = [rng.normal(size=int(rng.integers(1, 4))) for _ in range(n)]
+    check_against_numpy(lambda *xs: np.meshgrid(*xs, sparse=sparse, indexing=indexing), *xs)
+
+
+def test_second_order_through_the_rearrangements():
+    x = np.random.default_rng(9).normal(size=(3, 4))
+    index = np.array([[2, 0, 0, 1]] * 3)
+    for f in (
+        lambda x: np.sort(x, axis=1) ** 3,
+        lambda x: np.partition(x, 1, axis=0)[1] ** 3,
+        lambda x: np.pad(x, ((1, 2), (2, 1)), mode="reflect") ** 3,
+        lambda x: np.pad(x, 1) ** 3,
+        lambda x: np.roll(np.flip(x, 0), 2) ** 3,
+        lambda x: np.tile(x, 2) ** 3,
+        lambda x: (np.take_along_axis(x, index, 1) ** 3, np.take(x, [0, 0, 5]) ** 3),
+        lambda x: [p ** 3 for p in np.array_split(x, 3, axis=1)],
+        lambda x: [g ** 3 for g in np.meshgrid(x[0], x[1])],
+        lambda x: np.inner(x, x) ** 2 + np.vdot(x, x) ** 2,
+    ):
+        second_order(f, x)
+
+
+# --- np.full_like with a tracked fill value -----------------------------------------------------
+RNG = np.random.default_rng(7)
+
+
+def test_full_like_is_differentiable_in_the_fill_value():
+    weights = np.array([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]])
+    x = np.array([[0.7, -0.2, 1.3], [0.4, 2.0, -0.6]])
+    f = lambda x: np.sum(weights * np.full_like(x, x[0, 2]) ** 2)  # noqa: E731
+    (g,) = gradcheck(f, x)
+    np.testing.assert_allclose(g[0, 2], np.sum(weights) * 2.0 * 1.3, rtol=1e-12)  # the cotangent's sum
+    v = RNG.normal(size=x.shape)
+    np.testing.assert_allclose(pb.jvp(f, (x,), (v,))[1], np.sum(g * v), rtol=1e-12)
+    # A float32 row, broadcast into another shape and cast to float64; the result takes tracked writes.
+    def g_of(x, row):
+        h = np.full_like(x, row, np.float64, shape=(2, 2, 3))
+        assert h.dtype == np.float64
+        h[1, 0] = x[1] * row
+        return np.sum(weights * h)
+
+    grads = gradcheck(g_of, x, np.array([0.5, -1.5, 2.0], dtype=np.float32), rtol=1e-6)
+    # Slices (0, 0), (0, 1) and (1, 1) hold the row; slice (1, 0) holds x[1] * row.
+    np.testing.assert_allclose(grads[1], weights[0] + 2.0 * weights[1] + weights[0] * x[1], rtol=1e-6)
+
+
+def test_full_like_on_a_plain_prototype_says_what_to_write():
+    with pytest.raises(TypeError, match=r"np\.full_like\(a, v\) with a plain `a`.*v \* np\.ones_like\(a\)"):
+        pb.gradient(lambda v: np.sum(np.full_like(np.zeros(3), v)), np.array(2.0))
+    # ... and that works:
+    gradcheck(lambda v: np.sum(np.arange(3.0) * (v * np.ones_like(np.zeros(3)))), np.array(2.0))

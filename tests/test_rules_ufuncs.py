@@ -1,10 +1,10 @@
-"""Elementwise ufunc rules against float64 central differences, over random shapes and dtypes.
+"""Elementwise ufunc rules against float64 central differences in both modes, over random shapes and
+dtypes; clip, the maximum/minimum ties and heaviside by hand.
 
 The list of ufuncs comes from the registry, so a ufunc that gains a rule without a
 domain here fails `test_every_ufunc_rule_has_a_test_domain`.
 """
 
-import functools
 import math
 import operator
 
@@ -15,20 +15,26 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
-import fd
-from fd import assert_gradient
 from pullback._registry import NONDIFF_UFUNCS, UFUNC_RULES
+from pullback.testing import assert_gradient
 
 SETTINGS = settings(max_examples=25, deadline=None)
 FEW = settings(max_examples=10, deadline=None)
 
 shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4)
 pairs = hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=1, max_side=4)
+triples = hnp.mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, max_side=3)
 dtypes = st.sampled_from([np.float64, np.float32])
 seeds = st.integers(0, 2**32 - 1)
 
 
-tolerance = functools.partial(fd.tolerance, float32=(2e-3, 2e-4))
+def tolerance(dtype):
+    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
+
+
+def gradcheck(f, *args, **tol):
+    """Every element of f's derivative, in reverse and forward mode, against central differences."""
+    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
 
 
 # --- input domains: where each ufunc is smooth, so central differences are valid ---------
@@ -101,7 +107,7 @@ BINARY = {
     np.logaddexp: (real, real), np.logaddexp2: (real, real),
     np.remainder: (dividend, divisor), np.fmod: (dividend, divisor),
     np.copysign: (nonzero, nonzero), np.ldexp: (real, small_int),
-    np.heaviside: (nonzero, real),  # x1 away from its step; the value at 0 is tested in test_rules_fixes.py
+    np.heaviside: (nonzero, real),  # x1 away from its step; the value at 0 is tested below
 }
 
 # (ufunc, argument) pairs that carry no gradient: the sign source, the step's position.
@@ -142,7 +148,7 @@ def test_unary(ufunc, shape, dtype, seed):
     rng = np.random.default_rng(seed)
     x = sample(UNARY[ufunc], rng, shape, dtype)
     w = rng.normal(size=shape)
-    assert_gradient(lambda x: np.sum(ufunc(x) * w), x, **tolerance(dtype))
+    gradcheck(lambda x: np.sum(ufunc(x) * w), x, **tolerance(dtype))
 
 
 @pytest.mark.parametrize(
@@ -156,7 +162,7 @@ def test_binary_with_broadcasting(ufunc, shapes, dtype, seed):
     (shape_a, shape_b), out_shape = shapes.input_shapes, shapes.result_shape
     a, b = sample(domain_a, rng, shape_a, dtype), sample(domain_b, rng, shape_b, dtype)
     w = rng.normal(size=out_shape)
-    assert_gradient(lambda a, b: np.sum(ufunc(a, b) * w), a, b, **tolerance(dtype))
+    gradcheck(lambda a, b: np.sum(ufunc(a, b) * w), a, b, **tolerance(dtype))
 
 
 @pytest.mark.parametrize(
@@ -180,7 +186,7 @@ def test_binary_with_python_scalar(ufunc, shape, dtype, seed, scalar_first):
         forward_dtypes.append(y.dtype)
         return np.sum(y * w)
 
-    grads = assert_gradient(f, a, b, **tolerance(dtype))
+    grads = gradcheck(f, a, b, **tolerance(dtype))
     array = b if scalar_first else a
     if ufunc is not np.float_power and array.dtype.kind == "f":  # float_power computes in float64 by definition
         assert forward_dtypes[0] == dtype
@@ -239,10 +245,10 @@ def test_operator(name, shapes, dtype, seed):
     a, b = sample(domain_a, rng, shape_a, dtype), sample(domain_b, rng, shape_b, dtype)
     w = rng.normal(size=out_shape)
     tol = tolerance(dtype)
-    assert_gradient(lambda a, b: np.sum(op(a, b) * w), a, b, **tol)
+    gradcheck(lambda a, b: np.sum(op(a, b) * w), a, b, **tol)
     # Reflected: a plain array on the left, the tracked value on the right.
-    assert_gradient(lambda b: np.sum(op(a, b) * w), b, **tol)
-    assert_gradient(lambda a: np.sum(op(a, b) * w), a, **tol)
+    gradcheck(lambda b: np.sum(op(a, b) * w), b, **tol)
+    gradcheck(lambda a: np.sum(op(a, b) * w), a, **tol)
 
 
 @pytest.mark.parametrize("name", OPERATORS)
@@ -263,7 +269,7 @@ def test_operator_with_python_scalar_on_the_left(name, shape, dtype, seed, integ
         y_dtypes.append(y.dtype)
         return np.sum(y * w)
 
-    assert_gradient(f, b, **tolerance(dtype))
+    gradcheck(f, b, **tolerance(dtype))
     assert y_dtypes[0] == dtype
 
 
@@ -274,9 +280,9 @@ def test_unary_operators(shape, dtype, seed):
     x = sample(nonzero, rng, shape, dtype)
     w = rng.normal(size=shape)
     tol = tolerance(dtype)
-    assert_gradient(lambda x: np.sum(-x * w), x, **tol)
-    assert_gradient(lambda x: np.sum(+x * w), x, **tol)
-    assert_gradient(lambda x: np.sum(abs(x) * w), x, **tol)
+    gradcheck(lambda x: np.sum(-x * w), x, **tol)
+    gradcheck(lambda x: np.sum(+x * w), x, **tol)
+    gradcheck(lambda x: np.sum(abs(x) * w), x, **tol)
 
 
 @SETTINGS
@@ -287,9 +293,9 @@ def test_matmul_operator_and_reflected(dims, dtype, seed):
     a, b = rng.normal(size=(n, k)).astype(dtype), rng.normal(size=(k, m)).astype(dtype)
     w = rng.normal(size=(n, m))
     tol = tolerance(dtype)
-    assert_gradient(lambda a, b: np.sum((a @ b) * w), a, b, **tol)
-    assert_gradient(lambda b: np.sum((a @ b) * w), b, **tol)  # ndarray.__matmul__ with a tracked right side
-    assert_gradient(lambda a: np.sum((a @ b) * w), a, **tol)
+    gradcheck(lambda a, b: np.sum((a @ b) * w), a, b, **tol)
+    gradcheck(lambda b: np.sum((a @ b) * w), b, **tol)  # ndarray.__matmul__ with a tracked right side
+    gradcheck(lambda a: np.sum((a @ b) * w), a, **tol)
 
 
 def test_python_scalar_operators_never_promote_float32():
@@ -318,8 +324,8 @@ def test_add_reduce(shape, data, dtype, seed):
     axis = data.draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)), label="axis")
     kwargs = {} if axis == 0 else {"axis": axis}
     w = rng.normal(size=np.add.reduce(x, **kwargs).shape)
-    assert_gradient(lambda x: np.sum(np.add.reduce(x, **kwargs) * w), x, **tolerance(dtype))
-    assert_gradient(lambda x: np.sum(np.multiply.reduce(x, **kwargs) * w), x, **tolerance(dtype))
+    gradcheck(lambda x: np.sum(np.add.reduce(x, **kwargs) * w), x, **tolerance(dtype))
+    gradcheck(lambda x: np.sum(np.multiply.reduce(x, **kwargs) * w), x, **tolerance(dtype))
 
 
 @SETTINGS
@@ -329,9 +335,9 @@ def test_ufunc_outer(shape_a, shape_b, dtype, seed):
     a, b = sample(real, rng, shape_a, dtype), sample(nonzero, rng, shape_b, dtype)
     w = rng.normal(size=shape_a + shape_b)
     tol = tolerance(dtype)
-    assert_gradient(lambda a, b: np.sum(np.multiply.outer(a, b) * w), a, b, **tol)
-    assert_gradient(lambda a, b: np.sum(np.subtract.outer(a, b) * w), a, b, **tol)
-    assert_gradient(lambda a, b: np.sum(np.true_divide.outer(a, b) * w), a, b, **tol)
+    gradcheck(lambda a, b: np.sum(np.multiply.outer(a, b) * w), a, b, **tol)
+    gradcheck(lambda a, b: np.sum(np.subtract.outer(a, b) * w), a, b, **tol)
+    gradcheck(lambda a, b: np.sum(np.true_divide.outer(a, b) * w), a, b, **tol)
 
 
 # --- no gradient ---------------------------------------------------------------------------
@@ -399,3 +405,87 @@ def test_power_at_zero_by_hand():
     np.testing.assert_allclose(g, [0.0, 0.0, 9.0 * math.log(3.0)])  # d/db 0**b is 0 (the limit from b > 0)
     (g,) = pb.gradient(lambda b: np.sum(np.power(np.zeros(2), b)), np.array([0.0, 1.5], np.float32))
     np.testing.assert_array_equal(g, [0.0, 0.0])
+
+
+# --- clip, maximum/minimum ------------------------------------------------------------------
+def separated(rng, shape, offset):
+    """Multiples of 0.1 plus `offset`: values of different offsets never tie, so kinks are avoided."""
+    return rng.integers(-10, 11, shape) / 10.0 + offset
+
+
+@SETTINGS
+@given(shapes=triples, dtype=dtypes, seed=seeds)
+def test_clip(shapes, dtype, seed):
+    rng = np.random.default_rng(seed)
+    s_x, s_low, s_high = shapes.input_shapes
+    x = separated(rng, s_x, 0.03).astype(dtype)
+    low = separated(rng, s_low, 0.07).astype(dtype) - 0.5
+    high = low + rng.uniform(0.2, 1.0, s_low).astype(dtype)  # low < high where they meet...
+    high = np.broadcast_to(high, np.broadcast_shapes(s_low, s_high)).copy()
+    w = rng.normal(size=np.broadcast_shapes(shapes.result_shape, high.shape))
+    tol = tolerance(dtype)
+    gradcheck(lambda x, low, high: np.sum(np.clip(x, low, high) * w), x, low, high, **tol)
+    gradcheck(lambda x, low: np.sum(np.clip(x, low, None) * w), x, low, **tol)
+    gradcheck(lambda x, high: np.sum(x.clip(None, high) * w), x, high, **tol)
+    gradcheck(lambda x, low, high: np.sum(np.clip(x, min=low, max=high) * w), x, low, high, **tol)
+
+
+def test_clip_by_hand():
+    x = np.array([-2.0, 0.5, 3.0, 1.0])
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+    gx, glow, ghigh = pb.gradient(lambda x, lo, hi: np.sum(np.clip(x, lo, hi) * w), x, 0.0, 1.5)
+    np.testing.assert_array_equal(gx, [0.0, 2.0, 0.0, 4.0])
+    assert (glow, ghigh) == (1.0, 3.0) and type(glow) is float
+
+
+def test_clip_with_crossed_bounds_follows_the_upper_one():
+    # NumPy does not check low <= high: clip(x, low, high) is min(max(x, low), high), which is always `high` here.
+    x, low, high = np.array([-1.0, 2.5, 5.0]), np.array([2.0, 2.0, 2.0]), np.array([1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(np.clip(x, low, high), high)
+    gx, glow, ghigh = pb.gradient(lambda x, low, high: np.sum(np.clip(x, low, high)), x, low, high)
+    assert gx is None or not np.any(gx)
+    assert glow is None or not np.any(glow)
+    np.testing.assert_array_equal(ghigh, [1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("ufunc", [np.maximum, np.minimum, np.fmax, np.fmin])
+def test_maximum_minimum_split_ties(ufunc):
+    a = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    b = np.array([1.0, 5.0, 0.0, 4.0], np.float32)
+    w = np.array([2.0, 3.0, 5.0, 7.0])
+    ga, gb = pb.gradient(lambda a, b: np.sum(ufunc(a, b) * w), a, b)
+    a_wins = (a > b) if ufunc in (np.maximum, np.fmax) else (a < b)
+    b_wins = (b > a) if ufunc in (np.maximum, np.fmax) else (b < a)
+    tie = np.array([1.0, 0.0, 0.0, 1.0])
+    np.testing.assert_array_equal(ga, w * (a_wins + 0.5 * tie))
+    np.testing.assert_array_equal(gb, w * (b_wins + 0.5 * tie))
+    assert ga.dtype == gb.dtype == np.float32
+
+
+def test_maximum_with_a_scalar_tie_sums_the_broadcast_share():
+    x = np.array([0.0, 1.0, -1.0, 0.0])
+    gx, gs = pb.gradient(lambda x, s: np.sum(np.maximum(x, s)), x, 0.0)  # a relu with its threshold
+    np.testing.assert_array_equal(gx, [0.5, 1.0, 0.0, 0.5])
+    assert gs == 0.5 + 1.0 + 0.5
+
+
+# --- np.heaviside -------------------------------------------------------------------------------
+def test_heaviside_value_at_zero_is_differentiable():
+    x = np.array([-1.5, 0.0, 2.0, 0.0, -0.0])
+    weights = np.array([1.0, 2.0, 3.0, -4.0, 0.5])
+    f = lambda h: np.sum(weights * np.heaviside(x, h) ** 2)  # noqa: E731
+    h = np.array([0.3, 0.4, 0.5, 0.6, 0.7])
+    (g,) = gradcheck(f, h)
+    np.testing.assert_allclose(g, [0.0, 2.0 * 2.0 * 0.4, 0.0, -4.0 * 2.0 * 0.6, 0.5 * 2.0 * 0.7], rtol=1e-12)
+    gradcheck(lambda h: np.sum(np.heaviside(x, h)), 0.25)  # a Python float, broadcast
+    v = np.array([1.0, -1.0, 2.0, 0.5, 3.0])
+    np.testing.assert_allclose(pb.jvp(f, (h,), (v,))[1], np.sum(g * v), rtol=1e-12)
+
+
+def test_heaviside_step_has_no_gradient_away_from_zero():
+    x = np.array([-1.5, 0.2, 2.0, -0.3])
+    h = np.array([0.3, 0.4, 0.5, 0.6])
+    f = lambda x, h: np.sum(np.heaviside(x, h) * np.array([1.0, 2.0, 3.0, 4.0]))  # noqa: E731
+    gradcheck(f, x, h)
+    _, dot = pb.jvp(f, (x, h), (np.ones(4), np.ones(4)))
+    assert dot is None or dot == 0.0

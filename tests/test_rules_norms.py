@@ -1,0 +1,60 @@
+"""np.linalg.norm, vector_norm and matrix_norm, every order, against float64 central differences in
+both modes over random shapes; the norm of zero, and second order."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import pullback as pb
+from pullback.testing import assert_gradient
+
+SETTINGS = settings(max_examples=12, deadline=None)
+seeds = st.integers(0, 2**32 - 1)
+shapes = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
+
+
+def gradcheck(f, *args, **tol):
+    """Every element of f's derivative, in reverse and forward mode, against central differences."""
+    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
+
+
+def second_order(f, x, rtol=1e-4):
+    """The derivatives of f's derivative maps (reverse and forward over each) against central differences."""
+    gradcheck(f, x, order=2, rtol=rtol, atol=1e-6)
+
+
+VECTOR_ORDERS = [None, 1, 2, 3, 0.5, np.inf, -np.inf]
+MATRIX_ORDERS = [None, "fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("order", VECTOR_ORDERS, ids=str)
+@SETTINGS
+@given(shape=shapes, keepdims=st.booleans(), seed=seeds)
+def test_vector_norms(order, shape, keepdims, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.permutation(int(np.prod(shape))) * 0.1 + 0.3).reshape(shape) * rng.choice([-1.0, 1.0], shape)
+    axis = int(rng.integers(-len(shape), len(shape)))
+    gradcheck(lambda x: np.linalg.norm(x, ord=order, axis=axis, keepdims=keepdims), x)
+    np.testing.assert_allclose(pb.pullback(lambda x: np.linalg.norm(x, order, axis, keepdims), x)[0],
+                               np.linalg.norm(x, order, axis, keepdims))
+    if order is not None:
+        axes = tuple(range(len(shape)))[-2:]
+        gradcheck(lambda x: np.linalg.vector_norm(x, ord=order, axis=axes, keepdims=keepdims), x)
+
+
+@pytest.mark.parametrize("order", MATRIX_ORDERS, ids=str)
+@SETTINGS
+@given(shape=hnp.array_shapes(min_dims=2, max_dims=3, min_side=1, max_side=4), keepdims=st.booleans(), seed=seeds)
+def test_matrix_norms(order, shape, keepdims, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=shape)  # ties between rows, columns or singular values have probability 0
+    gradcheck(lambda x: np.linalg.norm(x, ord=order, axis=(-1, 0), keepdims=keepdims), x, rtol=1e-4)
+    gradcheck(lambda x: np.linalg.matrix_norm(x, ord=order or "fro"), x, rtol=1e-4)
+
+
+def test_norm_of_zero_has_zero_gradient_and_second_order():
+    assert np.array_equal(pb.gradient(np.linalg.norm, np.zeros(3))[0], np.zeros(3))
+    second_order(lambda x: np.linalg.norm(x), np.array([0.3, -1.2, 2.0]))
+    second_order(lambda x: np.linalg.norm(x, "nuc"), np.array([[0.3, -1.2], [2.0, 0.7]]))

@@ -1,0 +1,124 @@
+"""sort, partition and unique: gradients that follow the elements, against float64 central differences
+in both modes (where the elements are distinct) and by hand (where they tie)."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import pullback as pb
+from pullback.testing import assert_gradient
+
+SETTINGS = settings(max_examples=10, deadline=None)
+seeds = st.integers(0, 2**32 - 1)
+shapes = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
+
+
+def gradcheck(f, *args, **tol):
+    """Every element of f's derivative, in reverse and forward mode, against central differences."""
+    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
+
+
+def check_against_numpy(fn, *args, dtype=np.float64):
+    """fn's derivatives against central differences, and its traced value against NumPy."""
+    gradcheck(fn, *args, **({"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 3e-3, "atol": 3e-4}))
+    traced = pb.pullback(fn, *args)[0]
+    expected = fn(*args)
+    for got, want in zip(traced, expected) if isinstance(expected, (tuple, list)) else [(traced, expected)]:
+        exact = dtype == np.float64
+        np.testing.assert_allclose(got, want, rtol=1e-6 if exact else 1e-4, atol=1e-12 if exact else 1e-5)
+        assert np.shape(got) == np.shape(want)
+
+
+def draw_axis(rng, ndim):
+    return int(rng.integers(-ndim, ndim))
+
+
+def directional_difference(f, x, v, eps=1e-6):
+    """d/dt f(x + t v) at t = 0, by central differences."""
+    return (f(x + eps * v) - f(x - eps * v)) / (2 * eps)
+
+
+@SETTINGS
+@given(shape=shapes, seed=seeds)
+def test_sort_and_partition(shape, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=shape)  # distinct with probability 1
+    axis = draw_axis(rng, len(shape))
+    check_against_numpy(lambda x: np.sort(x, axis=axis), x)
+    check_against_numpy(lambda x: np.sort(x, axis=None), x)
+    kth = int(rng.integers(0, shape[axis]))
+    # Only the kth element's position is defined by NumPy; its value is what we compare.
+    take_kth = lambda y: np.take(y, [kth], axis=axis)  # noqa: E731
+    check_against_numpy(lambda x: take_kth(np.partition(x, kth, axis=axis)), x)
+
+
+def test_sort_with_ties_gives_each_element_one_gradient():
+    g = pb.gradient(lambda x: np.sort(x)[0] * 1.0 + np.sort(x)[1] * 10.0, np.array([2.0, 2.0, 3.0]))[0]
+    assert sorted(g.tolist()) == [0.0, 1.0, 10.0]
+
+
+# --- np.unique ----------------------------------------------------------------------------------
+WEIGHTS = np.array([0.5, -1.0, 2.0, 1.5, -0.25, 3.0])
+
+
+def weighted_unique(x):
+    u = np.unique(x)
+    return np.sum(WEIGHTS[: np.size(u)] * u ** 2)
+
+
+def test_unique_of_distinct_values():
+    x = np.array([[0.3, -1.2, 2.5], [1.1, -0.4, 0.9]])
+    grads = gradcheck(weighted_unique, x)
+    order = np.argsort(x, axis=None)
+    expected = np.zeros(6)
+    expected[order] = WEIGHTS * 2.0 * np.sort(x, axis=None)  # u = sort(x): u_k comes from x[order[k]]
+    np.testing.assert_allclose(grads[0].ravel(), expected, rtol=1e-12)
+
+
+def test_unique_with_repeats_gives_each_value_to_its_first_occurrence():
+    x = np.array([3.0, 1.0, 3.0, 2.0, 1.0, 3.0])
+    (g,) = pb.gradient(weighted_unique, x)
+    # u = [1, 2, 3] from positions 1, 3 and 0 (first occurrences); the copies get nothing.
+    np.testing.assert_array_equal(g, [2.0 * 3.0 * 2.0, 0.5 * 2.0 * 1.0, 0.0, -1.0 * 2.0 * 2.0, 0.0, 0.0])
+    # Moving all copies of a value together keeps the ties: there the derivative exists, and the
+    # gradient's total over each group of copies gives it.
+    groups = [x == value for value in (1.0, 2.0, 3.0)]
+    for v in [groups[0] * 1.0, groups[2] * 1.0, groups[0] * 0.3 - groups[1] * 2.0 + groups[2] * 0.7]:
+        expected = directional_difference(weighted_unique, x, v)
+        np.testing.assert_allclose(np.sum(g * v), expected, rtol=1e-6)
+        np.testing.assert_allclose(pb.jvp(weighted_unique, (x,), (v,))[1], expected, rtol=1e-6)
+
+
+def test_unique_extra_outputs_are_numpys_integers():
+    x = np.array([2.0, -1.0, 2.0, 0.5])
+    weights = np.array([1.0, -2.0, 3.0])
+
+    def f(x):
+        values, index, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+        assert all(type(a) is np.ndarray and a.dtype.kind == "i" for a in (index, inverse, counts))
+        for mine, numpys in zip((index, inverse, counts), np.unique(pb.stop_gradient(x), True, True, True)[1:]):
+            np.testing.assert_array_equal(mine, numpys)
+        return np.sum(weights * values * counts)
+
+    # u = [-1, 0.5, 2] from positions 1, 3 and 0, counts [1, 1, 2]: d/du = weights * counts.
+    np.testing.assert_array_equal(pb.gradient(f, x)[0], [3.0 * 2.0, 1.0, 0.0, -2.0])
+    gradcheck(f, np.array([2.0, -1.0, 0.5]))
+
+
+def test_unique_rows():
+    x = np.array([[1.0, 2.0], [0.0, 1.0], [1.0, 2.0], [0.5, -1.0]])
+    weights = np.array([[1.0, -1.0], [2.0, 0.5], [-3.0, 1.5]])
+
+    def f(x):
+        rows, index = np.unique(x, return_index=True, axis=0)
+        np.testing.assert_array_equal(index, [1, 3, 0])
+        return np.sum(weights * rows ** 3)
+
+    (g,) = pb.gradient(f, x)
+    # d(r ** 3) = 3 r ** 2 times the weight, on the first copy of each row: rows 1, 3 and 0.
+    np.testing.assert_allclose(g, [[-9.0, 18.0], [0.0, -3.0], [0.0, 0.0], [1.5, 1.5]], rtol=1e-12)
+    # Moving both copies of the row [1, 2] together:
+    v = np.zeros_like(x)
+    v[[0, 2]] = [0.3, -0.8]
+    np.testing.assert_allclose(np.sum(g * v), directional_difference(f, x, v), rtol=1e-6)

@@ -1,0 +1,119 @@
+"""average, nanmean (and nansum), var, std, ptp and trace against float64 central differences in
+both modes, over random shapes; hand-derived values, and second order through the composites."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import pullback as pb
+from pullback.testing import assert_gradient
+
+SETTINGS = settings(max_examples=12, deadline=None)
+seeds = st.integers(0, 2**32 - 1)
+dtypes = st.sampled_from([np.float64, np.float32])
+shapes = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
+
+
+def tolerance(dtype):
+    return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 3e-3, "atol": 3e-4}
+
+
+def gradcheck(f, *args, **tol):
+    """Every element of f's derivative, in reverse and forward mode, against central differences."""
+    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
+
+
+def second_order(f, x, rtol=1e-4):
+    """The derivatives of f's derivative maps (reverse and forward over each) against central differences."""
+    gradcheck(f, x, order=2, rtol=rtol, atol=1e-6)
+
+
+@st.composite
+def shape_axis(draw):
+    shape = draw(shapes)
+    return shape, draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)))
+
+
+@SETTINGS
+@given(sa=shape_axis(), keepdims=st.booleans(), dtype=dtypes, seed=seeds)
+def test_nansum_nanmean(sa, keepdims, dtype, seed):
+    shape, axis = sa
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=shape).astype(dtype)
+    x.reshape(-1)[rng.integers(0, x.size, 1)] = np.nan
+    (g,) = gradcheck(lambda x: np.nansum(x, axis=axis, keepdims=keepdims), x, **tolerance(dtype))
+    assert np.all(g[np.isnan(x)] == 0.0)
+    if np.all(np.any(~np.isnan(x), axis=axis)):  # no slice is all NaN
+        (g,) = gradcheck(lambda x: np.nanmean(x, axis=axis, keepdims=keepdims), x, **tolerance(dtype))
+        assert np.all(g[np.isnan(x)] == 0.0)
+
+
+def test_nanmean_ignores_nans_in_the_count():
+    x = np.array([1.0, np.nan, 3.0])
+    assert np.array_equal(pb.gradient(np.nanmean, x)[0], [0.5, 0.0, 0.5])
+
+
+@SETTINGS
+@given(shape=shapes, weights=st.sampled_from(["none", "full", "axis"]), returned=st.booleans(), seed=seeds)
+def test_average(shape, weights, returned, seed):
+    rng = np.random.default_rng(seed)
+    axis = int(rng.integers(0, len(shape)))
+    x = rng.normal(size=shape)
+
+    def f(x, w):
+        return np.average(x, axis=axis, weights=w, returned=returned)  # returned: (average, sum of the weights)
+
+    w = {"none": None, "full": rng.uniform(0.5, 1.5, shape), "axis": rng.uniform(0.5, 1.5, shape[axis])}[weights]
+    gradcheck(f, x, w)
+    value = pb.pullback(lambda x: np.average(x, axis=axis, weights=w, returned=returned), x)[0]
+    expected = np.average(x, axis=axis, weights=w, returned=returned)
+    for got, want in zip(value if returned else [value], expected if returned else [expected]):
+        np.testing.assert_allclose(got, want)
+
+
+@SETTINGS
+@given(sa=shape_axis(), ddof=st.integers(0, 1), keepdims=st.booleans(), dtype=dtypes, seed=seeds)
+def test_var_std(sa, ddof, keepdims, dtype, seed):
+    shape, axis = sa
+    count = int(np.prod(shape)) if axis is None else shape[axis]
+    if count <= ddof:
+        return
+    x = np.random.default_rng(seed).normal(size=shape).astype(dtype)
+    gradcheck(lambda x: np.var(x, axis=axis, ddof=ddof, keepdims=keepdims), x, **tolerance(dtype))
+    if count > 1:
+        gradcheck(lambda x: np.std(x, axis=axis, correction=ddof, keepdims=keepdims), x, **tolerance(dtype))
+        gradcheck(lambda x: x.std(axis), x, **tolerance(dtype))
+
+
+def test_std_of_a_constant_has_zero_gradient():
+    assert np.array_equal(pb.gradient(np.std, np.full(3, 2.0))[0], np.zeros(3))
+
+
+def test_var_and_std_second_order():
+    x = np.random.default_rng(3).normal(size=(3, 4))
+    second_order(lambda x: np.var(x, axis=0), x)
+    second_order(lambda x: np.std(x, axis=1, ddof=1), x)
+
+
+@SETTINGS
+@given(sa=shape_axis(), seed=seeds)
+def test_ptp_and_trace(sa, seed):
+    shape, axis = sa
+    rng = np.random.default_rng(seed)
+    x = (rng.permutation(int(np.prod(shape))) * 0.1 + rng.uniform(0, 0.01)).reshape(shape)  # distinct values
+    gradcheck(lambda x: np.ptp(x, axis=axis), x)
+    if len(shape) >= 2:
+        offset = int(rng.integers(-1, 2))
+        gradcheck(lambda x: np.trace(x, offset, 0, -1), x)
+        gradcheck(lambda x: np.linalg.trace(x), x)
+
+
+def test_second_order_through_the_composites():
+    x = np.random.default_rng(4).normal(size=(3, 4))
+    w = np.random.default_rng(5).uniform(0.5, 1.5, 4)
+    second_order(lambda x: np.diff(x, 2, axis=1) ** 3, x)
+    second_order(lambda x: np.average(x ** 2, axis=1, weights=w) ** 2, x)
+    second_order(lambda x: (np.nanmean(x ** 3, axis=0), np.nansum(x ** 3, axis=1)), x)
+    second_order(lambda x: (np.ptp(x ** 3, axis=0), np.trace(x[:, :3] ** 3)), x)
+    second_order(lambda w: np.sum(np.average(x, axis=1, weights=w ** 2) ** 2), w)
