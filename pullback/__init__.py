@@ -10,7 +10,7 @@ from . import tree
 from ._api import WithGradient, grad, gradient, pullback, value_and_grad, vjp, withgradient
 from ._check import GradientCheck, check_gradient
 from ._derivatives import WithJacobian, hessian, hvp, jacobian, jvp, withjacobian
-from ._extend import frule, primitive, rrule
+from ._extend import composite, frule, nondifferentiable, primitive, rrule
 from ._tangents import InplaceableThunk, Tangent, Thunk, accum, unthunk
 from ._values import stop_gradient
 
@@ -47,7 +47,7 @@ def __dir__():
 __all__ = [
     "gradient", "withgradient", "pullback", "vjp", "grad", "value_and_grad", "WithGradient",
     "check_gradient", "GradientCheck", "jvp", "jacobian", "withjacobian", "WithJacobian", "hessian", "hvp",
-    "primitive", "rrule", "frule", "stop_gradient",
+    "primitive", "rrule", "frule", "composite", "nondifferentiable", "stop_gradient",
     "Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent", "tree",
     "optim", "destructure", "save", "load", "state_dict", "load_state_dict", "nn", "scipy",
 ]
