@@ -3,9 +3,9 @@
 import numpy as np
 
 from ._registry import FUNCTIONS
-from ._tangents import InplaceableThunk, Thunk, accum
 from ._reverse import collector_paused
 from ._standins import astype, dtype_of
+from ._tangents import InplaceableThunk, Thunk, accum
 from ._values import Traced
 
 

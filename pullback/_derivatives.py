@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import tree
-from ._api import trace_call, gradient
+from ._api import gradient, trace_call
 from ._backward import backward, fit
 from ._forward import ForwardLevel, fit_tangent
 from ._leaves import Arguments

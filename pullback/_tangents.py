@@ -4,6 +4,8 @@
 """
 
 import functools
+from collections.abc import ItemsView, Iterator, KeysView, ValuesView
+from typing import Any
 
 import numpy as np
 
@@ -118,8 +120,10 @@ class Tangent:
     """
 
     __slots__ = ("primal_type", "_entries")
+    primal_type: type
+    _entries: dict[str, Any]
 
-    def __init__(self, primal_type, **entries):
+    def __init__(self, primal_type: type, **entries: Any) -> None:
         object.__setattr__(self, "primal_type", primal_type)
         object.__setattr__(self, "_entries", entries)
 
@@ -130,13 +134,13 @@ class Tangent:
         object.__setattr__(t, "_entries", entries)
         return t
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         try:
             return self._entries[name]
         except KeyError:
             raise AttributeError(f"Tangent[{self.primal_type.__name__}] has no entry {name!r}") from None
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> Any:
         try:
             return self._entries[key]
         except KeyError:
@@ -148,25 +152,25 @@ class Tangent:
     def __delattr__(self, name):
         raise AttributeError("Tangent is read-only")
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._entries)
 
-    def __contains__(self, key):
+    def __contains__(self, key: object) -> bool:
         return key in self._entries
 
-    def keys(self):
+    def keys(self) -> KeysView[str]:
         return self._entries.keys()
 
-    def values(self):
+    def values(self) -> ValuesView[Any]:
         return self._entries.values()
 
-    def items(self):
+    def items(self) -> ItemsView[str, Any]:
         return self._entries.items()
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, Tangent) or other.primal_type is not self.primal_type:
             return NotImplemented
         if self._entries.keys() != other._entries.keys():

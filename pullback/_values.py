@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 from ._errors import check_operand, conversion_error, foreign_error, lost_gradient, missing_rule, subclass_error, ufunc_name
-from ._inplace import holds_array, in_place, mark_view, rebind
+from ._inplace import holds_array, in_place, rebind
 from ._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
 from ._standins import astype, dtype_of, getitem, index_update
 

@@ -79,8 +79,11 @@ import secrets
 import struct
 import zipfile
 import zlib
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import stop_gradient, tree
 from .optim import Leaf
@@ -101,13 +104,15 @@ _MAX_MANIFEST = 16 * 2**20  # bytes; a manifest needs a few hundred per array
 _MAX_NESTING = 64  # levels of JSON arrays and objects in a manifest
 _CHUNK = 2**20  # bytes read (or inflated) at a time
 
+Model = TypeVar("Model")
+
 
 class CheckpointError(ValueError):
     """A checkpoint cannot be written or read: the message says what and where."""
 
 
 # --- save --------------------------------------------------------------------------
-def save(path, model, state=None):
+def save(path: str | os.PathLike[str], model: Any, state: Any = None) -> None:
     """Write `model`'s arrays (and `state`, an optimiser state for `model`) to `path`, atomically.
 
     Everything is checked before the file is touched; an existing file at `path` is only
@@ -419,7 +424,7 @@ def _shape_of(value):
 
 
 # --- load --------------------------------------------------------------------------
-def load(path, like):
+def load(path: str | os.PathLike[str], like: Any) -> Any:
     """Read a checkpoint into a copy of `like`; returns the model, or `(model, state)` if the file has a state.
 
     `like` gives the structure: a model of the same kind (for instance freshly built with
@@ -862,7 +867,7 @@ def _decode_value(reader, value, specs, used, where):
 
 
 # --- state dicts ---------------------------------------------------------------------------
-def state_dict(model):
+def state_dict(model: Any) -> dict[str, np.ndarray]:
     """Every array of `model` (trainable or not) by key: `{"layers[0].weight": array, ...}`.
 
     A key is the place's checkpoint path without the leading ``model``: ``.name`` for a
@@ -878,7 +883,7 @@ def state_dict(model):
     return {_key(p): x for p, x in _array_places(model)}
 
 
-def load_state_dict(model, state):
+def load_state_dict(model: Model, state: Mapping[str, ArrayLike]) -> Model:
     """A copy of `model` holding the arrays of `state` (a dict as `state_dict` gives); `model` is not changed.
 
     Every key of `state_dict(model)` must be present and no other; each value must have the
@@ -903,7 +908,7 @@ def load_state_dict(model, state):
             + "; ".join(f"{what} keys {few(keys)}" for what, keys in (("missing", missing), ("unexpected", unexpected)) if keys)
             + ". Its keys must be those of state_dict(model) for a model built the same way."
         )
-    groups = {}
+    groups: dict[int, tuple[np.ndarray, list[str]]] = {}
     for p, x in places:
         groups.setdefault(id(x), (x, []))[1].append(p)
     replacements = {}

@@ -17,8 +17,7 @@ import time
 import numpy as np
 
 import pullback as pb
-from pullback import nn
-from pullback import _plot
+from pullback import _plot, nn
 from pullback.data import load_digits
 
 __all__ = ["build_model", "train", "main"]

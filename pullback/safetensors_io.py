@@ -26,7 +26,7 @@ import os
 import numpy as np
 
 from . import tree
-from .checkpoint import CheckpointError, few, same_dtype, write_atomically, state_dict
+from .checkpoint import CheckpointError, few, same_dtype, state_dict, write_atomically
 
 __all__ = ["save", "load"]
 

@@ -7,13 +7,14 @@ its optimiser state, checksummed).
 """
 
 import os
+from typing import Any
 
 from . import checkpoint, safetensors_io
 
 __all__ = ["save", "load"]
 
 
-def save(path, model, state=None):
+def save(path: str | os.PathLike[str], model: Any, state: Any = None) -> None:
     """Write `model`'s arrays (and `state`, an optimiser state for `model`) to `path`, atomically.
 
     Everything is checked before the file is touched; an existing file at `path` is only
@@ -32,7 +33,7 @@ def save(path, model, state=None):
     return checkpoint.save(path, model, state)
 
 
-def load(path, like):
+def load(path: str | os.PathLike[str], like: Any) -> Any:
     """Read the file at `path` into a copy of `like`; with an optimiser state, `(model, state)`.
 
     Every array's shape and dtype (and every optimiser state) is checked against `like`

@@ -88,8 +88,12 @@ class Path:
     """
 
     __slots__ = ("parent", "key", "is_field", "length")
+    parent: "Path | None"
+    key: Any
+    is_field: bool
+    length: int
 
-    def __init__(self, steps: Any = ()):
+    def __init__(self, steps: Any = ()) -> None:
         if isinstance(steps, Path):
             self.parent, self.key, self.is_field, self.length = steps.parent, steps.key, steps.is_field, steps.length
             return
@@ -108,7 +112,7 @@ class Path:
         node = self
         while node.length:
             found.append((node.key, node.is_field))
-            node = node.parent
+            node = node.parent  # type: ignore[assignment]  # only the root (length 0) has no parent
         return tuple(reversed(found))
 
     @property

@@ -83,7 +83,7 @@ def workload_markdown(result):
         rows.append([s.name, _fmt_time(s.median, w.per_op),
                      f"{_fmt_time(min(s.times), w.per_op)}–{_fmt_time(max(s.times), w.per_op)}",
                      ratio, check, s.dtype, s.note or f"{len(s.times)}×{s.repeats}"])
-    header = [f"system", f"median {unit}", "min–max", "pullback / system", "gradient (rel. err. vs float64)", "dtype",
+    header = ["system", f"median {unit}", "min–max", "pullback / system", "gradient (rel. err. vs float64)", "dtype",
               "note (samples×calls)"]
     return "\n".join(lines + [_table(header, rows), ""])
 

@@ -8,6 +8,7 @@ seconds before each sample so that the previous library's BLAS/OpenMP threads st
 spinning, and collecting garbage outside the timed region.
 
 >>> import time
+>>> from pullback.bench.systems import Prepared
 >>> fast = Prepared(lambda: [np.ones(2)], list)
 >>> slow = Prepared(lambda: (time.sleep(0.002), [np.ones(2)])[1], list)
 >>> r = time_systems({"pullback": fast, "other": slow}, [np.ones(2)], tolerance=1e-6,
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .systems import Prepared, Unsupported
+from .systems import Unsupported
 
 
 @dataclass

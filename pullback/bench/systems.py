@@ -117,7 +117,10 @@ def parameter_layers(model, grad=None):
     import pullback as pb
 
     nn = pullback_nn()
-    is_layer = lambda x: isinstance(x, (nn.Conv, nn.BatchNorm, nn.Dense))
+
+    def is_layer(x):
+        return isinstance(x, (nn.Conv, nn.BatchNorm, nn.Dense))
+
     found = []
 
     def leaf(x, parts, path):

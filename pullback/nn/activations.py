@@ -5,6 +5,8 @@ are primitives with short rules (one pass backwards); the rest are written with 
 calls, so their derivatives come from the rules of those calls.
 """
 
+from typing import Any
+
 import numpy as np
 
 from .._extend import frule, primitive, rrule
@@ -16,7 +18,7 @@ tanh = np.tanh
 
 
 @primitive
-def relu(x):
+def relu(x: Any) -> Any:
     """max(x, 0).
 
     >>> import numpy as np
@@ -40,7 +42,7 @@ def _relu_frule(primals, tangents):
 
 
 @primitive
-def sigmoid(x):
+def sigmoid(x: Any) -> Any:
     """The logistic function 1 / (1 + exp(-x)), computed without overflow.
 
     >>> import numpy as np
@@ -63,7 +65,7 @@ def _sigmoid_frule(primals, tangents):
     return y, None if dx is None else dx * (y * (1 - y))
 
 
-def gelu(x):
+def gelu(x: Any) -> Any:
     """Gaussian error linear unit, tanh approximation (as Flux's `gelu` and PyTorch's `approximate="tanh"`).
 
     >>> import numpy as np
@@ -73,7 +75,7 @@ def gelu(x):
     return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
 
 
-def softplus(x):
+def softplus(x: Any) -> Any:
     """log(1 + exp(x)), without overflow.
 
     >>> import numpy as np
@@ -83,7 +85,7 @@ def softplus(x):
     return np.logaddexp(x, 0)
 
 
-def elu(x, alpha=1.0):
+def elu(x: Any, alpha: float = 1.0) -> Any:
     """x for x > 0, alpha * (exp(x) - 1) otherwise.
 
     >>> import numpy as np
@@ -94,7 +96,7 @@ def elu(x, alpha=1.0):
     return np.where(stop_gradient(x) > 0, x, alpha * np.expm1(np.minimum(x, 0)))
 
 
-def leaky_relu(x, slope=0.01):
+def leaky_relu(x: Any, slope: float = 0.01) -> Any:
     """x for x > 0, slope * x otherwise.
 
     >>> import numpy as np
@@ -104,7 +106,7 @@ def leaky_relu(x, slope=0.01):
     return np.where(stop_gradient(x) > 0, x, slope * x)
 
 
-def logsoftmax(x, axis=-1):
+def logsoftmax(x: Any, axis: int = -1) -> Any:
     """log(softmax(x)) along `axis`, computed stably.
 
     >>> import numpy as np
@@ -115,7 +117,7 @@ def logsoftmax(x, axis=-1):
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
-def softmax(x, axis=-1):
+def softmax(x: Any, axis: int = -1) -> Any:
     """exp(x) normalised to sum to one along `axis`.
 
     >>> import numpy as np

@@ -21,6 +21,8 @@ Geometry travels as keyword arguments in normal form: `stride=(sh, sw)`,
 `padding=((top, bottom), (left, right))`, `dilation=(dh, dw)`, `groups=int`.
 """
 
+from typing import Any, Literal
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -29,6 +31,10 @@ from .._tangents import Thunk
 from .._values import stop_gradient
 
 __all__ = ["conv2d", "conv_transpose2d", "max_pool2d", "mean_pool2d", "conv_output_size", "normalise_padding"]
+
+# Padding as the layers and functions take it: an int, `(ph, pw)`, `((top, bottom), (left, right))`,
+# "same" or "valid".
+Padding = int | tuple[int, int] | tuple[tuple[int, int], tuple[int, int]] | Literal["same", "valid"]
 
 
 # --- geometry ----------------------------------------------------------------------------
@@ -73,7 +79,7 @@ def normalise_padding(padding, kernel=None, dilation=(1, 1)):
     return normal
 
 
-def conv_output_size(size, kernel, stride, padding, dilation):
+def conv_output_size(size: int, kernel: int, stride: int, padding: tuple[int, int], dilation: int) -> int:
     """Output height (or width) of a convolution or pooling along one axis.
 
     >>> conv_output_size(224, kernel=7, stride=2, padding=(3, 3), dilation=1)
@@ -379,7 +385,7 @@ def _check_filter(x, w, groups, name):
     _check_image(x, name)
     if np.ndim(w) != 4:
         raise ValueError(f"{name} expects a filter shaped (kernel_h, kernel_w, in_channels // groups, out_channels); got {np.shape(w)}")
-    c, (kh, kw, cg, o) = np.shape(x)[3], np.shape(w)
+    c, (_, _, cg, o) = np.shape(x)[3], np.shape(w)
     if cg * groups != c or o % groups:
         raise ValueError(
             f"{name}: images with {c} channels and groups={groups} need a filter with {c // max(groups, 1)} input "
@@ -387,7 +393,10 @@ def _check_filter(x, w, groups, name):
         )
 
 
-def conv2d(x, w, *, stride=1, padding=0, dilation=1, groups=1):
+def conv2d(
+    x: Any, w: Any, *, stride: int | tuple[int, int] = 1, padding: Padding = 0, dilation: int | tuple[int, int] = 1,
+    groups: int = 1,
+) -> Any:
     """2-d convolution (cross-correlation, as in PyTorch) of NHWC images `x` with an HWIO filter `w`.
 
     >>> import numpy as np
@@ -400,7 +409,10 @@ def conv2d(x, w, *, stride=1, padding=0, dilation=1, groups=1):
     return _conv(x, w, **conv_geometry(np.shape(w)[:2], stride, padding, dilation, groups))
 
 
-def conv_transpose2d(x, w, *, stride=1, padding=0, output_padding=0, dilation=1, groups=1):
+def conv_transpose2d(
+    x: Any, w: Any, *, stride: int | tuple[int, int] = 1, padding: Padding = 0, output_padding: int | tuple[int, int] = 0,
+    dilation: int | tuple[int, int] = 1, groups: int = 1,
+) -> Any:
     """Transposed convolution: the adjoint of `conv2d` in its input, as PyTorch's `conv_transpose2d`.
 
     `w` is `(kernel_h, kernel_w, out_channels // groups, in_channels)`: the filter of the
@@ -597,7 +609,9 @@ for _op in (_pool_scatter, _pool_gather, _mean_pool, _mean_pool_adjoint):
     frule(_op)(_linear_frule(_op))
 
 
-def max_pool2d(x, kernel, *, stride=None, padding=0):
+def max_pool2d(
+    x: Any, kernel: int | tuple[int, int], *, stride: int | tuple[int, int] | None = None, padding: Padding = 0
+) -> Any:
     """Max pooling of NHWC images; `stride` defaults to the kernel size; padding counts as -inf.
 
     >>> import numpy as np
@@ -608,7 +622,9 @@ def max_pool2d(x, kernel, *, stride=None, padding=0):
     return _max_pool(x, **pool_geometry(x, kernel, stride, padding))
 
 
-def mean_pool2d(x, kernel, *, stride=None, padding=0):
+def mean_pool2d(
+    x: Any, kernel: int | tuple[int, int], *, stride: int | tuple[int, int] | None = None, padding: Padding = 0
+) -> Any:
     """Mean pooling of NHWC images; padding counts as zeros in the mean (PyTorch's default).
 
     >>> import numpy as np

@@ -4,10 +4,14 @@ Filters are `(kernel_h, kernel_w, in_channels // groups, out_channels)`. The ker
 behind them (im2col + one matrix product) are in `pb.nn.conv`.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+from numpy.typing import DTypeLike
 
 from . import init as initialisers
-from .conv import as_pair, conv_geometry, pool_geometry, conv2d, conv_transpose2d, max_pool2d, mean_pool2d
+from .conv import Padding, as_pair, conv2d, conv_geometry, conv_transpose2d, max_pool2d, mean_pool2d, pool_geometry
 from .layers import as_generator, name_of
 
 __all__ = ["Conv", "ConvTranspose", "MaxPool", "MeanPool", "GlobalMeanPool"]
@@ -42,8 +46,12 @@ class Conv:
     (Conv(3, 8, 3, relu, padding=1), (3, 3, 3, 8), (2, 5, 5, 8))
     """
 
-    def __init__(self, in_channels, out_channels, kernel_size, activation=None, *, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, dtype=np.float32, rng=None, init=initialisers.glorot_uniform):
+    def __init__(
+        self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
+        activation: Callable[[Any], Any] | None = None, *, stride: int | tuple[int, int] = 1, padding: Padding = 0,
+        dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True, dtype: DTypeLike = np.float32,
+        rng: np.random.Generator | int | None = None, init: initialisers.Initialiser = initialisers.glorot_uniform,
+    ) -> None:
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
         kernel = as_pair(kernel_size, "kernel_size")
@@ -56,10 +64,10 @@ class Conv:
         self.dilation = geometry["dilation"]
         self.groups = geometry["groups"]
 
-    def trainable(self):
+    def trainable(self) -> tuple[str, ...]:
         return ("weight", "bias")
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         y = conv2d(x, self.weight, stride=self.stride, padding=self.padding, dilation=self.dilation, groups=self.groups)
         if self.bias is not None:
             y = y + self.bias
@@ -92,15 +100,19 @@ class ConvTranspose(Conv):
     (ConvTranspose(4, 2, 2, stride=2), (2, 2, 2, 4), (1, 6, 6, 2))
     """
 
-    def __init__(self, in_channels, out_channels, kernel_size, activation=None, *, stride=1, padding=0,
-                 output_padding=0, dilation=1, groups=1, bias=True, dtype=np.float32, rng=None,
-                 init=initialisers.glorot_uniform):
+    def __init__(
+        self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
+        activation: Callable[[Any], Any] | None = None, *, stride: int | tuple[int, int] = 1, padding: Padding = 0,
+        output_padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True,
+        dtype: DTypeLike = np.float32, rng: np.random.Generator | int | None = None,
+        init: initialisers.Initialiser = initialisers.glorot_uniform,
+    ) -> None:
         super().__init__(out_channels, in_channels, kernel_size, activation, stride=stride, padding=padding,
                          dilation=dilation, groups=groups, bias=False, dtype=dtype, rng=rng, init=init)
         self.bias = np.zeros(out_channels, dtype=dtype) if bias else None
         self.output_padding = as_pair(output_padding, "output_padding")
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         y = conv_transpose2d(x, self.weight, stride=self.stride, padding=self.padding,
                              output_padding=self.output_padding, dilation=self.dilation, groups=self.groups)
         if self.bias is not None:
@@ -122,7 +134,9 @@ class ConvTranspose(Conv):
 
 
 class _Pool:
-    def __init__(self, kernel_size, *, stride=None, padding=0):
+    def __init__(
+        self, kernel_size: int | tuple[int, int], *, stride: int | tuple[int, int] | None = None, padding: Padding = 0
+    ) -> None:
         geometry = pool_geometry(np.zeros((1, 1, 1, 1)), kernel_size, stride, padding)
         self.kernel_size = geometry["kernel"]
         self.stride = geometry["stride"]
@@ -143,7 +157,7 @@ class MaxPool(_Pool):
     (MaxPool(3, stride=2, padding=1), (1, 2, 2, 3))
     """
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         return max_pool2d(x, self.kernel_size, stride=self.stride, padding=self.padding)
 
 
@@ -155,7 +169,7 @@ class MeanPool(_Pool):
     (1, 2, 2, 3)
     """
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         return mean_pool2d(x, self.kernel_size, stride=self.stride, padding=self.padding)
 
 
@@ -167,7 +181,7 @@ class GlobalMeanPool:
     (2, 1, 1, 3)
     """
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         if np.ndim(x) != 4:
             raise ValueError(f"GlobalMeanPool expects images (batch, height, width, channels); got shape {np.shape(x)}")
         return np.mean(x, axis=(1, 2), keepdims=True)

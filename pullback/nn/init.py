@@ -9,12 +9,18 @@ or `(kernel..., in, out)` for convolution filters (the kernel size multiplies bo
 (dtype('float32'), (3, 4), True)
 """
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
+from numpy.typing import DTypeLike
 
 __all__ = ["fans", "glorot_uniform", "glorot_normal", "kaiming_uniform", "kaiming_normal", "normal", "zeros", "ones"]
 
+# What a layer's `init` argument is called with: `init(rng, shape, dtype)`, returning the array.
+Initialiser = Callable[[np.random.Generator, tuple[int, ...], DTypeLike], np.ndarray]
 
-def fans(shape):
+
+def fans(shape: Sequence[int]) -> tuple[int, int]:
     """`(fan_in, fan_out)` of a weight of this shape.
 
     >>> fans((10, 3)), fans((3, 3, 16, 32))
@@ -36,7 +42,7 @@ def _check(rng):
         raise TypeError(f"initialisers take a numpy.random.Generator (np.random.default_rng(seed)); got {type(rng).__name__}")
 
 
-def glorot_uniform(rng, shape, dtype=np.float32, gain=1.0):
+def glorot_uniform(rng: np.random.Generator, shape: Sequence[int], dtype: DTypeLike = np.float32, gain: float = 1.0) -> np.ndarray:
     """Uniform on [-a, a] with a = gain * sqrt(6 / (fan_in + fan_out)) (Xavier; Flux's default)."""
     _check(rng)
     fan_in, fan_out = fans(shape)
@@ -44,21 +50,27 @@ def glorot_uniform(rng, shape, dtype=np.float32, gain=1.0):
     return rng.uniform(-bound, bound, size=shape).astype(dtype)
 
 
-def glorot_normal(rng, shape, dtype=np.float32, gain=1.0):
+def glorot_normal(rng: np.random.Generator, shape: Sequence[int], dtype: DTypeLike = np.float32, gain: float = 1.0) -> np.ndarray:
     """Normal with std = gain * sqrt(2 / (fan_in + fan_out))."""
     _check(rng)
     fan_in, fan_out = fans(shape)
     return (gain * np.sqrt(2.0 / (fan_in + fan_out)) * rng.standard_normal(shape)).astype(dtype)
 
 
-def kaiming_uniform(rng, shape, dtype=np.float32, gain=np.sqrt(2.0), mode="fan_in"):
+def kaiming_uniform(
+    rng: np.random.Generator, shape: Sequence[int], dtype: DTypeLike = np.float32, gain: float = np.sqrt(2.0),
+    mode: str = "fan_in",
+) -> np.ndarray:
     """Uniform on [-a, a] with a = gain * sqrt(3 / fan) (He); `mode` picks fan_in or fan_out."""
     _check(rng)
     bound = gain * np.sqrt(3.0 / _fan(shape, mode))
     return rng.uniform(-bound, bound, size=shape).astype(dtype)
 
 
-def kaiming_normal(rng, shape, dtype=np.float32, gain=np.sqrt(2.0), mode="fan_in"):
+def kaiming_normal(
+    rng: np.random.Generator, shape: Sequence[int], dtype: DTypeLike = np.float32, gain: float = np.sqrt(2.0),
+    mode: str = "fan_in",
+) -> np.ndarray:
     """Normal with std = gain / sqrt(fan) (He); `mode` picks fan_in or fan_out."""
     _check(rng)
     return (gain / np.sqrt(_fan(shape, mode)) * rng.standard_normal(shape)).astype(dtype)
@@ -71,17 +83,17 @@ def _fan(shape, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
-def normal(rng, shape, dtype=np.float32, std=0.01):
+def normal(rng: np.random.Generator, shape: Sequence[int], dtype: DTypeLike = np.float32, std: float = 0.01) -> np.ndarray:
     """Normal with mean 0 and standard deviation `std`."""
     _check(rng)
     return (std * rng.standard_normal(shape)).astype(dtype)
 
 
-def zeros(rng, shape, dtype=np.float32):
+def zeros(rng: np.random.Generator | None, shape: Sequence[int], dtype: DTypeLike = np.float32) -> np.ndarray:
     """All zeros (`rng` is accepted for a uniform signature and unused)."""
     return np.zeros(shape, dtype=dtype)
 
 
-def ones(rng, shape, dtype=np.float32):
+def ones(rng: np.random.Generator | None, shape: Sequence[int], dtype: DTypeLike = np.float32) -> np.ndarray:
     """All ones (`rng` is accepted for a uniform signature and unused)."""
     return np.ones(shape, dtype=dtype)

@@ -6,8 +6,11 @@ and a `__call__` works just as well in a Chain or under `pb.gradient`.
 """
 
 import types
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from . import init as initialisers
 from .modes import is_training
@@ -15,7 +18,7 @@ from .modes import is_training
 __all__ = ["Dense", "Chain", "Parallel", "SkipConnection", "Flatten", "Embedding", "Dropout"]
 
 
-def as_generator(rng):
+def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
     if rng is None:
         return np.random.default_rng()
     if isinstance(rng, (int, np.integer)):
@@ -25,7 +28,7 @@ def as_generator(rng):
     return rng
 
 
-def name_of(fn):
+def name_of(fn: Any) -> str:
     """A short name for an activation or connection in a repr."""
     return getattr(fn, "__name__", None) or repr(fn)
 
@@ -42,16 +45,19 @@ class Dense:
     (Dense(3, 2, relu), (2, 3), (5, 2))
     """
 
-    def __init__(self, in_features, out_features, activation=None, *, bias=True, dtype=np.float32, rng=None,
-                 init=initialisers.glorot_uniform):
+    def __init__(
+        self, in_features: int, out_features: int, activation: Callable[[Any], Any] | None = None, *, bias: bool = True,
+        dtype: DTypeLike = np.float32, rng: np.random.Generator | int | None = None,
+        init: initialisers.Initialiser = initialisers.glorot_uniform,
+    ) -> None:
         self.weight = init(as_generator(rng), (out_features, in_features), dtype)
         self.bias = np.zeros(out_features, dtype=dtype) if bias else None
         self.activation = activation
 
-    def trainable(self):
+    def trainable(self) -> tuple[str, ...]:
         return ("weight", "bias")
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         if np.shape(x)[-1:] != self.weight.shape[1:]:
             raise ValueError(f"{self!r} expects inputs (..., {self.weight.shape[1]}); got shape {np.shape(x)}")
         y = x @ self.weight.T
@@ -85,26 +91,26 @@ class Chain:
     (2, Dense(2, 3, relu), Chain(Dense(3, 1)))
     """
 
-    def __init__(self, *layers):
+    def __init__(self, *layers: Callable[[Any], Any]) -> None:
         for k, layer in enumerate(layers):
             if not callable(layer):
                 raise TypeError(f"Chain: layer {k} ({type(layer).__name__}) is not callable")
         self.layers = tuple(layers)
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         for layer in self.layers:
             x = layer(x)
         return x
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
             return Chain(*self.layers[index])
         return self.layers[index]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.layers)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Callable[[Any], Any]]:
         return iter(self.layers)
 
     def __repr__(self):
@@ -123,13 +129,13 @@ class Parallel:
     1.0
     """
 
-    def __init__(self, connection, *layers):
+    def __init__(self, connection: Callable[..., Any], *layers: Callable[[Any], Any]) -> None:
         if not layers:
             raise ValueError("Parallel needs at least one layer")
         self.connection = connection
         self.layers = tuple(layers)
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         if isinstance(x, tuple):
             if len(x) != len(self.layers):
                 raise ValueError(f"Parallel with {len(self.layers)} layers got a tuple of {len(x)} inputs")
@@ -138,10 +144,10 @@ class Parallel:
             outputs = [layer(x) for layer in self.layers]
         return self.connection(*outputs)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> Callable[[Any], Any]:
         return self.layers[index]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.layers)
 
     def __repr__(self):
@@ -157,11 +163,11 @@ class SkipConnection:
     0.979425538604203
     """
 
-    def __init__(self, layers, connection):
+    def __init__(self, layers: Callable[[Any], Any], connection: Callable[[Any, Any], Any]) -> None:
         self.layers = layers
         self.connection = connection
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         return self.connection(self.layers(x), x)
 
     def __repr__(self):
@@ -176,7 +182,7 @@ class Flatten:
     (2, 60)
     """
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         return np.reshape(x, (np.shape(x)[0], -1))
 
     def __repr__(self):
@@ -192,15 +198,18 @@ class Embedding:
     (Embedding(10, 4), (1, 3, 4))
     """
 
-    def __init__(self, num_embeddings, dim, *, dtype=np.float32, rng=None, init=None):
+    def __init__(
+        self, num_embeddings: int, dim: int, *, dtype: DTypeLike = np.float32, rng: np.random.Generator | int | None = None,
+        init: initialisers.Initialiser | None = None,
+    ) -> None:
         rng = as_generator(rng)
         shape = (num_embeddings, dim)
         self.weight = rng.standard_normal(shape).astype(dtype) if init is None else init(rng, shape, dtype)
 
-    def trainable(self):
+    def trainable(self) -> tuple[str, ...]:
         return ("weight",)
 
-    def __call__(self, indices):
+    def __call__(self, indices: ArrayLike) -> Any:
         indices = np.asarray(indices)
         if indices.dtype.kind not in "iu":
             raise TypeError(f"Embedding takes integer indices; got dtype {indices.dtype}")
@@ -227,7 +236,10 @@ class Dropout:
     array([2., 0., 0., 0., 2., 2.])
     """
 
-    def __init__(self, p, *, dims=None, rng=None, training=None):
+    def __init__(
+        self, p: float, *, dims: Iterable[int] | None = None, rng: np.random.Generator | int | None = None,
+        training: bool | None = None,
+    ) -> None:
         if not 0 <= p < 1:
             raise ValueError(f"Dropout probability p must be in [0, 1); got {p}")
         self.p = p
@@ -235,10 +247,10 @@ class Dropout:
         self.rng = as_generator(rng)
         self.training = training
 
-    def trainable(self):
+    def trainable(self) -> tuple[str, ...]:
         return ()
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         if self.p == 0 or not is_training(self, x):
             return x
         shape = np.shape(x)

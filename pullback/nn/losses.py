@@ -7,12 +7,18 @@ Targets `y` may be probabilities / one-hot arrays shaped like the prediction, or
 cross-entropies, integer class labels shaped like the prediction without the class axis.
 """
 
+from collections.abc import Callable
+from typing import Any, Literal
+
 import numpy as np
 
 from .._values import stop_gradient
 from .activations import logsoftmax, softplus
 
 __all__ = ["mse", "crossentropy", "logitcrossentropy", "binary_crossentropy", "logitbinarycrossentropy"]
+
+# How per-element losses are combined: a name or a function of the array of losses.
+Aggregation = Literal["mean", "sum", "none"] | Callable[[Any], Any]
 
 
 def _aggregate(losses, agg):
@@ -44,7 +50,7 @@ def _targets(y, like, axis):
     return y
 
 
-def mse(yhat, y, *, agg="mean"):
+def mse(yhat: Any, y: Any, *, agg: Aggregation = "mean") -> Any:
     """Mean squared error: agg((yhat - y) ** 2).
 
     >>> import numpy as np
@@ -54,7 +60,7 @@ def mse(yhat, y, *, agg="mean"):
     return _aggregate((yhat - y) ** 2, agg)
 
 
-def crossentropy(yhat, y, *, axis=-1, agg="mean", eps=None):
+def crossentropy(yhat: Any, y: Any, *, axis: int = -1, agg: Aggregation = "mean", eps: float | None = None) -> Any:
     """Cross-entropy of predicted probabilities `yhat`: agg(-sum(y * log(yhat + eps), axis)).
 
     `eps` defaults to the machine epsilon of `yhat`'s dtype (as Flux), keeping log finite.
@@ -68,7 +74,7 @@ def crossentropy(yhat, y, *, axis=-1, agg="mean", eps=None):
     return _aggregate(-np.sum(y * np.log(yhat + eps), axis=axis), agg)
 
 
-def logitcrossentropy(logits, y, *, axis=-1, agg="mean"):
+def logitcrossentropy(logits: Any, y: Any, *, axis: int = -1, agg: Aggregation = "mean") -> Any:
     """Cross-entropy of softmax(logits), computed stably: agg(-sum(y * logsoftmax(logits), axis)).
 
     >>> import numpy as np
@@ -79,7 +85,7 @@ def logitcrossentropy(logits, y, *, axis=-1, agg="mean"):
     return _aggregate(-np.sum(y * logsoftmax(logits, axis=axis), axis=axis), agg)
 
 
-def binary_crossentropy(yhat, y, *, agg="mean", eps=None):
+def binary_crossentropy(yhat: Any, y: Any, *, agg: Aggregation = "mean", eps: float | None = None) -> Any:
     """Binary cross-entropy of probabilities: agg(-y log(yhat + eps) - (1 - y) log(1 - yhat + eps)).
 
     >>> import numpy as np
@@ -90,7 +96,7 @@ def binary_crossentropy(yhat, y, *, agg="mean", eps=None):
     return _aggregate(-y * np.log(yhat + eps) - (1 - y) * np.log(1 - yhat + eps), agg)
 
 
-def logitbinarycrossentropy(logits, y, *, agg="mean"):
+def logitbinarycrossentropy(logits: Any, y: Any, *, agg: Aggregation = "mean") -> Any:
     """Binary cross-entropy of sigmoid(logits), computed stably: agg((1 - y) * logits + softplus(-logits)).
 
     >>> import numpy as np

@@ -12,6 +12,8 @@ Each such layer has a field `training`:
 place, and return the model; `trainmode(model, "auto")` restores the default.
 """
 
+from typing import Any, Literal, TypeVar
+
 from .. import tree
 from .._values import Traced
 
@@ -19,8 +21,10 @@ __all__ = ["trainmode", "testmode", "is_training"]
 
 _MODES = (True, False, None)
 
+Model = TypeVar("Model")
 
-def is_training(layer, *values):
+
+def is_training(layer: Any, *values: Any) -> bool:
     """Whether `layer` trains now: its `training` field, or (when None) whether any of `values` is traced."""
     mode = layer.training
     if mode is None:
@@ -36,7 +40,7 @@ def _mode(mode):
     return mode
 
 
-def trainmode(model, mode=True):
+def trainmode(model: Model, mode: bool | Literal["auto"] = True) -> Model:
     """Put every mode-dependent layer of `model` in training mode (in place); returns `model`.
 
     `mode=False` means evaluation mode and `mode="auto"` the automatic default.
@@ -51,7 +55,7 @@ def trainmode(model, mode=True):
     return model
 
 
-def testmode(model, mode=True):
+def testmode(model: Model, mode: bool | Literal["auto"] = True) -> Model:
     """Put every mode-dependent layer of `model` in evaluation mode (in place); returns `model`.
 
     >>> import pullback as pb

@@ -4,7 +4,11 @@ Channels are the last axis (NHWC images, `(batch, features)` matrices), so batch
 normalisation reduces over every other axis of a contiguous `(rows, channels)` view.
 """
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .._extend import primitive, rrule
 from .._tangents import Thunk
@@ -75,7 +79,7 @@ def _batch_norm_rule(x, scale, shift, *, mean, var, eps):
     return np.reshape(y, shape), back
 
 
-def batch_norm(x, scale, shift, eps=1e-5):
+def batch_norm(x: Any, scale: Any, shift: Any, eps: float = 1e-5) -> Any:
     """Batch normalisation with the batch's own statistics over all axes but the last.
 
     >>> import numpy as np
@@ -106,7 +110,10 @@ class BatchNorm:
     array([0.2, 0. ], dtype=float32)
     """
 
-    def __init__(self, channels, activation=None, *, eps=1e-5, momentum=0.1, affine=True, dtype=np.float32, training=None):
+    def __init__(
+        self, channels: int, activation: Callable[[Any], Any] | None = None, *, eps: float = 1e-5, momentum: float = 0.1,
+        affine: bool = True, dtype: DTypeLike = np.float32, training: bool | None = None,
+    ) -> None:
         self.scale = np.ones(channels, dtype=dtype) if affine else None
         self.shift = np.zeros(channels, dtype=dtype) if affine else None
         self.running_mean = np.zeros(channels, dtype=dtype)
@@ -116,10 +123,10 @@ class BatchNorm:
         self.momentum = momentum
         self.training = training
 
-    def trainable(self):
+    def trainable(self) -> tuple[str, ...]:
         return ("scale", "shift")
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         c = self.running_mean.shape[0]
         if np.shape(x)[-1] != c:
             raise ValueError(f"BatchNorm({c}) got input with {np.shape(x)[-1]} channels (last axis) in shape {np.shape(x)}")
@@ -160,7 +167,10 @@ class LayerNorm:
     array([[-0.99999..., 0.99999...]])
     """
 
-    def __init__(self, shape, activation=None, *, eps=1e-5, affine=True, dtype=np.float32):
+    def __init__(
+        self, shape: int | Iterable[int], activation: Callable[[Any], Any] | None = None, *, eps: float = 1e-5,
+        affine: bool = True, dtype: DTypeLike = np.float32,
+    ) -> None:
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         self.scale = np.ones(shape, dtype=dtype) if affine else None
         self.shift = np.zeros(shape, dtype=dtype) if affine else None
@@ -168,10 +178,10 @@ class LayerNorm:
         self.eps = eps
         self.shape = shape
 
-    def trainable(self):
+    def trainable(self) -> tuple[str, ...]:
         return ("scale", "shift")
 
-    def __call__(self, x):
+    def __call__(self, x: Any) -> Any:
         k = len(self.shape)
         if tuple(np.shape(x)[-k:]) != self.shape:
             raise ValueError(f"LayerNorm{self.shape} got input of shape {np.shape(x)}; its last axes should be {self.shape}")

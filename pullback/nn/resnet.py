@@ -8,7 +8,10 @@ torchvision's modules, so `pb.nn.load_torch_weights(model, torchvision_model)` c
 pretrained weights across.
 """
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import DTypeLike
 
 from . import init as initialisers
 from .activations import relu
@@ -27,7 +30,7 @@ _CONFIGS = {
 }
 
 
-def identity(x):
+def identity(x: Any) -> Any:
     """The identity: the shortcut of a residual block whose shape does not change."""
     return x
 
@@ -57,7 +60,10 @@ def _block(kind, rng, dtype, cin, width, stride):
     return Chain(Parallel(np.add, main, shortcut), relu), out
 
 
-def resnet(depth=18, *, num_classes=1000, in_channels=3, dtype=np.float32, rng=None):
+def resnet(
+    depth: int = 18, *, num_classes: int = 1000, in_channels: int = 3, dtype: DTypeLike = np.float32,
+    rng: np.random.Generator | int | None = None,
+) -> Chain:
     """A ResNet of the given depth (18, 34, 50, 101 or 152) for `(batch, 224, 224, 3)` images.
 
     >>> import numpy as np, pullback as pb

@@ -19,6 +19,8 @@ ResNets, avoids the question). torch is never imported here.
 
 import re
 from collections import deque
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -28,6 +30,8 @@ from .layers import Dense, Embedding
 from .normalise import BatchNorm, LayerNorm
 
 __all__ = ["load_torch_weights", "load_torch_state_dict"]
+
+Model = TypeVar("Model")
 
 _PAIRS = {
     "Linear": Dense,
@@ -51,7 +55,7 @@ def _is_layer(x):
     return type(x) in _LAYERS
 
 
-def parameter_layers(model):
+def parameter_layers(model: Any) -> list[Any]:
     """pullback's layers with parameters, in walk order (each once; their insides are not walked).
 
     >>> import pullback as pb
@@ -64,7 +68,7 @@ def parameter_layers(model):
 
 
 
-def load_torch_weights(model, torch_module):
+def load_torch_weights(model: Model, torch_module: Any) -> Model:
     """Copy the parameters of `torch_module` into `model` (same architecture), in place; returns `model`.
 
     Layers are paired in order: pullback's Dense/Conv/ConvTranspose/BatchNorm/LayerNorm/
@@ -133,7 +137,9 @@ def _check_geometry(k, mine, other):
 
 
 # --- from a state dict of arrays -----------------------------------------------------------
-def load_torch_state_dict(model, state_dict, *, key_order="given"):
+def load_torch_state_dict(
+    model: Model, state_dict: Mapping[str, np.ndarray], *, key_order: Literal["given", "natural"] = "given"
+) -> Model:
     """A copy of `model` holding the arrays of a PyTorch state dict; `model` is not changed.
 
     `state_dict` maps PyTorch keys (``"layer1.0.conv1.weight"``) to NumPy arrays, as
@@ -158,13 +164,13 @@ def load_torch_state_dict(model, state_dict, *, key_order="given"):
     """
     if key_order not in ("given", "natural"):
         raise ValueError(f"key_order must be 'given' or 'natural', not {key_order!r}")
-    modules = {}
+    modules: dict[str, dict[str, np.ndarray]] = {}
     for key, value in state_dict.items():
         prefix, _, name = key.rpartition(".")
         if name != "num_batches_tracked":
             modules.setdefault(prefix, {})[name] = value
     order = list(modules) if key_order == "given" else sorted(modules, key=_natural)
-    waiting = {}
+    waiting: dict[frozenset, deque[str]] = {}
     for prefix in order:
         waiting.setdefault(_signature({n: tuple(v.shape) for n, v in modules[prefix].items()}), deque()).append(prefix)
     pairs = []

@@ -27,7 +27,18 @@ from ._destructure import Restructure, destructure
 from ._state import Leaf, adjust, freeze, setup, thaw
 from ._update import update, update_
 from .rules import (
-    AdaGrad, Adam, AdamW, ClipGrad, ClipNorm, Descent, Lion, Momentum, Nesterov, OptimiserChain, RMSProp, Rule,
+    AdaGrad,
+    Adam,
+    AdamW,
+    ClipGrad,
+    ClipNorm,
+    Descent,
+    Lion,
+    Momentum,
+    Nesterov,
+    OptimiserChain,
+    RMSProp,
+    Rule,
     WeightDecay,
 )
 

@@ -1,5 +1,7 @@
 """`destructure`: all of a model's trainable parameters as one flat vector, and the way back."""
 
+from typing import Any
+
 import numpy as np
 
 from .. import stop_gradient, tree
@@ -8,7 +10,7 @@ from ._walk import is_traced_param
 __all__ = ["destructure", "Restructure"]
 
 
-def destructure(model):
+def destructure(model: Any) -> tuple[Any, "Restructure"]:
     """`(flat, rebuild)`: the trainable float arrays of `model` as one vector, and its inverse.
 
     `flat` concatenates the arrays (C order, in the order `pb.tree` walks the model; a tied
@@ -58,7 +60,7 @@ class Restructure:
     Restructure(list, length=5)
     """
 
-    def __init__(self, model, params):
+    def __init__(self, model: Any, params: list[Any]) -> None:
         self._model = model
         self._params = params  # keeps the arrays alive, so their ids stay theirs
         self._keys = [_key(p) for p in params]
@@ -68,7 +70,7 @@ class Restructure:
         self._offsets = np.cumsum([0] + sizes).tolist()
         self.length = self._offsets[-1]
 
-    def __call__(self, flat):
+    def __call__(self, flat: Any) -> Any:
         traced = stop_gradient(flat) is not flat
         if not traced:
             flat = np.asarray(flat)

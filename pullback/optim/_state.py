@@ -4,6 +4,9 @@ A state mirrors the model the way a gradient does (tuples for tuples, `Tangent`s
 objects, `None` where nothing is trained) with a `Leaf` at each trainable float array.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .. import Tangent, tree
@@ -27,7 +30,7 @@ class Leaf:
 
     __slots__ = ("rule", "state", "frozen")
 
-    def __init__(self, rule, state, frozen=False):
+    def __init__(self, rule: Rule, state: Any, frozen: bool = False) -> None:
         self.rule = rule
         self.state = state
         self.frozen = frozen
@@ -46,7 +49,7 @@ def _summary(value):
     return repr(value)
 
 
-def setup(rule, model):
+def setup(rule: Rule, model: Any) -> Any:
     """The initial optimiser state for training `model` with `rule`.
 
     Only trainable float arrays get a `Leaf` (a class's `trainable()` method is respected);
@@ -64,7 +67,7 @@ def setup(rule, model):
     return mirror(model, lambda x, path: Leaf(rule, rule.init(x)), named=False)
 
 
-def mirror(model, make_leaf, named=True):
+def mirror(model: Any, make_leaf: Callable[[np.ndarray, Any], Any], named: bool = True) -> Any:
     """A state-shaped tree for `model`: `make_leaf(array, path)` at each trainable float array.
 
     `path` is the array's first trainable place, printed like `model.layers[0].weight`
@@ -101,7 +104,7 @@ def copy_value(value):
     return tree.fmap(lambda x: x.copy() if isinstance(x, np.ndarray) else x, value)
 
 
-def adjust(state, lr=None, **hyperparameters):
+def adjust(state: Any, lr: float | None = None, **hyperparameters: Any) -> Any:
     """A new state whose rules have new hyperparameters: `adjust(state, lr=1e-4)`, `adjust(state, beta1=0.8)`.
 
     Every rule that has a hyperparameter of that name takes the new value (inside
@@ -120,8 +123,8 @@ def adjust(state, lr=None, **hyperparameters):
         changes["lr"] = lr
     if not changes:
         raise TypeError("adjust needs at least one hyperparameter, e.g. adjust(state, lr=1e-4)")
-    used = set()
-    new_rules = {}
+    used: set[str] = set()
+    new_rules: dict[int, Rule] = {}
 
     def renew(leaf):
         rule = new_rules.get(id(leaf.rule))
@@ -149,7 +152,7 @@ def _all_hyperparameters(rule):
     return names - {"rules"}
 
 
-def freeze(state_part):
+def freeze(state_part: Any) -> None:
     """Mark every parameter in `state_part` (a part of a state, or all of it) as frozen, in place.
 
     `update` and `update_` then leave those parameters and their rule states unchanged until
@@ -168,7 +171,7 @@ def freeze(state_part):
     _set_frozen(state_part, True, "freeze")
 
 
-def thaw(state_part):
+def thaw(state_part: Any) -> None:
     """Undo `freeze` for every parameter in `state_part`, in place. Returns None.
 
     >>> import numpy as np

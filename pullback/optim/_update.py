@@ -8,6 +8,7 @@ written until every step has been computed, so an error leaves everything as it 
 """
 
 import collections
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -17,8 +18,10 @@ from ._walk import describe, entries, is_param, name, nothing
 
 __all__ = ["update", "update_"]
 
+Model = TypeVar("Model")
 
-def update(state, model, grad):
+
+def update(state: Any, model: Model, grad: Any) -> tuple[Any, Model]:
     """One optimisation step: returns `(new_state, new_model)` and changes nothing it was given.
 
     `grad` mirrors `model` as `pb.gradient` returns it (`Tangent`s, tuples, dicts, arrays;
@@ -50,7 +53,7 @@ def update(state, model, grad):
     return new_state, new_model
 
 
-def update_(state, model, grad):
+def update_(state: Any, model: Model, grad: Any) -> tuple[Any, Model]:
     """Like `update`, but writes the new values into the model's arrays and the state, in place.
 
     Returns `(state, model)`: the same objects it was given.

@@ -18,7 +18,7 @@ Write your own by subclassing `Rule` (decorate it with `@dataclasses.dataclass(f
 >>> @dataclasses.dataclass(frozen=True)
 ... class SignDescent(optim.Rule):
 ...     lr: float = 0.01
-...     def apply(self, state, x, dx):
+...     def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
 ...         return state, self.lr * np.sign(dx)
 >>> state = optim.setup(SignDescent(0.5), (np.array([1.0, 1.0]),))
 >>> optim.update(state, (np.array([1.0, 1.0]),), (np.array([3.0, -2.0]),))[1]
@@ -27,6 +27,7 @@ Write your own by subclassing `Rule` (decorate it with `@dataclasses.dataclass(f
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 
@@ -36,10 +37,10 @@ __all__ = [
 ]
 
 # Every Rule subclass by name, so a checkpoint can name a rule without storing code.
-RULES = {}
+RULES: dict[str, type["Rule"]] = {}
 
 
-def rule_name(cls):
+def rule_name(cls: type) -> str:
     """The name a checkpoint stores for a rule class: short for the built-in rules."""
     if cls.__module__ == __name__:
         return cls.__qualname__
@@ -54,24 +55,24 @@ class Rule:
         super().__init_subclass__(**kwargs)
         RULES[rule_name(cls)] = cls
 
-    def init(self, x):
+    def init(self, x: np.ndarray) -> tuple[Any, ...]:
         """The state this rule keeps for parameter `x`; stateless rules keep `()`."""
         return ()
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         """One step: `(new_state, delta)` with the new parameter `x - delta`."""
         raise NotImplementedError(f"{type(self).__name__} must define apply(self, state, x, dx)")
 
-    def hyperparameters(self):
+    def hyperparameters(self) -> dict[str, Any]:
         """The rule's hyperparameters by name."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     @classmethod
-    def from_hyperparameters(cls, hyperparameters):
+    def from_hyperparameters(cls, hyperparameters: dict[str, Any]) -> "Rule":
         """The rule with these hyperparameters (the inverse of `hyperparameters`)."""
         return cls(**hyperparameters)
 
-    def adjusted(self, changes):
+    def adjusted(self, changes: dict[str, Any]) -> tuple["Rule", set[str]]:
         """`(new_rule, used)`: this rule with those `changes` that name its hyperparameters, and their names."""
         mine = {k: v for k, v in changes.items() if k in self.hyperparameters()}
         return (dataclasses.replace(self, **mine) if mine else self), set(mine)
@@ -116,7 +117,7 @@ class Descent(Rule):
     def __post_init__(self):
         self._check(lr="nonnegative")
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         return state, self.lr * dx
 
 
@@ -137,10 +138,10 @@ class Momentum(Rule):
     def __post_init__(self):
         self._check(lr="nonnegative", rho="fraction")
 
-    def init(self, x):
+    def init(self, x: np.ndarray) -> tuple[Any, ...]:
         return (_zeros(x),)
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         (v,) = state
         v = self.rho * v + self.lr * dx
         return (v,), v
@@ -161,10 +162,10 @@ class Nesterov(Rule):
     def __post_init__(self):
         self._check(lr="nonnegative", rho="fraction")
 
-    def init(self, x):
+    def init(self, x: np.ndarray) -> tuple[Any, ...]:
         return (_zeros(x),)
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         (v,) = state
         v = self.rho * v - self.lr * dx
         return (v,), self.lr * dx - self.rho * v
@@ -187,10 +188,10 @@ class Adam(Rule):
     def __post_init__(self):
         self._check(lr="nonnegative", beta1="fraction", beta2="fraction", eps="nonnegative")
 
-    def init(self, x):
+    def init(self, x: np.ndarray) -> tuple[Any, ...]:
         return (_zeros(x), _zeros(x), 0)
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         return _adam_step(self, state, dx)
 
 
@@ -223,10 +224,10 @@ class AdamW(Rule):
     def __post_init__(self):
         self._check(lr="nonnegative", beta1="fraction", beta2="fraction", eps="nonnegative", weight_decay="nonnegative")
 
-    def init(self, x):
+    def init(self, x: np.ndarray) -> tuple[Any, ...]:
         return (_zeros(x), _zeros(x), 0)
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         state, delta = _adam_step(self, state, dx)
         return state, delta + (self.lr * self.weight_decay) * x
 
@@ -253,10 +254,10 @@ class RMSProp(Rule):
             raise TypeError(f"RMSProp: centred must be True or False, got {self.centred!r}")
         object.__setattr__(self, "centred", bool(self.centred))
 
-    def init(self, x):
+    def init(self, x: np.ndarray) -> tuple[Any, ...]:
         return (_zeros(x), _zeros(x)) if self.centred else (_zeros(x),)
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         rho = self.rho
         s = rho * state[0] + (1 - rho) * (dx * dx)
         if self.centred:
@@ -282,10 +283,10 @@ class AdaGrad(Rule):
     def __post_init__(self):
         self._check(lr="nonnegative", eps="nonnegative")
 
-    def init(self, x):
+    def init(self, x: np.ndarray) -> tuple[Any, ...]:
         return (_zeros(x),)
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         acc = state[0] + dx * dx
         return (acc,), self.lr * dx / (np.sqrt(acc) + self.eps)
 
@@ -308,10 +309,10 @@ class Lion(Rule):
     def __post_init__(self):
         self._check(lr="nonnegative", beta1="fraction", beta2="fraction", weight_decay="nonnegative")
 
-    def init(self, x):
+    def init(self, x: np.ndarray) -> tuple[Any, ...]:
         return (_zeros(x),)
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         (m,) = state
         direction = np.sign(self.beta1 * m + (1 - self.beta1) * dx)
         if self.weight_decay:
@@ -333,7 +334,7 @@ class ClipGrad(Rule):
     def __post_init__(self):
         self._check(delta="positive")
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         return state, np.clip(dx, -self.delta, self.delta)
 
 
@@ -353,7 +354,7 @@ class ClipNorm(Rule):
     def __post_init__(self):
         self._check(max_norm="positive", p="order")
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         norm = float(np.linalg.norm(np.ravel(dx).astype(np.float64), ord=self.p))
         if not math.isfinite(norm):
             raise ValueError(
@@ -379,7 +380,7 @@ class WeightDecay(Rule):
     def __post_init__(self):
         self._check(lam="nonnegative")
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         return state, dx + self.lam * x
 
 
@@ -394,9 +395,9 @@ class OptimiserChain(Rule):
     OptimiserChain(ClipNorm(max_norm=1.0, p=2.0), Adam(lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08))
     """
 
-    rules: tuple = ()
+    rules: tuple[Rule, ...] = ()
 
-    def __init__(self, *rules):
+    def __init__(self, *rules: Rule) -> None:
         for r in rules:
             if not isinstance(r, Rule):
                 hint = " (an instance is needed: add parentheses)" if isinstance(r, type) else ""
@@ -407,21 +408,21 @@ class OptimiserChain(Rule):
         return f"OptimiserChain({', '.join(map(repr, self.rules))})"
 
     @classmethod
-    def from_hyperparameters(cls, hyperparameters):
+    def from_hyperparameters(cls, hyperparameters: dict[str, Any]) -> "OptimiserChain":
         return cls(*hyperparameters["rules"])
 
-    def init(self, x):
+    def init(self, x: np.ndarray) -> tuple[Any, ...]:
         return tuple(r.init(x) for r in self.rules)
 
-    def apply(self, state, x, dx):
+    def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         new_state = []
         for rule, s in zip(self.rules, state):
             s, dx = rule.apply(s, x, dx)
             new_state.append(s)
         return tuple(new_state), dx
 
-    def adjusted(self, changes):
-        used = set()
+    def adjusted(self, changes: dict[str, Any]) -> tuple[Rule, set[str]]:
+        used: set[str] = set()
         rules = []
         for r in self.rules:
             r, u = r.adjusted(changes)

@@ -377,7 +377,7 @@ def _qr_back(a, q, r, gq, gr):
     if rows >= cols:
         return _qr_square_back(q, r, gq, gr)
     # A = [X | Y] with X square: R = [U | Qᵀ Y].
-    x_part, y_part = a[..., :, :rows], a[..., :, rows:]
+    y_part = a[..., :, rows:]
     gu = None if gr is None else gr[..., :, :rows]
     gv = None if gr is None else gr[..., :, rows:]
     if gv is not None:
