@@ -322,6 +322,9 @@ def test_scipy_functions_that_convert_their_input_name_the_stand_in_or_the_wrapp
     with pytest.raises(TypeError, match=r"scipy\.optimize\.rosen converts.*pullback\.primitive\(scipy\.optimize\.rosen\).*pullback\.rrule") as info:
         pb.gradient(lambda x: optimize.rosen(x), np.array([1.0, 2.0]))
     assert "stop_gradient" not in str(info.value)
+    stats = pytest.importorskip("scipy.stats")
+    with pytest.raises(TypeError, match=r"scipy\.stats\.norm\.logpdf converts.*Use pullback\.scipy\.stats\.norm\.logpdf"):
+        pb.gradient(lambda x: np.sum(stats.norm.logpdf(x)), np.array([1.0, 2.0]))
 
 
 def test_a_tracked_out_argument_is_a_functional_update():
