@@ -13,7 +13,6 @@ Conventions (see the README's "How gradients look"):
 - Arrays that are not differentiated are passed as they are (not copied).
 """
 
-import collections
 import decimal
 import fractions
 
@@ -21,7 +20,37 @@ import numpy as np
 
 from . import tree
 
-Leaf = collections.namedtuple("Leaf", ["index", "path", "primal"])
+class Where:
+    """A place in the arguments, formatted only when it is printed (a walk makes many, prints few)."""
+
+    __slots__ = ("path", "describe", "_text")
+
+    def __init__(self, path, describe):
+        self.path, self.describe, self._text = path, describe, None
+
+    def __str__(self):
+        if self._text is None:
+            self._text = self.describe(self.path)
+        return self._text
+
+    def __format__(self, spec):
+        return format(str(self), spec)
+
+
+class Leaf:
+    """One differentiable leaf: its number, its place (`.path`, e.g. `argument 0['w']`) and its value."""
+
+    __slots__ = ("index", "where", "primal")
+
+    def __init__(self, index, where, primal):
+        self.index, self.where, self.primal = index, where, primal
+
+    @property
+    def path(self):
+        return str(self.where)
+
+    def __iter__(self):
+        return iter((self.index, self.path, self.primal))
 
 
 class Arguments:
@@ -72,8 +101,9 @@ class Arguments:
 
         def wrap(x, path, companion):
             index = len(self.leaves)
-            self.leaves.append(Leaf(index, self.describe(path), x))
-            return make_leaf(x, self.leaves[-1].path, companion), index
+            where = Where(path, self.describe)
+            self.leaves.append(Leaf(index, where, x))
+            return make_leaf(x, where, companion), index
 
         def leaf(x, parts, path):
             if id(x) in trainable:
@@ -105,7 +135,7 @@ class Arguments:
             new, index = wrap(x, path, companion)
             self._place_index[place] = index
             return new
-        _refuse_untrackable(x, self.describe(path))
+        _refuse_untrackable(x, Where(path, self.describe))
         return x if current is None else current
 
     def read(self, results, convert=None, callers=()):
@@ -185,25 +215,32 @@ def _is_float_array(x):
 
 
 def _refuse_untrackable(x, where):
-    """Raise for a value at a differentiated place whose gradient pullback cannot give (never a silent None)."""
-    where = where or "an argument"
-    if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+    """Raise for a value at a differentiated place whose gradient pullback cannot give (never a silent None).
+
+    `where` names the place (formatted only when an error is raised).
+    """
+    subclass = isinstance(x, np.ndarray) and type(x) is not np.ndarray
+    is_complex = type(x) is complex or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "c")
+    other_number = isinstance(x, (fractions.Fraction, decimal.Decimal))
+    if not (subclass or is_complex or other_number):
+        return
+    where = str(where) if where is not None else "an argument"
+    if subclass:
         raise TypeError(
             f"{where} is a {type(x).__module__}.{type(x).__qualname__}, a NumPy array subclass whose operations "
             "differ from ndarray's (np.matrix's * is a matrix product; a masked array skips masked values), which "
             "pullback does not follow. Use plain arrays: np.asarray(m) and x @ y for np.matrix; for a masked "
             "array, select the valid values (x[~mask]) or use np.where(mask, 0, x)."
         )
-    if type(x) is complex or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "c"):
+    if is_complex:
         raise TypeError(
             f"{where} is complex; pullback differentiates real-valued code only. "
             "Pass the real and imaginary parts as separate float arrays."
         )
-    if isinstance(x, (fractions.Fraction, decimal.Decimal)):
-        raise TypeError(
-            f"{where} is a {type(x).__name__}, which pullback cannot differentiate (it tracks float values). "
-            "Pass float(x) to differentiate it, or pass it by keyword if it is a constant."
-        )
+    raise TypeError(
+        f"{where} is a {type(x).__name__}, which pullback cannot differentiate (it tracks float values). "
+        "Pass float(x) to differentiate it, or pass it by keyword if it is a constant."
+    )
 
 
 def leaf_gradient(g, primal, returned):
