@@ -6,13 +6,13 @@
 """
 
 from . import rules as _rules  # noqa: F401  (registers the built-in rules)
-from . import tree
+from . import testing, tree
 from ._api import WithGradient, grad, gradient, pullback, value_and_grad, vjp, withgradient
-from ._check import GradientCheck, check_gradient
 from ._derivatives import WithJacobian, hessian, hvp, jacobian, jvp, withjacobian
 from ._extend import composite, frule, nondifferentiable, primitive, rrule
 from ._tangents import InplaceableThunk, Tangent, Thunk, accum, unthunk
 from ._values import stop_gradient
+from .testing import GradientCheck, check_gradient
 
 __version__ = "0.1.0"
 
@@ -48,6 +48,6 @@ __all__ = [
     "gradient", "withgradient", "pullback", "vjp", "grad", "value_and_grad", "WithGradient",
     "check_gradient", "GradientCheck", "jvp", "jacobian", "withjacobian", "WithJacobian", "hessian", "hvp",
     "primitive", "rrule", "frule", "composite", "nondifferentiable", "stop_gradient",
-    "Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent", "tree",
+    "Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent", "tree", "testing",
     "optim", "destructure", "save", "load", "state_dict", "load_state_dict", "nn", "scipy",
 ]

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import tree
 
+
 class Where:
     """A place in the arguments, formatted only when it is printed (a walk makes many, prints few)."""
 

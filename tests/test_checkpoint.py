@@ -17,10 +17,10 @@ import zlib
 
 import numpy as np
 import pytest
-from _random_models import models
 from hypothesis import given, settings
 
 import pullback as pb
+from _random_models import models
 from pullback import optim
 from pullback.checkpoint import CheckpointError
 

@@ -22,9 +22,8 @@ from hypothesis import strategies as st
 import pullback as pb
 from matrices import spd, well_conditioned
 from pullback._registry import FORWARD_RULES, REVERSE_RULES, UFUNC_RULES, forward_rule_of
-from pullback.rules import _register, fft, indexing, shape
+from pullback.rules import _register, fft, indexing, shape, special
 from pullback.rules import linalg as sl
-from pullback.rules import special
 from pullback.testing import check_transpose
 
 HAVE_SCIPY = importlib.util.find_spec("scipy") is not None

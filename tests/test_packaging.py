@@ -21,6 +21,8 @@ DOCUMENTED_AS = {
     "destructure": "pullback.optim.destructure",
     "save": "pullback.saving.save",
     "load": "pullback.saving.load",
+    "check_gradient": "pullback.testing",
+    "GradientCheck": "pullback.testing",
     "state_dict": "pullback.checkpoint.state_dict",
     "load_state_dict": "pullback.checkpoint.load_state_dict",
 }

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
-from pullback.testing import assert_gradient
 from pullback.rules.fft import TrackedComplex
+from pullback.testing import assert_gradient
 
 SETTINGS = settings(max_examples=8, deadline=None)
 seeds = st.integers(0, 2**32 - 1)

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
-from pullback.testing import assert_gradient
 from pullback.rules import reductions
+from pullback.testing import assert_gradient
 
 SETTINGS = settings(max_examples=25, deadline=None)
 dtypes = st.sampled_from([np.float64, np.float32])

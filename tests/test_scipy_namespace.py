@@ -16,9 +16,9 @@ from pullback.testing import assert_gradient
 sps = pytest.importorskip("scipy.special")
 spl = pytest.importorskip("scipy.linalg")
 
-from pullback.scipy import linalg, special  # noqa: E402
 from pullback.rules import linalg as rules_linalg  # noqa: E402
 from pullback.rules import special as rules_special  # noqa: E402
+from pullback.scipy import linalg, special  # noqa: E402
 
 
 def test_importing_pullback_scipy_does_not_import_scipy():

@@ -47,7 +47,7 @@ class WithSlots:
 def test_containers_mirror_their_types_and_keys():
     x = np.array([1.0, 2.0])
     args = ((x, 3), [x.copy(), "s"], {"k": x.copy(), "n": None}, Point(x.copy(), 2.0), OrderedDict(a=x.copy()))
-    grads = pb.gradient(lambda t, l, d, p, o: np.sum(t[0]) + np.sum(l[0] * 2) + np.sum(d["k"] * 3) + np.sum(p.x) * p.y + np.sum(o["a"]), *args)
+    grads = pb.gradient(lambda t, lst, d, p, o: np.sum(t[0]) + np.sum(lst[0] * 2) + np.sum(d["k"] * 3) + np.sum(p.x) * p.y + np.sum(o["a"]), *args)
     gt, gl, gd, gp, go = grads
     assert type(gt) is tuple and gt[1] is None
     np.testing.assert_allclose(gt[0], [1.0, 1.0])
