@@ -40,16 +40,21 @@ def primitive(fn):
     (array([ 3., 12.]),)
     """
 
+    names = positional_names(fn)
+
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        if kwargs and any(isinstance(v, Traced) for v in kwargs.values()):
+            args, kwargs = to_positions(names, args, kwargs)  # a traced argument given by name
+            if any(isinstance(v, Traced) for v in kwargs.values()):
+                raise TypeError(f"{qualified_name(fn)}: a traced value was passed as a keyword-only argument, which is "
+                                "not differentiated; pass it positionally.")
         for a in args:
             if isinstance(a, Traced):
                 rule = REVERSE_RULES.get(call)
                 if rule is None:
                     raise missing_rule(fn)
                 return apply(rule, args, kwargs)
-        if any(isinstance(v, Traced) for v in kwargs.values()):
-            raise TypeError(f"{qualified_name(fn)}: keyword arguments are not differentiated; pass tracked values positionally.")
         return fn(*args, **kwargs)
 
     call._pullback_primitive = True

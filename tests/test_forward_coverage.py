@@ -9,7 +9,6 @@
   float32 in -> float32 tangent out, and forward rules nesting in both modes.
 """
 
-import ast
 import importlib.util
 import zlib
 from pathlib import Path
@@ -76,26 +75,6 @@ def test_every_reverse_rule_has_a_forward_rule():
     missing = sorted(label for rule, label in RULES.items()
                      if forward_rule_of(rule) is None and rule not in waiting and label not in ALLOWED_WITHOUT_FORWARD)
     assert not missing, f"reverse rules without a forward rule: {missing}"
-
-
-def _applied_rules(path):
-    """Names passed as the rule to `apply(rule, ...)` in a rule file."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    return {node.args[0].id for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "apply"
-            and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id != "rule_fn"}
-
-
-def test_every_rule_a_composite_applies_is_registered():
-    import importlib
-
-    unregistered = []
-    for path in sorted(RULES_DIR.glob("*.py")):
-        module = importlib.import_module(f"pullback.rules.{path.stem}")
-        for name in _applied_rules(path):
-            if getattr(module, name) not in RULES:
-                unregistered.append(f"{path.stem}.{name}")
-    assert not unregistered, f"rules applied by composites but not marked @private_rule: {unregistered}"
 
 
 # --- inputs -----------------------------------------------------------------------------------

@@ -367,8 +367,7 @@ same(special.logsumexp, [M, np.abs(N) + 0.5], C(X, 1, Y, True, True),
 for _fn in (special.softmax, special.log_softmax):
     same(_fn, [M], C(X, 1), C(X, axis=1), C(x=X, axis=1), needs_scipy=True)
 same(special.multigammaln, [POSITIVE + 1.0], C(X, 2), C(X, d=2), C(a=X, d=2), needs_scipy=True)
-same(special.polygamma, [POSITIVE], C(1, X), C(1, x=X), C(n=1, x=X), needs_scipy=True,
-     known_bug="pullback/rules/special.py: polygamma is a pb.primitive, which refuses a tracked x given by name")
+same(special.polygamma, [POSITIVE], C(1, X), C(1, x=X), C(n=1, x=X), needs_scipy=True)
 
 
 # --- callables none of whose arguments can be given both ways -----------------------------------
