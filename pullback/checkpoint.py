@@ -438,14 +438,14 @@ def load(path: str | os.PathLike[str], like: Any) -> Any:
     ending in ``.safetensors`` is read by `pb.load` as a safetensors file instead, in
     pullback's or PyTorch's layout (see `pullback.safetensors_io`).
 
-    >>> import os, tempfile, numpy as np, pullback as pb
-    >>> model = [np.array([1.0, 2.0])]
-    >>> state = pb.optim.setup(pb.optim.Adam(), model)
+    >>> import os, tempfile, numpy as np
+    >>> from pullback import checkpoint
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     pb.save(os.path.join(folder, "run.ckpt"), model, state)
-    ...     model2, state2 = pb.load(os.path.join(folder, "run.ckpt"), like=[np.zeros(2)])
-    >>> model2, state2[0].rule
-    ([array([1., 2.])], Adam(lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08))
+    ...     checkpoint.save(os.path.join(folder, "m.ckpt"), {"w": np.ones(2)})
+    ...     checkpoint.load(os.path.join(folder, "m.ckpt"), like={"w": np.zeros(3)})
+    Traceback (most recent call last):
+    ...
+    pullback.checkpoint.CheckpointError: ...model['w']...
     """
     name = os.fspath(path)
     with open(name, "rb") as file:

@@ -24,6 +24,7 @@ from pullback._registry import FORWARD_RULES, REVERSE_RULES, UFUNC_RULES, forwar
 from pullback.rules import _register, fft, indexing, shape, special
 from pullback.rules import linalg as sl
 from pullback.testing import check_transpose
+from rule_checks import seeds
 
 HAVE_SCIPY = importlib.util.find_spec("scipy") is not None
 if HAVE_SCIPY:
@@ -395,7 +396,6 @@ def check_jvp(f, args, rng, rtol=1e-6, atol=1e-8):
 
 
 FD = settings(max_examples=12, deadline=None)
-seeds = st.integers(0, 2**32 - 1)
 
 
 @FD

@@ -15,10 +15,10 @@ from hypothesis.extra import numpy as hnp
 
 import pullback as pb
 from pullback.testing import assert_gradient
+from rule_checks import seeds
 from test_rules_ufuncs import BINARY, NUMPY_RULES, UNARY
 
 SETTINGS = settings(max_examples=10, deadline=None)
-seeds = st.integers(0, 2**32 - 1)
 shapes = hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=3)
 SECOND = {"rtol": 1e-4, "atol": 1e-6}
 

@@ -11,22 +11,15 @@ from hypothesis.extra import numpy as hnp
 
 import pullback as pb
 from pullback.rules.fft import TrackedComplex
-from pullback.testing import assert_gradient
+from rule_checks import dtypes, gradcheck, second_order, seeds
 
 SETTINGS = settings(max_examples=8, deadline=None)
-seeds = st.integers(0, 2**32 - 1)
-dtypes = st.sampled_from([np.float64, np.float32])
 norms = st.sampled_from([None, "backward", "ortho", "forward"])
 shapes = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=5)
 
 
 def tolerance(dtype):
     return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 3e-3, "atol": 3e-4}
-
-
-def gradcheck(f, *args, **tol):
-    """Every element of f's derivative, in reverse and forward mode, against central differences."""
-    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
 
 
 def project(y, seed=0):
@@ -43,11 +36,6 @@ def check(fn, *args, dtype=np.float64):
     assert np.shape(traced) == np.shape(expected)
     assert np.iscomplexobj(traced) == np.iscomplexobj(expected)
     np.testing.assert_allclose(traced, expected, rtol=1e-6 if dtype == np.float64 else 1e-3, atol=1e-6)
-
-
-def second_order(f, x):
-    """The derivatives of f's derivative maps (reverse and forward over each) against central differences."""
-    gradcheck(f, x, order=2, rtol=1e-4, atol=1e-6)
 
 
 @SETTINGS

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import pullback as pb
 from matrices import well_conditioned
 from pullback.rules import linalg as ours
-from pullback.testing import assert_gradient
+from rule_checks import dtypes, gradcheck, second_order, seeds
 
 try:
     import scipy.linalg as sl
@@ -20,24 +20,12 @@ except ImportError:  # the numpy.linalg tests run without SciPy
 needs_scipy = pytest.mark.skipif(sl is None, reason="needs SciPy")
 
 SETTINGS = settings(max_examples=8, deadline=None)
-seeds = st.integers(0, 2**32 - 1)
-dtypes = st.sampled_from([np.float64, np.float32])
 batches = st.sampled_from([(), (2,), (2, 1)])
 sizes = st.integers(1, 4)
 
 
 def tolerance(dtype):
     return {"rtol": 1e-4, "atol": 1e-6} if dtype == np.float64 else {"rtol": 1e-2, "atol": 1e-3}
-
-
-def gradcheck(f, *args, **tol):
-    """Every element of f's derivative, in reverse and forward mode, against central differences."""
-    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
-
-
-def second_order(f, x, rtol=1e-4):
-    """The derivatives of f's derivative maps (reverse and forward over each) against central differences."""
-    gradcheck(f, x, order=2, rtol=rtol, atol=1e-6)
 
 
 def project(y, seed=0):

@@ -10,37 +10,15 @@ from hypothesis.extra import numpy as hnp
 
 import pullback as pb
 from matrices import well_conditioned
-from pullback.testing import assert_gradient, numerical_gradient
+from pullback.testing import numerical_gradient
+from rule_checks import check_against_numpy, dtypes, gradcheck, second_order, seeds
 
 SETTINGS = settings(max_examples=25, deadline=None)
-dtypes = st.sampled_from([np.float64, np.float32])
-seeds = st.integers(0, 2**32 - 1)
 sides = st.integers(1, 4)
 
 
 def tolerance(dtype):
     return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
-
-
-def gradcheck(f, *args, **tol):
-    """Every element of f's derivative, in reverse and forward mode, against central differences."""
-    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
-
-
-def second_order(f, x, rtol=1e-4):
-    """The derivatives of f's derivative maps (reverse and forward over each) against central differences."""
-    gradcheck(f, x, order=2, rtol=rtol, atol=1e-6)
-
-
-def check_against_numpy(fn, *args, dtype=np.float64):
-    """fn's derivatives against central differences, and its traced value against NumPy."""
-    gradcheck(fn, *args, **({"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 3e-3, "atol": 3e-4}))
-    traced = pb.pullback(fn, *args)[0]
-    expected = fn(*args)
-    for got, want in zip(traced, expected) if isinstance(expected, (tuple, list)) else [(traced, expected)]:
-        exact = dtype == np.float64
-        np.testing.assert_allclose(got, want, rtol=1e-6 if exact else 1e-4, atol=1e-12 if exact else 1e-5)
-        assert np.shape(got) == np.shape(want)
 
 
 def check(f, *shapes, seed, dtype):

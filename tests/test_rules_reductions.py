@@ -9,11 +9,9 @@ from hypothesis.extra import numpy as hnp
 
 import pullback as pb
 from pullback.rules import reductions
-from pullback.testing import assert_gradient
+from rule_checks import dtypes, gradcheck, seeds
 
 SETTINGS = settings(max_examples=25, deadline=None)
-dtypes = st.sampled_from([np.float64, np.float32])
-seeds = st.integers(0, 2**32 - 1)
 
 REDUCTIONS = {
     "sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "amax": np.amax, "amin": np.amin, "prod": np.prod,
@@ -22,11 +20,6 @@ REDUCTIONS = {
 
 def tolerance(dtype):
     return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
-
-
-def gradcheck(f, *args, **tol):
-    """Every element of f's derivative, in reverse and forward mode, against central differences."""
-    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
 
 
 @st.composite

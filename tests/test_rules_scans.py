@@ -8,26 +8,14 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
-from pullback.testing import assert_gradient
+from rule_checks import dtypes, gradcheck, second_order, seeds
 
 SETTINGS = settings(max_examples=12, deadline=None)
-seeds = st.integers(0, 2**32 - 1)
-dtypes = st.sampled_from([np.float64, np.float32])
 shapes = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
 
 
 def tolerance(dtype):
     return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 3e-3, "atol": 3e-4}
-
-
-def gradcheck(f, *args, **tol):
-    """Every element of f's derivative, in reverse and forward mode, against central differences."""
-    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
-
-
-def second_order(f, x, rtol=1e-4):
-    """The derivatives of f's derivative maps (reverse and forward over each) against central differences."""
-    gradcheck(f, x, order=2, rtol=rtol, atol=1e-6)
 
 
 @st.composite

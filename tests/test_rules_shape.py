@@ -8,11 +8,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
-from pullback.testing import assert_gradient
+from rule_checks import check_against_numpy, draw_axis, dtypes, gradcheck, second_order, seeds
 
 SETTINGS = settings(max_examples=25, deadline=None)
-dtypes = st.sampled_from([np.float64, np.float32])
-seeds = st.integers(0, 2**32 - 1)
 shapes = hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=4)
 shapes_1_to_3d = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
 
@@ -21,34 +19,9 @@ def tolerance(dtype):
     return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
 
 
-def gradcheck(f, *args, **tol):
-    """Every element of f's derivative, in reverse and forward mode, against central differences."""
-    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
-
-
-def second_order(f, x, rtol=1e-4):
-    """The derivatives of f's derivative maps (reverse and forward over each) against central differences."""
-    gradcheck(f, x, order=2, rtol=rtol, atol=1e-6)
-
-
 def project(y, seed=0):
     """A fixed random linear functional: a scalar loss that sees every element of y."""
     return np.sum(y * np.random.default_rng(seed).normal(size=np.shape(y)))
-
-
-def check_against_numpy(fn, *args, dtype=np.float64):
-    """fn's derivatives against central differences, and its traced value against NumPy."""
-    gradcheck(fn, *args, **({"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 3e-3, "atol": 3e-4}))
-    traced = pb.pullback(fn, *args)[0]
-    expected = fn(*args)
-    for got, want in zip(traced, expected) if isinstance(expected, (tuple, list)) else [(traced, expected)]:
-        exact = dtype == np.float64
-        np.testing.assert_allclose(got, want, rtol=1e-6 if exact else 1e-4, atol=1e-12 if exact else 1e-5)
-        assert np.shape(got) == np.shape(want)
-
-
-def draw_axis(rng, ndim):
-    return int(rng.integers(-ndim, ndim))
 
 
 def check(op, x, rng, dtype):

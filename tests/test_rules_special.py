@@ -14,18 +14,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
-from pullback.testing import assert_gradient
+from rule_checks import gradcheck, seeds
 
 sp = pytest.importorskip("scipy.special")
 special = pytest.importorskip("pullback.rules.special")
 
 SETTINGS = settings(max_examples=6, deadline=None)
-seeds = st.integers(0, 2**32 - 1)
 shapes = hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=4)
-
-def gradcheck(f, *args, **tol):
-    """Every element of f's derivative, in reverse and forward mode, against central differences."""
-    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
 
 
 def project(y, seed=0):
@@ -41,7 +36,6 @@ UNARY = {
     "i0": (-3, 3), "i1": (-3, 3), "i0e": (-3, 3), "i1e": (-3, 3),
     "rgamma": (-2.7, 4), "cosm1": (-3, 3), "j0": (-6, 6), "j1": (-6, 6), "y0": (0.3, 6), "y1": (0.3, 6),
 }
-
 
 
 @pytest.mark.parametrize("name", UNARY)

@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 import pullback as pb
 from pullback._registry import NONDIFF_UFUNCS, UFUNC_RULES
-from pullback.testing import assert_gradient
+from rule_checks import dtypes, gradcheck, seeds
 
 SETTINGS = settings(max_examples=25, deadline=None)
 FEW = settings(max_examples=10, deadline=None)
@@ -24,17 +24,10 @@ FEW = settings(max_examples=10, deadline=None)
 shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4)
 pairs = hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=1, max_side=4)
 triples = hnp.mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, max_side=3)
-dtypes = st.sampled_from([np.float64, np.float32])
-seeds = st.integers(0, 2**32 - 1)
 
 
 def tolerance(dtype):
     return {"rtol": 1e-5, "atol": 1e-7} if dtype == np.float64 else {"rtol": 2e-3, "atol": 2e-4}
-
-
-def gradcheck(f, *args, **tol):
-    """Every element of f's derivative, in reverse and forward mode, against central differences."""
-    return assert_gradient(f, *args, dense_up_to=None, **({"rtol": 1e-5, "atol": 1e-7} | tol)).gradient
 
 
 # --- input domains: where each ufunc is smooth, so central differences are valid ---------
