@@ -77,7 +77,10 @@ class Arguments:
         self.kwargs = kwargs or {}
         self.roots = roots
         self.leaves = []
-        self._trainable = _trainable_ids(tuple(self.args[i] for i in self.positions))
+        # the common call, arrays and numbers only, takes a short path with the same results
+        self._flat = not any(tree.kind_of(a) is not None for a in (*self.args, *self.kwargs.values()))
+        chosen = tuple(self.args[i] for i in self.positions)
+        self._trainable = _flat_trainable_ids(chosen) if self._flat else _trainable_ids(chosen)
         self._array_index = {}
         self._place_index = {}
 
@@ -97,6 +100,7 @@ class Arguments:
         self.leaves = []
         self._array_index = {}
         self._place_index = {}
+        self._made = {}
         chosen = set(self.positions)
         trainable = self._trainable
 
@@ -126,9 +130,26 @@ class Arguments:
                 return new
             return tree.copy_node(x, kind, new, shell)
 
+        if self._flat:
+            args = [self._track_flat_argument(i, a, companions, chosen, wrap) for i, a in enumerate(self.args)]
+            return args, dict(self.kwargs)
         ys = ((tuple(companions), None),) if companions is not None else ()
         new = tree.walk((self.args, self.kwargs), leaf, node, ys=ys, cycle=tree.copy_cycle)
         return list(new[0]), new[1]
+
+    def _track_flat_argument(self, i, x, companions, chosen, wrap):
+        """`track` for argument `i` when no argument is a container: what the walk would do, directly."""
+        companion = companions[i] if companions is not None else None
+        if id(x) in self._trainable:
+            index = self._array_index.get(id(x))
+            if index is None:
+                new, index = wrap(x, tree.ROOT.child(0, False).child(i, False), companion)
+                self._array_index[id(x)] = index
+                self._made[id(x)] = new
+            return self._made[id(x)]
+        if i in chosen:
+            return self._scalar(x, tree.ROOT.child(0, False).child(i, False), companion, wrap, (None, i))
+        return x
 
     def _scalar(self, x, path, companion, wrap, place, current=None):
         """A trainable place holding `x`: a tracked scalar, or `x` itself (refusing what cannot be tracked)."""
@@ -153,6 +174,17 @@ class Arguments:
         def result(index, primal):
             r = results[index]
             return None if r is None else convert(r, primal, returned)
+
+        if self._flat:
+            grads, given = [None] * len(self.args), set()
+            for i in self.positions:
+                x = self.args[i]
+                index = self._place_index.get((None, i))
+                if id(x) in self._array_index and id(x) not in given:
+                    index = self._array_index[id(x)]
+                    given.add(id(x))  # a tie's later places get None
+                grads[i] = None if index is None else result(index, x)
+            return tuple(grads)
 
         def leaf(x, parts, path):
             index = self._array_index.get(id(x))
@@ -183,6 +215,18 @@ class Arguments:
 def _is_root_argument(path, chosen):
     """Whether `path` is a differentiated positional argument itself."""
     return len(path) == 2 and path[0][0] == 0 and path[1][0] in chosen
+
+
+def _flat_trainable_ids(values):
+    """`_trainable_ids` for arguments that are all leaves."""
+    found = set()
+    for x in values:
+        if isinstance(x, (np.ndarray, np.generic)) or _is_tracked_value(x):
+            if _is_float_array(x):
+                found.add(id(x))
+            else:
+                _refuse_untrackable(x, None)
+    return found
 
 
 def _trainable_ids(roots):

@@ -52,7 +52,7 @@ class Traced:
 
     def __array_function__(self, func, types, args, kwargs):
         for t in types:
-            if t is not np.ndarray and not issubclass(t, Traced) and not hasattr(t, "__stop_gradient__"):
+            if t is not Tracked and t is not np.ndarray and not issubclass(t, Traced) and not hasattr(t, "__stop_gradient__"):
                 if issubclass(t, np.ndarray):
                     raise subclass_error(next(a for a in _flat(args) if type(a) is t))
                 raise foreign_error(f"{t.__module__}.{t.__qualname__}")
