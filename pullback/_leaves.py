@@ -121,7 +121,7 @@ class Arguments:
 
         def node(x, kind, old, new, parts, path, shell):
             if id(x) in trainable:
-                names = tree.trainable_names(x)
+                names = tree.trainable_names(x, old)
                 for k, child in old.items():
                     if names is None or k in names:
                         part = tree.child_of(parts[0], k) if parts else None

@@ -72,6 +72,7 @@ def register(cls: type, children: Callable[[Any], dict], rebuild: Callable[[Any,
     [('a', 1.0), ('b', 2.0)]
     """
     _REGISTERED[cls] = Kind(children, rebuild, fields=True)
+    _KIND_OF_CLASS.clear()
 
 
 class Path:
@@ -199,18 +200,24 @@ _OPAQUE = (
 )
 
 
-def _field_names(x):
-    cls = type(x)
+@functools.lru_cache(maxsize=None)
+def _declared_fields(cls):
+    """The fields a class declares: dataclass or attrs fields, or slots."""
     if dataclasses.is_dataclass(cls):
-        names = [f.name for f in dataclasses.fields(cls)]
-    elif hasattr(cls, "__attrs_attrs__"):
-        names = [a.name for a in cls.__attrs_attrs__]
-    else:
-        names = [s for k in reversed(cls.__mro__) for s in _slots_of(k)]
+        return tuple(f.name for f in dataclasses.fields(cls))
+    if hasattr(cls, "__attrs_attrs__"):
+        return tuple(a.name for a in cls.__attrs_attrs__)
+    return tuple(s for k in reversed(cls.__mro__) for s in _slots_of(k))
+
+
+def _field_names(x):
+    declared = _declared_fields(type(x))
     instance_dict = getattr(x, "__dict__", None)
-    if instance_dict:
-        names += [k for k in instance_dict if k not in names]
-    return names
+    if not instance_dict:
+        return declared
+    if not declared:
+        return tuple(instance_dict)
+    return declared + tuple(k for k in instance_dict if k not in declared)
 
 
 def _slots_of(cls):
@@ -291,6 +298,21 @@ def kind_of(x: Any) -> "Kind | None":
     (True, None)
     """
     cls = type(x)
+    try:
+        return _KIND_OF_CLASS[cls]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable class
+        return _kind_of_class(cls, x)
+    kind = _KIND_OF_CLASS[cls] = _kind_of_class(cls, x)
+    return kind
+
+
+_KIND_OF_CLASS: dict[type, "Kind | None"] = {}
+
+
+def _kind_of_class(cls, x):
+    """`kind_of` for an instance `x` of `cls`; it depends only on the class, so `kind_of` keeps it."""
     kind = _REGISTERED.get(cls)
     if kind is not None:
         return kind
@@ -315,9 +337,16 @@ def kind_of(x: Any) -> "Kind | None":
     return None
 
 
-def _speaks_numpy(cls):
+def _speaks_numpy(cls: Any) -> bool:
     """Array types of any library (and pullback's own traced values) are leaves."""
-    return hasattr(cls, "__array_ufunc__") or hasattr(cls, "__array_function__") or hasattr(cls, "__array_namespace__")
+    found = _SPEAKS_NUMPY.get(cls)
+    if found is None:
+        found = _SPEAKS_NUMPY[cls] = (
+            hasattr(cls, "__array_ufunc__") or hasattr(cls, "__array_function__") or hasattr(cls, "__array_namespace__"))
+    return found
+
+
+_SPEAKS_NUMPY: dict[Any, bool] = {}
 
 
 def children(x: Any) -> dict:
@@ -331,7 +360,7 @@ def children(x: Any) -> dict:
     return {} if kind is None else kind.children(x)
 
 
-def trainable_names(x: Any) -> "set[str] | None":
+def trainable_names(x: Any, kids: dict | None = None) -> "set[str] | None":
     """The field names `x` declares trainable through a `trainable(self)` method, or None (all).
 
     >>> from pullback import tree
@@ -345,7 +374,7 @@ def trainable_names(x: Any) -> "set[str] | None":
     if not callable(method) or isinstance(method, type):
         return None
     names = set(method(x))
-    unknown = names - set(children(x))
+    unknown = names - set(children(x) if kids is None else kids)
     if unknown:
         raise ValueError(f"{type(x).__name__}.trainable() names {sorted(unknown)}, which are not fields of the object")
     return names
@@ -422,8 +451,8 @@ def walk(x: Any, leaf: Callable[..., Any], node: Callable[..., Any], *, ys: tupl
         kind = None if exclude is not None and exclude(value) else kind_of(value)
         if kind is None:
             result = leaf(value, parts, path)
-            if is_cacheable(value):
-                cache[ident] = result
+            if _speaks_numpy(type(value)) or (exclude is not None and kind_of(value) is not None):
+                cache[ident] = result  # arrays (and containers taken as leaves) keep their identity
             dest[key] = result
             continue
         if ident in in_progress:
@@ -433,13 +462,13 @@ def walk(x: Any, leaf: Callable[..., Any], node: Callable[..., Any], *, ys: tupl
             continue
         in_progress.add(ident)
         old = kind.children(value)
-        names = trainable_names(value) if trainable_only else None
+        names = trainable_names(value, old) if trainable_only else None
         new = {}
         stack.append((_EXIT, value, kind, old, new, parts, path, dest, key))
         for k in reversed(list(old)):
             child = old[k]
             child_path = path.child(k, kind.fields)
-            child_parts = tuple(child_of(y, k) for y in parts)
+            child_parts = tuple([child_of(y, k) for y in parts]) if parts else ()
             if names is not None and k not in names:
                 new[k] = child if frozen is None else frozen(child, child_parts, child_path)
             else:
