@@ -381,3 +381,23 @@ def test_bench_scripts_and_module_entry_point_run():
     listing = subprocess.run([sys.executable, "-m", "pullback.bench", "--list"], capture_output=True, text=True,
                              timeout=60)
     assert listing.returncode == 0 and "chain-small" in listing.stdout and "pytorch-eager" in listing.stdout
+
+
+@pytest.mark.parametrize("floor", [workloads.chain_floor, workloads.chain_floor_recomputing,
+                                   workloads.chain_forward_accumulation])
+@pytest.mark.parametrize("n_ops", [0, 1, 2, 3, 5, 7, 12])
+def test_every_hand_written_chain_gradient_matches_central_differences(floor, n_ops):
+    x = np.random.default_rng(n_ops).uniform(-1, 1, 4)
+    before = x.copy()
+    h = 1e-6
+    fd = np.array([(workloads.chain(x + h * e, n_ops, np) - workloads.chain(x - h * e, n_ops, np)) / (2 * h)
+                   for e in np.eye(4)])
+    np.testing.assert_allclose(floor(x, n_ops), fd, rtol=1e-7, atol=1e-9)
+    np.testing.assert_array_equal(x, before)  # the in-place floors work on their own copy
+
+
+def test_the_chain_floors_are_timed_side_by_side_and_only_on_the_chain():
+    names = [s.name for s in systems.SYSTEMS]
+    assert {"numpy-floor", "numpy-recompute", "numpy-forward-acc"} <= set(names)
+    with pytest.raises(Unsupported):
+        systems.by_name("numpy-recompute").prepare("mlp", {})

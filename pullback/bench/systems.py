@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import resnets
-from .workloads import chain, chain_floor, mlp_floor, mlp_loss
+from .workloads import chain, chain_floor, chain_floor_recomputing, chain_forward_accumulation, mlp_floor, mlp_loss
 
 MLP_KEYS = ("w1", "b1", "w2", "b2", "w3", "b3")
 
@@ -170,6 +170,26 @@ class NumpyFloor(System):
         return Prepared(lambda: resnets.numpy_gradient(spec, params, x, onehot), list)
 
 
+class NumpyFloorRecomputing(System):
+    """The chain's slower hand-written reverse mode (recomputes in its backward pass)."""
+
+    name = "numpy-recompute"
+
+    def chain(self, problem):
+        x, n = problem["x"], problem["ops"]
+        return Prepared(lambda: chain_floor_recomputing(x, n), lambda g: [g])
+
+
+class NumpyForwardAccumulation(System):
+    """The chain's derivative accumulated in its forward pass (elementwise chains only)."""
+
+    name = "numpy-forward-acc"
+
+    def chain(self, problem):
+        x, n = problem["x"], problem["ops"]
+        return Prepared(lambda: chain_forward_accumulation(x, n), lambda g: [g])
+
+
 class Autograd(System):
     name = "autograd"
     library = "autograd"
@@ -300,7 +320,7 @@ class JaxEager(JaxJit):
     jit = False
 
 
-SYSTEMS = (Pullback(), NumpyFloor(), Autograd(), MyGrad(), TorchEager(), JaxJit(), JaxEager())
+SYSTEMS = (Pullback(), NumpyFloor(), NumpyFloorRecomputing(), NumpyForwardAccumulation(), Autograd(), MyGrad(), TorchEager(), JaxJit(), JaxEager())
 
 
 def by_name(name):
