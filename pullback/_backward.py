@@ -82,25 +82,34 @@ def fit(g, like):
     """Make cotangent `g` match its primal `like`: evaluate thunks, undo broadcasting, restore dtype.
 
     This is the one place broadcasting is undone, so rules may return cotangents
-    shaped like their (broadcast) output.
+    shaped like their (broadcast) output. It is also the one place a complex cotangent
+    meets a real primal (a real value used in complex arithmetic): a cotangent `c` stands
+    for `dz -> Re(c * dz)`, so for a real `dz` only its real part counts, and that is kept.
     """
     if isinstance(g, Thunk):
         g = g.unthunk()
     if type(like) is tuple:  # an array's (shape, dtype): how the tape remembers it without keeping it
         shape, dtype = like
+        real = dtype.kind != "c"
     elif like is None or g is None:  # the group node of a several-output operation
         return g
     else:
         shape = np.shape(like)
-        dtype = None if type(like) is float else dtype_of(like)  # a Python float is weak
+        weak = type(like) is float or type(like) is complex  # a Python number is weak
+        dtype = None if weak else dtype_of(like)
+        real = type(like) is float if weak else dtype.kind != "c"
     if type(g) is np.ndarray:
         if g.shape != shape:
             g = unbroadcast(g, shape)
+        if real and g.dtype.kind == "c":
+            g = g.real
         if dtype is not None and g.dtype != dtype:
             g = g.astype(dtype)
         return g
     if np.shape(g) != shape:
         g = unbroadcast(g, shape)
+    if real and dtype_of(g).kind == "c":
+        g = FUNCTIONS[np.real](g) if isinstance(g, Traced) else np.real(g)
     if dtype is not None and dtype_of(g) != dtype:
         g = FUNCTIONS[astype](g, dtype) if isinstance(g, Traced) else np.asarray(g, dtype=dtype)
     return g

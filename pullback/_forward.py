@@ -70,22 +70,23 @@ def make_dual(tag, y, y_dot):
         duals = [make_dual(tag, yi, ti) for yi, ti in zip(y, parts)]
         return type(y)(*duals) if hasattr(y, "_fields") else type(y)(duals)
     kind = dtype_of(y).kind
-    if kind == "c":
-        raise TypeError(
-            "An operation on dual values produced complex numbers; pullback differentiates "
-            "real-valued code only. Split complex quantities into real and imaginary parts."
-        )
-    if kind != "f" or y_dot is None:
+    if (kind != "f" and kind != "c") or y_dot is None:
         return y
     return Dual(y, fit_tangent(y_dot, y), tag)
 
 
 def fit_tangent(t, y):
-    """Broadcast tangent `t` to `y`'s shape and give it `y`'s dtype (a Python float `y` is weak)."""
+    """Broadcast tangent `t` to `y`'s shape and give it `y`'s dtype (a Python float `y` is weak).
+
+    The tangent of a real value is real: a complex tangent reaching one keeps its real part.
+    """
     shape = np.shape(y)
     if np.shape(t) != shape:
         t = np.broadcast_to(t, shape)
-    if type(y) is not float:
+    weak = type(y) is float or type(y) is complex
+    if dtype_of(t).kind == "c" and (dtype_of(y).kind != "c"):
+        t = FUNCTIONS[np.real](t) if isinstance(t, Traced) else np.real(t)
+    if not weak:
         dtype = dtype_of(y)
         if dtype_of(t) != dtype:
             t = FUNCTIONS[astype](t, dtype) if isinstance(t, Traced) else np.asarray(t, dtype=dtype)

@@ -153,7 +153,7 @@ class Arguments:
 
     def _scalar(self, x, path, companion, wrap, place, current=None):
         """A trainable place holding `x`: a tracked scalar, or `x` itself (refusing what cannot be tracked)."""
-        if type(x) is float or (isinstance(x, np.generic) and x.dtype.kind == "f"):
+        if type(x) is float or type(x) is complex or (isinstance(x, np.generic) and x.dtype.kind in "fc"):
             new, index = wrap(x, path, companion)
             self._place_index[place] = index
             return new
@@ -253,10 +253,10 @@ def _is_tracked_value(x):
 
 
 def _is_float_array(x):
-    """A float NumPy array (not a subclass), or a traced value of an outer level holding one."""
+    """A float or complex NumPy array (not a subclass), or a traced value of an outer level holding one."""
     if type(x) is np.ndarray:
-        return x.dtype.kind == "f"
-    return _is_tracked_value(x) and x.dtype.kind == "f" and not isinstance(x, np.generic)
+        return x.dtype.kind in "fc"
+    return _is_tracked_value(x) and x.dtype.kind in "fc" and not isinstance(x, np.generic)
 
 
 def _refuse_untrackable(x, where):
@@ -265,9 +265,8 @@ def _refuse_untrackable(x, where):
     `where` names the place (formatted only when an error is raised).
     """
     subclass = isinstance(x, np.ndarray) and type(x) is not np.ndarray
-    is_complex = type(x) is complex or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "c")
     other_number = isinstance(x, (fractions.Fraction, decimal.Decimal))
-    if not (subclass or is_complex or other_number):
+    if not (subclass or other_number):
         return
     where = str(where) if where is not None else "an argument"
     if subclass:
@@ -277,13 +276,8 @@ def _refuse_untrackable(x, where):
             "pullback does not follow. Use plain arrays: np.asarray(m) and x @ y for np.matrix; for a masked "
             "array, select the valid values (x[~mask]) or use np.where(mask, 0, x)."
         )
-    if is_complex:
-        raise TypeError(
-            f"{where} is complex; pullback differentiates real-valued code only. "
-            "Pass the real and imaginary parts as separate float arrays."
-        )
     raise TypeError(
-        f"{where} is a {type(x).__name__}, which pullback cannot differentiate (it tracks float values). "
+        f"{where} is a {type(x).__name__}, which pullback cannot differentiate (it tracks float and complex values). "
         "Pass float(x) to differentiate it, or pass it by keyword if it is a constant."
     )
 
@@ -297,6 +291,8 @@ def leaf_gradient(g, primal, returned):
         return g
     if type(primal) is float:
         return float(g)
+    if type(primal) is complex:
+        return complex(g)
     if isinstance(primal, np.generic):
         return primal.dtype.type(g)
     return fresh_array(g, primal, returned)

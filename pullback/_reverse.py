@@ -57,28 +57,21 @@ class Tape:
         return self.record(y, back, ids)
 
     def record(self, y, back, ids):
-        """Put `y` on the tape if it can carry a gradient; return what the user sees."""
+        """Put `y` on the tape if it can carry a gradient (float or complex); return what the user sees."""
         if type(y) is np.ndarray:
             kind = y.dtype.kind
-            if kind == "f" and not self.closed:  # the hot path, kept short
+            if (kind == "f" or kind == "c") and not self.closed:  # the hot path, kept short
                 nodes = self.nodes
                 nodes.append(((y.shape, y.dtype), back, ids))
                 return Tracked(y, self, len(nodes) - 1)
-            if kind == "f":
+            if kind == "f" or kind == "c":
                 self.push(y, back, ids)  # raises the closed-tape error
-        elif isinstance(y, (Traced, float, np.floating)):
+        elif isinstance(y, (Traced, float, complex, np.inexact)):
             kind = dtype_of(y).kind
-            if kind == "f":
+            if kind == "f" or kind == "c":
                 return Tracked(y, self, self.push(y, back, ids))
         elif isinstance(y, tuple):
             return self._record_many(y, back, ids)
-        else:
-            kind = dtype_of(y).kind
-        if kind == "c":
-            raise TypeError(
-                "An operation on tracked values produced complex numbers; pullback differentiates "
-                "real-valued code only. Split complex quantities into real and imaginary parts."
-            )
         return y  # integers and booleans carry no gradient
 
     def _record_many(self, ys, back, ids):

@@ -134,11 +134,11 @@ class Traced:
 
     @property
     def real(self):
-        return self  # a real array is its own real part
+        return FUNCTIONS[np.real](self) if self.dtype.kind == "c" else self  # a real array is its own real part
 
     @property
     def imag(self):
-        return np.zeros_like(stop_gradient(self))
+        return FUNCTIONS[np.imag](self) if self.dtype.kind == "c" else np.zeros_like(stop_gradient(self))
 
     @property
     def T(self):

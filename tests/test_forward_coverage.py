@@ -115,7 +115,7 @@ def _set(x, v):
 
 
 def parts(z):
-    """A complex value (TrackedComplex or plain) as a real array: its real and imaginary parts."""
+    """A complex value as a real array: its real and imaginary parts."""
     return np.stack([np.real(z), np.imag(z)])
 
 

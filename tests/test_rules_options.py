@@ -27,7 +27,6 @@ from matrices import spd, well_conditioned
 from pullback._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
 from pullback.rules import _register, special
 from pullback.rules import linalg as sl
-from pullback.rules.fft import TrackedComplex
 
 HAVE_SCIPY = importlib.util.find_spec("scipy") is not None
 
@@ -274,7 +273,7 @@ for _fn in (np.fft.fft2, np.fft.ifft2, np.fft.rfft2, np.fft.irfft2):
          C(a=X, s=(3, 4), axes=(1, 2), norm="ortho"))
 for _fn in (np.fft.fftshift, np.fft.ifftshift):
     same(_fn, [M], C(X, 1), C(X, axes=1), C(x=X, axes=1))
-# The functions a complex value being differentiated passes on to its parts.
+# Functions of the complex result of an FFT.
 for _fn, _call, _keyword in ((np.sum, C(X, 0), C(X, axis=0)), (np.mean, C(X, 1, None, None, True),
                                                              C(X, axis=1, keepdims=True)),
                              (np.roll, C(X, 1, 0), C(X, shift=1, axis=0)), (np.reshape, C(X, (3, 2)),
@@ -285,7 +284,7 @@ for _fn, _call, _keyword in ((np.sum, C(X, 0), C(X, axis=0)), (np.mean, C(X, 1, 
         return _fn(np.fft.fft(x), *args, **kwargs)
 
     _of_fft.__name__ = f"{_fn.__name__}-of-fft"
-    same(TrackedComplex, [M], _call, _keyword, run=_of_fft)
+    same(_fn, [M], _call, _keyword, run=_of_fft)
 
 # --- ufunc methods, which NumPy hands over with their options as keywords ---------------------
 same(np.add, [M], C(X, 1, None, None, True), C(X, axis=1, keepdims=True), run=np.add.reduce)
@@ -449,8 +448,7 @@ def real_parts(leaf):
     plain = pb.stop_gradient(leaf)
     kind = np.result_type(plain).kind if isinstance(plain, (np.ndarray, np.generic, float, complex)) else "O"
     if kind == "c":
-        return [np.real(leaf) if not isinstance(leaf, TrackedComplex) else leaf.real,
-                np.imag(leaf) if not isinstance(leaf, TrackedComplex) else leaf.imag]
+        return [np.real(leaf), np.imag(leaf)]
     return [leaf] if kind == "f" else []
 
 

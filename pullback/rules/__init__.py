@@ -14,7 +14,7 @@ the mathematics. Importing this package registers them, through `pb.rrule` and `
 - `decompositions`: cholesky, eigh, eigvalsh, svd, qr;
 - `convolution`: convolve, correlate;
 - `interpolation`: interp;
-- `fft`: the FFTs, and complex values as pairs of real arrays (`TrackedComplex`);
+- `fft`: the FFTs, on real and complex arrays;
 - `special`: scipy.special's ufuncs (registered once SciPy is imported), logsumexp, softmax, polygamma, ...
 
 `table` builds docs/coverage.md from what they register; `_register` holds the shorthands they

@@ -3,6 +3,13 @@
 Each derivative is written with NumPy calls, so it is itself differentiable (higher
 order). Constants are Python floats, which are weak and never change a float32 dtype.
 Cotangents keep the broadcast shape; the engine sums them down to each input.
+
+Complex values follow one convention (see docs/conventions.md): a cotangent `c` of `z` stands
+for `dz -> Re(c * dz)`. The reverse rule of a holomorphic function is then the same local
+derivative as its forward rule (`c_z = c_y * f'(z)`, no conjugation), so `unary` serves both;
+the functions that are not holomorphic (conjugate, absolute, sign, real, imag) have one rule
+per mode. Ufuncs NumPy refuses for complex input (floor, arctan2, hypot, ...) raise NumPy's
+own error.
 """
 
 import math
@@ -10,7 +17,9 @@ import math
 import numpy as np
 
 from .._extend import primitive, rrule
+from .._standins import dtype_of
 from .._tangents import Thunk
+from .._values import stop_gradient
 from ._register import add_tangents, composite, forward_rule, rule, without_gradient
 
 
@@ -65,7 +74,6 @@ LN2, LN10 = math.log(2.0), math.log(10.0)
 
 unary(np.negative, lambda g, x, y: -g)
 unary(np.positive, lambda g, x, y: g)
-unary(np.conjugate, lambda g, x, y: g)
 unary(np.exp, lambda g, x, y: g * y)
 unary(np.exp2, lambda g, x, y: g * y * LN2)
 unary(np.expm1, lambda g, x, y: g * (y + 1.0))
@@ -87,12 +95,66 @@ unary(np.sinh, lambda g, x, y: g * np.cosh(x))
 unary(np.cosh, lambda g, x, y: g * np.sinh(x))
 unary(np.tanh, lambda g, x, y: g * (1.0 - y * y))
 unary(np.arcsinh, lambda g, x, y: g / np.sqrt(x * x + 1.0))
-unary(np.arccosh, lambda g, x, y: g / np.sqrt(x * x - 1.0))
+unary(np.arccosh, lambda g, x, y: g / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0) if _is_complex(x) else np.sqrt(x * x - 1.0)))
 unary(np.arctanh, lambda g, x, y: g / (1.0 - x * x))
-unary(np.absolute, lambda g, x, y: g * np.sign(x), "Gradient 0 at 0 (a subgradient).")
 unary(np.fabs, lambda g, x, y: g * np.sign(x), "Gradient 0 at 0 (a subgradient).")
 unary(np.deg2rad, lambda g, x, y: g * (math.pi / 180.0))
 unary(np.rad2deg, lambda g, x, y: g * (180.0 / math.pi))
+unary(np.radians, lambda g, x, y: g * (math.pi / 180.0))
+unary(np.degrees, lambda g, x, y: g * (180.0 / math.pi))
+
+
+# --- functions of a complex value that are not holomorphic: one rule per mode ------------------
+def _is_complex(x):
+    return dtype_of(x).kind == "c"
+
+
+def two_rules(ufunc, back, tangent, notes=""):
+    """Register `ufunc(x)` with cotangent map `back(g, x, y)` and tangent map `tangent(t, x, y)`."""
+
+    @rule(ufunc, args="x", notes=notes)
+    def reverse(x):
+        y = ufunc(x)
+        return y, lambda g: (back(g, x, y),)
+
+    @forward_rule(ufunc)
+    def forward(primals, tangents):
+        (x,), (t,) = primals, tangents
+        y = ufunc(x)
+        return y, None if t is None else tangent(t, x, y)
+
+
+def _unit(x, r):
+    """`x / r` with `r = |x|`, and 0 where x is 0 (NumPy's `np.sign` of a complex value)."""
+    zero = r == 0
+    return np.where(zero, 0.0, x / np.where(zero, 1.0, r))
+
+
+def _abs_back(g, x, y):
+    return g * np.conj(_unit(x, y)) if _is_complex(x) else g * np.sign(x)
+
+
+def _abs_tangent(t, x, y):
+    return np.real(np.conj(_unit(x, y)) * t) if _is_complex(x) else t * np.sign(x)
+
+
+def _sign_back(g, x, y):
+    if not _is_complex(x):
+        return None  # piecewise constant
+    r = np.abs(x)
+    return _unit(g - np.real(g * y) * np.conj(y), r)
+
+
+def _sign_tangent(t, x, y):
+    if not _is_complex(x):
+        return None
+    return _unit(t - y * np.real(np.conj(y) * t), np.abs(x))
+
+
+two_rules(np.conjugate, lambda g, x, y: np.conjugate(g), lambda t, x, y: np.conjugate(t))
+two_rules(np.absolute, _abs_back, _abs_tangent, "Gradient 0 at 0 (a subgradient); of complex z, Re(conj(z) dz) / |z|.")
+two_rules(np.sign, _sign_back, _sign_tangent, """Real input: no gradient (piecewise constant). Complex
+          input: z / |z|, differentiable away from 0 (gradient 0 at 0).""")
 
 
 @rule(np.add, args="x1, x2")
@@ -135,6 +197,8 @@ def _power_db(g, a, b, y):
     log_a = np.log(a + (a == 0))
     if type(a) in _PYTHON_NUMBERS:  # np.log made a float64 scalar; a Python base must stay weak
         log_a = float(log_a)
+    elif type(a) is complex:
+        log_a = complex(log_a)
     return g * y * log_a
 
 
@@ -193,7 +257,7 @@ def heaviside_frule(primals, tangents):
 without_gradient(
     np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
     np.logical_and, np.logical_or, np.logical_xor, np.logical_not,
-    np.isnan, np.isinf, np.isfinite, np.signbit, np.sign, np.floor, np.ceil, np.trunc, np.rint,
+    np.isnan, np.isinf, np.isfinite, np.signbit, np.floor, np.ceil, np.trunc, np.rint,
     np.floor_divide, np.nextafter, np.spacing,
 )
 without_gradient(np.round, np.around, np.isclose)
@@ -253,3 +317,58 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
     low = a_min if min is None else min
     high = a_max if max is None else max
     return clamp(a, low, high)
+
+
+# --- real and imaginary parts, and the angle -----------------------------------------------
+@primitive
+def real_part(z):
+    """The real part of complex `z` (as a new array)."""
+    return np.real(z)
+
+
+@primitive
+def imag_part(z):
+    """The imaginary part of complex `z` (as a new array)."""
+    return np.imag(z)
+
+
+@rrule(real_part)
+def _real_part_rule(z):
+    return real_part(z), lambda g: (g,)  # Re(g dz) = g Re(dz) for a real g
+
+
+@rrule(imag_part)
+def _imag_part_rule(z):
+    return imag_part(z), lambda g: (-1j * g,)  # Re(-i g dz) = g Im(dz)
+
+
+@forward_rule(real_part)
+def _real_part_frule(primals, tangents):
+    return real_part(primals[0]), None if tangents[0] is None else np.real(tangents[0])
+
+
+@forward_rule(imag_part)
+def _imag_part_frule(primals, tangents):
+    return imag_part(primals[0]), None if tangents[0] is None else np.imag(tangents[0])
+
+
+@composite(np.real, args="val", notes="Of a real tracked array: the array itself.")
+def real(val):
+    return real_part(val) if _is_complex(val) else val
+
+
+@composite(np.imag, args="val", notes="Of a real tracked array: plain zeros.")
+def imag(val):
+    if _is_complex(val):
+        return imag_part(val)
+    plain = stop_gradient(val)
+    return np.zeros(np.shape(plain), dtype=np.result_type(plain))
+
+
+@composite(np.angle, args="z", notes="""Of complex z: arctan2(imag, real), with no derivative at 0
+           (NaN there). Of a real array: 0 or pi, no gradient.""")
+def angle(z, deg=False):
+    if not _is_complex(z):
+        return np.angle(stop_gradient(z), deg)
+    a = np.arctan2(imag_part(z), real_part(z))
+    return a * (180.0 / math.pi) if deg else a
