@@ -84,6 +84,9 @@ def withjacobian(f: Callable[..., Any], *args: Any) -> WithJacobian:
     For an array argument the Jacobian has shape `y.shape + x.shape`; for a structured
     argument each float leaf gets such an array; `None` where there is no dependence.
     Forward mode is used when the inputs are fewer than the outputs, reverse otherwise.
+    With complex values (forward mode) the entries are complex derivatives: of a real input,
+    dy/dx; of a complex input, f'(z), which exists only where f is holomorphic (otherwise a
+    TypeError names the fix: pass real and imaginary parts as separate float arguments).
 
     >>> import numpy as np, pullback as pb
     >>> pb.withjacobian(lambda x: x ** 2, np.array([1.0, 2.0])).grad[0]
@@ -97,7 +100,8 @@ def withjacobian(f: Callable[..., Any], *args: Any) -> WithJacobian:
     arguments.track(lambda x, path, companion: x)
     leaves = arguments.leaves
     n_in = sum(int(np.size(leaf.primal)) for leaf in leaves)
-    forward = n_in <= np.size(y)
+    # complex values: forward mode, which gives the complex derivative (see _forward_columns)
+    forward = n_in <= np.size(y) or np.iscomplexobj(y) or any(np.iscomplexobj(leaf.primal) for leaf in leaves)
     parts_of = _forward_columns(f, arguments) if forward else _reverse_rows(f, args, y)
     results = [None] * len(leaves)
     for key, _, primal in leaves:
@@ -134,7 +138,22 @@ def _forward_columns(f, arguments):
             basis = _basis(primal, j)
             out, tag = run_forward(f, arguments, lambda k, x, path, c, key=key, basis=basis: basis if k == key else None)
             columns[key].append(tangent_part(out, tag))
+            if np.iscomplexobj(primal):
+                out, tag = run_forward(f, arguments, lambda k, x, path, c, key=key, basis=basis: 1j * basis if k == key else None)
+                _check_holomorphic(columns[key][-1], tangent_part(out, tag), arguments.leaves[key].path)
     return columns
+
+
+def _check_holomorphic(along_real, along_imaginary, path):
+    """The complex derivative exists where the derivative along i is i times the one along 1 (Cauchy-Riemann)."""
+    a = 0.0 if along_real is None else np.asarray(along_real)
+    b = 0.0 if along_imaginary is None else np.asarray(along_imaginary)
+    if not np.allclose(b, 1j * a, rtol=1e-6, atol=1e-9 * (1.0 + np.max(np.abs(a), initial=0.0))):
+        raise TypeError(
+            f"jacobian: f is not holomorphic in {path} (its derivative along the imaginary direction is not i times "
+            "the one along the real direction), so it has no complex Jacobian. For the Jacobian of the real map, "
+            "pass the real and imaginary parts as separate float arrays (x, y) and build z = x + 1j * y inside f."
+        )
 
 
 def _reverse_rows(f, args, y):
@@ -166,7 +185,7 @@ def _basis(primal, j):
 
 
 def _is_float_output(y):
-    return type(y) is float or (isinstance(y, (np.ndarray, np.generic)) and y.dtype.kind == "f")
+    return type(y) in (float, complex) or (isinstance(y, (np.ndarray, np.generic)) and y.dtype.kind in "fc")
 
 
 def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
@@ -194,6 +213,9 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
     array([[0., 1.],
            [1., 0.]])
     """
+    if np.iscomplexobj(x):
+        raise TypeError("hessian: x is complex, and a real function of a complex argument has no complex Hessian. "
+                        "Pass the real and imaginary parts as separate float arrays and build z = x + 1j * y inside f.")
     if type(x) is float:
         return float(hvp(f, x, 1.0))
     x = np.asarray(x) if not isinstance(x, np.ndarray) else x

@@ -194,11 +194,12 @@ def _power_da(g, a, b, y):
 
 def _power_db(g, a, b, y):
     # d/db a**b = a**b log a; defined as 0 where a == 0 (the limit for b > 0).
-    log_a = np.log(a + (a == 0))
-    if type(a) in _PYTHON_NUMBERS:  # np.log made a float64 scalar; a Python base must stay weak
-        log_a = float(log_a)
-    elif type(a) is complex:
-        log_a = complex(log_a)
+    base = a + (a == 0)
+    if _is_complex(y) and not _is_complex(a):
+        base = base + 0j  # a real base of a complex power: NumPy takes the complex logarithm of it
+    log_a = np.log(base)
+    if type(a) in _PYTHON_NUMBERS or type(a) is complex:  # np.log made a NumPy scalar; a Python base stays weak
+        log_a = complex(log_a) if np.iscomplexobj(log_a) else float(log_a)
     return g * y * log_a
 
 

@@ -1,0 +1,271 @@
+"""Complex numbers end to end: arguments, intermediates and outputs in every API, each
+complex-capable rule against central differences in the real and the imaginary direction
+(tests/complex_checks.py), dtypes, higher order, and the clear errors."""
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from complex_checks import check_complex
+
+
+def crandn(rng, *shape, scale=1.0):
+    return scale * (rng.normal(size=shape) + 1j * rng.normal(size=shape))
+
+
+RNG = np.random.default_rng(7)
+Z = crandn(RNG, 3, 2) * 0.6 + 0.3  # away from 0 and the branch cuts for the unary functions below
+W = crandn(RNG, 3, 2) * 0.6 - 0.2
+X = RNG.normal(size=(3, 2))
+
+# --- the convention -----------------------------------------------------------------------------
+
+
+def test_gradient_of_a_real_loss_is_d_dx_minus_i_d_dy():
+    z = np.array([1.0 + 2.0j, 3.0 - 1.0j])
+    (g,) = pb.gradient(lambda z: np.sum(np.abs(z) ** 2), z)
+    np.testing.assert_allclose(g, 2 * np.conj(z))  # L = x² + y²: 2x - 2iy
+    (g,) = pb.gradient(lambda z: np.real(np.sum(z * z)), z)
+    np.testing.assert_allclose(g, 2 * z)  # L = x² - y²: 2x + 2iy
+
+
+def test_python_and_numpy_complex_scalars():
+    g, = pb.gradient(lambda z: abs(z) ** 2, 1.0 + 2.0j)
+    assert type(g) is complex and g == 2.0 - 4.0j
+    g, = pb.gradient(lambda z: np.abs(z) ** 2, np.complex64(1.0 + 2.0j))
+    assert type(g) is np.complex64 and g == np.complex64(2.0 - 4.0j)
+    g, = pb.gradient(lambda z: np.real(z * z), np.complex128(3.0 + 1.0j))
+    assert type(g) is np.complex128 and g == 6.0 + 2.0j
+
+
+def test_pullback_of_a_complex_valued_function_gives_the_transpose():
+    z, a = np.array([1.0 + 1.0j, 2.0 - 0.5j]), 0.5 + 2.0j
+    y, back = pb.pullback(lambda z: a * z ** 2, z)
+    np.testing.assert_allclose(y, a * z ** 2)
+    c = np.array([1.0 - 2.0j, 0.5j])
+    (cz,) = back(c)
+    np.testing.assert_allclose(cz, c * 2 * a * z)  # holomorphic: c * f'(z), no conjugation
+    y, vjp_fn = pb.vjp(np.conj, z)
+    np.testing.assert_allclose(vjp_fn(c)[0], np.conj(c))
+
+
+def test_withgradient_and_grad_and_jvp():
+    z = np.array([0.5 + 1.0j, -1.0 + 0.25j])
+    f = lambda z: np.sum(np.abs(np.exp(z)) ** 2)  # noqa: E731  (= sum exp(2x))
+    val, (g,) = pb.withgradient(f, z)
+    np.testing.assert_allclose(val, np.sum(np.exp(2 * z.real)))
+    np.testing.assert_allclose(g, 2 * np.exp(2 * z.real))  # no dependence on y
+    np.testing.assert_allclose(pb.grad(f)(z), g)
+    y, y_dot = pb.jvp(np.exp, (z,), (np.array([1.0, 1.0j]),))
+    np.testing.assert_allclose(y_dot, np.exp(z) * np.array([1.0, 1.0j]))
+
+
+def test_real_input_in_complex_arithmetic_gets_a_real_gradient():
+    x = np.array([0.3, -1.2], np.float32)
+    (g,) = pb.gradient(lambda x: np.sum(np.real(np.exp(1j * x))), x)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, -np.sin(x), rtol=1e-6)
+    (g,) = pb.gradient(lambda t: np.real(np.exp(1j * t)), 0.3)
+    assert type(g) is float and abs(g + np.sin(0.3)) < 1e-15
+    _, t = pb.jvp(lambda x: np.exp(1j * x), (x,), (np.ones(2, np.float32),))
+    assert t.dtype == np.complex64
+    np.testing.assert_allclose(t, 1j * np.exp(1j * x), rtol=1e-6)
+
+
+def test_dtypes_are_kept():
+    z = (np.array([1.0 + 1.0j, 2.0]) ).astype(np.complex64)
+    x = np.array([0.5, 2.0], np.float32)
+    (gz, gx) = pb.gradient(lambda z, x: np.sum(np.abs(z * x) ** 2), z, x)
+    assert gz.dtype == np.complex64 and gx.dtype == np.float32
+    y, back = pb.pullback(lambda z, x: z * x, z, x)
+    assert y.dtype == np.complex64
+    cz, cx = back(np.ones(2, np.complex64))
+    assert cz.dtype == np.complex64 and cx.dtype == np.float32
+    _, t = pb.jvp(lambda z, x: z * x + 1j, (z, x), (np.ones(2, np.complex64), np.ones(2, np.float32)))
+    assert t.dtype == np.complex64
+    np.testing.assert_allclose(t, x + z, rtol=1e-6)
+
+
+def test_mixed_real_and_complex_arithmetic_against_central_differences():
+    check_complex(lambda z, x: z * x + x / (z + 3.0) - z ** 2 * np.exp(x), Z, X)
+    check_complex(lambda z, x: np.abs(z * x) + np.real(z) * x, Z, X)
+    check_complex(lambda x: np.exp(1j * x) * x, X)
+
+
+def test_complex_output_of_gradient_is_refused():
+    with pytest.raises(TypeError, match="complex"):
+        pb.gradient(lambda z: np.sum(z), np.ones(2, complex))
+
+
+# --- ufuncs -------------------------------------------------------------------------------------
+HOLOMORPHIC = [np.negative, np.positive, np.exp, np.exp2, np.expm1, np.log, np.log2, np.log10, np.log1p,
+               np.sqrt, np.square, np.reciprocal, np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan,
+               np.sinh, np.cosh, np.tanh, np.arcsinh, np.arccosh, np.arctanh]
+NOT_HOLOMORPHIC = [np.conjugate, np.absolute, np.sign, np.real, np.imag, np.angle]
+
+
+@pytest.mark.parametrize("fn", HOLOMORPHIC + NOT_HOLOMORPHIC, ids=lambda f: f.__name__)
+def test_unary_functions(fn):
+    check_complex(fn, Z)
+    check_complex(lambda z: fn(z) * fn(z), Z)  # the result used again: second use through the rule's output
+
+
+@pytest.mark.parametrize("fn", HOLOMORPHIC, ids=lambda f: f.__name__)
+def test_holomorphic_unary_complex64(fn):
+    z = Z.astype(np.complex64)
+    y, back = pb.pullback(fn, z)
+    assert y.dtype == np.complex64
+    assert back(np.ones_like(y))[0].dtype == np.complex64
+    check_complex(fn, z, rtol=2e-3, atol=2e-4, h=1e-3)
+
+
+def test_arccosh_on_both_sides_of_its_cut():
+    z = np.array([-1.5 + 0.5j, -0.5 - 0.7j, 2.0 + 0.1j, -2.0 - 0.3j])
+    check_complex(np.arccosh, z)
+
+
+@pytest.mark.parametrize("fn", [np.add, np.subtract, np.multiply, np.true_divide, np.power, np.float_power],
+                         ids=lambda f: f.__name__)
+def test_binary_functions(fn):
+    check_complex(fn, Z, W)
+    check_complex(fn, Z, X)
+    check_complex(fn, X + 2.0, Z)
+    check_complex(lambda z: fn(z, 2.5 - 0.5j), Z)
+    check_complex(lambda z: fn(1.5 + 0.5j, z), Z)
+
+
+def test_integer_power_and_python_complex_operands():
+    check_complex(lambda z: z ** 3 + 2 ** z + z ** -2, Z)
+    check_complex(lambda z: (1 + 2j) * z - 1j / z, Z)
+
+
+def test_angle_in_degrees_and_abs_squared_by_composition():
+    check_complex(lambda z: np.angle(z, deg=True), Z)
+    check_complex(lambda z: np.angle(z, True), Z)
+    check_complex(lambda z: z * np.conj(z), Z)
+    check_complex(lambda z: np.abs(z) ** 2, Z)
+
+
+def test_attributes_and_methods():
+    check_complex(lambda z: z.real * z.imag + z.conj() * z.conjugate(), Z)
+    (g,) = pb.gradient(lambda z: np.sum(z.imag), Z)
+    np.testing.assert_allclose(g, -1j * np.ones_like(Z))
+
+
+def test_abs_and_sign_at_zero_have_gradient_zero():
+    z = np.array([0.0 + 0.0j, 1.0 + 1.0j])
+    (g,) = pb.gradient(lambda z: np.sum(np.abs(z)), z)
+    np.testing.assert_allclose(g, [0.0, np.conj(z[1]) / abs(z[1])])
+    (g,) = pb.gradient(lambda z: np.sum(np.real(np.sign(z))), z)
+    assert g[0] == 0 and np.all(np.isfinite(g))
+
+
+@pytest.mark.parametrize("fn", [np.maximum, np.minimum, np.fmax, np.fmin], ids=lambda f: f.__name__)
+def test_maximum_and_minimum_follow_numpys_lexicographic_order(fn):
+    a = np.array([1.0 + 2.0j, 1.0 + 1.0j, 2.0 - 1.0j])
+    b = np.array([1.0 + 1.0j, 0.5 + 5.0j, 2.0 + 3.0j])  # equal real parts: the imaginary parts decide
+    y, _ = pb.pullback(fn, a, b)
+    np.testing.assert_array_equal(y, fn(a, b))
+    (ga, gb) = pb.gradient(lambda a, b: np.sum(np.real(fn(a, b) * np.array([1.0, 2.0, 3.0j]))), a, b)
+    wins = (fn(a, b) == a)
+    np.testing.assert_array_equal(ga, np.where(wins, [1.0, 2.0, 3.0j], 0))
+    np.testing.assert_array_equal(gb, np.where(wins, 0, [1.0, 2.0, 3.0j]))
+    check_complex(fn, a + np.array([0.3, 0.0, 0.4]), b)  # distinct real parts: away from the switch
+
+
+def test_max_sort_and_argmax_follow_numpys_order():
+    z = np.array([1.0 + 2.0j, 3.0 - 1.0j, 1.2 + 3.0j, -2.0 + 0.5j])
+    check_complex(np.max, z)
+    check_complex(np.sort, z)
+    check_complex(lambda z: z[np.argmax(z)], z)
+
+
+@pytest.mark.parametrize("fn", [np.floor, np.ceil, np.trunc, np.arctan2, np.hypot, np.logaddexp, np.fmod,
+                                np.remainder, np.copysign, np.heaviside, np.cbrt, np.fabs, np.deg2rad, np.radians],
+                         ids=lambda f: f.__name__)
+def test_ufuncs_numpy_refuses_for_complex_raise_numpys_error(fn):
+    args = (Z,) if fn.nin == 1 else (Z, W)
+    with pytest.raises(TypeError) as plain:
+        fn(*args)
+    with pytest.raises(TypeError) as traced:
+        pb.gradient(lambda z: np.sum(np.abs(fn(z, *args[1:]))), Z)
+    assert str(traced.value) == str(plain.value)
+
+
+def test_comparisons_and_rounding_are_plain():
+    seen = {}
+
+    def f(z):
+        seen["gt"], seen["eq"], seen["rint"] = z > 0.3, z == z, np.rint(z)
+        return np.sum(np.abs(z))
+
+    pb.gradient(f, Z)
+    np.testing.assert_array_equal(seen["gt"], Z > 0.3)
+    np.testing.assert_array_equal(seen["rint"], np.rint(Z))
+    (g,) = pb.gradient(lambda z: np.sum(np.abs(z + np.rint(z))), Z)
+    (want,) = pb.gradient(lambda z: np.sum(np.abs(z + np.rint(Z))), Z)
+    np.testing.assert_allclose(g, want)
+
+
+# --- higher order ---------------------------------------------------------------------------------
+def test_third_derivative_through_complex_intermediates():
+    # f(t) = Re(exp(i t) * (1 + 2i)) = cos t - 2 sin t; f''' = sin t - ... : d³/dt³ cos = sin, d³/dt³ sin = -cos
+    f = lambda t: np.real(np.exp(1j * t) * (1.0 + 2.0j))  # noqa: E731
+    d3 = pb.grad(pb.grad(pb.grad(f)))
+    t = 0.7
+    assert abs(d3(t) - (np.sin(t) + 2.0 * np.cos(t))) < 1e-12
+    _, d4 = pb.jvp(d3, (t,), (1.0,))
+    assert abs(d4 - (np.cos(t) - 2.0 * np.sin(t))) < 1e-12
+
+
+def test_hessian_of_a_real_function_through_complex_values():
+    x = np.array([0.3, -0.8])
+    f = lambda x: np.sum(np.abs(np.exp(1j * x[0] * x[1]) + x) ** 2)  # noqa: E731
+    h = pb.hessian(f, x)
+    eps = 1e-4
+    numeric = np.zeros((2, 2))
+    for i in range(2):
+        for j in range(2):
+            e_i, e_j = np.eye(2)[i] * eps, np.eye(2)[j] * eps
+            numeric[i, j] = (f(x + e_i + e_j) - f(x + e_i - e_j) - f(x - e_i + e_j) + f(x - e_i - e_j)) / (4 * eps ** 2)
+    np.testing.assert_allclose(h, numeric, rtol=1e-6, atol=1e-7)
+
+
+def test_second_derivative_of_a_complex_parameter():
+    # gradient of a real loss, then differentiated again in z's real and imaginary directions
+    z = np.array([0.4 + 0.3j, -0.2 + 1.1j])
+
+    def loss(z):
+        return np.sum(np.abs(np.sin(z)) ** 2)
+
+    def directional(z):  # Re(<grad, v>) = dL along v, for a fixed complex v
+        (g,) = pb.gradient(loss, z)
+        return np.real(np.sum(g * v))
+
+    v = np.array([1.0 - 0.5j, 0.25 + 2.0j])
+    check_complex(directional, z, rtol=1e-5, atol=1e-6)
+
+
+# --- jacobian -------------------------------------------------------------------------------------
+def test_jacobian_of_a_holomorphic_function_is_the_complex_derivative():
+    z = np.array([0.5 + 1.0j, -1.0 + 0.25j])
+    (j,) = pb.jacobian(lambda z: z ** 2 * z[::-1], z)
+    want = np.array([[2 * z[0] * z[1], z[0] ** 2], [z[1] ** 2, 2 * z[1] * z[0]]])
+    np.testing.assert_allclose(j, want)
+    (j,) = pb.jacobian(np.exp, z[0])
+    np.testing.assert_allclose(j, np.exp(z[0]))
+
+
+def test_jacobian_of_real_to_complex():
+    x = np.array([0.3, 1.2, -0.5])
+    (j,) = pb.jacobian(lambda x: np.exp(1j * x) * x[0], x)
+    want = np.diag(1j * np.exp(1j * x) * x[0])
+    want[:, 0] += np.exp(1j * x)
+    np.testing.assert_allclose(j, want)
+
+
+def test_jacobian_of_a_non_holomorphic_function_raises_naming_the_fix():
+    z = np.array([0.5 + 1.0j, -1.0 + 0.25j])
+    for f in (np.conj, np.abs, lambda z: z * np.conj(z)):
+        with pytest.raises(TypeError, match="holomorphic.*real and imaginary"):
+            pb.jacobian(f, z)
