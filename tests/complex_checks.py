@@ -82,7 +82,7 @@ def check_complex(fn, *args, argnums=None, h=1e-6, rtol=1e-5, atol=1e-7, seed=0,
     for k, g in zip(argnums, grads):
         dx, dy = _numeric(loss, args, k, h)
         if g is None:
-            g = np.zeros(np.shape(args[k]))
+            g = np.zeros_like(args[k])
         assert np.shape(g) == np.shape(args[k])
         if np.iscomplexobj(args[k]):
             assert np.iscomplexobj(g), f"argument {k} is complex but its gradient is {np.asarray(g).dtype}"

@@ -1,5 +1,5 @@
 """Rules for the matrix decompositions of `numpy.linalg`, in both modes: cholesky, eigh and
-eigvalsh, svd and qr (eig and eigvals, complex in general, are refused).
+eigvalsh, svd and qr (of real matrices), eig and eigvals (of real or complex ones).
 
 All act on the last two axes and broadcast over the others. Functions that read only one
 triangle of their input (cholesky, eigh, eigvalsh) get the exact derivative of what NumPy
@@ -19,11 +19,19 @@ import numpy as np
 
 from .._extend import primitive, rrule
 from .._values import stop_gradient
-from ._register import composite, forward_in_first, refuse
+from ._register import composite, forward_in_first
 
 
 def _t(a):
     return np.swapaxes(a, -1, -2)
+
+
+def _real_only(a, name):
+    """The Hermitian decompositions' rules are written for real matrices: refuse a complex one clearly."""
+    if np.iscomplexobj(a):
+        raise TypeError(f"numpy.linalg.{name} of a complex matrix is not differentiable by pullback (its rules are "
+                        "written for real matrices). Use np.linalg.eig / eigvals, or work with the real matrix "
+                        "[[Re, -Im], [Im, Re]] of the same linear map.")
 
 
 class _Once:
@@ -90,6 +98,7 @@ def _cholesky_frule(t, a):
 @composite(np.linalg.cholesky, args="a", notes="""Reads the lower triangle (the upper with
       `upper=True`); the gradient lies in that triangle. Needs a positive definite input.""")
 def cholesky(a, /, *, upper=False):
+    _real_only(a, "cholesky")
     if upper:
         return _t(cholesky_lower(_t(a)))
     return cholesky_lower(a)
@@ -175,6 +184,7 @@ def _eigh_vectors_frule(t, a, once, lower):
       near ties give large values; in forward mode their tangents are NaN). Each eigenvector is
       fixed up to sign, so use sign-invariant functions of them.""")
 def eigh(a, UPLO="L"):
+    _real_only(a, "eigh")
     once = _Once(lambda m: tuple(np.linalg.eigh(m, UPLO)))
     lower = UPLO.upper() == "L"
     return _EIGH(eigh_values(a, once, lower), eigh_vectors(a, once, lower))
@@ -182,14 +192,129 @@ def eigh(a, UPLO="L"):
 
 @composite(np.linalg.eigvalsh, args="a", notes="Reads the `UPLO` triangle; differentiable everywhere.")
 def eigvalsh(a, UPLO="L"):
+    _real_only(a, "eigvalsh")
     once = _Once(lambda m: tuple(np.linalg.eigh(m, UPLO)))
     return eigh_values(a, once, UPLO.upper() == "L")
 
 
-refuse(np.linalg.eig, "its eigenvalues and eigenvectors are complex in general; for a symmetric "
-       "matrix use np.linalg.eigh.")
-refuse(np.linalg.eigvals, "its eigenvalues are complex in general; for a symmetric matrix use "
-       "np.linalg.eigvalsh.")
+# --- general eigendecomposition --------------------------------------------------------
+# A = V diag(w) V⁻¹, complex in general. With P = V⁻¹ dA V: dw = diag(P), and dV = V (F ∘ P)
+# (F_ij = 1 / (w_j - w_i)) moved along each column to keep NumPy's normalisation: unit norm
+# (subtract V Re(diag(Vᴴ dV))), and the largest component (in modulus) real (add i θ_k v_k).
+# Each step is written out in both modes; cotangents follow dz -> Re(c * dz).
+_EIG = type(np.linalg.eig(np.eye(1)))
+
+
+def _largest(v):
+    """Row index of each column's largest component (which LAPACK makes real), as a one-hot mask."""
+    plain = stop_gradient(v)
+    m = np.argmax(np.abs(plain), axis=-2)
+    return np.arange(plain.shape[-1])[:, None] == m[..., None, :]
+
+
+def _at_largest(x, mask):
+    return np.sum(np.where(mask, x, 0.0), axis=-2)
+
+
+def _eig_values_back(g, v):
+    return _t(np.linalg.inv(v)) @ (g[..., :, None] * _t(v))
+
+
+def _eig_vectors_tangent(t, w, v, gaps):
+    p = np.linalg.solve(v, t @ v)
+    dv = v @ (gaps * p)
+    dv = dv - v * np.real(np.sum(np.conjugate(v) * dv, axis=-2))[..., None, :]
+    if np.iscomplexobj(v):
+        mask = _largest(v)
+        theta = -np.imag(_at_largest(dv, mask)) / np.real(_at_largest(v, mask))
+        dv = dv + 1j * v * theta[..., None, :]
+    return p, dv
+
+
+@primitive
+def eig_values(a, once):
+    """The eigenvalues of `a`, from `once(a)`."""
+    return once(a)[0]
+
+
+@primitive
+def eig_vectors(a, once):
+    """The unit eigenvectors of `a` (columns), from `once(a)`."""
+    return once(a)[1]
+
+
+@rrule(eig_values)
+def _eig_values_rule(a, once):
+    w, v = once(a)
+    return w, lambda g: (_eig_values_back(g, v), None)
+
+
+@forward_in_first(eig_values)
+def _eig_values_frule(t, a, once):
+    w, v = once(a)
+    return w, np.diagonal(np.linalg.solve(v, t @ v), axis1=-2, axis2=-1)
+
+
+@rrule(eig_vectors)
+def _eig_vectors_rule(a, once):
+    w, v = once(a)
+
+    def back(g):
+        gaps = _distinct_gaps(w, "Eigenvectors")
+        if np.iscomplexobj(v):
+            mask = _largest(v)
+            turn = np.real(1j * np.sum(g * v, axis=-2)) / np.real(_at_largest(v, mask))
+            g = g + 1j * np.where(mask, turn[..., None, :], 0.0)
+        g = g - np.conjugate(v) * np.real(np.sum(g * v, axis=-2))[..., None, :]
+        return _t(np.linalg.inv(v)) @ (gaps * (_t(v) @ g)) @ _t(v), None
+
+    return v, back
+
+
+@forward_in_first(eig_vectors)
+def _eig_vectors_frule(t, a, once):
+    w, v = once(a)
+    return v, _eig_vectors_tangent(t, w, v, _gaps_or_nan(w))[1]
+
+
+@composite(np.linalg.eig, args="a", notes="""Real or complex input. Eigenvalue gradients need a
+      diagonalisable matrix; eigenvector gradients need distinct eigenvalues (exact ties raise, in
+      forward mode their tangents are NaN). The eigenvectors are differentiated as NumPy returns
+      them: unit norm, largest component (in modulus) real.""")
+def eig(a):
+    once = _Once(lambda m: tuple(np.linalg.eig(m)))
+    return _EIG(eig_values(a, once), eig_vectors(a, once))
+
+
+@primitive
+def eigenvalues(a):
+    """`np.linalg.eigvals(a)`."""
+    return np.linalg.eigvals(a)
+
+
+def _matched_vectors(a, w):
+    """The eigenvectors of `a`, one column per value of `w` (eigvals and eig may order them differently)."""
+    values, v = np.linalg.eig(a)
+    order = np.argmin(np.abs(stop_gradient(w)[..., :, None] - stop_gradient(values)[..., None, :]), axis=-1)
+    return np.take_along_axis(v, order[..., None, :], axis=-1)
+
+
+@rrule(eigenvalues)
+def _eigenvalues_rule(a):
+    w = eigenvalues(a)
+    return w, lambda g: (_eig_values_back(g, _matched_vectors(a, w)),)
+
+
+@forward_in_first(eigenvalues)
+def _eigenvalues_frule(t, a):
+    w = eigenvalues(a)
+    v = _matched_vectors(a, w)
+    return w, np.diagonal(np.linalg.solve(v, t @ v), axis1=-2, axis2=-1)
+
+
+@composite(np.linalg.eigvals, args="a", notes="Real or complex input; needs a diagonalisable matrix.")
+def eigvals(a):
+    return eigenvalues(a)
 
 
 # --- singular value decomposition -----------------------------------------------------
@@ -337,6 +462,7 @@ def _refuse_zero_singular(s):
       U @ diag(f(s)) @ Vh). In forward mode the tangents that do not exist are NaN.
       `hermitian=True` is refused.""")
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    _real_only(a, "svd")
     if hermitian:
         raise TypeError("numpy.linalg.svd(hermitian=True) is not supported on tracked values; "
                         "use hermitian=False (same values) or np.linalg.eigh.")
@@ -456,6 +582,7 @@ def _qr_r_frule(t, a, once):
       (min(M, N) nonzero diagonal entries of R). With 'complete' only the first min(M, N) columns
       of Q may carry gradient (in forward mode the others' tangents are NaN). Mode 'raw' is refused.""")
 def qr(a, mode="reduced"):
+    _real_only(a, "qr")
     if mode not in ("reduced", "complete", "r"):
         raise TypeError(f"numpy.linalg.qr(mode={mode!r}) is not supported on tracked values; use 'reduced'.")
     once = _Once(lambda m: tuple(np.linalg.qr(m, mode="complete" if mode == "complete" else "reduced")))

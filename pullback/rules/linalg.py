@@ -129,10 +129,34 @@ def _logabsdet_frule(t, a):
     return logabsdet(a), _trace(np.linalg.solve(a, t))
 
 
+@primitive
+def det_phase(a):
+    """det a / |det a| of a complex matrix, the first part of `np.linalg.slogdet(a)`."""
+    return np.linalg.slogdet(a)[0]
+
+
+@rrule(det_phase)
+def _det_phase_rule(a):
+    s = det_phase(a)
+
+    def back(g):
+        # ds = s i Im(tr(A⁻¹ dA)), so Re(g ds) = Re(-i r tr(A⁻¹ dA)) with r = Re(i g s)
+        return (_as_matrix_scale(-1j * np.real(1j * g * s)) * _t(np.linalg.inv(a)),)
+
+    return s, back
+
+
+@forward_in_first(det_phase)
+def _det_phase_frule(t, a):
+    s = det_phase(a)
+    return s, s * (1j * np.imag(_trace(np.linalg.solve(a, t))))
+
+
 @composite(np.linalg.slogdet, args="a", notes="""`logabsdet` is differentiable (singular matrices
-      raise); `sign` has no gradient.""")
+      raise); `sign` has no gradient for a real matrix, and is det / |det| (differentiable) for a
+      complex one.""")
 def slogdet(a):
-    sign = np.linalg.slogdet(stop_gradient(a))[0]
+    sign = det_phase(a) if np.iscomplexobj(a) else np.linalg.slogdet(stop_gradient(a))[0]
     return _SLOGDET(sign, logabsdet(a))
 
 

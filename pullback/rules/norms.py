@@ -6,6 +6,7 @@ written with abs, sums, max and min, and the singular values (see decompositions
 
 import numpy as np
 
+from .._arrays import speaks_nep18
 from .._extend import primitive, rrule
 from .._values import stop_gradient
 from ._register import composite, forward_in_first
@@ -15,6 +16,8 @@ from .reductions import expand_to
 @primitive
 def euclidean_norm(x, axis, keepdims):
     """The 2-norm of `x` over `axis` (None: all of it; a tuple: several axes, Frobenius for two)."""
+    if speaks_nep18(type(x)):  # Dask has no vector_norm (NumPy's would compute it); CuPy computes this as fast
+        return np.sqrt(np.sum(np.real(x * np.conjugate(x)), axis=axis, keepdims=keepdims))
     return np.linalg.vector_norm(x, axis=axis, keepdims=keepdims)
 
 
@@ -27,7 +30,7 @@ def _euclidean_rule(x, axis, keepdims):
         norm = expand_to(y, shape, axis, keepdims)
         zero = norm == 0
         share = np.where(zero, 0.0, expand_to(g, shape, axis, keepdims) / np.where(zero, 1.0, norm))
-        return (share * x, None, None)
+        return (share * (np.conjugate(x) if np.iscomplexobj(x) else x), None, None)
 
     return y, back
 
@@ -36,7 +39,9 @@ def _euclidean_rule(x, axis, keepdims):
 def _euclidean_frule(t, x, axis, keepdims):
     y = euclidean_norm(x, axis, keepdims)
     zero = y == 0
-    return y, np.where(zero, 0.0, np.sum(x * t, axis=axis, keepdims=keepdims) / np.where(zero, 1.0, y))
+    pairing = np.real(np.sum(np.conjugate(x) * t, axis=axis, keepdims=keepdims)) if np.iscomplexobj(x) else \
+        np.sum(x * t, axis=axis, keepdims=keepdims)
+    return y, np.where(zero, 0.0, pairing / np.where(zero, 1.0, y))
 
 
 def _vector_norm(x, ord, axis, keepdims):
@@ -48,7 +53,7 @@ def _vector_norm(x, ord, axis, keepdims):
         return np.min(np.abs(x), axis=axis, keepdims=keepdims)
     if ord == 0:
         plain = stop_gradient(x)
-        return np.sum(plain != 0, axis=axis, keepdims=keepdims).astype(plain.dtype)
+        return np.sum(plain != 0, axis=axis, keepdims=keepdims).astype(plain.real.dtype)
     if ord == 1:
         return np.sum(np.abs(x), axis=axis, keepdims=keepdims)
     if isinstance(ord, str):

@@ -45,9 +45,9 @@ def matmul_rule(a, b):
     return y, lambda g: (Thunk(lambda: _matmul_da(g, a, b)), Thunk(lambda: _matmul_db(g, a, b)))
 
 
-bilinear_forward(np.matmul)
-if hasattr(np.linalg, "matmul"):
-    bilinear_forward(np.linalg.matmul)
+_matmul_forward = bilinear_forward(np.matmul)
+if hasattr(np.linalg, "matmul"):  # the same rule, computing with np.matmul, which every array library has
+    forward_rule(np.linalg.matmul)(_matmul_forward)
 
 
 @composite(np.dot, args="a, b", notes="As matmul (or a product with a scalar, or tensordot for N-D `b`).")
@@ -129,13 +129,30 @@ def _parse_einsum(subscripts, shapes):
         output = ellipsis + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ellipsis))
     else:
         output = output.replace("...", ellipsis)
-    for t in terms:
-        if len(set(t)) != len(t):
-            raise NotImplementedError(
-                f"einsum with a repeated index inside one operand ({t!r}, a diagonal) has no rule yet; "
-                "take np.diagonal first."
-            )
     return terms, output
+
+
+def _diagonals(term, operand):
+    """`operand` with each index repeated in `term` reduced to one (by np.diagonal), and its new term."""
+    while len(set(term)) != len(term):
+        c = next(c for c in term if term.count(c) > 1)
+        first = term.index(c)
+        second = term.index(c, first + 1)
+        operand = np.diagonal(operand, 0, first, second)
+        term = "".join(x for k, x in enumerate(term) if k not in (first, second)) + c
+    return term, operand
+
+
+def _sublist_subscripts(operands):
+    """The interleaved form `einsum(a, [0, 1], b, [1, 2], [0, 2])` as a subscripts string and operands."""
+    operands = list(operands)
+    output = operands.pop() if len(operands) % 2 else None
+
+    def letters(sublist):
+        return "".join("..." if k is Ellipsis else string.ascii_letters[k] for k in sublist)
+
+    terms = ",".join(letters(s) for s in operands[1::2])
+    return terms + ("" if output is None else "->" + letters(output)), operands[0::2]
 
 
 @primitive
@@ -176,15 +193,21 @@ def _einsum_frule(primals, tangents, optimize=False):
     return y, dot
 
 
-@composite(np.einsum, args="*operands", notes="""A subscripts string and operands (not the
-           interleaved form); no repeated index within one operand (take np.diagonal first).""")
+@composite(np.einsum, args="*operands", notes="""A subscripts string and operands, or the interleaved
+           operand/sublist form; an index repeated within one operand takes its diagonal ('ii->i',
+           'ii', 'iij,jk->ik').""")
 def einsum(*operands, out=None, optimize=False, **kwargs):
-    if out is not None or kwargs or not isinstance(operands[0], str):
-        raise TypeError(
-            "numpy.einsum on tracked values takes a subscripts string and operands "
-            "(out=, dtype= and the interleaved operand/sublist form are not supported)"
-        )
-    return contract(*operands, optimize=optimize)
+    if out is not None or kwargs:
+        raise TypeError("numpy.einsum on tracked values does not support out=, dtype=, order= or casting=")
+    if isinstance(operands[0], str):
+        subscripts, arrays = operands[0], list(operands[1:])
+    else:
+        subscripts, arrays = _sublist_subscripts(operands)
+    np.einsum(subscripts, *(np.empty(np.shape(a), dtype=bool) for a in arrays))  # NumPy checks the subscripts
+    terms, output = _parse_einsum(subscripts, [np.shape(a) for a in arrays])
+    pairs = [_diagonals(t, a) for t, a in zip(terms, arrays)]
+    explicit = ",".join(t for t, _ in pairs) + "->" + output
+    return contract(explicit, *(a for _, a in pairs), optimize=optimize)
 
 
 @composite(np.kron, args="a, b", notes="Written as a broadcast product and a reshape.")
@@ -205,11 +228,11 @@ def inner(a, b):
     return np.tensordot(a, b, axes=([-1], [-1]))
 
 
-@composite(np.vdot, args="a, b", notes="Real arrays only (complex values are refused by pullback).")
+@composite(np.vdot, args="a, b", notes="Conjugates its first argument when it is complex, as NumPy does.")
 def vdot(a, b):
     if np.size(a) != np.size(b):
         raise ValueError("cannot reshape array: vdot needs arrays of the same size")
-    return np.sum(np.ravel(a) * np.ravel(b))
+    return np.sum(np.ravel(np.conjugate(a) if np.iscomplexobj(a) else a) * np.ravel(b))
 
 
 @composite(np.linalg.matrix_power, args="a", notes="Repeated squaring with matmul; negative powers through inv.")
@@ -242,3 +265,80 @@ def multi_dot(arrays, *, out=None):
     for m in arrays[1:]:
         result = result @ m
     return result
+
+
+# --- the vector products of NumPy 2 (gufuncs) and numpy.linalg's array-API names -------------------
+_GUFUNC_NOTES = "Real arrays; the `axes=`/`axis=` keywords are not supported on tracked values."
+
+
+@rule(np.vecdot, args="x1, x2", notes=_GUFUNC_NOTES)
+def vecdot_rule(a, b):
+    y = np.vecdot(a, b)
+    return y, lambda g: (Thunk(lambda: g[..., None] * b), Thunk(lambda: g[..., None] * a))
+
+
+@rule(np.matvec, args="x1, x2", notes=_GUFUNC_NOTES)
+def matvec_rule(a, x):
+    y = np.matvec(a, x)
+    return y, lambda g: (Thunk(lambda: g[..., :, None] * x[..., None, :]), Thunk(lambda: np.sum(a * g[..., :, None], -2)))
+
+
+@rule(np.vecmat, args="x1, x2", notes=_GUFUNC_NOTES)
+def vecmat_rule(x, a):
+    y = np.vecmat(x, a)
+    return y, lambda g: (Thunk(lambda: np.sum(a * g[..., None, :], -1)), Thunk(lambda: x[..., :, None] * g[..., None, :]))
+
+
+for _fn in (np.vecdot, np.matvec, np.vecmat):
+    bilinear_forward(_fn)
+
+
+@composite(np.linalg.vecdot, args="x1, x2", notes="Products summed along `axis`.")
+def linalg_vecdot(x1, x2, /, *, axis=-1):
+    np.linalg.vecdot(np.empty(np.shape(x1)), np.empty(np.shape(x2)), axis=axis)  # NumPy checks the shapes
+    return np.sum(np.moveaxis(x1, axis, -1) * np.moveaxis(x2, axis, -1), axis=-1)
+
+
+@composite(np.linalg.outer, args="x1, x2", notes="1-D vectors only, as in numpy.linalg.")
+def linalg_outer(x1, x2, /):
+    if np.ndim(x1) != 1 or np.ndim(x2) != 1:
+        raise ValueError("Input arrays must be one-dimensional")
+    return np.outer(x1, x2)
+
+
+@composite(np.linalg.tensordot, args="x1, x2")
+def linalg_tensordot(x1, x2, /, *, axes=2):
+    return np.tensordot(x1, x2, axes)
+
+
+def _cross_last(a, b):
+    """The cross product of the last axes (length 2 or 3 each), broadcast over the others."""
+    def part(v, k):
+        return v[..., k] if k < np.shape(v)[-1] else None
+
+    a0, a1, a2 = (part(a, k) for k in range(3))
+    b0, b1, b2 = (part(b, k) for k in range(3))
+    if a2 is None and b2 is None:
+        return a0 * b1 - a1 * b0
+    zero = 0.0
+    a2 = zero if a2 is None else a2
+    b2 = zero if b2 is None else b2
+    return np.stack(np.broadcast_arrays(a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), axis=-1)
+
+
+@composite(np.cross, args="a, b", notes="Vectors of length 2 or 3, every `axisa`, `axisb`, `axisc` and `axis`.")
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    plain = np.cross(np.asarray(stop_gradient(a)), np.asarray(stop_gradient(b)), axisa, axisb, axisc, axis)
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    y = _cross_last(np.moveaxis(a, axisa, -1), np.moveaxis(b, axisb, -1))
+    if np.ndim(y) > 0 and np.ndim(plain) == np.ndim(y) and np.shape(y)[-1] == 3 and np.ndim(plain) > 0:
+        y = np.moveaxis(y, -1, axisc)
+    y = np.reshape(y, np.shape(plain))
+    return y if y.dtype == plain.dtype else y.astype(plain.dtype)
+
+
+@composite(np.linalg.cross, args="x1, x2", notes="3-vectors along `axis`, as in numpy.linalg.")
+def linalg_cross(x1, x2, /, *, axis=-1):
+    np.linalg.cross(np.empty(np.shape(x1)), np.empty(np.shape(x2)), axis=axis)  # NumPy checks the shapes
+    return cross(x1, x2, axis=axis)

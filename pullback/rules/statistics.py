@@ -5,7 +5,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 
 import numpy as np
 
-from .._values import stop_gradient
+from .._values import Traced, stop_gradient
 from ._register import composite, forward_in_first, rule
 from .reductions import expand_to, reduced_size, refuse_out
 
@@ -63,6 +63,11 @@ def _ddof(name, ddof, correction, mean, where):
     return ddof
 
 
+def _conj_if_complex(v):
+    """conj(v) for complex v: the variance of complex values is the mean of |a - mean|**2."""
+    return np.conj(v) if np.iscomplexobj(v) else v
+
+
 @rule(np.var, args="a", notes="`ddof`, `correction`, `axis` and `keepdims` as in NumPy; `mean=` and `where=` are "
       "refused.")
 def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
@@ -74,7 +79,7 @@ def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
     scale = 2.0 / (reduced_size(shape, axis) - ddof)
 
     def back(g):
-        centred = a - np.mean(a, axis=axis, keepdims=True)
+        centred = _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True))
         return (expand_to(g, shape, axis, keep) * centred * scale,)
 
     return y, back
@@ -84,7 +89,7 @@ def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
 def var_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **options):
     y = var_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
     ddof = _ddof("var", ddof, options.get("correction", _NO), _NO, _NO)
-    centred = a - np.mean(a, axis=axis, keepdims=True)
+    centred = _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True))
     scale = 2.0 / (reduced_size(np.shape(a), axis) - ddof)
     return y, np.sum(centred * t, axis=axis, keepdims=keepdims is True) * scale
 
@@ -99,7 +104,7 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
     count = float(reduced_size(shape, axis) - ddof)
 
     def back(g):
-        centred = a - np.mean(a, axis=axis, keepdims=True)
+        centred = _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True))
         spread = expand_to(y, shape, axis, keep)
         flat = spread == 0
         share = np.where(flat, 0.0, expand_to(g, shape, axis, keep) / np.where(flat, 1.0, spread * count))
@@ -112,7 +117,7 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
 def std_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **options):
     y = std_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
     ddof = _ddof("std", ddof, options.get("correction", _NO), _NO, _NO)
-    centred = a - np.mean(a, axis=axis, keepdims=True)
+    centred = _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True))
     count = float(reduced_size(np.shape(a), axis) - ddof)
     flat = y == 0
     pairing = np.sum(centred * t, axis=axis, keepdims=keepdims is True)
@@ -124,3 +129,168 @@ def ptp(a, axis=None, out=None, keepdims=_NO):
     refuse_out("ptp", out)
     keep = keepdims is True
     return np.max(a, axis=axis, keepdims=keep) - np.min(a, axis=axis, keepdims=keep)
+
+
+def _nan_moments(name, a, axis, dtype, out, ddof, keepdims, where, mean, correction):
+    refuse_out(name, out, where)
+    ddof = _ddof(name, ddof, correction, mean, _NO)
+    keep = keepdims is True
+    missing = np.isnan(a)
+    count = np.sum(~missing, axis=axis, keepdims=True)
+    centre = np.sum(np.where(missing, 0.0, a), axis=axis, dtype=dtype, keepdims=True) / np.maximum(count, 1)
+    squares = np.sum(np.where(missing, 0.0, (a - centre) ** 2), axis=axis, dtype=dtype, keepdims=keep)
+    count = count if keep else np.reshape(count, np.shape(squares))
+    left = count - ddof
+    return np.where(left > 0, squares / np.where(left > 0, left, 1), np.nan)
+
+
+@composite(np.nanvar, args="a", notes="NaNs are left out and get zero gradient; `ddof` and `correction` as in var.")
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
+    plain = np.nanvar(stop_gradient(a), axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction)
+    y = _nan_moments("nanvar", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
+    return y if y.dtype == plain.dtype else y.astype(plain.dtype)
+
+
+@composite(np.nanstd, args="a", notes="""NaNs are left out and get zero gradient; where the spread is
+           zero the gradient is taken as 0 (the derivative does not exist), as in std.""")
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
+    plain = np.nanstd(stop_gradient(a), axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction)
+    v = _nan_moments("nanstd", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
+    flat = stop_gradient(v) == 0
+    y = np.where(flat, 0.0, np.sqrt(np.where(flat, 1.0, v)))
+    return y if y.dtype == plain.dtype else y.astype(plain.dtype)
+
+
+@composite(np.cov, args="m, y, aweights", notes="""`rowvar`, `bias`, `ddof`, `fweights` (integers)
+           and `aweights` (differentiable) as in NumPy. Float32 input gives float64, as in NumPy.""")
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
+    plain = np.cov(stop_gradient(m), stop_gradient(y), rowvar, bias, ddof, fweights, stop_gradient(aweights),
+                   dtype=dtype)  # NumPy checks the arguments (and warns where it warns)
+    dtype = plain.dtype
+    X = _as_float(np.atleast_2d(m), dtype)
+    if not rowvar and np.shape(X)[0] != 1:
+        X = X.T
+    if np.shape(X)[0] == 0:
+        return plain
+    if y is not None:
+        Y = _as_float(np.atleast_2d(y), dtype)
+        if not rowvar and np.shape(Y)[0] != 1:
+            Y = Y.T
+        X = np.concatenate([X, Y], axis=0)
+    ddof = (0 if bias else 1) if ddof is None else ddof
+    w = None if fweights is None else np.asarray(fweights, dtype=np.float64)
+    if aweights is not None:
+        w = aweights if w is None else w * aweights
+    avg, w_sum = np.average(X, axis=1, weights=w, returned=True)
+    w_sum = w_sum[0]
+    if w is None:
+        fact = np.shape(X)[1] - ddof
+    elif ddof == 0:
+        fact = w_sum
+    elif aweights is None:
+        fact = w_sum - ddof
+    else:
+        fact = w_sum - ddof * np.sum(w * aweights) / w_sum
+    if stop_gradient(fact) <= 0:
+        fact = 0.0
+    X = X - avg[:, None]
+    c = (X @ (X * w).T if w is not None else X @ X.T) / fact
+    return _as_float(np.reshape(c, np.shape(plain)), dtype)
+
+
+def _as_float(x, dtype):
+    if isinstance(x, Traced):
+        return x if x.dtype == dtype else x.astype(dtype)
+    return np.asarray(x, dtype=dtype)
+
+
+@composite(np.corrcoef, args="x, y", notes="cov scaled by the standard deviations, clipped to [-1, 1] as in NumPy.")
+def corrcoef(x, y=None, rowvar=True, *, dtype=None):
+    c = cov(x, y, rowvar, dtype=dtype)
+    if np.ndim(c) == 0:
+        return c / c
+    d = np.sqrt(np.diagonal(c))
+    c = c / d[:, None] / d[None, :]
+    return np.clip(c, -1.0, 1.0)
+
+
+# --- order statistics: median, percentile, quantile and their NaN-ignoring forms -------------------
+def _positions(count, q, method):
+    """Where each quantile lies among `count` sorted values: NumPy's own answer on 0, 1, ..., count - 1
+    (for every method the result is one order statistic or a mix of two neighbours)."""
+    return np.quantile(np.arange(count, dtype=np.float64), q, method=method)
+
+
+def _order_statistics(a, q, axis, method, keepdims, skip_nan, plain):
+    ndim = np.ndim(a)
+    axes = tuple(range(ndim)) if axis is None else tuple(
+        k % max(ndim, 1) for k in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    kept = [k for k in range(ndim) if k not in axes]
+    moved = np.transpose(a, kept + list(axes))
+    rest = tuple(np.shape(a)[k] for k in kept)
+    lines = np.reshape(moved, rest + (-1,))
+    values = np.sort(lines, axis=-1)  # NaNs sort last
+    missing = np.isnan(stop_gradient(lines))
+    n = np.shape(lines)[-1]
+    counts = np.sum(~missing, axis=-1) if skip_nan else np.full(rest, n)
+    low = np.zeros(rest + (q.size,), dtype=np.intp)
+    weight = np.zeros(rest + (q.size,))
+    for c in np.unique(counts):
+        if c == 0:
+            continue
+        at = counts == c
+        pos = np.ravel(_positions(int(c), q, method))
+        low[at] = np.floor(pos).astype(np.intp)
+        weight[at] = pos - np.floor(pos)
+    high = np.minimum(low + 1, np.maximum(counts, 1)[..., None] - 1)
+    y = (np.take_along_axis(values, low, axis=-1) * (1.0 - weight)
+         + np.take_along_axis(values, high, axis=-1) * weight)
+    undefined = counts == 0 if skip_nan else np.any(missing, axis=-1)
+    if np.any(undefined):
+        y = np.where(undefined[..., None], np.nan, y)
+    y = np.moveaxis(y, -1, 0)
+    shape = np.shape(plain)
+    y = np.reshape(y, shape)
+    return y if y.dtype == plain.dtype else y.astype(plain.dtype)
+
+
+_ORDER_NOTES = """Every `method` (NumPy's default 'linear' and the ones that select or average order
+    statistics); the gradient goes to the order statistics used, as in sort. `q` and `weights=` are
+    not differentiated (`weights=` is refused)."""
+
+
+def _quantile_like(name, scale, skip_nan):
+    numpy_fn = getattr(np, name)
+
+    def run(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
+            interpolation=None):
+        if out is not None or weights is not None or interpolation is not None:
+            raise TypeError(f"numpy.{name}: out=, weights= and interpolation= are not supported on tracked values")
+        if isinstance(q, Traced):
+            raise TypeError(f"numpy.{name}: the levels q carry no gradient in pullback; pass them as plain values.")
+        plain = np.asarray(numpy_fn(stop_gradient(a), q, axis, None, False, method, keepdims))
+        return _order_statistics(a, np.asarray(q, dtype=np.float64) / scale, axis, method, keepdims, skip_nan, plain)
+
+    return run
+
+
+for _name, _scale, _skip in (("quantile", 1.0, False), ("percentile", 100.0, False), ("nanquantile", 1.0, True),
+                             ("nanpercentile", 100.0, True)):
+    composite(getattr(np, _name), args="a", notes=_ORDER_NOTES)(_quantile_like(_name, _scale, _skip))
+
+
+def _median_like(name, skip_nan):
+    numpy_fn = getattr(np, name)
+
+    def run(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+        if out is not None:
+            raise TypeError(f"numpy.{name}(..., out=...) is not supported on tracked values")
+        plain = np.asarray(numpy_fn(stop_gradient(a), axis, None, False, keepdims))
+        return _order_statistics(a, 0.5, axis, "linear", keepdims, skip_nan, plain)
+
+    return run
+
+
+composite(np.median, args="a", notes="The middle element, or the mean of the two middle ones; as in sort.")(
+    _median_like("median", False))
+composite(np.nanmedian, args="a", notes="NaNs are left out; as median.")(_median_like("nanmedian", True))
