@@ -269,3 +269,132 @@ def test_jacobian_of_a_non_holomorphic_function_raises_naming_the_fix():
     for f in (np.conj, np.abs, lambda z: z * np.conj(z)):
         with pytest.raises(TypeError, match="holomorphic.*real and imaginary"):
             pb.jacobian(f, z)
+
+
+# --- reductions, products, shapes, indexing --------------------------------------------------------
+R = np.random.default_rng(11)
+P = crandn(R, 3, 4)
+Q = crandn(R, 3, 4)
+
+
+def _written(z, w):
+    y = z * 1.0
+    y[1] = w[0]
+    return y
+
+
+STRUCTURAL = {
+    "sum": lambda z: np.sum(z, axis=1), "mean": np.mean, "prod": lambda z: np.prod(z, axis=0),
+    "cumsum": lambda z: np.cumsum(z, axis=1), "cumprod": lambda z: np.cumprod(z, axis=1),
+    "var": lambda z: np.var(z, axis=0), "std": lambda z: np.std(z, axis=1, ddof=1),
+    "norm": np.linalg.norm, "norm-1": lambda z: np.linalg.norm(z, axis=1, ord=1),
+    "norm-inf": lambda z: np.linalg.norm(z, np.inf), "norm-3": lambda z: np.linalg.norm(z, 3, axis=0),
+    "reshape": lambda z: z.reshape(4, 3) * z.T.reshape(4, 3), "transpose": lambda z: np.transpose(z)[::-1],
+    "index": lambda z: z[[0, 2], 1:], "diag": lambda z: np.diag(z[:, :3]), "trace": np.trace,
+    "flip": np.flip, "roll": lambda z: np.roll(z, 1), "tile": lambda z: np.tile(z, 2),
+    "repeat": lambda z: np.repeat(z, 2, 0), "pad": lambda z: np.pad(z, 1),
+    "broadcast": lambda z: np.broadcast_to(z[0], (2, 4)), "take": lambda z: np.take(z, [1, 0], 1),
+}
+PAIRED = {
+    "vdot": np.vdot, "matmul": lambda z, w: z @ w.T, "dot": lambda z, w: np.dot(z, w.T),
+    "einsum": lambda z, w: np.einsum("ij,kj->ik", z, w), "tensordot": lambda z, w: np.tensordot(z, w, 2),
+    "outer": np.outer, "inner": np.inner, "concatenate": lambda z, w: np.concatenate([z, w]),
+    "stack": lambda z, w: np.stack([z, w], 1), "where": lambda z, w: np.where(np.abs(z) > 1, z, w),
+    "setitem": _written, "kron": np.kron,
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRUCTURAL))
+def test_reductions_and_shapes(name):
+    check_complex(STRUCTURAL[name], P)
+
+
+@pytest.mark.parametrize("name", sorted(PAIRED))
+def test_products_and_joins(name):
+    check_complex(PAIRED[name], P, Q)
+    check_complex(PAIRED[name], P, Q.real)
+
+
+def test_vdot_conjugates_its_first_argument():
+    a, b = np.array([1.0 + 2.0j, 3.0j]), np.array([2.0 - 1.0j, 1.0 + 1.0j])
+    y, back = pb.pullback(np.vdot, a, b)
+    assert y == np.vdot(a, b)
+    ca, cb = back(1.0 + 0.0j)
+    np.testing.assert_allclose(ca, np.conj(b))  # y = sum(conj(a) b): not holomorphic in a
+    np.testing.assert_allclose(cb, np.conj(a))
+
+
+def test_complex64_products_stay_complex64():
+    a, b = P.astype(np.complex64), Q.real.astype(np.float32)
+    y, back = pb.pullback(lambda a, b: a @ b.T, a, b)
+    ca, cb = back(np.ones_like(y))
+    assert (y.dtype, ca.dtype, cb.dtype) == (np.complex64, np.complex64, np.float32)
+
+
+# --- linalg ---------------------------------------------------------------------------------------
+A = crandn(R, 3, 3) + 2.0 * np.eye(3)
+B = crandn(R, 3, 2)
+M = R.normal(size=(4, 4))
+
+LINALG = {
+    "inv": np.linalg.inv, "det": np.linalg.det, "slogdet-logabsdet": lambda a: np.linalg.slogdet(a)[1],
+    "slogdet-sign": lambda a: np.linalg.slogdet(a)[0], "pinv": np.linalg.pinv,
+    "matrix_power": lambda a: np.linalg.matrix_power(a, 3), "matrix_power-neg": lambda a: np.linalg.matrix_power(a, -2),
+    "svd-values": lambda a: np.linalg.svd(a, compute_uv=False), "norm-2": lambda a: np.linalg.norm(a, 2),
+    "norm-nuc": lambda a: np.linalg.norm(a, "nuc"),
+    "eigvals": np.linalg.eigvals, "eig-values": lambda a: np.linalg.eig(a)[0],
+    "eig-vectors-modulus": lambda a: np.abs(np.linalg.eig(a)[1]) ** 2,
+    "eig-vectors": lambda a: np.linalg.eig(a)[1],  # NumPy's own normalisation, differentiated as is
+    "eig-vectors-batched": lambda a: np.linalg.eig(np.stack([a, a.T + 1.0]))[1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINALG))
+def test_linalg_of_complex_matrices(name):
+    check_complex(LINALG[name], A)
+
+
+@pytest.mark.parametrize("name", ["eigvals", "eig-values", "eig-vectors-modulus", "eig-vectors"])
+def test_eig_of_real_matrices_with_complex_eigenvalues(name):
+    assert np.iscomplexobj(np.linalg.eigvals(M))
+    check_complex(LINALG[name], M)
+    sym = M + M.T  # real eigenvalues: NumPy returns real arrays
+    assert not np.iscomplexobj(np.linalg.eig(sym)[1])
+    check_complex(LINALG[name], sym)
+
+
+def test_solve_and_lstsq():
+    check_complex(np.linalg.solve, A, B)
+    check_complex(lambda a, b: np.linalg.lstsq(a, b)[0], A, B)
+    check_complex(np.linalg.solve, A.real, B)
+
+
+def test_eig_second_order():
+    def loss(a):
+        w, v = np.linalg.eig(a)
+        return np.sum(np.abs(w) ** 2) + np.sum(np.abs(v[0]) ** 2 * np.real(w))
+
+    def directional(a):
+        (g,) = pb.gradient(loss, a)
+        return np.real(np.sum(g * D))
+
+    D = crandn(np.random.default_rng(3), 3, 3)
+    check_complex(directional, A, rtol=1e-4, atol=1e-6)
+
+
+def test_eig_repeated_eigenvalues_raise_in_reverse_mode():
+    a = np.diag([2.0, 2.0, 1.0]) + 0j
+    with pytest.raises(ValueError, match="not unique"):
+        pb.gradient(lambda a: np.sum(np.abs(np.linalg.eig(a)[1]) ** 2 * np.arange(3)), a)
+    (g,) = pb.gradient(lambda a: np.real(np.sum(np.linalg.eig(a)[0])), a)  # the trace: fine
+    np.testing.assert_allclose(g, np.eye(3))
+
+
+@pytest.mark.parametrize("fn", [np.linalg.eigh, np.linalg.eigvalsh, np.linalg.svd, np.linalg.qr, np.linalg.cholesky],
+                         ids=lambda f: f.__name__)
+def test_hermitian_decompositions_refuse_complex_matrices(fn):
+    h = A @ A.conj().T
+    with pytest.raises(TypeError, match=f"numpy.linalg.{fn.__name__} of a complex matrix"):
+        pb.gradient(lambda a: np.sum(np.abs(fn(a)[0])), h)
+    if fn is np.linalg.svd:  # the singular values alone are differentiable
+        check_complex(lambda a: np.linalg.svd(a, compute_uv=False), h)

@@ -359,6 +359,8 @@ def _svd_values_rule(a, once):
 
     def back(g):
         u_k, vh_k = _thin(u, s, vh)
+        if np.iscomplexobj(u):  # ds = Re(diag(Uᴴ dA V)): the conjugate of the real formula
+            return (np.conjugate((u_k * g[..., None, :]) @ vh_k), None)
         return ((u_k * g[..., None, :]) @ vh_k, None)
 
     return s, back
@@ -368,6 +370,8 @@ def _svd_values_rule(a, once):
 def _svd_values_frule(t, a, once):
     u, s, vh = once(a)
     u_k, vh_k = _thin(u, s, vh)
+    if np.iscomplexobj(u):
+        return s, np.real(np.sum(np.conjugate(u_k) * (t @ _t(np.conjugate(vh_k))), axis=-2))  # Re(diag(Uᴴ dA V))
     return s, np.sum(u_k * (t @ _t(vh_k)), axis=-2)  # diag(Uᵀ dA V)
 
 
@@ -460,9 +464,10 @@ def _refuse_zero_singular(s):
       matrix nonzero ones. With `full_matrices=True` only the first min(M, N) columns of U /
       rows of Vh may carry gradient. Use sign-invariant functions of the vectors (e.g.
       U @ diag(f(s)) @ Vh). In forward mode the tangents that do not exist are NaN.
-      `hermitian=True` is refused.""")
+      `hermitian=True` is refused. Of a complex matrix, the singular values only.""")
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
-    _real_only(a, "svd")
+    if compute_uv:
+        _real_only(a, "svd")
     if hermitian:
         raise TypeError("numpy.linalg.svd(hermitian=True) is not supported on tracked values; "
                         "use hermitian=False (same values) or np.linalg.eigh.")
