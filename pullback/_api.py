@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import tree
+from ._arrays import dtype_kind, is_foreign_array
 from ._backward import backward
 from ._leaves import Arguments
 from ._reverse import Tape, collector_paused
@@ -175,26 +176,30 @@ def _gradients(tape, out, plans):
     seed_id = scalar_output_node(out, tape)
     if seed_id is None:
         return read_gradients(plans, None)
-    grads = backward(tape, {seed_id: _one_like(tape.nodes[seed_id][0])})
+    grads = backward(tape, {seed_id: _one_like(tape.nodes[seed_id][0], out._value)})
     return read_gradients(plans, grads)
 
 
 def scalar_output_node(out, tape):
     """The node id to seed, or None when `out` does not depend on this tape; errors if not scalar."""
     value = out._value if type(out) is Tracked and out._tape is tape else out
-    if isinstance(value, (np.ndarray, Traced)) and np.ndim(value) > 0:
+    other_library = is_foreign_array(value)  # a 0-d Dask or CuPy array is a scalar too
+    if (other_library or isinstance(value, (np.ndarray, Traced))) and np.ndim(value) > 0:
         raise TypeError("Output is an array, so the gradient is not defined. Perhaps you wanted jacobian.")
-    if isinstance(value, (complex, np.complexfloating)) or (isinstance(value, np.ndarray) and value.dtype.kind == "c"):
+    if (isinstance(value, (complex, np.complexfloating)) or (isinstance(value, np.ndarray) and value.dtype.kind == "c")
+            or (other_library and dtype_kind(value) == "c")):
         raise TypeError("Output is complex, so the gradient is not defined.")
-    if not isinstance(value, (int, float, np.number, np.bool_, np.ndarray, Traced)):
+    if not (other_library or isinstance(value, (int, float, np.number, np.bool_, np.ndarray, Traced))):
         raise TypeError(f"Output should be scalar; got {type(value).__name__}. Return a real number or a 0-d array.")
     return out._id if value is not out else None
 
 
-def _one_like(spec):
-    """A seed of 1 in the output's dtype; `spec` is what the tape kept of the output."""
+def _one_like(spec, value):
+    """A seed of 1 in the output's dtype and array type; `spec` is what the tape kept of the output `value`."""
     if type(spec) is float:
         return 1.0
+    if is_foreign_array(value):  # a Dask or CuPy output gets a seed of its own library
+        return np.ones_like(value, shape=())
     return np.ones((), dtype=spec[1] if type(spec) is tuple else spec.dtype)
 
 

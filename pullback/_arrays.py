@@ -1,0 +1,123 @@
+"""Array types besides NumPy's: which ones pullback accepts, and arrays built to match an input.
+
+An array of any library that speaks NumPy's protocols (NEP 18: `__array_function__` and
+`__array_ufunc__`, with `shape` and `dtype`), such as a Dask or CuPy array, flows through
+pullback as it is: the rules call NumPy functions on it and its library computes. An array
+that speaks only the array API standard (`__array_namespace__`, as array_api_strict's does) is
+differentiated as a NumPy array (read through DLPack) and its gradient converted back.
+
+Nothing here imports another array library.
+
+>>> import numpy as np
+>>> is_foreign_array(np.ones(2)), type(zeros_as(np.ones(2), (3,)))
+(False, <class 'numpy.ndarray'>)
+"""
+
+import numpy as np
+
+_NEP18: dict[type, bool] = {}
+_API_ONLY: dict[type, bool] = {}
+
+
+def speaks_nep18(cls):
+    """Whether instances of `cls` are arrays of another library that NumPy functions dispatch to.
+
+    NumPy's own arrays and scalars, and pullback's traced values and containers, are not.
+    """
+    found = _NEP18.get(cls)
+    if found is None:
+        found = _NEP18[cls] = (
+            hasattr(cls, "__array_function__") and hasattr(cls, "__array_ufunc__")
+            and hasattr(cls, "shape") and hasattr(cls, "dtype")
+            and not issubclass(cls, (np.ndarray, np.generic))
+            and not getattr(cls, "pullback_traced", False) and not hasattr(cls, "__stop_gradient__")
+        )
+    return found
+
+
+def speaks_array_api_only(cls):
+    """Whether instances of `cls` are array-API arrays that NumPy functions do not dispatch to."""
+    found = _API_ONLY.get(cls)
+    if found is None:
+        found = _API_ONLY[cls] = (
+            hasattr(cls, "__array_namespace__") and hasattr(cls, "shape") and hasattr(cls, "dtype")
+            and not speaks_nep18(cls) and not issubclass(cls, (np.ndarray, np.generic))
+            and not getattr(cls, "pullback_traced", False)
+        )
+    return found
+
+
+def is_foreign_array(x):
+    """Whether `x` is an array of another library that pullback accepts (NEP 18 or array API).
+
+    >>> is_foreign_array(np.float64(1.0)), is_foreign_array([1.0])
+    (False, False)
+    """
+    return is_foreign_array_type(type(x))
+
+
+def is_foreign_array_type(cls):
+    """`is_foreign_array` for the instances of `cls`."""
+    return cls is not np.ndarray and (speaks_nep18(cls) or speaks_array_api_only(cls))
+
+
+def dtype_kind(x):
+    """The NumPy dtype kind (`"f"`, `"c"`, `"i"`, ...) of an array of another library.
+
+    >>> dtype_kind(np.ones(2, np.float32))
+    'f'
+    """
+    dtype = x.dtype
+    if isinstance(dtype, np.dtype):
+        return dtype.kind
+    try:
+        return np.dtype(dtype).kind
+    except TypeError:  # an array-API dtype object NumPy does not know
+        xp = x.__array_namespace__()
+        for kind, name in (("f", "real floating"), ("c", "complex floating"), ("b", "bool")):
+            if xp.isdtype(dtype, name):
+                return kind
+        return "i"
+
+
+def type_name(x):
+    """`numpy.ndarray`, `dask.array.core.Array`: the array type of `x` as messages name it."""
+    cls = type(x)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def zeros_as(like, shape, dtype=None):
+    """Zeros of `shape` of `like`'s array type (a NumPy array when `like` is NumPy's, or a number).
+
+    >>> zeros_as(np.ones(2, np.float32), (2, 2)).dtype
+    dtype('float32')
+    """
+    if type(like) is np.ndarray or not speaks_nep18(type(like)):
+        return np.zeros(shape, dtype=np.result_type(like) if dtype is None else dtype)
+    return np.zeros_like(like, shape=shape, dtype=dtype)
+
+
+def as_type_of(g, primal):
+    """`g` as an array of `primal`'s array type, when `g` is a NumPy array and `primal` another library's.
+
+    >>> as_type_of(np.ones(1), np.zeros(2))
+    array([1.])
+    """
+    cls = type(primal)
+    if cls is np.ndarray or not isinstance(g, (np.ndarray, np.generic, float)):
+        return g
+    if speaks_nep18(cls):
+        return np.asarray(g, like=primal)
+    if speaks_array_api_only(cls):
+        return primal.__array_namespace__().asarray(np.asarray(g), dtype=primal.dtype)
+    return g
+
+
+def as_numpy(x):
+    """An array-API-only array `x` as a NumPy array (through DLPack, without copying on the CPU); others as they are."""
+    if speaks_array_api_only(type(x)):
+        try:
+            return np.from_dlpack(x)
+        except (TypeError, BufferError, RuntimeError):
+            return np.asarray(x)
+    return x
