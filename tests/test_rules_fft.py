@@ -1,7 +1,8 @@
 """The FFT family on tracked values: every transform against float64 central differences over
-random shapes, lengths, axes and normalisations; the traced values against NumPy; the
-real-valued pipelines people write (power spectra, filtering, irfft(rfft(x))); arithmetic
-on the complex values in between; second order; and the clear refusals."""
+random shapes, lengths, axes and normalisations, of real inputs and of complex inputs (in their
+real and imaginary directions, tests/complex_checks.py); the traced values against NumPy; the
+real-valued pipelines people write (power spectra, filtering, irfft(rfft(x))); arithmetic on
+the complex values in between; second order; and the clear refusals."""
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
-from pullback.rules.fft import TrackedComplex
+from complex_checks import check_complex
 from rule_checks import dtypes, gradcheck, second_order, seeds
 
 SETTINGS = settings(max_examples=8, deadline=None)
@@ -206,43 +207,79 @@ def test_jvp_through_the_transforms():
     np.testing.assert_allclose(y_dot, (f(x + 1e-6 * v) - f(x - 1e-6 * v)) / 2e-6, rtol=1e-5, atol=1e-7)
 
 
+# --- complex inputs, in the real and the imaginary direction -----------------------------
+def crandn(rng, *shape):
+    return rng.normal(size=shape) + 1j * rng.normal(size=shape)
+
+
+@pytest.mark.parametrize("norm", [None, "backward", "ortho", "forward"])
+def test_complex_inputs_of_every_transform(norm):
+    rng = np.random.default_rng(9)
+    z, x = crandn(rng, 3, 4), rng.normal(size=(3, 5))
+    for fn in (np.fft.fft, np.fft.ifft, np.fft.irfft, np.fft.hfft):
+        check_complex(lambda z: fn(z, None, -1, norm), z)  # positional
+        check_complex(lambda z: fn(z, n=6, axis=0, norm=norm), z)  # keyword, padded
+        check_complex(lambda z: fn(z, 3, 0, norm), z)  # cropped
+    for fn in (np.fft.rfft, np.fft.ihfft):
+        check_complex(lambda x: fn(x, None, -1, norm), x)
+        check_complex(lambda x: fn(x, n=7, axis=0, norm=norm), x)
+        check_complex(lambda x: fn(x, 4, 1, norm), x)
+    for fn in (np.fft.fftn, np.fft.ifftn, np.fft.fft2, np.fft.ifft2, np.fft.irfftn, np.fft.irfft2):
+        check_complex(lambda z: fn(z, norm=norm), z)
+        check_complex(lambda z: fn(z, (2, 5), (1, 0), norm), z)
+        check_complex(lambda z: fn(z, s=(4, 3), axes=(0, 1), norm=norm), z)
+    for fn in (np.fft.rfftn, np.fft.rfft2):
+        check_complex(lambda x: fn(x, norm=norm), x)
+        check_complex(lambda x: fn(x, (2, 6), (1, 0), norm), x)
+        check_complex(lambda x: fn(x, s=(4, 3), axes=(0, 1), norm=norm), x)
+    for fn in (np.fft.fftshift, np.fft.ifftshift):
+        check_complex(fn, z)
+        check_complex(lambda z: fn(z, axes=0), z)
+
+
+def test_complex64_stays_complex64():
+    z = crandn(np.random.default_rng(10), 8).astype(np.complex64)
+    y, back = pb.pullback(np.fft.fft, z)
+    assert y.dtype == np.complex64 and back(np.ones_like(y))[0].dtype == np.complex64
+    _, t = pb.jvp(np.fft.irfft, (z,), (np.ones_like(z),))
+    assert t.dtype == np.float32
+
+
+def test_the_reverse_rule_of_fft_is_fft():
+    # a DFT matrix is symmetric: the cotangent map is the same transform (no conjugation)
+    c = crandn(np.random.default_rng(11), 6)
+    for norm in (None, "ortho", "forward"):
+        _, back = pb.pullback(lambda z: np.fft.fft(z, norm=norm), np.zeros(6, complex))
+        np.testing.assert_allclose(back(c)[0], np.fft.fft(c, norm=norm))
+
+
+def test_fft_results_are_ordinary_complex_values():
+    def probe(x):
+        F = np.fft.fft(x)
+        assert F.shape == (3,) and F.ndim == 1 and F.size == 3 and len(F) == 3 and F.dtype == np.complex128
+        assert np.iscomplexobj(F) and not np.isrealobj(F)
+        return np.sum(np.abs(np.sinh(F) @ np.linalg.inv(np.diag(F + 5.0))))
+
+    gradcheck(probe, np.array([1.0, 2.0, 4.0]))
+
+
 # --- refusals ---------------------------------------------------------------------------
 def test_refusals_are_clear():
     x = np.random.default_rng(8).normal(size=4)
-    with pytest.raises(TypeError, match="complex values being differentiated"):
-        pb.gradient(lambda x: np.sum(np.sinh(np.fft.fft(x)).real), x)
-    with pytest.raises(TypeError, match="complex values being differentiated"):
-        pb.gradient(lambda x: np.sum(np.linalg.inv(np.fft.fft(np.diag(x))).real), x)
-    with pytest.raises(TypeError, match="cannot be compared"):
-        pb.gradient(lambda x: np.sum(np.abs(np.fft.fft(x))) * (np.fft.fft(x) == np.fft.fft(x)), x)
-    with pytest.raises(TypeError, match="complex values being differentiated"):
-        pb.gradient(lambda x: np.sum(np.abs(np.fft.fft(x))) * np.any(np.greater(np.fft.fft(x), 0)), x)
-    with pytest.raises(TypeError, match="plain NumPy array"):
+    with pytest.raises(TypeError, match="plain NumPy array|convert"):
         pb.gradient(lambda x: np.sum(np.asarray(np.fft.fft(x)).real), x)
-    with pytest.raises(TypeError, match="real input"):
+    with pytest.raises(TypeError, match="rfft"):  # NumPy's own error: rfft takes real input
         pb.gradient(lambda x: np.sum(np.fft.rfft(np.fft.fft(x)).real), x)
-    with pytest.raises(TypeError, match="integer exponent"):
-        pb.gradient(lambda x: np.sum((np.fft.fft(x) ** 0.5).real), x)
     with pytest.raises(TypeError, match="out="):
         pb.gradient(lambda x: np.sum(np.fft.fft(x, out=np.empty(4, complex)).real), x)
-    with pytest.raises(TypeError, match="Output should be scalar"):
+    with pytest.raises(TypeError, match="Output should be scalar|Output is complex"):
         pb.gradient(lambda x: np.fft.fft(x)[0], x)
+    with pytest.raises(ValueError, match="Invalid norm"):
+        pb.gradient(lambda x: np.sum(np.fft.fft(x, norm="bad").real), x)
 
 
-def test_tracked_complex_basics():
-    def probe(x):
-        F = np.fft.fft(x)
-        assert isinstance(F, TrackedComplex)
-        assert F.shape == (3,) and F.ndim == 1 and F.size == 3 and len(F) == 3 and F.dtype == np.complex128
-        assert np.iscomplexobj(F) and not np.isrealobj(F) and np.shape(F) == (3,)
-        assert [type(part) for part in F] == [TrackedComplex] * 3
-        return np.sum(np.abs(F))
-
-    pb.gradient(probe, np.array([1.0, 2.0, 4.0]))
-
-
-def test_tracked_real_on_the_left_of_a_complex_value_defers_to_it():
+def test_tracked_real_on_either_side_of_a_complex_value():
     x = np.random.default_rng(4).normal(size=4)
     for f in (lambda x: np.sum((x * np.fft.fft(x)).imag), lambda x: np.sum(np.abs(x + np.fft.fft(x)) ** 2),
               lambda x: np.sum(np.real(x - np.fft.fft(x) * 2.0))):
-        gradcheck(f, x, rtol=1e-6, atol=1e-8, modes="rev")  # forward mode refuses a real dual times a complex value
+        gradcheck(f, x, rtol=1e-6, atol=1e-8)
