@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from ._arrays import is_foreign_array_type
 from ._registry import FUNCTIONS
 from ._reverse import collector_paused
 from ._standins import astype, dtype_of
@@ -111,7 +112,10 @@ def fit(g, like):
     if real and dtype_of(g).kind == "c":
         g = FUNCTIONS[np.real](g) if isinstance(g, Traced) else np.real(g)
     if dtype is not None and dtype_of(g) != dtype:
-        g = FUNCTIONS[astype](g, dtype) if isinstance(g, Traced) else np.asarray(g, dtype=dtype)
+        if isinstance(g, Traced):
+            g = FUNCTIONS[astype](g, dtype)
+        else:  # an array of another library (Dask, CuPy) converts itself; np.asarray would compute or refuse
+            g = g.astype(dtype) if is_foreign_array_type(type(g)) else np.asarray(g, dtype=dtype)
     return g
 
 

@@ -185,7 +185,8 @@ def _basis(primal, j):
 
 
 def _is_float_output(y):
-    return type(y) in (float, complex) or (isinstance(y, (np.ndarray, np.generic)) and y.dtype.kind in "fc")
+    return type(y) in (float, complex) or (isinstance(y, (np.ndarray, np.generic)) and y.dtype.kind in "fc") or (
+        hasattr(type(y), "__array_function__") and getattr(getattr(y, "dtype", None), "kind", "?") in "fc")  # Dask, CuPy
 
 
 def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:

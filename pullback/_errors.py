@@ -6,7 +6,8 @@ and the fix.
 
 import numpy as np
 
-from ._registry import qualified_name
+from ._arrays import is_foreign_array, type_name
+from ._registry import SERVED_BY, qualified_name
 from ._standins import is_traced
 
 
@@ -129,8 +130,9 @@ def _stand_in(name):
 def foreign_error(type_name):
     return TypeError(
         f"An array of type {type_name} met a value that pullback is differentiating. pullback differentiates "
-        "NumPy arrays only, and would silently lose or corrupt the gradient through this array type. Convert it to a NumPy "
-        "array first (np.asarray(a); for a Dask array, a.compute()), or keep it out of the differentiated code."
+        "arrays that speak NumPy's protocols (__array_function__ and __array_ufunc__, with shape and dtype) or the "
+        "array API (__array_namespace__), and would silently lose or corrupt the gradient through this one. "
+        "Convert it to a NumPy array first (np.asarray(a)), or keep it out of the differentiated code."
     )
 
 
@@ -153,9 +155,49 @@ def check_operand(x):
     cls = type(x)
     speaks_arrays = hasattr(cls, "__array_ufunc__") or hasattr(cls, "__array_function__") or hasattr(cls, "__array_namespace__")
     if speaks_arrays and not isinstance(x, np.generic) and not is_traced(x):
-        if hasattr(cls, "__stop_gradient__"):  # pullback's own differentiable containers
+        if hasattr(cls, "__stop_gradient__") or is_foreign_array(x):  # pullback's containers; Dask, CuPy, ...
             return
         raise foreign_error(f"{cls.__module__}.{cls.__qualname__}")
+
+
+def mixed_arrays_error(rule, args, error):
+    """The error for an operation that failed on arrays of another library than NumPy (mixed types,
+    shapes or chunks that do not line up): it names the operation and each array; None when every
+    array is NumPy's, so NumPy's own message stands."""
+    plain = [(a, False) if not is_traced(a) else (_plain(a), True) for a in _opened(args)]
+    arrays = [(a, traced) for a, traced in plain if isinstance(a, np.ndarray) or is_foreign_array(a)]
+    if getattr(error, "pullback_named", False) or not any(is_foreign_array(a) for a, _ in arrays):
+        return None
+    fn = SERVED_BY.get(rule)
+    name = "an operation" if fn is None else ufunc_name(fn) if isinstance(fn, np.ufunc) else qualified_name(fn)
+    described = " and ".join(_describe(a, traced) for a, traced in arrays)
+    types = sorted({type_name(a) for a, _ in arrays})
+    advice = (f" Arrays of different types ({', '.join(types)}) do not mix here: convert one to the other's type "
+              "explicitly (np.asarray(a, like=b), or the library's own transfer) before the call."
+              if len(types) > 1 else "")
+    new = (TypeError if isinstance(error, TypeError) else ValueError)(f"{name} failed on {described}: {error}.{advice}")
+    new.pullback_named = True
+    return new
+
+
+def _plain(x):
+    while is_traced(x):
+        x = x._value
+    return x
+
+
+def _opened(args):
+    for a in args:
+        if type(a) in (list, tuple):
+            yield from a
+        else:
+            yield a
+
+
+def _describe(a, traced):
+    chunks = getattr(a, "chunks", None)
+    return (f"a {type_name(a)} of shape {tuple(a.shape)}" + (f" with chunks {chunks}" if chunks is not None else "")
+            + (" (being differentiated)" if traced else ""))
 
 
 def lost_gradient(action):

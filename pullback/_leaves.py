@@ -19,6 +19,7 @@ import fractions
 import numpy as np
 
 from . import tree
+from ._arrays import as_numpy, as_type_of, dtype_kind, is_foreign_array
 
 
 class Where:
@@ -108,7 +109,7 @@ class Arguments:
             index = len(self.leaves)
             where = Where(path, self.describe)
             self.leaves.append(Leaf(index, where, x))
-            return make_leaf(x, where, companion), index
+            return make_leaf(as_numpy(x), where, companion), index  # array-API-only arrays are read as NumPy's
 
         def leaf(x, parts, path):
             if id(x) in trainable:
@@ -221,7 +222,7 @@ def _flat_trainable_ids(values):
     """`_trainable_ids` for arguments that are all leaves."""
     found = set()
     for x in values:
-        if isinstance(x, (np.ndarray, np.generic)) or _is_tracked_value(x):
+        if isinstance(x, (np.ndarray, np.generic)) or _is_tracked_value(x) or is_foreign_array(x):
             if _is_float_array(x):
                 found.add(id(x))
             else:
@@ -234,7 +235,7 @@ def _trainable_ids(roots):
     found = set()
 
     def leaf(x, parts, path):
-        if isinstance(x, np.ndarray) or isinstance(x, np.generic) or _is_tracked_value(x):
+        if isinstance(x, np.ndarray) or isinstance(x, np.generic) or _is_tracked_value(x) or is_foreign_array(x):
             if _is_float_array(x):
                 found.add(id(x))
             else:
@@ -256,6 +257,8 @@ def _is_float_array(x):
     """A float or complex NumPy array (not a subclass), or a traced value of an outer level holding one."""
     if type(x) is np.ndarray:
         return x.dtype.kind in "fc"
+    if is_foreign_array(x):  # a Dask, CuPy or array-API array: tracked as it is
+        return dtype_kind(x) in "fc"
     return _is_tracked_value(x) and x.dtype.kind in "fc" and not isinstance(x, np.generic)
 
 
@@ -286,9 +289,11 @@ def leaf_gradient(g, primal, returned):
     """The user-facing gradient of a leaf: fitted to the primal's shape and dtype, an array the caller owns."""
     from ._backward import fit  # the sweep's one broadcasting helper
 
-    g = fit(g, primal)
+    g = fit(g, as_numpy(primal))
     if g is None or _is_tracked_value(g):  # a nested call: this result is itself being differentiated
         return g
+    if is_foreign_array(primal) or is_foreign_array(g):  # its library's array, as the rules left it
+        return as_type_of(g, primal)
     if type(primal) is float:
         return float(g)
     if type(primal) is complex:

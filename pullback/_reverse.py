@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 
+from ._arrays import is_foreign_array_type
 from ._standins import dtype_of
 from ._values import Traced, Tracked, new_level
 
@@ -66,7 +67,7 @@ class Tape:
                 return Tracked(y, self, len(nodes) - 1)
             if kind == "f" or kind == "c":
                 self.push(y, back, ids)  # raises the closed-tape error
-        elif isinstance(y, (Traced, float, complex, np.inexact)):
+        elif isinstance(y, (Traced, float, complex, np.inexact)) or is_foreign_array_type(type(y)):  # Dask, CuPy, ...
             kind = dtype_of(y).kind
             if kind == "f" or kind == "c":
                 return Tracked(y, self, self.push(y, back, ids))
@@ -108,7 +109,7 @@ def spec_of(value):
     """What the tape keeps of a node's value: `(shape, dtype)` for an array, so the array itself
     is freed as soon as no rule needs it; other values (Python floats, NumPy scalars, values of
     outer levels) as they are; nothing for the tuple of a several-output operation."""
-    if type(value) is np.ndarray:
+    if type(value) is np.ndarray or is_foreign_array_type(type(value)):
         return value.shape, value.dtype
     if isinstance(value, tuple):
         return None

@@ -12,7 +12,10 @@ import itertools
 
 import numpy as np
 
-from ._errors import check_operand, conversion_error, foreign_error, lost_gradient, missing_rule, subclass_error, ufunc_name
+from ._arrays import is_foreign_array_type
+from ._errors import (
+    check_operand, conversion_error, foreign_error, lost_gradient, missing_rule, mixed_arrays_error, subclass_error, ufunc_name,
+)
 from ._inplace import holds_array, in_place, rebind
 from ._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
 from ._standins import astype, dtype_of, getitem, index_update
@@ -52,7 +55,8 @@ class Traced:
 
     def __array_function__(self, func, types, args, kwargs):
         for t in types:
-            if t is not Tracked and t is not np.ndarray and not issubclass(t, Traced) and not hasattr(t, "__stop_gradient__"):
+            if (t is not Tracked and t is not np.ndarray and not issubclass(t, Traced) and not hasattr(t, "__stop_gradient__")
+                    and not is_foreign_array_type(t)):  # Dask, CuPy, ...: the rule computes with them
                 if issubclass(t, np.ndarray):
                     raise subclass_error(next(a for a in _flat(args) if type(a) is t))
                 raise foreign_error(f"{t.__module__}.{t.__qualname__}")
@@ -86,7 +90,9 @@ class Traced:
         """What `isinstance` sees: a scalar answers as its plain value's type does (so `np.isscalar`,
         `isinstance(x, numbers.Number)` and `isinstance(x, float)` answer as without pullback)."""
         value = self._value
-        return type(self) if isinstance(value, np.ndarray) else value.__class__
+        if isinstance(value, np.ndarray) or is_foreign_array_type(type(value)):
+            return type(self)
+        return value.__class__
 
     def __float__(self):
         raise lost_gradient(
@@ -126,7 +132,7 @@ class Traced:
 
     @property
     def size(self):
-        return np.size(self._value)
+        return getattr(self._value, "size", 1)  # np.size would make a Dask array compute
 
     @property
     def dtype(self):
@@ -178,7 +184,8 @@ class Traced:
 
     @property
     def nbytes(self):
-        return np.asarray(stop_gradient(self)).nbytes
+        value = stop_gradient(self)
+        return value.nbytes if hasattr(value, "nbytes") else np.asarray(value).nbytes
 
     @property
     def itemsize(self):
@@ -349,9 +356,15 @@ def apply(rule, args, kwargs=NO_KWARGS):
                 tape = t
         elif kind not in _PLAIN:
             check_operand(a)
-    if tape is None:
-        return rule(*args, **kwargs)[0]
-    return tape.apply(rule, args, kwargs)
+    try:
+        if tape is None:
+            return rule(*args, **kwargs)[0]
+        return tape.apply(rule, args, kwargs)
+    except (TypeError, ValueError) as error:
+        named = mixed_arrays_error(rule, args, error)
+        if named is None:
+            raise
+        raise named from error
 
 
 def apply_rule(rule, *args, **kwargs):
@@ -368,28 +381,34 @@ def apply1(rule, x):
 def apply2(rule, a, b):
     """`apply` for two inputs, at least one of them traced; the common reverse-mode cases kept short."""
     kind_a, kind_b = type(a), type(b)
-    if kind_a is Tracked and kind_b is not Dual:
-        tape = a._tape
-        if kind_b is Tracked and b._tape is tape:
-            y, back = rule(a._value, b._value)
-            ids = (a._id, b._id)
-        elif kind_b is Tracked and b._tape.level > tape.level:
+    try:
+        if kind_a is Tracked and kind_b is not Dual:
+            tape = a._tape
+            if kind_b is Tracked and b._tape is tape:
+                y, back = rule(a._value, b._value)
+                ids = (a._id, b._id)
+            elif kind_b is Tracked and b._tape.level > tape.level:
+                tape = b._tape
+                y, back = rule(a, b._value)
+                ids = (-1, b._id)
+            elif kind_b not in _PLAIN and kind_b is not Tracked and _foreign(b):
+                return NotImplemented
+            else:
+                y, back = rule(a._value, b)
+                ids = (a._id, -1)
+        elif kind_b is Tracked and kind_a is not Dual:
+            if kind_a not in _PLAIN and _foreign(a):
+                return NotImplemented
             tape = b._tape
             y, back = rule(a, b._value)
             ids = (-1, b._id)
-        elif kind_b not in _PLAIN and kind_b is not Tracked and _foreign(b):
-            return NotImplemented
         else:
-            y, back = rule(a._value, b)
-            ids = (a._id, -1)
-    elif kind_b is Tracked and kind_a is not Dual:
-        if kind_a not in _PLAIN and _foreign(a):
-            return NotImplemented
-        tape = b._tape
-        y, back = rule(a, b._value)
-        ids = (-1, b._id)
-    else:
-        return apply(rule, (a, b))
+            return apply(rule, (a, b))
+    except (TypeError, ValueError) as error:  # arrays of two libraries, or shapes that do not line up
+        named = mixed_arrays_error(rule, (a, b), error)
+        if named is None:
+            raise
+        raise named from error
     return tape.record(y, back, ids)
 
 

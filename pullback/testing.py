@@ -419,7 +419,7 @@ def _form_problems(args, leaves, gradient, values):
             continue
         if np.shape(g) != np.shape(primal):
             notes[leaf.index] = f"the gradient has shape {np.shape(g)}, but the leaf has shape {np.shape(primal)}"
-        elif isinstance(primal, np.ndarray) and not isinstance(g, np.ndarray):
+        elif isinstance(primal, np.ndarray) and not isinstance(g, np.ndarray) and not hasattr(type(g), "__array_function__"):
             notes[leaf.index] = f"the gradient is a {type(g).__name__}, but the leaf is an array of {primal.dtype}"
         elif isinstance(primal, np.ndarray) and g.dtype != primal.dtype:
             notes[leaf.index] = f"the gradient has dtype {g.dtype}, but the leaf has dtype {primal.dtype}"
@@ -510,7 +510,8 @@ def _dtype(x):
 
 # --- outputs ------------------------------------------------------------------------------------------
 def _is_float(x):
-    return type(x) is float or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "f")
+    return type(x) is float or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "f") or (
+        hasattr(type(x), "__array_function__") and getattr(getattr(x, "dtype", None), "kind", "?") == "f")  # Dask, CuPy
 
 
 def _pairs(y, t, floats=False):

@@ -4,6 +4,7 @@ updates), `where`, take, take_along_axis, diagonals (diagonal, diag, diagflat) a
 
 import numpy as np
 
+from .._arrays import zeros_as
 from .._extend import primitive, rrule
 from .._inplace import mark_view
 from .._registry import FUNCTIONS
@@ -22,7 +23,7 @@ def is_basic(index):
 @primitive
 def unindex(g, index, shape):
     """Zeros of `shape` with `g` added at `index`: the transpose of `x[index]`."""
-    out = np.zeros(shape, dtype=np.result_type(g))
+    out = zeros_as(g, shape)  # of g's array type: NumPy's, Dask's, CuPy's
     return _add_at(out, index, g)
 
 
@@ -201,7 +202,7 @@ def take_along_axis(arr, indices, axis=-1):
 @primitive
 def undiagonal(g, offset, axis1, axis2, shape):
     """Zeros of `shape` with `g`'s last axis written on the diagonal: the transpose of `np.diagonal`."""
-    out = np.zeros(shape, dtype=np.result_type(g))
+    out = zeros_as(g, shape)
     view = np.moveaxis(out, (axis1, axis2), (-2, -1))
     k = np.arange(np.shape(g)[-1])
     view[..., k + max(-offset, 0), k + max(offset, 0)] = g
