@@ -809,3 +809,33 @@ def test_rule_reprs_and_leaf_repr():
         "OptimiserChain(ClipGrad(delta=2.0), WeightDecay(lam=0.1))"
     leaf = optim.setup(optim.Adam(), [np.zeros((2, 3), np.float32)])[0]
     assert repr(leaf) == "Leaf(Adam(lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08), state=(<float32 (2, 3)>, <float32 (2, 3)>, 0))"
+
+
+# --- complex parameters -----------------------------------------------------------------------
+@pytest.mark.parametrize("rule", [optim.Descent(0.1), optim.Adam(0.05), optim.Momentum(0.05), optim.RMSProp(0.01),
+                                  optim.AdaGrad(0.5)], ids=lambda r: type(r).__name__)
+def test_complex_parameters_converge(rule):
+    c = np.array([1.5 - 2.0j, -0.5 + 0.25j, 3.0j])
+    model = {"z": np.zeros(3, complex), "w": np.full(1, 0.5 + 0.5j, np.complex64)}
+    state = optim.setup(rule, model)
+
+    def loss(m):
+        return np.sum(np.abs(m["z"] - c) ** 2) + np.sum(np.abs(m["w"] - c[0]) ** 2)
+
+    for _ in range(3000):
+        (g,) = pb.gradient(loss, model)
+        state, model = optim.update(state, model, g)
+    assert model["z"].dtype == np.complex128
+    np.testing.assert_allclose(model["z"], c, atol=1e-3)
+    assert model["w"].dtype == np.complex64
+    np.testing.assert_allclose(model["w"], [c[0]], atol=1e-3)
+
+
+def test_complex_descent_steps_along_the_conjugate_gradient():
+    z = np.array([1.0 + 1.0j])
+    (g,) = pb.gradient(lambda z: np.sum(np.abs(z) ** 2), z)  # 2 conj(z)
+    state = optim.setup(optim.Descent(0.25), z)
+    _, new = optim.update(state, z, g)
+    np.testing.assert_allclose(new, z - 0.25 * 2 * z)  # halfway to 0, along -z (not -conj(z))
+    clipped = optim.update(optim.setup(optim.ClipGrad(0.5), z), z, g)[1]
+    np.testing.assert_allclose(clipped, z - (0.5 + 0.5j))

@@ -85,6 +85,8 @@ def _steps(state, model, grad, in_place=False):
         if in_place and not x.flags.writeable:
             raise ValueError(f"update_ cannot write into {name(paths[0])}: the array is read-only. Use update, which returns new arrays.")
         dx = g.astype(x.dtype, copy=False) if isinstance(g, np.ndarray) else np.asarray(g, dtype=x.dtype)
+        if dx.dtype.kind == "c":
+            dx = np.conj(dx)  # a complex gradient dL/dx - i dL/dy: steepest descent is along its conjugate
         new_rule_state, delta = leaf.rule.apply(leaf.state, x, dx)
         if np.shape(delta) != x.shape:
             raise ValueError(

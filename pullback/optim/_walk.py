@@ -10,13 +10,14 @@ ROOT = "model"  # how messages name the model: model.layers[0].weight, model['w'
 
 
 def is_param(x):
-    """True for a float NumPy array: the only kind of leaf an optimiser trains."""
-    return isinstance(x, np.ndarray) and x.dtype.kind == "f"
+    """True for a float or complex NumPy array: the only kinds of leaf an optimiser trains."""
+    return isinstance(x, np.ndarray) and x.dtype.kind in "fc"
 
 
 def is_traced_param(x):
-    """True for a float array, plain or being differentiated (a traced value wrapping one)."""
-    return is_param(stop_gradient(x))
+    """True for a float array, plain or being differentiated (a traced value wrapping one): what `destructure` flattens."""
+    x = stop_gradient(x)
+    return isinstance(x, np.ndarray) and x.dtype.kind == "f"
 
 
 def nothing(*args):

@@ -7,7 +7,9 @@ A rule is a small frozen dataclass of hyperparameters with two methods:
 
 `apply` must not modify `state`, `x` or `dx`; it returns new arrays. `update` calls it with
 `dx` already cast to `x.dtype`, and hyperparameters are Python floats, so float32 stays
-float32. Rules compose with `OptimiserChain`: each rule's `delta` is the next one's `dx`, and
+float32. For a complex parameter `dx` is the conjugate of its gradient (pullback's gradient
+is dL/dRe - i dL/dIm, so `x - lr * conj(g)` is the steepest-descent step), and the rules'
+squares are squared moduli |dx|**2. Rules compose with `OptimiserChain`: each rule's `delta` is the next one's `dx`, and
 the last `delta` is subtracted. So a chain without a learning-rate rule, such as
 `OptimiserChain(ClipGrad(2), WeightDecay(0.1))`, subtracts the clipped, decayed gradient itself.
 
@@ -100,6 +102,11 @@ _KINDS = {
 
 def _zeros(x):
     return np.zeros_like(x)
+
+
+def _squared(dx):
+    """dx**2 elementwise, |dx|**2 for a complex dx (real, so square roots and maxima mean what they say)."""
+    return (dx * np.conj(dx)).real if dx.dtype.kind == "c" else dx * dx
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,7 +206,7 @@ def _adam_step(rule, state, dx):
     m, v, t = state
     t += 1
     m = rule.beta1 * m + (1 - rule.beta1) * dx
-    v = rule.beta2 * v + (1 - rule.beta2) * (dx * dx)
+    v = rule.beta2 * v + (1 - rule.beta2) * _squared(dx)
     m_hat = m / (1 - rule.beta1**t)
     v_hat = v / (1 - rule.beta2**t)
     return (m, v, t), rule.lr * m_hat / (np.sqrt(v_hat) + rule.eps)
@@ -259,11 +266,11 @@ class RMSProp(Rule):
 
     def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         rho = self.rho
-        s = rho * state[0] + (1 - rho) * (dx * dx)
+        s = rho * state[0] + (1 - rho) * _squared(dx)
         if self.centred:
             mean = state[1] if len(state) > 1 else 0.0  # `adjust(state, centred=True)` starts the mean at zero
             g = rho * mean + (1 - rho) * dx
-            spread = np.maximum(s - g * g, 0.0)  # >= 0 exactly; rounding could dip below
+            spread = np.maximum(np.real(s) - _squared(g), 0.0)  # >= 0 exactly; rounding could dip below
             return (s, g), self.lr * dx / (np.sqrt(spread) + self.eps)
         return (s,), self.lr * dx / (np.sqrt(s) + self.eps)
 
@@ -287,7 +294,7 @@ class AdaGrad(Rule):
         return (_zeros(x),)
 
     def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
-        acc = state[0] + dx * dx
+        acc = state[0] + _squared(dx)
         return (acc,), self.lr * dx / (np.sqrt(acc) + self.eps)
 
 
@@ -335,6 +342,8 @@ class ClipGrad(Rule):
         self._check(delta="positive")
 
     def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
+        if dx.dtype.kind == "c":  # each part on its own (np.clip would order complex values lexicographically)
+            return state, np.clip(dx.real, -self.delta, self.delta) + 1j * np.clip(dx.imag, -self.delta, self.delta)
         return state, np.clip(dx, -self.delta, self.delta)
 
 
@@ -355,7 +364,7 @@ class ClipNorm(Rule):
         self._check(max_norm="positive", p="order")
 
     def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
-        norm = float(np.linalg.norm(np.ravel(dx).astype(np.float64), ord=self.p))
+        norm = float(np.linalg.norm(np.ravel(dx).astype(np.complex128 if dx.dtype.kind == "c" else np.float64), ord=self.p))
         if not math.isfinite(norm):
             raise ValueError(
                 f"ClipNorm: the gradient's {self.p:g}-norm is {norm}; it contains inf or nan. "
