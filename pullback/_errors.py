@@ -46,7 +46,7 @@ def conversion_error(x):
         return TypeError(library_advice(library))
     return TypeError(
         "Cannot convert a value that is being differentiated into a plain NumPy array (np.asarray, np.array, "
-        "np.r_, a Python list of traced values given to NumPy, or writing it into a plain array such as "
+        "np.float64(x), np.float32(x), np.r_, a Python list of traced values given to NumPy, or writing it into a plain array such as "
         "np.zeros(n)): the gradient would be lost. Build arrays from traced values with np.stack([...]) or "
         "np.concatenate([...]); fill one element by element starting from np.zeros_like(x), which is traced; "
         "or compute the result functionally (np.where, indexing). pullback.stop_gradient(x) gives a plain "

@@ -16,7 +16,7 @@ from ._arrays import is_foreign_array_type
 from ._errors import (
     check_operand, conversion_error, foreign_error, lost_gradient, missing_rule, mixed_arrays_error, subclass_error, ufunc_name,
 )
-from ._inplace import holds_array, in_place, rebind
+from ._inplace import FlatView, holds_array, in_place, rebind
 from ._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
 from ._standins import astype, dtype_of, getitem, index_update
 
@@ -66,6 +66,8 @@ class Traced:
         return impl(*args, **kwargs)
 
     def __array__(self, dtype=None, copy=None):
+        if dtype is not None and np.dtype(dtype).kind in "biu":  # np.int64(x), x.astype(int): no gradient to lose
+            return np.array(stop_gradient(self), dtype=dtype)
         raise conversion_error(self)
 
     # --- copies, pickling and other libraries -----------------------------------------
@@ -101,7 +103,8 @@ class Traced:
         )
 
     def __int__(self):
-        raise lost_gradient("convert it to a Python int")
+        """`int(x)`: the plain integer, as without pullback (an integer carries no gradient)."""
+        return int(stop_gradient(self))
 
     def __complex__(self):
         raise lost_gradient("convert it to a Python complex")
@@ -195,6 +198,11 @@ class Traced:
     def flags(self):
         """The flags of the plain value (read them; a traced value is never written in place)."""
         return np.asarray(stop_gradient(self)).flags
+
+    @property
+    def flat(self):
+        """`x.flat`: reading `x.flat[i]` gives a copy, writing `x.flat[i] = v` writes into `x`."""
+        return FlatView(self)
 
     def __setitem__(self, index, value):
         rebind(self, FUNCTIONS[index_update](self, index, value))

@@ -193,7 +193,7 @@ def test_augmented_assignment_keeps_the_arrays_dtype():
     np.testing.assert_array_equal(g, [4.0, 4.0, 4.0])
 
 
-def test_writing_into_a_view_raises():
+def test_writing_into_a_view_reaches_its_base():
     x = np.arange(4.0)
 
     def through_slice(x):
@@ -212,8 +212,7 @@ def test_writing_into_a_view_raises():
         return np.sum(v)
 
     for f in (through_slice, through_transpose, into_base_of_a_view):
-        with pytest.raises(ValueError, match="shares memory"):
-            pb.gradient(f, x)
+        check_against_numpy(f, x.copy())
 
 
 def test_repeated_advanced_assignment_raises():

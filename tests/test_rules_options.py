@@ -189,8 +189,34 @@ for _fn in (np.zeros_like, np.ones_like):
     same(_fn, [M], C(X, None, "K", True, (3, 2)), C(X, dtype=None, order="K", subok=True, shape=(3, 2)),
          C(a=X, shape=(3, 2)))
 same(np.empty_like, [M], C(X, np.float32, "K", True, (3,)), C(X, dtype=np.float32, shape=(3,)), check_values=False)
-same(np.copyto, [M], C(np.zeros((2, 3)), X, "same_kind", True), C(np.zeros((2, 3)), X, casting="same_kind", where=True),
-     C(dst=np.zeros((2, 3)), src=X))
+
+
+def _into_copy(fn, name):
+    """In-place `fn` run on a copy of its target (`name`, the first argument); the copy is the result."""
+    def run(*args, **kwargs):
+        if args:
+            target = args[0] * 1.0
+            args = (target,) + args[1:]
+        else:
+            target = kwargs[name] = kwargs[name] * 1.0
+        fn(*args, **kwargs)
+        return target
+    run.__name__ = fn.__name__
+    return run
+
+
+same(np.copyto, [M, ROW], C(X, Y, "same_kind", True), C(X, Y, casting="same_kind", where=True), C(dst=X, src=Y),
+     run=_into_copy(np.copyto, "dst"))
+same(np.copyto, [M, ROW], C(X, Y, "same_kind", [True, False, True]), C(X, Y, where=[True, False, True]),
+     C(dst=X, src=Y, where=[True, False, True]), run=_into_copy(np.copyto, "dst"))
+same(np.fill_diagonal, [S, V2], C(X, Y, False), C(X, Y, wrap=False), C(a=X, val=Y, wrap=False),
+     run=_into_copy(np.fill_diagonal, "a"))
+same(np.put, [V, V2], C(X, [0, -1, 1], Y, "raise"), C(X, [0, -1, 1], Y, mode="raise"),
+     C(a=X, ind=[0, -1, 1], v=Y, mode="raise"), run=_into_copy(np.put, "a"))
+same(np.place, [V, V2], C(X, [True, False, True, True], Y), C(arr=X, mask=[True, False, True, True], vals=Y),
+     run=_into_copy(np.place, "arr"))
+same(np.putmask, [V, V2], C(X, [True, False, True, True], Y), C(X, mask=[True, False, True, True], values=Y),
+     run=_into_copy(np.putmask, "a"))
 same(np.full_like, [M, SCALAR], C(X, Y, None, "K", True, (2, 2, 3)), C(X, fill_value=Y, shape=(2, 2, 3)),
      C(a=X, fill_value=Y, shape=(2, 2, 3)))
 

@@ -7,6 +7,7 @@ the mathematics. Importing this package registers them, through `pb.rrule` and `
 - `statistics`: average, nanmean, var, std, ptp;
 - `shape`: reshape, transpose, joining, splitting, flip, roll, tile, repeat, pad, copies, casts, `*_like`;
 - `indexing`: `x[index]`, in-place writes, where, take, take_along_axis, diagonals, triu, tril;
+- `inplace_writes`: fill_diagonal, copyto, put, place, putmask, writing into a tracked array;
 - `sorting`: sort, partition, unique; argsort, argmax, nonzero, searchsorted (no gradient);
 - `products`: matmul, dot, vdot, inner, outer, tensordot, einsum, kron, multi_dot, matrix_power;
 - `norms`: linalg.norm, vector_norm, matrix_norm;
@@ -26,6 +27,7 @@ from . import (  # noqa: F401  (importing a rule file registers its rules)
     decompositions,
     fft,
     indexing,
+    inplace_writes,
     interpolation,
     linalg,
     norms,

@@ -70,8 +70,8 @@ linear_forward(gather, getitem)
 def subscript(x, index):
     index = _plain_index(index)
     y = gather(x, index)
-    if is_basic(index) and isinstance(y, Traced) and isinstance(x, Traced) and np.ndim(y) > 0:
-        mark_view(y, x)  # a basic index gives a view, except a single element
+    if is_basic(index) and isinstance(y, Traced) and isinstance(x, Traced):
+        mark_view(y, x)  # a basic index gives a view (a single element is a scalar, not a view)
     return y
 
 
@@ -116,8 +116,8 @@ def index_update_frule(primals, tangents):
 
 @composite(index_update, args="x, value", notes="""What `x[index] = value` does to a tracked `x`
            (or a plain `x` receiving a tracked value): a functional update, so earlier uses of `x`
-           keep their gradient. Writing the same element twice is refused; so is writing into a
-           view of an array still in use.""")
+           keep their gradient. A write through a view reaches its base, and every live view of that
+           base sees it, as in NumPy. Writing the same element twice is refused.""")
 def assign(x, index, value):
     return replace(x, _plain_index(index), value)
 

@@ -11,7 +11,7 @@ from .._extend import primitive, rrule
 from .._registry import FUNCTIONS
 from .._standins import astype
 from .._values import Dual, Traced, stop_gradient, strip_all
-from ._register import composite, forward_rule, linear_forward, refuse, rule, without_gradient, zeros_if_none
+from ._register import composite, forward_rule, linear_forward, rule, without_gradient, zeros_if_none
 
 _NO = np._NoValue
 
@@ -412,10 +412,6 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
     return np.copy(np.broadcast_to(fill_value, value.shape))  # a copy, not a view of the fill value
 
 
-refuse(np.copyto, "it writes into an array in place. Into a tracked array, write `dst[...] = src` instead. "
-       "np.full_like(a, v) with a plain `a`, and np.full(shape, v, dtype), call it when the fill value v is "
-       "tracked: write `v * np.ones_like(a)` (or `v * np.ones(shape)`), or pass a tracked prototype to "
-       "np.full_like.")
 
 # --- properties of an array ------------------------------------------------------------------
 without_gradient(np.shape, np.ndim, np.size, np.result_type, np.iscomplexobj, np.isrealobj, np.may_share_memory,

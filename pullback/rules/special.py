@@ -75,25 +75,35 @@ def _unary(name, args="x", notes=""):
     return register
 
 
-def _nary(name, partials, args, notes=""):
-    """Register `scipy.special.<name>(*inputs)` with one partial derivative `d(g, *inputs, y, sp)` per input."""
+def _ufunc_named(sp, name):
+    """The ufunc `scipy.special.<name>`; a dotted name reaches a private one (`_ufuncs._zeta`)."""
+    fn = sp
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    return fn
+
+
+def _nary(name, partials, args, notes="", row=None):
+    """Register `scipy.special.<name>(*inputs)` with one partial derivative `d(g, *inputs, y, sp)` per input
+    (None for an input that carries no gradient: an integer count, a piecewise constant argument)."""
 
     def rule(*inputs):
         sp = _scipy_special()
-        y = getattr(sp, name)(*inputs)
+        y = _ufunc_named(sp, name)(*inputs)
 
         def back(g):
-            return tuple(Thunk(lambda d=d: d(g, *inputs, y, sp)) for d in partials)
+            return tuple(None if d is None else Thunk(lambda d=d: d(g, *inputs, y, sp)) for d in partials)
 
         return y, back
 
     def forward(primals, tangents):
         sp = _scipy_special()
-        y = getattr(sp, name)(*primals)
-        return y, add_tangents(*(None if t is None else d(t, *primals, y, sp) for d, t in zip(partials, tangents)))
+        y = _ufunc_named(sp, name)(*primals)
+        return y, add_tangents(*(None if t is None or d is None else d(t, *primals, y, sp)
+                                 for d, t in zip(partials, tangents)))
 
-    RULES[name], FORWARD[name] = _named(rule, name), forward
-    describe(f"scipy.special.{name}", args, notes, kind="rule", rule=rule, name=f"scipy.special.{name}")
+    RULES[name], FORWARD[name] = _named(rule, name.rpartition(".")[2]), forward
+    describe(f"scipy.special.{name}", args, notes, kind="rule", rule=rule, name=f"scipy.special.{row or name}")
 
 
 def _binary(name, d_first, d_second, args, notes=""):
@@ -188,9 +198,14 @@ _binary("beta", lambda g, a, b, out, sp: g * out * (sp.digamma(a) - sp.digamma(a
 _binary("poch", lambda g, z, m, out, sp: g * out * (sp.digamma(z + m) - sp.digamma(z)),
         lambda g, z, m, out, sp: g * out * sp.digamma(z + m), "z, m")
 
-# gammasgn(x) is ±1: no gradient. Registered with the ufuncs, once SciPy is imported.
-describe("scipy.special.gammasgn", "none", "No gradient: the sign of Γ(x) is piecewise constant.", kind="none",
-         name="scipy.special.gammasgn")
+# Ufuncs whose results carry no gradient (piecewise constant): name -> why. Registered with the
+# other ufuncs, once SciPy is imported.
+NO_GRADIENT = {
+    "gammasgn": "No gradient: the sign of Γ(x) is piecewise constant.",
+    "round": "No gradient: rounding to the nearest integer is piecewise constant.",
+}
+for _name, _why in NO_GRADIENT.items():
+    describe(f"scipy.special.{_name}", "none", _why, kind="none", name=f"scipy.special.{_name}")
 
 
 # --- Regularized incomplete gamma and beta functions --------------------------------------
@@ -336,6 +351,432 @@ _binary("stdtr", lambda g, df, t, out, sp: g * _by_quadrature("stdtr", "df", _st
         "Student's t distribution function. " + _SHAPE_NOTE.replace("shape parameters", "degrees of freedom df"))
 
 
+# --- More of scipy.special's ufuncs ---------------------------------------------------------
+# Formulas: DLMF (dlmf.nist.gov) and the defining relations of each function. Arguments that
+# are orders, degrees or counts are plain: their partial derivative raises (`_plain`), or is
+# None where the function is piecewise constant in them (it floors them).
+DEG = math.pi / 180.0
+
+
+def _plain(name, what):
+    def refuse(g, *inputs):
+        raise NotImplementedError(f"scipy.special.{name}: the derivative with respect to {what} is not available; "
+                                  f"pass {what} as a plain number (pb.stop_gradient).")
+
+    return refuse
+
+
+def _where_zero(m, at_zero, formula):
+    """formula(m) where m != 0, and the limit `at_zero` where m == 0 (formula sees m = 1/2 there)."""
+    zero = stop_gradient(m) == 0
+    if not np.any(zero):
+        return formula(m)
+    return np.where(zero, at_zero, formula(np.where(zero, 0.5, m)))
+
+
+def _exprel_prime(u):
+    """d/du (e^u - 1)/u = ((u - 1) e^u + 1)/u², by its Taylor series near 0 (where that cancels)."""
+    small = np.abs(stop_gradient(u)) < 1e-2
+    safe = np.where(small, 1.0, u)
+    closed = ((safe - 1.0) * np.exp(safe) + 1.0) / (safe * safe)
+    series = 0.5 + u * (1.0 / 3.0 + u * (1.0 / 8.0 + u * (1.0 / 30.0 + u / 144.0)))
+    return np.where(small, series, closed)
+
+
+_unary("expm1")(lambda g, x, y, sp: g * (y + 1.0))
+_unary("log1p")(lambda g, x, y, sp: g / (1.0 + x))
+_unary("exp2")(lambda g, x, y, sp: g * y * math.log(2.0))
+_unary("exp10")(lambda g, x, y, sp: g * y * math.log(10.0))
+_unary("cbrt", notes="The derivative is infinite at 0.")(lambda g, x, y, sp: g / (3.0 * y * y))
+_unary("sindg", notes="Argument in degrees.")(lambda g, x, y, sp: g * sp.cosdg(x) * DEG)
+_unary("cosdg", notes="Argument in degrees.")(lambda g, x, y, sp: -g * sp.sindg(x) * DEG)
+_unary("tandg", notes="Argument in degrees.")(lambda g, x, y, sp: g * (1.0 + y * y) * DEG)
+_unary("cotdg", notes="Argument in degrees.")(lambda g, x, y, sp: -g * (1.0 + y * y) * DEG)
+_unary("dawsn")(lambda g, x, y, sp: g * (1.0 - 2.0 * x * y))
+_unary("erfi")(lambda g, x, y, sp: g * (2.0 / SQRT_PI) * np.exp(x * x))
+_unary("exp1", notes="Real x > 0.")(lambda g, x, y, sp: -g * np.exp(-x) / x)
+_unary("expi")(lambda g, x, y, sp: g * np.exp(x) / x)
+_unary("entr", notes="-x·log(x); the derivative is -inf at 0.")(lambda g, x, y, sp: -g * (np.log(x) + 1.0))
+_unary("exprel", notes="(e^x - 1)/x; its derivative by a series near 0.")(lambda g, x, y, sp: g * _exprel_prime(x))
+_unary("loggamma", notes="Real x > 0 (complex arguments are not supported).")(lambda g, x, y, sp: g * sp.digamma(x))
+_unary("ndtri_exp", notes="ndtri(exp(y)), stable for very negative y.")(
+    lambda g, x, y, sp: g * SQRT_2PI * np.exp(x + 0.5 * y * y))
+_unary("k0")(lambda g, x, y, sp: -g * sp.k1(x))
+_unary("k1")(lambda g, x, y, sp: -g * 0.5 * (sp.k0(x) + sp.kv(2.0, x)))
+_unary("k0e")(lambda g, x, y, sp: g * (y - sp.k1e(x)))
+_unary("k1e")(lambda g, x, y, sp: g * (y - 0.5 * (sp.k0e(x) + sp.kve(2.0, x))))
+_unary("wrightomega", notes="Real x.")(lambda g, x, y, sp: g * y / (1.0 + y))
+_unary("spence", notes="Real z ≥ 0; the derivative log(z)/(1 - z) is -1 at z = 1.")(
+    lambda g, x, y, sp: g * _where_zero(x - 1.0, -1.0, lambda d: np.log(d + 1.0) / -d))
+
+
+def _dellipk(m, k, sp):
+    """dK/dm = (E - (1 - m) K) / (2 m (1 - m)); π/8 at m = 0."""
+    return _where_zero(m, math.pi / 8.0, lambda m: (sp.ellipe(m) - (1.0 - m) * sp.ellipk(m)) / (2.0 * m * (1.0 - m)))
+
+
+_unary("ellipk", args="m", notes="Parameter m < 1.")(lambda g, m, y, sp: g * _dellipk(m, y, sp))
+_unary("ellipkm1", args="p", notes="K(1 - p), accurate for small p > 0.")(
+    lambda g, p, y, sp: -g * (sp.ellipe(1.0 - p) - p * y) / (2.0 * (1.0 - p) * p))
+_unary("ellipe", args="m", notes="Parameter m ≤ 1; -π/8 at m = 0.")(
+    lambda g, m, y, sp: g * _where_zero(m, -math.pi / 8.0, lambda m: (sp.ellipe(m) - sp.ellipk(m)) / (2.0 * m)))
+
+# Kelvin functions: ber + i·bei solves x² w'' + x w' - i x² w = 0 (and ker + i·kei too).
+_unary("ber")(lambda g, x, y, sp: g * sp.berp(x))
+_unary("bei")(lambda g, x, y, sp: g * sp.beip(x))
+_unary("ker", notes="x > 0.")(lambda g, x, y, sp: g * sp.kerp(x))
+_unary("kei", notes="x > 0.")(lambda g, x, y, sp: g * sp.keip(x))
+_unary("berp", notes="x ≠ 0.")(lambda g, x, y, sp: g * (-y / x - sp.bei(x)))
+_unary("beip", notes="x ≠ 0.")(lambda g, x, y, sp: g * (-y / x + sp.ber(x)))
+_unary("kerp", notes="x > 0.")(lambda g, x, y, sp: g * (-y / x - sp.kei(x)))
+_unary("keip", notes="x > 0.")(lambda g, x, y, sp: g * (-y / x + sp.ker(x)))
+
+
+def _order_binary(name, d_second, arg="z", what="the order v", notes=""):
+    _binary(name, _plain(name, what), d_second, arg, (notes + f" {what[0].upper() + what[1:]} must be plain.").strip())
+
+
+def _bessel_k(name):
+    return lambda g, v, z, out, sp: -g * 0.5 * (getattr(sp, name)(v - 1, z) + getattr(sp, name)(v + 1, z))
+
+
+_order_binary("kv", _bessel_k("kv"))
+_order_binary("kn", _bessel_k("kn"), "x", "the order n")
+_order_binary("kve", lambda g, v, z, out, sp: g * (out - 0.5 * (sp.kve(v - 1, z) + sp.kve(v + 1, z))))
+_order_binary("jve", _bessel_order("jve"), notes="Real z (where it equals jv).")
+_order_binary("yve", _bessel_order("yve"), notes="Real z (where it equals yv).")
+_order_binary("struve", lambda g, v, x, out, sp: g * (sp.struve(v - 1.0, x) - v / x * out), "x")
+_order_binary("modstruve", lambda g, v, x, out, sp: g * (sp.modstruve(v - 1.0, x) - v / x * out), "x")
+_order_binary("expn", lambda g, n, x, out, sp: -g * np.where(
+    stop_gradient(n) == 0, np.exp(-x) * (x + 1.0) / (x * x), sp.expn(np.maximum(n - 1, 0), x)), "x", "the order n")
+_order_binary("hyp0f1", lambda g, v, z, out, sp: g * sp.hyp0f1(v + 1.0, z) / v, "z", "v")
+_nary("hyp1f1", (_plain("hyp1f1", "a"), _plain("hyp1f1", "b"),
+                 lambda g, a, b, x, out, sp: g * a / b * sp.hyp1f1(a + 1.0, b + 1.0, x)), "x", "a and b must be plain.")
+_nary("hyperu", (_plain("hyperu", "a"), _plain("hyperu", "b"),
+                 lambda g, a, b, x, out, sp: -g * a * sp.hyperu(a + 1.0, b + 1.0, x)), "x", "a and b must be plain.")
+_nary("hyp2f1", (_plain("hyp2f1", "a"), _plain("hyp2f1", "b"), _plain("hyp2f1", "c"),
+                 lambda g, a, b, c, z, out, sp: g * a * b / c * sp.hyp2f1(a + 1.0, b + 1.0, c + 1.0, z)), "z",
+      "a, b and c must be plain.")
+_nary("wright_bessel", (_plain("wright_bessel", "a"), _plain("wright_bessel", "b"),
+                        lambda g, a, b, x, out, sp: g * sp.wright_bessel(a, a + b, x)), "x", "a and b must be plain.")
+_nary("log_wright_bessel", (_plain("log_wright_bessel", "a"), _plain("log_wright_bessel", "b"),
+                            lambda g, a, b, x, out, sp: g * np.exp(sp.log_wright_bessel(a, a + b, x) - out)), "x",
+      "a and b must be plain.")
+
+_binary("kl_div", lambda g, x, y, out, sp: g * np.log(x / y), lambda g, x, y, out, sp: g * (1.0 - x / y), "x, y")
+_binary("rel_entr", lambda g, x, y, out, sp: g * (np.log(x / y) + 1.0), lambda g, x, y, out, sp: -g * _safe_ratio(x, y),
+        "x, y", "d/dy is 0 where x == 0.")
+_binary("huber", lambda g, d, r, out, sp: g * np.where(np.abs(r) <= d, 0.0, np.abs(r) - d),
+        lambda g, d, r, out, sp: g * np.where(np.abs(r) <= d, r, d * np.sign(r)), "delta, r")
+
+
+def _pseudo_huber_root(d, r):
+    return np.sqrt(1.0 + (r / d) ** 2)
+
+
+_binary("pseudo_huber", lambda g, d, r, out, sp: g * (2.0 * d * (_pseudo_huber_root(d, r) - 1.0)
+                                                      - r * r / (d * _pseudo_huber_root(d, r))),
+        lambda g, d, r, out, sp: g * r / _pseudo_huber_root(d, r), "delta, r")
+_binary("powm1", lambda g, x, y, out, sp: g * y * np.power(x, y - 1.0), lambda g, x, y, out, sp: g * (out + 1.0) * np.log(x),
+        "x, y", "x^y - 1, for x > 0.")
+_binary("boxcox", lambda g, x, lm, out, sp: g * np.power(x, lm - 1.0),
+        lambda g, x, lm, out, sp: g * np.log(x) ** 2 * _exprel_prime(lm * np.log(x)), "x, lmbda",
+        "The derivative in lmbda is taken by a series near lmbda·log(x) = 0, so it is accurate there.")
+_binary("boxcox1p", lambda g, x, lm, out, sp: g * np.power(1.0 + x, lm - 1.0),
+        lambda g, x, lm, out, sp: g * np.log1p(x) ** 2 * _exprel_prime(lm * np.log1p(x)), "x, lmbda")
+
+
+def _inverse_boxcox(log_of):
+    def d_y(g, y, lm, x, sp):
+        return g * np.power(x if log_of is np.log else 1.0 + x, 1.0 - lm)
+
+    def d_lmbda(g, y, lm, x, sp):
+        t = log_of(x)
+        return -g * t * t * _exprel_prime(lm * t) * np.exp((1.0 - lm) * t)
+
+    return d_y, d_lmbda
+
+
+_binary("inv_boxcox", *_inverse_boxcox(np.log), "y, lmbda")
+_binary("inv_boxcox1p", *_inverse_boxcox(np.log1p), "y, lmbda")
+_binary("owens_t", lambda g, h, a, out, sp: -g * np.exp(-0.5 * h * h) / SQRT_2PI * 0.5 * sp.erf(a * h / math.sqrt(2.0)),
+        lambda g, h, a, out, sp: g * np.exp(-0.5 * h * h * (1.0 + a * a)) / (2.0 * math.pi * (1.0 + a * a)), "h, a")
+_binary("binom", lambda g, n, k, out, sp: g * out * (sp.digamma(n + 1.0) - sp.digamma(n - k + 1.0)),
+        lambda g, n, k, out, sp: g * out * (sp.digamma(n - k + 1.0) - sp.digamma(k + 1.0)), "n, k",
+        "Through Γ(n+1)/(Γ(k+1)Γ(n-k+1)): the derivatives are NaN where a Γ has a pole (negative integers).")
+_nary("radian", tuple(lambda g, d, m, s, out, sp, c=c: g * c for c in (DEG, DEG / 60.0, DEG / 3600.0)), "d, m, s")
+
+
+def _agm_partials(x, sp):
+    """(f(x), f'(x)) for f(x) = agm(1, x) = π / (2 K(1 - x²)), x > 0."""
+    m = 1.0 - x * x
+    k = sp.ellipk(m)
+    return math.pi / (2.0 * k), math.pi * x * _dellipk(m, k, sp) / (k * k)
+
+
+def _agm_d(first):
+    def d(g, a, b, out, sp):
+        # agm(a, b) = a·f(b/a), homogeneous of degree 1
+        x = b / a
+        f, df = _agm_partials(x, sp)
+        return g * (f - x * df if first else df)
+
+    return d
+
+
+_binary("agm", _agm_d(True), _agm_d(False), "a, b", "Positive a and b.")
+
+
+def _dellipkinc_dm(phi, m, f, sp):
+    """∂F(φ|m)/∂m; (φ - sin φ cos φ)/4 at m = 0."""
+    def formula(m):
+        delta = np.sqrt(1.0 - m * np.sin(phi) ** 2)
+        return ((sp.ellipeinc(phi, m) - (1.0 - m) * sp.ellipkinc(phi, m)) / (2.0 * m * (1.0 - m))
+                - np.sin(2.0 * phi) / (4.0 * (1.0 - m) * delta))
+
+    return _where_zero(m, (phi - 0.5 * np.sin(2.0 * phi)) / 4.0, formula)
+
+
+_binary("ellipkinc", lambda g, phi, m, out, sp: g / np.sqrt(1.0 - m * np.sin(phi) ** 2),
+        lambda g, phi, m, out, sp: g * _dellipkinc_dm(phi, m, out, sp), "phi, m")
+_binary("ellipeinc", lambda g, phi, m, out, sp: g * np.sqrt(1.0 - m * np.sin(phi) ** 2),
+        lambda g, phi, m, out, sp: g * _where_zero(m, -(phi - 0.5 * np.sin(2.0 * phi)) / 4.0,
+                                                   lambda m: (out - sp.ellipkinc(phi, m)) / (2.0 * m)), "phi, m")
+# Carlson's symmetric integrals: ∂R_F(x, y, z)/∂z = -R_D(x, y, z)/6, and R_C(x, y) = R_F(x, y, y).
+_nary("elliprf", (lambda g, x, y, z, out, sp: -g * sp.elliprd(y, z, x) / 6.0,
+                  lambda g, x, y, z, out, sp: -g * sp.elliprd(x, z, y) / 6.0,
+                  lambda g, x, y, z, out, sp: -g * sp.elliprd(x, y, z) / 6.0), "x, y, z",
+      "Real arguments; second derivatives need elliprd's, which is not covered.")
+_binary("elliprc", lambda g, x, y, out, sp: -g * sp.elliprd(y, y, x) / 6.0,
+        lambda g, x, y, out, sp: -g * sp.elliprd(x, y, y) / 3.0, "x, y",
+        "Real arguments with y > 0; second derivatives need elliprd's, which is not covered.")
+
+
+def _tukey_lambda_quantile_dlmbda(p, lm):
+    """∂Q/∂λ for Q(p) = (p^λ - (1-p)^λ)/λ = log p·exprel(λ log p) - log(1-p)·exprel(λ log(1-p))."""
+    lp, lq = np.log(p), np.log1p(-p)
+    return lp * lp * _exprel_prime(lm * lp) - lq * lq * _exprel_prime(lm * lq)
+
+
+def _tukey_lambda_density(p, lm):
+    """1/Q'(p), Q'(p) = p^(λ-1) + (1-p)^(λ-1): the density at the quantile Q(p)."""
+    return 1.0 / (np.power(p, lm - 1.0) + np.power(1.0 - p, lm - 1.0))
+
+
+_binary("tklmbda", lambda g, x, lm, p, sp: g * _tukey_lambda_density(p, lm),
+        lambda g, x, lm, p, sp: -g * _tukey_lambda_quantile_dlmbda(p, lm) * _tukey_lambda_density(p, lm), "x, lmbda",
+        "Inside the support (0 < cdf < 1); the derivatives come from the quantile function.")
+
+# Riemann and Hurwitz zeta: SciPy's zeta(x, q=None) calls these two ufuncs, so it works on traced values.
+_nary("_ufuncs._riemann_zeta", (lambda g, x, out, sp: g * _by_quadrature("zeta", "x", _zeta_ds, x, 1.0),),
+      "x", "ζ(x); ∂/∂x by an Euler–Maclaurin sum (about 1e-13 relative) for x > -5 (NaN below), first derivatives "
+      "only.", row="zeta")
+_nary("_ufuncs._zeta", (lambda g, x, q, out, sp: g * _by_quadrature("zeta", "x", _zeta_ds, x, q),
+                        lambda g, x, q, out, sp: -g * x * sp.zeta(x + 1.0, q)), "x, q",
+      "Hurwitz ζ(x, q), reached through zeta(x, q). ∂/∂q = -x ζ(x + 1, q); ∂/∂x by an Euler–Maclaurin "
+      "sum (about 1e-13 relative), first derivatives only.", row="zeta(x, q)")
+
+
+def _zeta_ds(s, q):
+    """∂ζ(s, q)/∂s for scalars s > 1 (or q > 0 and any s ≠ 1 for the Riemann case q = 1), by Euler–Maclaurin:
+    ζ(s, q) = Σ_{n<N} (n+q)^-s + (N+q)^(1-s)/(s-1) + (N+q)^-s/2 + Σ_k B_2k/(2k)! (s)_(2k-1) (N+q)^(-s-2k+1) + R."""
+    if math.isnan(s) or math.isnan(q) or s == 1 or q <= 0:
+        return math.nan
+    if (s < 1 and q != 1) or s < -5:  # below -5 the sum's remainder is no longer negligible
+        return math.nan
+    n_terms = 40
+    a = n_terms + q
+    la = math.log(a)
+    total = -sum(math.log(n + q) * (n + q) ** -s for n in range(n_terms))
+    # d/ds of a^(1-s)/(s-1)
+    total += -la * a ** (1.0 - s) / (s - 1.0) - a ** (1.0 - s) / (s - 1.0) ** 2
+    total += -0.5 * la * a ** -s
+    bernoulli = (1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6, -3617.0 / 510)
+    rising, d_rising = 1.0, 0.0  # (s)_(2k-1) and its s-derivative
+    for k, b in enumerate(bernoulli, start=1):
+        for j in ((0,) if k == 1 else (2 * k - 3, 2 * k - 2)):
+            d_rising = d_rising * (s + j) + rising
+            rising *= s + j
+        c = b / math.factorial(2 * k)
+        power = a ** (-s - 2 * k + 1)
+        total += c * (d_rising * power - rising * la * power)
+    return total
+
+
+# Distribution functions and their inverses, through the incomplete gamma and beta functions:
+# derivatives in the argument are densities; in shape parameters, quadrature (first order only);
+# the inverse x(θ, y) of y = F(θ, x) has ∂x/∂y = 1/F_x and ∂x/∂θ = -F_θ/F_x.
+def _da_gammainc(name, what, a, x):
+    return _by_quadrature(name, what, _gammainc_da, a, x)
+
+
+def _db_betainc(name, what, a, b, x, second):
+    return _by_quadrature(name, what, lambda a, b, x: _betainc_dshape(a, b, x, second), a, b, x)
+
+
+_binary("gammaincinv", lambda g, a, y, x, sp: -g * _da_gammainc("gammaincinv", "a", a, x) / _gamma_density(a, x, sp),
+        lambda g, a, y, x, sp: g / _gamma_density(a, x, sp), "a, y", _SHAPE_NOTE)
+_binary("gammainccinv", lambda g, a, y, x, sp: -g * _da_gammainc("gammainccinv", "a", a, x) / _gamma_density(a, x, sp),
+        lambda g, a, y, x, sp: -g / _gamma_density(a, x, sp), "a, y", _SHAPE_NOTE)
+
+
+def _d_betaincinv(name, sign):
+    return (lambda g, a, b, y, x, sp: -g * _db_betainc(name, "a", a, b, x, False) / _beta_density(a, b, x, sp),
+            lambda g, a, b, y, x, sp: -g * _db_betainc(name, "b", a, b, x, True) / _beta_density(a, b, x, sp),
+            lambda g, a, b, y, x, sp: sign * g / _beta_density(a, b, x, sp))
+
+
+_nary("betaincinv", _d_betaincinv("betaincinv", 1.0), "a, b, y", _SHAPE_NOTE)
+_nary("betainccinv", _d_betaincinv("betainccinv", -1.0), "a, b, y", _SHAPE_NOTE)
+
+# chi-square: chdtr(v, x) = gammainc(v/2, x/2)
+_binary("chdtr", lambda g, v, x, out, sp: 0.5 * g * _da_gammainc("chdtr", "v", 0.5 * v, 0.5 * x),
+        lambda g, v, x, out, sp: 0.5 * g * _gamma_density(0.5 * v, 0.5 * x, sp), "v, x", _SHAPE_NOTE)
+_binary("chdtrc", lambda g, v, x, out, sp: -0.5 * g * _da_gammainc("chdtrc", "v", 0.5 * v, 0.5 * x),
+        lambda g, v, x, out, sp: -0.5 * g * _gamma_density(0.5 * v, 0.5 * x, sp), "v, x", _SHAPE_NOTE)
+_binary("chdtri", lambda g, v, p, x, sp: -g * _da_gammainc("chdtri", "v", 0.5 * v, 0.5 * x)
+        / _gamma_density(0.5 * v, 0.5 * x, sp),
+        lambda g, v, p, x, sp: -2.0 * g / _gamma_density(0.5 * v, 0.5 * x, sp), "v, p",
+        "The inverse of chdtrc in x. " + _SHAPE_NOTE)
+# Poisson: pdtr(k, m) = gammaincc(floor(k) + 1, m); k carries no gradient
+_COUNT_NOTE = "Counts (k, n) are floored by SciPy: piecewise constant, no gradient."
+_binary("pdtr", None, lambda g, k, m, out, sp: -g * _gamma_density(np.floor(k) + 1.0, m, sp), "m", _COUNT_NOTE)
+_binary("pdtrc", None, lambda g, k, m, out, sp: g * _gamma_density(np.floor(k) + 1.0, m, sp), "m", _COUNT_NOTE)
+_binary("pdtri", None, lambda g, k, y, m, sp: -g / _gamma_density(np.floor(k) + 1.0, m, sp), "y",
+        "The inverse of pdtr in m. " + _COUNT_NOTE)
+
+
+# binomial: bdtr(k, n, p) = betainc(n - k, k + 1, 1 - p) with k floored
+def _binomial_density(k, n, p, sp):
+    k = np.floor(k)
+    return _beta_density(k + 1.0, n - k, p, sp)
+
+
+_nary("bdtr", (None, None, lambda g, k, n, p, out, sp: -g * _binomial_density(k, n, p, sp)), "p", _COUNT_NOTE)
+_nary("bdtrc", (None, None, lambda g, k, n, p, out, sp: g * _binomial_density(k, n, p, sp)), "p", _COUNT_NOTE)
+_nary("bdtri", (None, None, lambda g, k, n, y, p, sp: -g / _binomial_density(k, n, p, sp)), "y",
+      "The inverse of bdtr in p. " + _COUNT_NOTE)
+# negative binomial: nbdtr(k, n, p) = betainc(n, k + 1, p)
+_nary("nbdtr", (None, None, lambda g, k, n, p, out, sp: g * _beta_density(n, np.floor(k) + 1.0, p, sp)), "p",
+      _COUNT_NOTE)
+_nary("nbdtrc", (None, None, lambda g, k, n, p, out, sp: -g * _beta_density(n, np.floor(k) + 1.0, p, sp)), "p",
+      _COUNT_NOTE)
+_nary("nbdtri", (None, None, lambda g, k, n, y, p, sp: g / _beta_density(n, np.floor(k) + 1.0, p, sp)), "y",
+      "The inverse of nbdtr in p. " + _COUNT_NOTE)
+
+
+# F: fdtr(dfn, dfd, x) = betainc(dfn/2, dfd/2, w), w = dfn·x / (dfd + dfn·x)
+def _f_partials(name, dfn, dfd, x, sp):
+    """(∂F/∂dfn, ∂F/∂dfd, ∂F/∂x) of fdtr, each a thunk."""
+    s = dfd + dfn * x
+    w = dfn * x / s
+    a, b = 0.5 * dfn, 0.5 * dfd
+    density = lambda: _beta_density(a, b, w, sp)  # noqa: E731
+    return (lambda: 0.5 * _db_betainc(name, "dfn", a, b, w, False) + density() * x * dfd / (s * s),
+            lambda: 0.5 * _db_betainc(name, "dfd", a, b, w, True) - density() * dfn * x / (s * s),
+            lambda: density() * dfn * dfd / (s * s))
+
+
+def _f_rule(name, sign):
+    return tuple(lambda g, dfn, dfd, x, out, sp, j=j: sign * g * _f_partials(name, dfn, dfd, x, sp)[j]()
+                 for j in range(3))
+
+
+_nary("fdtr", _f_rule("fdtr", 1.0), "dfn, dfd, x", _SHAPE_NOTE.replace("shape parameters", "degrees of freedom"))
+_nary("fdtrc", _f_rule("fdtrc", -1.0), "dfn, dfd, x", _SHAPE_NOTE.replace("shape parameters", "degrees of freedom"))
+_nary("fdtri", tuple(
+    (lambda g, dfn, dfd, p, x, sp, j=j: -g * _f_partials("fdtri", dfn, dfd, x, sp)[j]()
+     / _f_partials("fdtri", dfn, dfd, x, sp)[2]()) for j in range(2))
+      + (lambda g, dfn, dfd, p, x, sp: g / _f_partials("fdtri", dfn, dfd, x, sp)[2](),), "dfn, dfd, p",
+      "The inverse of fdtr in x. " + _SHAPE_NOTE.replace("shape parameters", "degrees of freedom"))
+
+
+# gamma: gdtr(a, b, x) = gammainc(b, a·x), a the rate
+def _g_rule(name, sign):
+    return (lambda g, a, b, x, out, sp: sign * g * x * _gamma_density(b, a * x, sp),
+            lambda g, a, b, x, out, sp: sign * g * _da_gammainc(name, "b", b, a * x),
+            lambda g, a, b, x, out, sp: sign * g * a * _gamma_density(b, a * x, sp))
+
+
+_nary("gdtr", _g_rule("gdtr", 1.0), "a, b, x", _SHAPE_NOTE)
+_nary("gdtrc", _g_rule("gdtrc", -1.0), "a, b, x", _SHAPE_NOTE)
+_nary("gdtrix", (lambda g, a, b, p, x, sp: -g * x / a,
+                 lambda g, a, b, p, x, sp: -g * _da_gammainc("gdtrix", "b", b, a * x) / (a * _gamma_density(b, a * x, sp)),
+                 lambda g, a, b, p, x, sp: g / (a * _gamma_density(b, a * x, sp))), "a, b, p",
+      "The inverse of gdtr in x. " + _SHAPE_NOTE)
+_binary("stdtrit", lambda g, df, p, t, sp: -g * _by_quadrature("stdtrit", "df", _stdtr_ddf, df, t)
+        / _student_density(df, t, sp),
+        lambda g, df, p, t, sp: g / _student_density(df, t, sp), "df, p",
+        "The inverse of stdtr in t. " + _SHAPE_NOTE.replace("shape parameters", "degrees of freedom df"))
+# normal: nrdtrimn(p, std, x) = x - std·ndtri(p); nrdtrisd(mn, p, x) = (x - mn)/ndtri(p)
+_nary("nrdtrimn", (lambda g, p, sd, x, out, sp: -g * sd * SQRT_2PI * np.exp(0.5 * sp.ndtri(p) ** 2),
+                   lambda g, p, sd, x, out, sp: -g * sp.ndtri(p),
+                   lambda g, p, sd, x, out, sp: g * np.ones_like(stop_gradient(out))), "p, std, x")
+_nary("nrdtrisd", (lambda g, mn, p, x, out, sp: -g / sp.ndtri(p),
+                   lambda g, mn, p, x, out, sp: -g * out / sp.ndtri(p) * SQRT_2PI * np.exp(0.5 * sp.ndtri(p) ** 2),
+                   lambda g, mn, p, x, out, sp: g / sp.ndtri(p)), "mn, p, x")
+
+
+# Orthogonal polynomials: derivatives in x from d/dx C_n^(α)(x) = 2α C_{n-1}^(α+1)(x) (DLMF 18.9.19)
+# and its relatives; the degree n and the parameters are plain.
+def _lower_degree(n, value):
+    """`value` (a polynomial of degree n - 1) where n ≥ 1, and 0 for n = 0."""
+    return np.where(stop_gradient(n) >= 1, value, 0.0)
+
+
+def _poly(name, dx, params=(), notes=""):
+    what = ("the degree n",) + tuple(f"the parameter {p}" for p in params)
+    _nary(name, tuple(_plain(name, w) for w in what) + (dx,), "x",
+          ("The degree n" + "".join(f" and {p}" for p in params) + " must be plain. " + notes).strip())
+
+
+_poly("eval_legendre", lambda g, n, x, out, sp: g * _lower_degree(n, sp.eval_gegenbauer(np.maximum(n - 1, 0), 1.5, x)))
+_poly("eval_chebyt", lambda g, n, x, out, sp: g * n * _lower_degree(n, sp.eval_chebyu(np.maximum(n - 1, 0), x)))
+_poly("eval_chebyu", lambda g, n, x, out, sp: g * 2.0 * _lower_degree(n, sp.eval_gegenbauer(np.maximum(n - 1, 0), 2.0, x)))
+_poly("eval_chebyc", lambda g, n, x, out, sp: g * n * _lower_degree(n, sp.eval_chebyu(np.maximum(n - 1, 0), 0.5 * x)))
+_poly("eval_chebys", lambda g, n, x, out, sp: g * _lower_degree(n, sp.eval_gegenbauer(np.maximum(n - 1, 0), 2.0, 0.5 * x)))
+_poly("eval_sh_legendre", lambda g, n, x, out, sp: g * 2.0 * _lower_degree(
+    n, sp.eval_gegenbauer(np.maximum(n - 1, 0), 1.5, 2.0 * x - 1.0)))
+_poly("eval_sh_chebyt", lambda g, n, x, out, sp: g * 2.0 * n * _lower_degree(
+    n, sp.eval_chebyu(np.maximum(n - 1, 0), 2.0 * x - 1.0)))
+_poly("eval_sh_chebyu", lambda g, n, x, out, sp: g * 4.0 * _lower_degree(
+    n, sp.eval_gegenbauer(np.maximum(n - 1, 0), 2.0, 2.0 * x - 1.0)))
+_poly("eval_hermite", lambda g, n, x, out, sp: g * 2.0 * n * _lower_degree(n, sp.eval_hermite(np.maximum(n - 1, 0), x)),
+      notes="Integer n.")
+_poly("eval_hermitenorm", lambda g, n, x, out, sp: g * n * _lower_degree(
+    n, sp.eval_hermitenorm(np.maximum(n - 1, 0), x)), notes="Integer n.")
+_poly("eval_laguerre", lambda g, n, x, out, sp: -g * _lower_degree(n, sp.eval_genlaguerre(np.maximum(n - 1, 0), 1.0, x)))
+_poly("eval_genlaguerre", lambda g, n, alpha, x, out, sp: -g * _lower_degree(
+    n, sp.eval_genlaguerre(np.maximum(n - 1, 0), alpha + 1.0, x)), ("alpha",))
+_poly("eval_gegenbauer", lambda g, n, alpha, x, out, sp: g * 2.0 * alpha * _lower_degree(
+    n, sp.eval_gegenbauer(np.maximum(n - 1, 0), alpha + 1.0, x)), ("alpha",))
+_poly("eval_jacobi", lambda g, n, alpha, beta, x, out, sp: g * 0.5 * (n + alpha + beta + 1.0) * _lower_degree(
+    n, sp.eval_jacobi(np.maximum(n - 1, 0), alpha + 1.0, beta + 1.0, x)), ("alpha", "beta"))
+
+
+# Spherical Bessel functions: SciPy's spherical_jn(n, z, derivative) calls one of two ufuncs, so it
+# works on traced z. The value's derivative is the `derivative=True` ufunc; that one's comes from
+# the differential equation z² f'' + 2z f' ± (z² ∓ n(n+1)) f = 0 (+ for j and y, - for i and k).
+def _spherical(kind, oscillating):
+    sign = 1.0 if oscillating else -1.0
+    value, slope = f"_ufuncs._spherical_{kind}", f"_ufuncs._spherical_{kind}_d"
+    _nary(value, (None, lambda g, n, z, out, sp: g * _ufunc_named(sp, slope)(n, z)), "z",
+          "The order n is an integer.", row=f"spherical_{kind}")
+    _nary(slope, (None, lambda g, n, z, out, sp: g * (-2.0 * out / z - sign * (1.0 - sign * n * (n + 1.0) / (z * z))
+                                                      * _ufunc_named(sp, value)(n, z))), "z",
+          "The order n is an integer.", row=f"spherical_{kind}(derivative=True)")
+
+
+for _kind, _oscillating in (("jn", True), ("yn", True), ("in", False), ("kn", False)):
+    _spherical(_kind, _oscillating)
+
+# SciPy functions that compute with the differentiable ufuncs above, and so work on traced values as they are.
+for _name, _args, _how in (("softplus", "x", "np.logaddexp(0, x)"), ("assoc_laguerre", "x", "eval_genlaguerre(n, k, x)"),
+                           ("jvp", "z", "jv"), ("yvp", "z", "yv"), ("ivp", "z", "iv"), ("kvp", "z", "kv")):
+    describe(f"scipy.special.{_name}", _args, f"SciPy's own works on traced values: it computes with {_how}.",
+             kind="composite", name=f"scipy.special.{_name}")
+
+
 _registered = False
 
 
@@ -346,12 +787,13 @@ def register():
         return
     sp = _scipy_special()
     for name, rule in RULES.items():
-        ufunc = getattr(sp, name)
+        ufunc = _ufunc_named(sp, name)
         rrule(ufunc)(rule)
         frule(ufunc)(FORWARD[name])
         _row_for(name, ufunc)
-    nondifferentiable(sp.gammasgn)
-    _row_for("gammasgn", sp.gammasgn)
+    for name in NO_GRADIENT:
+        nondifferentiable(getattr(sp, name))
+        _row_for(name, getattr(sp, name))
     _registered = True
 
 
@@ -520,3 +962,150 @@ describe(softmax, "x", _PYTHON_LEVEL.format("softmax"), kind="composite", name="
 describe(log_softmax, "x", _PYTHON_LEVEL.format("log_softmax"), kind="composite", name="scipy.special.log_softmax")
 describe(multigammaln, "a", _PYTHON_LEVEL.format("multigammaln") + " The dimension d is a plain integer.",
          kind="composite", name="scipy.special.multigammaln")
+
+
+# --- SciPy's ufuncs with several outputs, and other Python-level functions ----------------
+# The tape records one output per operation, so each output of sici, fresnel, airy, ... is a
+# primitive of its own; the stand-in returns them together, as SciPy does.
+def _split_outputs(name, labels, wrt, derivatives, what=None):
+    """Primitives `name_<label>(*args)`, output k of `scipy.special.<name>`, differentiable in argument `wrt`;
+    `derivatives[k](args, outputs, sp)` is d output_k / d args[wrt], `outputs[j]()` output j (differentiable)."""
+    outputs = []
+    for k, label in enumerate(labels):
+        def value(*args, k=k):
+            return getattr(_scipy_special(), name)(*args)[k]
+
+        value.__name__ = value.__qualname__ = f"{name}_{label}"
+        outputs.append(primitive(value))
+
+    def others(args):
+        return [lambda j=j: outputs[j](*args) for j in range(len(outputs))]
+
+    for k, (output, derivative) in enumerate(zip(outputs, derivatives)):
+        def rule(*args, output=output, derivative=derivative):
+            def back(g):
+                return tuple(Thunk(lambda: g * derivative(args, others(args), _scipy_special())) if j == wrt
+                             else Thunk(lambda j=j: _not_differentiable(name, j, what)) for j in range(len(args)))
+
+            return output(*args), back
+
+        def forward(primals, tangents, output=output, derivative=derivative):
+            if any(t is not None for j, t in enumerate(tangents) if j != wrt):
+                _not_differentiable(name, next(j for j, t in enumerate(tangents) if j != wrt and t is not None), what)
+            t = tangents[wrt]
+            return output(*primals), None if t is None else t * derivative(primals, others(primals), _scipy_special())
+
+        rrule(output)(_named(rule, f"{name}_{labels[k]}"))
+        frule(output)(forward)
+    return outputs
+
+
+def _not_differentiable(name, position, what):
+    raise NotImplementedError(f"scipy.special.{name}: argument {position} ({(what or {}).get(position, 'a parameter')}) "
+                              "has no derivative here; pass it as a plain number.")
+
+
+def _standin_of_outputs(name, outputs):
+    def standin(*args):
+        if not _any_tracked(*args):
+            return getattr(_scipy_special(), name)(*args)
+        return tuple(output(*args) for output in outputs)
+
+    standin.__name__ = standin.__qualname__ = name
+    standin.__module__ = __name__
+    return standin
+
+
+_SINC = lambda x: np.where(stop_gradient(x) == 0, 1.0, np.sin(x) / np.where(stop_gradient(x) == 0, 1.0, x))  # noqa: E731
+sici = _standin_of_outputs("sici", _split_outputs("sici", ("si", "ci"), 0, (
+    lambda a, o, sp: _SINC(a[0]), lambda a, o, sp: np.cos(a[0]) / a[0])))
+shichi = _standin_of_outputs("shichi", _split_outputs("shichi", ("shi", "chi"), 0, (
+    lambda a, o, sp: np.where(stop_gradient(a[0]) == 0, 1.0, np.sinh(a[0]) / np.where(stop_gradient(a[0]) == 0, 1.0, a[0])),
+    lambda a, o, sp: np.cosh(a[0]) / a[0])))
+fresnel = _standin_of_outputs("fresnel", _split_outputs("fresnel", ("s", "c"), 0, (
+    lambda a, o, sp: np.sin(0.5 * math.pi * a[0] ** 2), lambda a, o, sp: np.cos(0.5 * math.pi * a[0] ** 2))))
+airy = _standin_of_outputs("airy", _split_outputs("airy", ("ai", "aip", "bi", "bip"), 0, (
+    lambda a, o, sp: o[1](), lambda a, o, sp: a[0] * o[0](), lambda a, o, sp: o[3](), lambda a, o, sp: a[0] * o[2]())))
+itairy = _standin_of_outputs("itairy", _split_outputs("itairy", ("apt", "bpt", "ant", "bnt"), 0, (
+    lambda a, o, sp: airy(a[0])[0], lambda a, o, sp: airy(a[0])[2], lambda a, o, sp: airy(-a[0])[0],
+    lambda a, o, sp: airy(-a[0])[2])))
+itj0y0 = _standin_of_outputs("itj0y0", _split_outputs("itj0y0", ("j0int", "y0int"), 0, (
+    lambda a, o, sp: sp.j0(a[0]), lambda a, o, sp: sp.y0(a[0]))))
+iti0k0 = _standin_of_outputs("iti0k0", _split_outputs("iti0k0", ("i0int", "k0int"), 0, (
+    lambda a, o, sp: sp.i0(a[0]), lambda a, o, sp: sp.k0(a[0]))))
+it2j0y0 = _standin_of_outputs("it2j0y0", _split_outputs("it2j0y0", ("j0int", "y0int"), 0, (
+    lambda a, o, sp: (1.0 - sp.j0(a[0])) / a[0], lambda a, o, sp: -sp.y0(a[0]) / a[0])))
+it2i0k0 = _standin_of_outputs("it2i0k0", _split_outputs("it2i0k0", ("i0int", "k0int"), 0, (
+    lambda a, o, sp: (sp.i0(a[0]) - 1.0) / a[0], lambda a, o, sp: sp.k0(a[0]) / a[0])))
+ellipj = _standin_of_outputs("ellipj", _split_outputs("ellipj", ("sn", "cn", "dn", "ph"), 0, (
+    lambda a, o, sp: o[1]() * o[2](), lambda a, o, sp: -o[0]() * o[2](), lambda a, o, sp: -a[1] * o[0]() * o[1](),
+    lambda a, o, sp: o[2]()), {1: "the parameter m"}))
+pbdv = _standin_of_outputs("pbdv", _split_outputs("pbdv", ("d", "dp"), 1, (
+    lambda a, o, sp: o[1](), lambda a, o, sp: (0.25 * a[1] ** 2 - a[0] - 0.5) * o[0]()), {0: "the order v"}))
+
+_MULTI = {sici: "x", shichi: "x", fresnel: "z", airy: "z", itairy: "x", itj0y0: "x", iti0k0: "x", it2j0y0: "x",
+          it2i0k0: "x", ellipj: "u (m must be plain)", pbdv: "x (v must be plain)"}
+for _fn, _args in _MULTI.items():
+    describe(_fn, _args.split(" ")[0], _PYTHON_LEVEL.replace(" (SciPy's own converts its input with np.asarray, so it "
+                                                              "never reaches pullback).", "").format(_fn.__name__)
+             + " SciPy's own is a ufunc with several outputs; each output is differentiable. " + _args.partition(" ")[2],
+             kind="composite", name=f"scipy.special.{_fn.__name__}")
+
+
+def _spherical_standin(kind, sign_n_even):
+    def standin(n, z, derivative=False):
+        sp = _scipy_special()
+        if not _any_tracked(n, z):
+            return getattr(sp, f"spherical_{kind}")(n, z, derivative)
+        n = np.asarray(stop_gradient(n), dtype=np.dtype("long"))
+        ufunc = getattr(sp._ufuncs, f"_spherical_{kind}" + ("_d" if derivative else ""))
+        negative = stop_gradient(z) < 0
+        if not np.any(negative):
+            return ufunc(n, z)
+        if sign_n_even is None:
+            raise ValueError(f"pullback.scipy.special.spherical_{kind}: negative z gives a complex intermediate in SciPy; "
+                             "it is not supported on traced values.")
+        sign = np.where(n % 2 == 0, sign_n_even, -sign_n_even) * (-1.0 if derivative else 1.0)
+        return ufunc(n, np.abs(z)) * np.where(negative, sign, 1.0)
+
+    standin.__name__ = standin.__qualname__ = f"spherical_{kind}"
+    standin.__doc__ = (f"`scipy.special.spherical_{kind}(n, z, derivative=False)`, differentiable in `z` to any order "
+                       "(SciPy's own converts z with np.asarray).")
+    return standin
+
+
+spherical_jn = _spherical_standin("jn", 1.0)
+spherical_yn = _spherical_standin("yn", -1.0)
+spherical_in = _spherical_standin("in", 1.0)
+spherical_kn = _spherical_standin("kn", None)
+for _kind in ("jn", "yn", "in", "kn"):
+    ENTRIES.pop(f"scipy.special._ufuncs._spherical_{_kind}", None)  # rows for the public function, below
+    ENTRIES.pop(f"scipy.special._ufuncs._spherical_{_kind}_d", None)
+    describe(globals()[f"spherical_{_kind}"], "z", _PYTHON_LEVEL.format(f"spherical_{_kind}")
+             + " Any order of derivative, through the derivative=True function and the differential equation."
+             + (" z ≥ 0 only." if _kind == "kn" else ""), kind="composite", name=f"scipy.special.spherical_{_kind}")
+
+
+def diric(x, n):
+    """`scipy.special.diric(x, n)`, the periodic sinc sin(n x / 2) / (n sin(x / 2)), differentiable in `x`.
+
+    >>> import numpy as np, pullback as pb
+    >>> round(pb.gradient(lambda x: diric(x, 3), 0.5)[0], 12)
+    -0.319617025736
+    """
+    sp = _scipy_special()
+    if not _any_tracked(x):
+        return sp.diric(x, n)
+    n = stop_gradient(n)
+    plain = sp.diric(stop_gradient(x), n)  # SciPy's value, with its NaN for invalid n
+    half = x / 2.0
+    denom = np.sin(half)
+    # SciPy's threshold below which it returns the limit ±1 (the derivative there is 0 to first order)
+    near = np.abs(stop_gradient(denom)) < (1e-7 if np.finfo(np.result_type(stop_gradient(x), float)).eps > 1e-18 else 1e-11)
+    safe = np.where(near, 1.0, denom)
+    value = np.where(near, plain, np.sin(n * half) / (n * safe))
+    return np.where(np.isnan(plain), plain, value)
+
+
+describe(diric, "x", _PYTHON_LEVEL.format("diric") + " n is a plain positive integer.", kind="composite",
+         name="scipy.special.diric")

@@ -1,0 +1,93 @@
+"""Inputs for the SciPy rules, shared by their tests and the registry-driven dot-product test
+(tests/test_forward_coverage.py): for each scipy.special ufunc added with its rule, where it is
+smooth and which of its arguments are plain numbers (orders, degrees, counts)."""
+
+# ufunc name -> one entry per argument: a plain number, or the (low, high) a differentiable argument is drawn from
+SPECIAL = {
+    "expm1": ((-2, 2),), "log1p": ((-0.5, 2),), "exp2": ((-2, 2),), "exp10": ((-1, 1),), "cbrt": ((0.3, 3),),
+    "sindg": ((-200, 200),), "cosdg": ((-200, 200),), "tandg": ((-80, 80),), "cotdg": ((10, 170),),
+    "dawsn": ((-3, 3),), "erfi": ((-1.5, 1.5),), "exp1": ((0.2, 3),), "expi": ((0.2, 3),), "entr": ((0.1, 3),),
+    "exprel": ((-3, 3),), "loggamma": ((0.2, 5),), "ndtri_exp": ((-6, -0.1),), "k0": ((0.3, 3),),
+    "k1": ((0.3, 3),), "k0e": ((0.3, 3),), "k1e": ((0.3, 3),), "wrightomega": ((-2, 3),), "spence": ((0.2, 3),),
+    "ellipk": ((-2, 0.9),), "ellipkm1": ((0.05, 0.9),), "ellipe": ((-2, 0.9),),
+    "ber": ((0.5, 4),), "bei": ((0.5, 4),), "ker": ((0.5, 4),), "kei": ((0.5, 4),),
+    "berp": ((0.5, 4),), "beip": ((0.5, 4),), "kerp": ((0.5, 4),), "keip": ((0.5, 4),),
+    "kv": (1.5, (0.5, 3)), "kn": (2, (0.5, 3)), "kve": (0.7, (0.5, 3)), "jve": (1.5, (0.5, 5)),
+    "yve": (0.5, (0.5, 5)), "struve": (1.5, (0.5, 4)), "modstruve": (0.5, (0.5, 3)), "expn": (3, (0.3, 3)),
+    "hyp0f1": (1.5, (-3, 3)), "hyp1f1": (0.7, 1.9, (-2, 2)), "hyperu": (0.7, 1.3, (0.5, 3)),
+    "hyp2f1": (0.6, 1.3, 2.1, (-0.8, 0.8)), "wright_bessel": (0.5, 1.5, (0.1, 3)),
+    "log_wright_bessel": (0.5, 1.5, (0.1, 3)),
+    "kl_div": ((0.2, 2), (0.2, 2)), "rel_entr": ((0.2, 2), (0.2, 2)), "huber": ((0.5, 1.5), (-3, 3)),
+    "pseudo_huber": ((0.5, 1.5), (-3, 3)), "powm1": ((0.3, 2), (-2, 2)), "boxcox": ((0.3, 3), (-1.5, 1.5)),
+    "boxcox1p": ((-0.5, 2), (-1.5, 1.5)), "inv_boxcox": ((0.1, 1), (-0.5, 1.5)), "inv_boxcox1p": ((0.1, 1), (-0.5, 1.5)),
+    "owens_t": ((-2, 2), (-2, 2)), "binom": ((3, 6), (0.5, 2.5)), "radian": ((-90, 90), (-30, 30), (-30, 30)),
+    "agm": ((0.3, 3), (0.3, 3)), "ellipkinc": ((-1.3, 1.3), (-1, 0.9)), "ellipeinc": ((-1.3, 1.3), (-1, 0.9)),
+    "elliprf": ((0.2, 2), (0.2, 2), (0.2, 2)), "elliprc": ((0.2, 2), (0.2, 2)), "tklmbda": ((-1, 1), (-0.4, 0.4)),
+    "_ufuncs._riemann_zeta": ((1.5, 4),), "_ufuncs._zeta": ((1.5, 4), (0.5, 3)),
+    "gammaincinv": ((0.5, 3), (0.1, 0.9)), "gammainccinv": ((0.5, 3), (0.1, 0.9)),
+    "betaincinv": ((0.5, 3), (0.5, 3), (0.1, 0.9)), "betainccinv": ((0.5, 3), (0.5, 3), (0.1, 0.9)),
+    "chdtr": ((1, 5), (0.5, 4)), "chdtrc": ((1, 5), (0.5, 4)), "chdtri": ((1, 5), (0.1, 0.9)),
+    "pdtr": (3, (0.5, 5)), "pdtrc": (3, (0.5, 5)), "pdtri": (3, (0.1, 0.9)),
+    "bdtr": (3, 9, (0.1, 0.9)), "bdtrc": (3, 9, (0.1, 0.9)), "bdtri": (3, 9, (0.1, 0.9)),
+    "nbdtr": (3, 4, (0.1, 0.9)), "nbdtrc": (3, 4, (0.1, 0.9)), "nbdtri": (3, 4, (0.1, 0.9)),
+    "fdtr": ((1, 6), (2, 8), (0.3, 3)), "fdtrc": ((1, 6), (2, 8), (0.3, 3)), "fdtri": ((1, 6), (2, 8), (0.1, 0.9)),
+    "gdtr": ((0.5, 2), (0.5, 3), (0.3, 3)), "gdtrc": ((0.5, 2), (0.5, 3), (0.3, 3)),
+    "gdtrix": ((0.5, 2), (0.5, 3), (0.1, 0.9)), "stdtrit": ((1, 8), (0.1, 0.9)),
+    "nrdtrimn": ((0.1, 0.9), (0.5, 2), (-2, 2)), "nrdtrisd": ((-1, 1), (0.55, 0.95), (1.5, 3)),
+    "eval_legendre": (3, (-1, 1)), "eval_chebyt": (4, (-1, 1)), "eval_chebyu": (3, (-1, 1)),
+    "eval_chebyc": (3, (-2, 2)), "eval_chebys": (4, (-2, 2)), "eval_sh_legendre": (3, (0, 1)),
+    "eval_sh_chebyt": (3, (0, 1)), "eval_sh_chebyu": (3, (0, 1)), "eval_hermite": (4, (-2, 2)),
+    "eval_hermitenorm": (3, (-2, 2)), "eval_laguerre": (3, (0, 3)), "eval_genlaguerre": (3, 0.7, (0, 3)),
+    "eval_gegenbauer": (3, 0.8, (-1, 1)), "eval_jacobi": (3, 0.5, 1.2, (-1, 1)),
+}
+
+# Shapes the differentiable arguments are drawn in, in turn: they broadcast together.
+SHAPES = ((3, 2), (2,), (3, 1))
+
+# Arguments whose derivative is computed by quadrature (first order only): (name, position)
+FIRST_ORDER_ONLY = {
+    ("_ufuncs._riemann_zeta", 0), ("_ufuncs._zeta", 0), ("gammaincinv", 0), ("gammainccinv", 0), ("betaincinv", 0),
+    ("betaincinv", 1), ("betainccinv", 0), ("betainccinv", 1), ("chdtr", 0), ("chdtrc", 0), ("chdtri", 0),
+    ("fdtr", 0), ("fdtr", 1), ("fdtrc", 0), ("fdtrc", 1), ("fdtri", 0), ("fdtri", 1), ("gdtr", 1), ("gdtrc", 1),
+    ("gdtrix", 1), ("stdtrit", 0),
+}
+
+
+def ufunc(sp, name):
+    fn = sp
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    return fn
+
+
+def special_call(sp, name, spec=None):
+    """(f of the differentiable arguments only, their (low, high) ranges) for `scipy.special.<name>`."""
+    spec = SPECIAL[name] if spec is None else spec
+    fn = ufunc(sp, name)
+    slots = [k for k, s in enumerate(spec) if isinstance(s, tuple)]
+
+    def f(*diff):
+        args = list(spec)
+        for k, value in zip(slots, diff):
+            args[k] = value
+        return fn(*args)
+
+    return f, [spec[k] for k in slots]
+
+
+def draw(rng, ranges, shapes=SHAPES):
+    return tuple(rng.uniform(low, high, shape) for (low, high), shape in zip(ranges, shapes))
+
+
+def special_ufunc_cases(name, default):
+    """The dot-product cases of `scipy.special.<name>`'s rule: from `SPECIAL`, else `default(ufunc)`."""
+    import scipy.special as sp
+
+    if name not in SPECIAL:
+        return [default(ufunc(sp, name))]
+    f, ranges = special_call(sp, name)
+    return [(f, lambda rng: draw(rng, ranges))]
+
+
+# label -> [(f, make inputs from an rng)] for the rules of the SciPy stand-ins (filled in below)
+CASES = {}
