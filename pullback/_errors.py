@@ -172,9 +172,11 @@ def mixed_arrays_error(rule, args, error):
     name = "an operation" if fn is None else ufunc_name(fn) if isinstance(fn, np.ufunc) else qualified_name(fn)
     described = " and ".join(_describe(a, traced) for a, traced in arrays)
     types = sorted({type_name(a) for a, _ in arrays})
-    advice = (f" Arrays of different types ({', '.join(types)}) do not mix here: convert one to the other's type "
-              "explicitly (np.asarray(a, like=b), or the library's own transfer) before the call."
-              if len(types) > 1 else "")
+    if isinstance(error, TypeError) and len(types) > 1:
+        advice = (f" Arrays of different types ({', '.join(types)}) do not mix here: convert one to the other's type "
+                  "explicitly (np.asarray(a, like=b), or the library's own transfer) before the call.")
+    else:
+        advice = " Check that their shapes (and a Dask array's chunks) line up." if isinstance(error, ValueError) else ""
     new = (TypeError if isinstance(error, TypeError) else ValueError)(f"{name} failed on {described}: {error}.{advice}")
     new.pullback_named = True
     return new

@@ -7,6 +7,7 @@ All of these are linear, so each forward rule applies the same operation to the 
 
 import numpy as np
 
+from .._arrays import speaks_nep18
 from .._extend import primitive, rrule
 from .._registry import FUNCTIONS
 from .._standins import astype
@@ -20,6 +21,9 @@ _NO = np._NoValue
 @rule(np.reshape, args="a", view=True)
 def reshape_rule(x, shape=None, order="C", *, newshape=None, copy=None):
     shape = newshape if shape is None else shape
+    if order == "C":  # the default, spelled out only when not (Dask's reshape takes no order)
+        y, old = np.reshape(x, shape), np.shape(x)
+        return y, lambda g: (np.reshape(g, old),)
     y = np.reshape(x, shape, order=order)
     old = np.shape(x)
     return y, lambda g: (np.reshape(g, old, order=order),)
@@ -27,6 +31,9 @@ def reshape_rule(x, shape=None, order="C", *, newshape=None, copy=None):
 
 @rule(np.ravel, args="a", view=True)
 def ravel_rule(x, order="C"):
+    if order == "C":  # as in reshape_rule
+        y, old = np.ravel(x), np.shape(x)
+        return y, lambda g: (np.reshape(g, old),)
     y = np.ravel(x, order=order)
     old = np.shape(x)
     return y, lambda g: (np.reshape(g, old, order=order),)
@@ -86,6 +93,8 @@ for _fn in (np.atleast_1d, np.atleast_2d, np.atleast_3d):
 
 @rule(np.copy, args="a")
 def copy_rule(x, order="K", subok=False):
+    if speaks_nep18(type(x)):  # Dask has no np.copy (NumPy's fallback would compute); every array has .copy()
+        return x.copy(), lambda g: (g,)
     return np.copy(x, order=order), lambda g: (g,)
 
 
