@@ -202,7 +202,27 @@ def _describe(a, traced):
             + (" (being differentiated)" if traced else ""))
 
 
+def _numpy_caller():
+    """`numpy.interp` when a NumPy function called from user code did the conversion, else None."""
+    import sys
+
+    frame, found = sys._getframe(2), None
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module == "numpy" or module.startswith("numpy."):
+            found = frame
+        elif found is not None or not module.startswith("pullback"):
+            break
+        frame = frame.f_back
+    return None if found is None else f"numpy.{found.f_code.co_name}"
+
+
 def lost_gradient(action):
+    caller = _numpy_caller()
+    if caller is not None and hasattr(getattr(np, caller[6:], None), "_implementation"):
+        action = (f"{action}. {caller} converted it: the value came in an argument {caller} does not hand over "
+                  f"to pullback (NumPy dispatches on its array arguments only); make one of those traced, "
+                  f"or pass this one through pullback.stop_gradient")
     return TypeError(
         f"Cannot {action}: the value is being differentiated, and the gradient would be lost. "
         "Keep using NumPy operations on it, or take pullback.stop_gradient(x) if you want a plain value "

@@ -15,6 +15,10 @@ the mathematics. Importing this package registers them, through `pb.rrule` and `
 - `decompositions`: cholesky, eigh, eigvalsh, svd, qr;
 - `convolution`: convolve, correlate;
 - `interpolation`: interp;
+- `constructors`: linspace, logspace, geomspace, vander, bincount;
+- `polynomials`: polyval, polyadd, polysub, polymul, polydiv, polyder, polyint, polyfit, poly, roots;
+- `tensors`: svdvals, cond, tensorinv, tensorsolve;
+- `pointwise`: sinc, i0, nan_to_num, real_if_close, fix, unwrap, divmod, modf, frexp;
 - `fft`: the FFTs, on real and complex arrays;
 - `special`: scipy.special's ufuncs (registered once SciPy is imported), logsumexp, softmax, polygamma, ...
 
@@ -23,6 +27,7 @@ register with.
 """
 
 from . import (  # noqa: F401  (importing a rule file registers its rules)
+    constructors,
     convolution,
     decompositions,
     fft,
@@ -31,6 +36,8 @@ from . import (  # noqa: F401  (importing a rule file registers its rules)
     interpolation,
     linalg,
     norms,
+    pointwise,
+    polynomials,
     products,
     reductions,
     scans,
@@ -38,5 +45,6 @@ from . import (  # noqa: F401  (importing a rule file registers its rules)
     sorting,
     special,
     statistics,
+    tensors,
     ufuncs,
 )

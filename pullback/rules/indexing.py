@@ -263,3 +263,133 @@ def tril_rule(m, k=0):
 
 
 linear_forward(np.tril)
+
+
+# --- selecting by conditions, and functions applied along axes ---------------------------------
+@composite(np.select, args="choicelist, default", notes="The first true condition picks; conditions carry no gradient.")
+def select_by_conditions(condlist, choicelist, default=0):
+    plain = np.select([stop_gradient(c) for c in condlist], [stop_gradient(c) for c in choicelist], stop_gradient(default))
+    y = default
+    for condition, choice in reversed(list(zip(condlist, choicelist))):
+        y = np.where(stop_gradient(condition), choice, y)
+    y = np.broadcast_to(y, np.shape(plain)) if np.shape(y) != np.shape(plain) else y
+    if not isinstance(y, Traced):
+        return plain
+    return y.astype(plain.dtype) if y.dtype != plain.dtype else np.copy(y)
+
+
+@composite(np.compress, args="a", notes="A gather of the selected elements.")
+def compress(condition, a, axis=None, out=None):
+    if out is not None:
+        raise TypeError("numpy.compress(..., out=...) is not supported on tracked values")
+    if axis is None:
+        a, axis = np.ravel(a), 0
+    n = np.shape(a)[axis]
+    chosen = np.flatnonzero(np.asarray(stop_gradient(condition), dtype=bool))
+    if chosen.size and chosen[-1] >= n:
+        np.compress(stop_gradient(condition), np.empty(np.shape(a)), axis)  # NumPy's error
+    return a[_along(axis, np.ndim(a), chosen)]
+
+
+@composite(np.extract, args="arr", notes="A gather of the elements where the condition is true.")
+def extract(condition, arr):
+    return np.take(np.ravel(arr), np.flatnonzero(np.ravel(stop_gradient(condition))))
+
+
+@composite(np.choose, args="choices", notes="Each element is gathered from the choice its index names.")
+def choose(a, choices, out=None, mode="raise"):
+    if out is not None:
+        raise TypeError("numpy.choose(..., out=...) is not supported on tracked values")
+    index = np.asarray(stop_gradient(a))
+    plain = np.choose(index, [stop_gradient(c) for c in choices], mode=mode)
+    n = len(choices)
+    if mode == "wrap":
+        index = np.mod(index, n)
+    elif mode == "clip":
+        index = np.clip(index, 0, n - 1)
+    stacked = np.stack(np.broadcast_arrays(*choices, index)[:-1], axis=0)
+    y = take_along_axis(stacked, np.broadcast_to(index, np.shape(stacked)[1:])[None], 0)[0]
+    return y if y.dtype == plain.dtype else y.astype(plain.dtype)
+
+
+@composite(np.piecewise, args="x, the functions' outputs", notes="""Each function runs on the elements
+           its condition selects (traced), as in NumPy; constants are plain.""")
+def piecewise(x, condlist, funclist, *args, **kw):
+    plain_x = stop_gradient(x)
+    plain = np.piecewise(plain_x, condlist, [f if callable(f) else f for f in funclist], *args, **kw)
+    conditions = np.asarray(condlist, dtype=bool) if not isinstance(condlist, list) else condlist
+    conditions = [np.asarray(stop_gradient(c), dtype=bool) for c in conditions] if np.ndim(plain_x) else [
+        np.asarray(stop_gradient(c), dtype=bool) for c in np.atleast_1d(conditions)]
+    if len(funclist) == len(conditions) + 1:  # the last function takes what no condition does
+        conditions.append(~np.any(conditions, axis=0))
+    y = np.zeros(np.shape(plain_x), dtype=plain.dtype)
+    if isinstance(x, Traced):
+        y = x * 0.0
+        y = y if y.dtype == plain.dtype else y.astype(plain.dtype)
+    for condition, f in zip(conditions, funclist):
+        condition = np.broadcast_to(condition, np.shape(plain_x))
+        if not callable(f):
+            y = np.where(condition, f, y)
+        elif np.any(condition):
+            values = f(x[condition], *args, **kw)
+            y = assign_into(y, condition, values)
+    return y
+
+
+def assign_into(y, mask, values):
+    """A copy of `y` with `values` written where `mask` is true (differentiable in both)."""
+    return replace(y, mask, values)
+
+
+@composite(np.put_along_axis, args="arr, values", notes="""In place, as in NumPy: a functional update of
+           the tracked `arr` (earlier uses keep their gradient). Writing one element twice is refused.""")
+def put_along_axis(arr, indices, values, axis):
+    indices = np.asarray(stop_gradient(indices))
+    if axis is None:
+        if np.ndim(indices) != 1:
+            raise ValueError("when axis=None, `indices` must have a single dimension.")
+        target, axis = np.ravel(stop_gradient(arr)), 0
+        positions = indices
+    else:
+        ndim = np.ndim(arr)
+        axis %= ndim
+        positions = tuple(indices if k == axis else np.arange(n).reshape((1,) * k + (-1,) + (1,) * (ndim - k - 1))
+                          for k, n in enumerate(np.shape(arr)))
+        target = None
+    if target is not None:
+        positions = np.unravel_index(np.mod(positions, np.size(target)), np.shape(arr))
+    arr[positions] = values
+
+
+@composite(np.apply_along_axis, args="arr, *args", notes="""Calls `func1d` on each 1-D slice (traced) and
+           stacks the results, as NumPy does.""")
+def apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    ndim = np.ndim(arr)
+    axis %= max(ndim, 1)
+    moved = np.moveaxis(arr, axis, -1)
+    outer = np.shape(moved)[:-1]
+    if not outer or 0 in outer:
+        return np.apply_along_axis(func1d, axis, stop_gradient(arr), *args, **kwargs)
+    results = [np.asarray(r) if not isinstance(r, Traced) else r
+               for r in (func1d(moved[index], *args, **kwargs) for index in np.ndindex(*outer))]
+    stacked = np.stack(results, axis=0)
+    stacked = np.reshape(stacked, outer + np.shape(results[0]))
+    extra = np.ndim(results[0])
+    # The result's own axes replace the one consumed, as in NumPy.
+    order = list(range(axis)) + list(range(len(outer), len(outer) + extra)) + list(range(axis, len(outer)))
+    return np.transpose(stacked, order)
+
+
+@composite(np.apply_over_axes, args="a", notes="Calls `func(a, axis)` for each axis in turn, as NumPy does.")
+def apply_over_axes(func, a, axes):
+    ndim = np.ndim(a)
+    for axis in (axes if np.ndim(axes) else (axes,)):
+        axis = int(axis) % ndim
+        result = func(a, axis)
+        if np.ndim(result) == ndim:
+            a = result
+        elif np.ndim(result) == ndim - 1:
+            a = np.expand_dims(result, axis)
+        else:
+            raise ValueError("function is not returning an array of the correct shape")
+    return a

@@ -170,3 +170,30 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=
 
 
 without_gradient(np.all, np.any, np.count_nonzero, np.allclose, np.array_equal)
+
+
+def _nan_extreme(reduce, fill, name):
+    def run(a, axis=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
+        refuse_out(name, out, where, initial)
+        keep = keepdims is True
+        missing = np.isnan(a)
+        y = reduce(np.where(missing, fill, a), axis=axis, keepdims=keep)
+        empty = np.all(missing, axis=axis, keepdims=keep)
+        if np.any(empty):
+            np.nanmax(np.where(missing, np.nan, 0.0), axis=axis)  # NumPy's warning for an all-NaN slice
+            y = np.where(empty, np.nan, y)
+        return y
+
+    return run
+
+
+composite(np.nanmax, args="a", notes="NaNs are left out and get zero gradient; ties share it, as in max.")(
+    _nan_extreme(np.max, -np.inf, "nanmax"))
+composite(np.nanmin, args="a", notes="NaNs are left out and get zero gradient; ties share it, as in min.")(
+    _nan_extreme(np.min, np.inf, "nanmin"))
+
+
+@composite(np.nanprod, args="a", notes="NaNs count as one and get zero gradient.")
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
+    refuse_out("nanprod", out, where, initial)
+    return np.prod(np.where(np.isnan(a), 1.0, a), axis=axis, dtype=dtype, keepdims=keepdims is True)

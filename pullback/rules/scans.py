@@ -5,7 +5,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 
 import numpy as np
 
-from .._values import stop_gradient
+from .._values import Traced, stop_gradient
 from ._register import composite, forward_in_first, linear_forward, rule
 from .reductions import refuse_out
 
@@ -114,3 +114,137 @@ def diff(a, n=1, axis=-1, prepend=_NO, append=_NO):
     for _ in range(n):
         a = a[head + (slice(1, None),)] - a[head + (slice(None, -1),)]
     return a
+
+
+@composite(np.nancumsum, args="a", notes="NaNs count as zero and get zero gradient.")
+def nancumsum(a, axis=None, dtype=None, out=None):
+    refuse_out("nancumsum", out)
+    return np.cumsum(np.where(np.isnan(a), 0.0, a), axis=axis, dtype=dtype)
+
+
+@composite(np.nancumprod, args="a", notes="NaNs count as one and get zero gradient.")
+def nancumprod(a, axis=None, dtype=None, out=None):
+    refuse_out("nancumprod", out)
+    return np.cumprod(np.where(np.isnan(a), 1.0, a), axis=axis, dtype=dtype)
+
+
+def _cumulative(name, scan, identity):
+    def run(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+        refuse_out(name, out)
+        if axis is None:
+            if np.ndim(x) != 1:
+                raise ValueError("For arrays which have more than one dimension ``axis`` argument is required.")
+            axis = 0
+        y = scan(x, axis=axis, dtype=dtype)
+        if not include_initial:
+            return y
+        shape = list(np.shape(y))
+        shape[axis] = 1
+        return np.concatenate([np.full(shape, identity, dtype=y.dtype), y], axis=axis)
+
+    return run
+
+
+composite(np.cumulative_sum, args="x", notes="As cumsum; `include_initial` prepends zeros.")(
+    _cumulative("cumulative_sum", np.cumsum, 0.0))
+composite(np.cumulative_prod, args="x", notes="As cumprod (exact at zeros); `include_initial` prepends ones.")(
+    _cumulative("cumulative_prod", np.cumprod, 1.0))
+
+
+@composite(np.ediff1d, args="ary, to_end, to_begin", notes="Differences of the flattened array, with the ends joined.")
+def ediff1d(ary, to_end=None, to_begin=None):
+    np.ediff1d(stop_gradient(ary), stop_gradient(to_end), stop_gradient(to_begin))  # NumPy checks the casts
+    flat = np.ravel(ary)
+    parts = [flat[1:] - flat[:-1]]
+    if to_begin is not None:
+        parts.insert(0, np.ravel(to_begin))
+    if to_end is not None:
+        parts.append(np.ravel(to_end))
+    y = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    dtype = np.result_type(stop_gradient(ary))
+    return y if y.dtype == dtype or dtype.kind != "f" else y.astype(dtype)
+
+
+@composite(np.trapezoid, args="y, x, dx", notes="Sample points `x` (1-D along `axis`, or shaped like `y`) or a spacing `dx`.")
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    ndim = np.ndim(y)
+    axis = axis % ndim
+    if x is None:
+        d = dx
+    else:
+        if np.ndim(x) == 1:
+            d = x[1:] - x[:-1]
+            d = np.reshape(d, (-1,) + (1,) * (ndim - 1 - axis))
+        else:
+            d = np.diff(x, axis=axis)
+    head = (slice(None),) * axis
+    upper, lower = y[head + (slice(1, None),)], y[head + (slice(None, -1),)]
+    return np.sum(d * (upper + lower) / 2.0, axis=axis)
+
+
+def _spacings(f, varargs, axes):
+    """One spacing per axis: a scalar, or a 1-D array of coordinates (NumPy checks their shapes)."""
+    n = len(axes)
+    if not varargs:
+        return [1.0] * n
+    if len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        return [varargs[0]] * n
+    if len(varargs) != n:
+        raise TypeError("invalid number of arguments")
+    return [v if np.ndim(v) == 0 else (v if isinstance(v, Traced) else np.asarray(v, dtype=np.float64))
+            for v in varargs]
+
+
+def _gradient_along(f, axis, spacing, edge_order):
+    """np.gradient of `f` along one axis: second-order central differences inside, one-sided at the ends."""
+    ndim = np.ndim(f)
+
+    def at(index):
+        return f[(slice(None),) * axis + (index,)]
+
+    def shaped(v):  # coordinates differences along `axis`
+        return np.reshape(v, (-1,) + (1,) * (ndim - 1 - axis)) if np.ndim(v) else v
+
+    n = np.shape(f)[axis]
+    if np.ndim(spacing) == 0:
+        h = spacing
+        inside = (at(slice(2, None)) - at(slice(None, -2))) / (2.0 * h)
+        if edge_order == 1:
+            first = (at(slice(1, 2)) - at(slice(0, 1))) / h
+            last = (at(slice(n - 1, n)) - at(slice(n - 2, n - 1))) / h
+        else:
+            first = -(1.5 * at(slice(0, 1)) - 2.0 * at(slice(1, 2)) + 0.5 * at(slice(2, 3))) / h
+            last = (0.5 * at(slice(n - 3, n - 2)) - 2.0 * at(slice(n - 2, n - 1)) + 1.5 * at(slice(n - 1, n))) / h
+        return np.concatenate([first, inside, last], axis=axis)
+    dx = spacing[1:] - spacing[:-1]
+    left, right = shaped(dx[:-1]), shaped(dx[1:])
+    inside = ((left ** 2) * at(slice(2, None)) + (right ** 2 - left ** 2) * at(slice(1, -1))
+              - (right ** 2) * at(slice(None, -2))) / (left * right * (left + right))
+    if edge_order == 1:
+        first = (at(slice(1, 2)) - at(slice(0, 1))) / shaped(dx[:1])
+        last = (at(slice(n - 1, n)) - at(slice(n - 2, n - 1))) / shaped(dx[-1:])
+    else:
+        d1, d2 = shaped(dx[:1]), shaped(dx[1:2])
+        first = (-(2.0 * d1 + d2) / (d1 * (d1 + d2)) * at(slice(0, 1)) + (d1 + d2) / (d1 * d2) * at(slice(1, 2))
+                 - d1 / (d2 * (d1 + d2)) * at(slice(2, 3)))
+        d1, d2 = shaped(dx[-2:-1]), shaped(dx[-1:])
+        last = (d2 / (d1 * (d1 + d2)) * at(slice(n - 3, n - 2)) - (d2 + d1) / (d1 * d2) * at(slice(n - 2, n - 1))
+                + (2.0 * d2 + d1) / (d2 * (d1 + d2)) * at(slice(n - 1, n)))
+    return np.concatenate([first, inside, last], axis=axis)
+
+
+@composite(np.gradient, args="f, *varargs", notes="""Scalar spacings and coordinate arrays (both
+           differentiable), `axis`, `edge_order` 1 and 2. The result keeps `f`'s float dtype.""")
+def gradient(f, *varargs, axis=None, edge_order=1):
+    plain = np.gradient(stop_gradient(f), *(stop_gradient(v) for v in varargs), axis=axis, edge_order=edge_order)
+    ndim = np.ndim(f)
+    axes = tuple(range(ndim)) if axis is None else tuple(a % ndim for a in (axis if isinstance(axis, (tuple, list))
+                                                                          else (axis,)))
+    dtype = plain[0].dtype if isinstance(plain, tuple) else plain.dtype
+    if np.result_type(stop_gradient(f)) != dtype:
+        f = f.astype(dtype) if isinstance(f, Traced) else np.asarray(f, dtype=dtype)
+    results = []
+    for ax, spacing in zip(axes, _spacings(f, varargs, axes)):
+        g = _gradient_along(f, ax, spacing, edge_order)
+        results.append(g if g.dtype == dtype else g.astype(dtype))
+    return tuple(results) if len(results) > 1 else results[0]

@@ -12,7 +12,7 @@ from .._extend import primitive, rrule
 from .._registry import FUNCTIONS
 from .._standins import astype
 from .._values import Dual, Traced, stop_gradient, strip_all
-from ._register import composite, forward_rule, linear_forward, rule, without_gradient, zeros_if_none
+from ._register import composite, describe, forward_rule, linear_forward, rule, without_gradient, zeros_if_none
 
 _NO = np._NoValue
 
@@ -361,6 +361,178 @@ def pad(array, pad_width, mode="constant", **kwargs):
     )
 
 
+
+# --- more joining, rotating and rearranging, as compositions of the above --------------------
+@composite(np.append, args="arr, values", notes="Flattens both when `axis` is None, as NumPy does.")
+def append(arr, values, axis=None):
+    if axis is None:
+        return join(np.ravel(arr), np.ravel(values))
+    return join(arr, values, axis=axis)
+
+
+@composite(np.column_stack, args="tup")
+def column_stack(tup):
+    columns = [a if np.ndim(a) >= 2 else np.reshape(a, (-1, 1)) for a in tup]
+    return join(*columns, axis=1)
+
+
+@composite(np.dstack, args="tup")
+def dstack(tup):
+    return join(*[np.atleast_3d(a) for a in tup], axis=2)
+
+
+def _block_depth(arrays):
+    depth, part = 0, arrays
+    while type(part) is list:
+        if not part:
+            return depth + 1
+        depth, part = depth + 1, part[0]
+    return depth
+
+
+def _block_join(arrays, depth, ndim):
+    if type(arrays) is not list:
+        return np.reshape(arrays, (1,) * (ndim - np.ndim(arrays)) + np.shape(arrays))
+    parts = [_block_join(a, depth - 1, ndim) for a in arrays]
+    return join(*parts, axis=-depth)
+
+
+@composite(np.block, args="arrays", notes="Nested lists of arrays, joined innermost list along the last axis.")
+def block(arrays):
+    expected = np.block(strip_all(arrays))  # NumPy checks the nesting and the shapes
+    depth = _block_depth(arrays)
+    y = _block_join(arrays, depth, max(np.ndim(expected), depth))
+    return np.reshape(y, np.shape(expected))
+
+
+@rule(np.flipud, args="m", view=True)
+def flipud_rule(m):
+    if np.ndim(m) < 1:
+        raise ValueError("Input must be >= 1-d.")
+    return np.flip(m, 0), lambda g: (np.flip(g, 0),)
+
+
+@rule(np.fliplr, args="m", view=True)
+def fliplr_rule(m):
+    if np.ndim(m) < 2:
+        raise ValueError("Input must be >= 2-d.")
+    return np.flip(m, 1), lambda g: (np.flip(g, 1),)
+
+
+linear_forward(np.flipud, lambda t: np.flip(t, 0))
+linear_forward(np.fliplr, lambda t: np.flip(t, 1))
+
+
+@composite(np.rot90, args="m", notes="Any `k` and `axes`; flips and a transpose, views as in NumPy.")
+def rot90(m, k=1, axes=(0, 1)):
+    np.rot90(np.empty(np.shape(m), dtype=bool), k, axes)  # NumPy checks the axes
+    ndim = np.ndim(m)
+    first, second = (a % ndim for a in axes)
+    k %= 4
+    if k == 0:
+        return m[...]
+    if k == 2:
+        return np.flip(np.flip(m, first), second)
+    order = list(range(ndim))
+    order[first], order[second] = order[second], order[first]
+    if k == 1:
+        return np.transpose(np.flip(m, second), order)
+    return np.flip(np.transpose(m, order), second)
+
+
+@composite(np.rollaxis, args="a", notes="A transpose (a view), as in NumPy.")
+def rollaxis(a, axis, start=0):
+    ndim = np.ndim(a)
+    np.rollaxis(np.empty((0,) * ndim), axis, start)  # NumPy checks the axes
+    axis %= ndim
+    start = start + ndim if start < 0 else start
+    if axis < start:
+        start -= 1
+    if axis == start:
+        return a[...]
+    order = [k for k in range(ndim) if k != axis]
+    order.insert(start, axis)
+    return np.transpose(a, order)
+
+
+def _matrix_transpose(x):
+    if np.ndim(x) < 2:
+        raise ValueError(f"Input array must be at least 2-dimensional, but it is {np.ndim(x)}")
+    return np.swapaxes(x, -1, -2)
+
+
+composite(np.matrix_transpose, np.linalg.matrix_transpose, args="x", notes="Swaps the last two axes (a view).")(
+    _matrix_transpose)
+
+
+@composite(np.unstack, args="x", notes="Each piece is a view, as in NumPy.")
+def unstack(x, /, *, axis=0):
+    if np.ndim(x) == 0:
+        raise ValueError("Input array must be at least 1-d.")
+    moved = np.moveaxis(x, axis, 0)
+    return tuple(moved[k] for k in range(np.shape(moved)[0]))
+
+
+@composite(np.broadcast_arrays, args="*args", notes="Each result is `np.broadcast_to` of its argument.")
+def broadcast_arrays(*args, subok=False):
+    shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+    return tuple(a if np.shape(a) == shape and isinstance(a, Traced) else np.broadcast_to(a, shape) for a in args)
+
+
+def _labels(shape):
+    return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.intp).reshape(shape)
+
+
+@composite(np.delete, args="arr", notes="A gather of the elements kept.")
+def delete(arr, obj, axis=None):
+    kept = np.delete(_labels(np.shape(arr)), stop_gradient(obj), axis)
+    return np.reshape(arr, (-1,))[kept]
+
+
+@composite(np.insert, args="arr, values", notes="""A gather from `arr` and `values` (cast to
+           `arr`'s dtype, as NumPy casts them).""")
+def insert(arr, obj, values, axis=None):
+    plain = np.insert(stop_gradient(arr), stop_gradient(obj), stop_gradient(values), axis)
+    if plain.dtype.kind != "f":
+        return plain
+    sources = _labels(np.shape(arr))
+    value_labels = -1 - _labels(np.shape(values))
+    positions = np.insert(sources, stop_gradient(obj), value_labels, axis)
+    if not isinstance(values, Traced):
+        values = np.asarray(values, dtype=plain.dtype)
+    elif values.dtype != plain.dtype:
+        values = FUNCTIONS[astype](values, plain.dtype)
+    pool = join(np.reshape(arr, (-1,)), np.reshape(values, (-1,)))
+    return pool[np.where(positions >= 0, positions, np.size(sources) - 1 - positions)]
+
+
+@composite(np.resize, args="a", notes="A gather: the flattened input repeated cyclically.")
+def resize(a, new_shape):
+    positions = np.resize(_labels(np.shape(a)), new_shape)
+    if np.size(a) == 0:
+        return np.resize(stop_gradient(a), new_shape)  # zeros: nothing to differentiate
+    return np.reshape(a, (-1,))[positions]
+
+
+@composite(np.trim_zeros, args="filt", notes="A slice of the input (a view), as in NumPy.")
+def trim_zeros(filt, trim="fb", axis=None):
+    plain = stop_gradient(filt)
+    trimmed = np.trim_zeros(plain, trim, axis)  # NumPy checks `trim` and `axis`
+    if np.ndim(plain) == 0:
+        return filt[...]
+    index = []
+    for k, n in enumerate(np.shape(trimmed)):
+        others = tuple(j for j in range(np.ndim(plain)) if j != k)
+        used = np.flatnonzero(np.any(plain != 0, axis=others)) if n else ()
+        start = int(used[0]) if n and "f" in trim.lower() and n != np.shape(plain)[k] else 0
+        index.append(slice(start, start + n))
+    return filt[tuple(index)]
+
+
+@composite(np.astype, args="x", notes="As `x.astype(dtype)`; `copy=False` may still copy.")
+def astype_function(x, dtype, /, *, copy=True, device=None):
+    return FUNCTIONS[astype](x, dtype)
+
 # --- grids and constructors ----------------------------------------------------------------
 @composite(np.meshgrid, args="*xi")
 def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
@@ -425,3 +597,6 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
 # --- properties of an array ------------------------------------------------------------------
 without_gradient(np.shape, np.ndim, np.size, np.result_type, np.iscomplexobj, np.isrealobj, np.may_share_memory,
                  np.shares_memory)
+
+# np.row_stack (deprecated) is not an array function: it calls np.vstack, which is covered.
+describe(np.row_stack, "tup", "A deprecated alias that calls numpy.vstack (covered above).", kind="composite")

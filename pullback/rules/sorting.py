@@ -46,3 +46,64 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
 
 without_gradient(np.argsort, np.argpartition, np.argmax, np.argmin, np.nonzero, np.flatnonzero, np.searchsorted,
                  np.digitize)
+
+
+# --- the array-API unique functions and the set operations: gathers of first occurrences ----------
+def _unique_result(name, x, **options):
+    found = getattr(np, name)(stop_gradient(x))
+    values = unique(np.ravel(x), True, **options)[0]
+    return found._replace(values=values) if hasattr(found, "_replace") else values
+
+
+_SET_NOTES = """Each value takes its gradient from its first occurrence (in `ar1` before `ar2`),
+      as in unique; the other copies get none."""
+
+composite(np.unique_values, args="x", notes="As unique.")(lambda x: _unique_result("unique_values", x))
+composite(np.unique_counts, args="x", notes="As unique; the counts are integers.")(
+    lambda x: _unique_result("unique_counts", x))
+composite(np.unique_inverse, args="x", notes="As unique; the inverse indices are integers.")(
+    lambda x: _unique_result("unique_inverse", x))
+composite(np.unique_all, args="x", notes="As unique; indices, inverse and counts are integers.")(
+    lambda x: _unique_result("unique_all", x))
+
+
+def _pool(*arrays):
+    return np.concatenate([np.ravel(a) for a in arrays])
+
+
+@composite(np.union1d, args="ar1, ar2", notes=_SET_NOTES)
+def union1d(ar1, ar2):
+    return unique(_pool(ar1, ar2))
+
+
+@composite(np.intersect1d, args="ar1, ar2", notes=_SET_NOTES)
+def intersect1d(ar1, ar2, assume_unique=False, return_indices=False):
+    found = np.intersect1d(stop_gradient(ar1), stop_gradient(ar2), assume_unique, True)
+    values = np.take(np.ravel(ar1), found[1])
+    return (values,) + tuple(found[1:]) if return_indices else values
+
+
+@composite(np.setdiff1d, args="ar1", notes=_SET_NOTES)
+def setdiff1d(ar1, ar2, assume_unique=False):
+    flat = np.ravel(ar1)
+    plain = stop_gradient(flat)
+    kept = ~np.isin(plain, stop_gradient(ar2), assume_unique=assume_unique)
+    if assume_unique:
+        return flat[kept]
+    return unique(flat[kept])
+
+
+@composite(np.setxor1d, args="ar1, ar2", notes=_SET_NOTES)
+def setxor1d(ar1, ar2, assume_unique=False):
+    plain = np.setxor1d(stop_gradient(ar1), stop_gradient(ar2), assume_unique)
+    pool = _pool(ar1, ar2)
+    first = np.unique(stop_gradient(pool), return_index=True)[1]
+    values = np.take(pool, first)
+    return values[np.isin(stop_gradient(values), plain)]
+
+
+@composite(np.sort_complex, args="a", notes="As sort, with the result complex (its imaginary part carries no gradient for real input).")
+def sort_complex(a):
+    plain = np.sort_complex(stop_gradient(a))
+    b = sort(a)
+    return b if b.dtype == plain.dtype else b.astype(plain.dtype)
