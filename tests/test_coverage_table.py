@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from pullback.rules import _register, table
+from pullback.rules import _register, inventory, table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,6 +24,7 @@ def generated():
 
 
 def test_docs_match_the_registry():
+    pytest.importorskip("scipy")  # the inventory renders SciPy's namespaces too
     expected = generated()
     actual = (ROOT / "docs" / "coverage.md").read_text(encoding="utf-8")
     assert actual == expected, "docs/coverage.md is stale: run `python -m pullback.rules.table docs/coverage.md`"
@@ -34,6 +36,13 @@ flip roll tile repeat pad split array_split take take_along_axis diagonal diag t
 meshgrid interp kron inner vdot convolve correlate
 linalg.inv linalg.solve linalg.det linalg.slogdet linalg.cholesky linalg.eigh linalg.eigvalsh linalg.svd
 linalg.qr linalg.pinv linalg.lstsq linalg.matrix_power
+append gradient column_stack dstack block flipud fliplr rot90 rollaxis nan_to_num linspace logspace geomspace sinc
+real_if_close cross select polyval polyadd polysub polymul polyder polyint polyfit roots cov corrcoef iscomplex
+trapezoid ediff1d median nanmedian percentile quantile nanpercentile nanquantile nanmax nanmin nanprod nanstd nanvar
+nancumsum nancumprod cumulative_sum cumulative_prod matrix_transpose unstack vecdot matvec vecmat divmod modf frexp fix
+i0 delete insert resize trim_zeros compress extract choose piecewise apply_along_axis apply_over_axes unwrap vander
+put_along_axis broadcast_arrays linalg.matrix_transpose linalg.tensorsolve linalg.tensorinv linalg.cond
+linalg.cross linalg.vecdot linalg.outer linalg.tensordot linalg.svdvals
 fft.fft fft.ifft fft.rfft fft.irfft fft.fft2 fft.ifft2 fft.fftn fft.ifftn fft.rfft2 fft.irfft2 fft.rfftn fft.irfftn
 """.split()
 
@@ -54,7 +63,7 @@ def test_every_listed_function_has_a_row():
 
 def test_rows_carry_arguments_and_notes_from_the_registration():
     text = table.coverage_markdown()
-    assert "| `numpy.linalg.eig` | refused | — | its eigenvalues and eigenvectors are complex" in text
+    assert "| `numpy.linalg.eig` | a | composed | Real or complex input." in text
     assert "| `numpy.average` | a, weights | composed | Weights may be differentiated too" in text
     assert "| `numpy.copysign` | x1 | yes | The sign x2 carries no gradient. |" in text
     assert "| `numpy.where` | x, y | composed |" in text
@@ -90,3 +99,15 @@ def test_forward_column_follows_the_registry(monkeypatch):
 def test_no_function_is_registered_twice():
     assert _register.OVERRIDDEN == []
     assert np.fft.fft in _register.ENTRIES
+
+
+def test_inventory_sections_give_the_counts_and_reasons_of_each_namespace():
+    pytest.importorskip("scipy")
+    text = table.inventory_markdown()
+    for namespace in inventory.NAMESPACES:
+        report = inventory.report(namespace)
+        counts = [len(report.get(k, [])) for k in ("covered", "non-differentiable", "not yet covered")]
+        assert (f"## `{namespace}`\n\n{counts[0]} covered, {counts[1]} non-differentiable, "
+                f"{counts[2]} not yet covered") in text
+    assert "| `numpy.histogram` | Counts per bin and bin edges" in text
+    assert "| `numpy.sin` |" not in text.partition("# Inventory")[2]  # covered callables are counted, not listed

@@ -3,7 +3,9 @@
 Prints the Markdown of docs/coverage.md (or writes it to PATH). Each row is recorded by the
 registration shorthands of `pullback.rules._register` when a rule file registers a function,
 with its differentiable arguments and notes; whether a forward rule exists is read from the
-registry. Rows are grouped by family, the rule file that registers them.
+registry. Rows are grouped by family, the rule file that registers them. After the rule tables,
+the inventory of `pullback.rules.inventory`: per namespace, how many public callables are
+covered, non-differentiable or not yet covered, and the reasons of the last two lists.
 
 >>> text = coverage_markdown()
 >>> "| `numpy.linalg.eigh` | a | composed |" in text
@@ -90,8 +92,35 @@ def coverage_markdown():
     return "\n".join(lines)
 
 
+def inventory_markdown():
+    """One section per namespace of `inventory.NAMESPACES`: counts, then the non-differentiable
+    callables and those not yet covered, each with its reason. Every namespace is rendered, so
+    SciPy must be installed to generate the file (as it is where the tests run)."""
+    from . import inventory
+
+    lines = ["# Inventory", "", "Every public callable of each namespace pullback follows is covered (a row above), "
+             "non-differentiable (with the reason), or not yet covered (with what is missing); "
+             "`tests/test_inventory.py` keeps the lists complete.", ""]
+    for namespace in inventory.NAMESPACES:
+        report = inventory.report(namespace)
+        counts = {k: len(report.get(k, [])) for k in ("covered", "non-differentiable", "not yet covered", None)}
+        unlisted = f", {counts[None]} in no list (`tests/test_inventory.py` fails)" if counts[None] else ""
+        lines += [f"## `{namespace}`", "",
+                  f"{counts['covered']} covered, {counts['non-differentiable']} non-differentiable, "
+                  f"{counts['not yet covered']} not yet covered{unlisted}.", ""]
+        for status, reasons in (("non-differentiable", inventory.NONDIFFERENTIABLE),
+                                ("not yet covered", inventory.NOT_YET)):
+            names = report.get(status, [])
+            if not names:
+                continue
+            lines += [f"### {status.capitalize()}", "", "| Function | Reason |", "| --- | --- |"]
+            lines += [f"| `{namespace}.{name}` | {_cell(reasons[f'{namespace}.{name}'])} |" for name in names]
+            lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv):
-    text = coverage_markdown()
+    text = coverage_markdown() + "\n" + inventory_markdown()
     if len(argv) > 1:
         with open(argv[1], "w", encoding="utf-8") as handle:
             handle.write(text)
