@@ -301,6 +301,8 @@ PAIRED = {
     "outer": np.outer, "inner": np.inner, "concatenate": lambda z, w: np.concatenate([z, w]),
     "stack": lambda z, w: np.stack([z, w], 1), "where": lambda z, w: np.where(np.abs(z) > 1, z, w),
     "setitem": _written, "kron": np.kron,
+    "vecdot": np.vecdot, "linalg.vecdot": np.linalg.vecdot, "vecmat": lambda z, w: np.vecmat(z, w.T @ w),
+    "matvec": lambda z, w: np.matvec(w.T @ w, z),
 }
 
 

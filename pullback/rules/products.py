@@ -268,12 +268,14 @@ def multi_dot(arrays, *, out=None):
 
 
 # --- the vector products of NumPy 2 (gufuncs) and numpy.linalg's array-API names -------------------
-_GUFUNC_NOTES = "Real arrays; the `axes=`/`axis=` keywords are not supported on tracked values."
+_GUFUNC_NOTES = "A complex x1 is conjugated, as in NumPy; the `axes=`/`axis=` keywords are not supported on tracked values."
 
 
 @rule(np.vecdot, args="x1, x2", notes=_GUFUNC_NOTES)
 def vecdot_rule(a, b):
-    y = np.vecdot(a, b)
+    y = np.vecdot(a, b)  # sum(conj(a) * b): NumPy conjugates a complex x1
+    if np.iscomplexobj(a):
+        return y, lambda g: (Thunk(lambda: np.conjugate(g[..., None] * b)), Thunk(lambda: g[..., None] * np.conjugate(a)))
     return y, lambda g: (Thunk(lambda: g[..., None] * b), Thunk(lambda: g[..., None] * a))
 
 
@@ -285,7 +287,10 @@ def matvec_rule(a, x):
 
 @rule(np.vecmat, args="x1, x2", notes=_GUFUNC_NOTES)
 def vecmat_rule(x, a):
-    y = np.vecmat(x, a)
+    y = np.vecmat(x, a)  # conj(x) @ a: NumPy conjugates a complex x1
+    if np.iscomplexobj(x):
+        return y, lambda g: (Thunk(lambda: np.conjugate(np.sum(a * g[..., None, :], -1))),
+                             Thunk(lambda: np.conjugate(x)[..., :, None] * g[..., None, :]))
     return y, lambda g: (Thunk(lambda: np.sum(a * g[..., None, :], -1)), Thunk(lambda: x[..., :, None] * g[..., None, :]))
 
 
@@ -296,6 +301,7 @@ for _fn in (np.vecdot, np.matvec, np.vecmat):
 @composite(np.linalg.vecdot, args="x1, x2", notes="Products summed along `axis`.")
 def linalg_vecdot(x1, x2, /, *, axis=-1):
     np.linalg.vecdot(np.empty(np.shape(x1)), np.empty(np.shape(x2)), axis=axis)  # NumPy checks the shapes
+    x1 = np.conjugate(x1) if np.iscomplexobj(x1) else x1  # as NumPy does
     return np.sum(np.moveaxis(x1, axis, -1) * np.moveaxis(x2, axis, -1), axis=-1)
 
 
