@@ -10,6 +10,8 @@ modes and to any order, and SciPy itself when nothing is being differentiated.
   differentiable `scipy.special` ufuncs under their own names;
 - `pullback.scipy.linalg`: `solve_triangular`, `cho_factor`, `cho_solve`, `expm`,
   `lu_factor`, `lu_solve`;
+- `pullback.scipy.signal` (imported on first use): `convolve`, `correlate`, `fftconvolve`, `lfilter`;
+- `pullback.scipy.spatial.distance` (imported on first use): `cdist`, `pdist`, `squareform`;
 - `pullback.scipy.stats` (imported on first use): SciPy's distributions (`norm`, `gamma`,
   `poisson`, `multivariate_normal`, ...) with their `logpdf`, `pdf`, `cdf`, ... methods;
 - `pullback.scipy.integrate` (imported on first use): `odeint` and `solve_ivp`, differentiable
@@ -29,11 +31,11 @@ array([1.12837917])
 
 from . import linalg, special
 
-__all__ = ["linalg", "special", "stats", "integrate"]
+__all__ = ["linalg", "special", "signal", "spatial", "stats", "integrate"]
 
 
 def __getattr__(name):
-    if name not in ("stats", "integrate"):
+    if name not in ("signal", "spatial", "stats", "integrate"):
         raise AttributeError(f"module 'pullback.scipy' has no attribute {name!r}")
     import importlib
 
