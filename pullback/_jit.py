@@ -1,0 +1,151 @@
+"""`pb.jit`: trace a function once per input signature, then replay it as straight-line NumPy.
+
+The first call with a new signature runs `fn` on stand-in arrays that record every NumPy
+call (see `pullback._jit_trace`), including those pullback's own rules make while
+differentiating, so `pb.jit(lambda m, x: pb.withgradient(loss, m, x))` replays the forward
+and the backward pass alike. Later calls with the same signature run the recording compiled
+to one Python function of plain NumPy calls, with buffers reused in place where the plan
+allows (see `pullback._jit_replay`).
+
+The signature is the structure of the arguments (containers, field names, the types of
+leaves), the shape, dtype and type of each array, and the value of every other leaf (Python
+numbers, strings, flags: they are constants of the trace). Python values computed from
+arrays during the trace (`if loss > 0:`, `float(x)`) become guards: a replay whose value
+differs traces again. Rules for the jitted function, as in JAX:
+
+- it is pure: it returns its results and does not write into its arguments or globals;
+- arrays it reads from closures or globals are constants of the trace, read by reference;
+- randomness comes from arrays passed in, not from a generator called inside;
+- it keeps array computations in NumPy calls: `np.asarray` of a traced array is refused.
+
+>>> import numpy as np, pullback as pb
+>>> f = pb.jit(lambda w, x: pb.withgradient(lambda w: np.sum(np.tanh(x @ w)), w))
+>>> w, x = np.array([0.5, -0.5]), np.array([[1.0, 2.0], [3.0, 4.0]])
+>>> val, (g,) = f(w, x)                  # traced
+>>> val2, (g2,) = f(w, x)                # replayed
+>>> bool(np.allclose(g, g2)) and bool(np.isclose(val, val2))
+True
+>>> f.cache_info().traces
+1
+"""
+
+import collections
+import functools
+
+import numpy as np
+
+from . import tree
+from ._jit_replay import Retrace, compile_trace
+from ._jit_trace import JitError, Symbol, Trace
+
+__all__ = ["jit", "JitError"]
+
+CacheInfo = collections.namedtuple("CacheInfo", ["traces", "replays", "retraces", "signatures"])
+
+
+def jit(fn=None, *, cache_size=32):
+    """`fn`, traced once per input signature and replayed as straight-line NumPy (see the module).
+
+    `cache_size` bounds the number of signatures kept (least recently used first out).
+    Usable as a decorator, with or without arguments.
+
+    >>> import numpy as np, pullback as pb
+    >>> @pb.jit
+    ... def step(x):
+    ...     return np.sin(x) * 2.0
+    >>> step(np.array([0.0, 1.0]))
+    array([0.        , 1.68294197])
+    """
+    if fn is None:
+        return lambda f: Jitted(f, cache_size)
+    return Jitted(fn, cache_size)
+
+
+class Jitted:
+    """A jitted function: call it like `fn`; `cache_info()` counts traces and replays."""
+
+    def __init__(self, fn, cache_size):
+        if cache_size < 1:
+            raise ValueError(f"pb.jit: cache_size must be at least 1, got {cache_size}")
+        functools.update_wrapper(self, fn)
+        self.fn, self.cache_size = fn, cache_size
+        self._cache = collections.OrderedDict()  # signature -> [(program, rebuild)], one per guard outcome
+        self._counts = {"traces": 0, "replays": 0, "retraces": 0}
+
+    def cache_info(self):
+        return CacheInfo(self._counts["traces"], self._counts["replays"], self._counts["retraces"], len(self._cache))
+
+    def __call__(self, *args, **kwargs):
+        arrays, key, traced = _signature(args, kwargs)
+        if traced:  # called inside another trace: inline
+            return self.fn(*args, **kwargs)
+        variants = self._cache.get(key)
+        if variants is not None:
+            self._cache.move_to_end(key)
+            for program, rebuild in variants:
+                try:
+                    outputs = program(*arrays)
+                except Retrace:
+                    continue
+                self._counts["replays"] += 1
+                return rebuild(outputs)
+            self._counts["retraces"] += 1
+        result, compiled = self._trace(args, kwargs, arrays)
+        self._cache.setdefault(key, []).append(compiled)
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        self._counts["traces"] += 1
+        return result
+
+    def _trace(self, args, kwargs, arrays):
+        trace = Trace()
+        symbols = {id(a): trace.input(a) for a in arrays}
+        symbolic = tree.fmap(lambda leaf: symbols.get(id(leaf), leaf) if _is_array(leaf) else leaf, (args, kwargs))
+        result = self.fn(*symbolic[0], **symbolic[1])
+        out_leaves = [v for _, v in tree.leaves_with_path(result) if isinstance(v, Symbol)]
+        foreign = [v for v in out_leaves if v.owner is not trace]
+        if foreign:
+            raise JitError("pb.jit: the function returned a value traced by another pb.jit call.")
+        order = {id(v): i for i, v in enumerate(out_leaves)}
+        program = compile_trace(trace, [v.slot for v in out_leaves])
+
+        def rebuild(outputs):
+            return tree.fmap(lambda leaf: outputs[order[id(leaf)]] if id(leaf) in order else _fresh(leaf), result)
+
+        concrete = rebuild([trace.values[v.slot] for v in out_leaves])
+        return concrete, (program, rebuild)
+
+
+def _fresh(leaf):
+    """A constant array output, copied so a caller writing into it cannot change later replays."""
+    return leaf.copy() if isinstance(leaf, np.ndarray) else leaf
+
+
+def _is_array(x):
+    return isinstance(x, (np.ndarray, np.generic)) and not isinstance(x, np.ndarray) or type(x) is np.ndarray \
+        or (isinstance(x, np.ndarray) and not isinstance(x, np.matrix))
+
+
+def _signature(args, kwargs):
+    """(input arrays in walk order, hashable signature, whether a traced value is among them)."""
+    if not kwargs and all(type(a) is np.ndarray for a in args):
+        return list(args), tuple((a.shape, a.dtype.str) for a in args), False
+    arrays, key, traced = [], [], False
+    for path, leaf in tree.leaves_with_path((args, kwargs)):
+        if isinstance(leaf, Symbol):
+            traced = True
+        elif _is_array(leaf):
+            arrays.append(leaf)
+            key.append((str(path), type(leaf), leaf.shape, leaf.dtype.str))
+        else:
+            key.append((str(path), type(leaf), _static_value(leaf)))
+    return arrays, tuple(key), traced
+
+
+def _static_value(leaf):
+    try:
+        hash(leaf)
+    except TypeError:
+        return ("id", id(leaf))
+    return leaf

@@ -1,0 +1,239 @@
+"""Replay for `pb.jit`: a recorded trace compiled once into a straight-line Python function.
+
+The generated function calls the recorded NumPy functions directly on plain arrays: no
+Symbols, no dispatch, no closures. Memory is planned once per trace: an elementwise ufunc
+whose input is a buffer the program owns (made by an earlier elementwise ufunc), used for
+the last time, not shared with any live view, and of the result's shape and dtype, writes
+its result into that buffer (`out=`) instead of allocating. Guards follow the node they
+depend on and raise `Retrace` when the replay's value differs from the trace's.
+
+>>> import numpy as np
+>>> from pullback._jit_trace import Trace
+>>> trace = Trace()
+>>> x = trace.input(np.array([0.0, 1.0]))
+>>> y = np.cos(np.sin(x)) * 2.0
+>>> program = compile_trace(trace, [y.slot])
+>>> program(np.array([0.5, 0.25]))[0]
+array([1.7745201 , 1.93910285])
+"""
+
+import heapq
+import threading
+
+import numpy as np
+
+from ._jit_trace import Ref
+
+
+class Retrace(Exception):
+    """A guard of the replayed trace failed: the function must be traced again."""
+
+
+class Program:
+    """A compiled trace: `program(*input_arrays) -> list of output arrays` (raises `Retrace`).
+
+    `arena` holds the buffers the plan reuses from call to call; a call that finds them in
+    use by another thread gets buffers of its own."""
+
+    def __init__(self, run, source, n_nodes, n_in_place, arena_specs):
+        self.run, self.source = run, source
+        self.n_nodes, self.n_in_place = n_nodes, n_in_place
+        self._specs = arena_specs
+        self._arena = None
+        self._lock = threading.Lock()
+
+    def __call__(self, *inputs):
+        if not self._lock.acquire(blocking=False):
+            return self.run(self._new_arena(), *inputs)
+        try:
+            if self._arena is None:
+                self._arena = self._new_arena()
+            return self.run(self._arena, *inputs)
+        finally:
+            self._lock.release()
+
+    def _new_arena(self):
+        return [np.empty(shape, dtype) for shape, dtype in self._specs]
+
+
+class _Planner:
+    """Which buffer each elementwise result is written into (see the module docstring)."""
+
+    def __init__(self, trace, last_use):
+        self.trace = trace
+        self.death, self.roots = _memory(trace, last_use)
+        self.buffers = []  # k -> (shape, dtype)
+        self.buffer_of = {}  # slot -> buffer k
+        self.buffer_death = []  # k -> last node index at which any slot held in it is read
+        self.free = {}  # (shape, dtype) -> [k]
+        self.pending = []  # heap of (death, k): buffers to free once the walk passes their death
+        self.per_call = set()  # buffers that end up holding an output: allocated afresh each call
+
+    def place(self, node, index):
+        """The buffer for `node`'s result (reusing a dying input's, or a free one), or None."""
+        self._release(index)
+        result = self.trace.values[node.outputs]
+        if not (node.elementwise and isinstance(result, np.ndarray) and result.ndim
+                and "where" not in node.kwargs and "out" not in node.kwargs):
+            return None
+        key = (result.shape, result.dtype)
+        k = None
+        for slot in node.slots_read():
+            held = self.buffer_of.get(slot)
+            if held is not None and self.buffer_death[held] == index and key == self.buffers[held]:
+                k = held
+                break
+        if k is None:
+            pool = self.free.get(key)
+            if pool:
+                k = pool.pop()
+            else:
+                k = len(self.buffers)
+                self.buffers.append(key)
+                self.buffer_death.append(-1)
+        self.buffer_of[node.outputs] = k
+        self.buffer_death[k] = max(self.buffer_death[k], self.death.get(node.outputs, index))
+        heapq.heappush(self.pending, (self.buffer_death[k], k))
+        return k
+
+    def _release(self, index):
+        while self.pending and self.pending[0][0] < index:
+            death, k = heapq.heappop(self.pending)
+            if death == self.buffer_death[k] and death != float("inf"):
+                self.free.setdefault(self.buffers[k], []).append(k)
+                self.buffer_death[k] = float("-inf")  # free: no holder is alive
+
+    def mark_outputs(self, output_slots):
+        """Buffers an output lives in (itself, or as a view of it) are allocated afresh each call."""
+        for out in output_slots:
+            for slot in self.roots.get(out, {out}):
+                if slot in self.buffer_of:
+                    self.per_call.add(self.buffer_of[slot])
+
+
+def compile_trace(trace, output_slots):
+    """The `Program` replaying `trace` from its input slots to `output_slots`."""
+    live = _needed_nodes(trace, output_slots)
+    last_use = _last_uses(trace, output_slots, live)
+    planner = _Planner(trace, last_use)
+    namespace = {"Retrace": Retrace}
+    body = []
+    guards_after = {}
+    for g_index, guard in enumerate(trace.guards):
+        guards_after.setdefault(guard.after, []).append(g_index)
+        namespace[f"convert{g_index}"] = guard.convert
+        namespace[f"expected{g_index}"] = guard.expected
+    n_in_place = 0
+    for index, node in enumerate(trace.nodes):
+        for g_index in guards_after.get(index, ()):
+            body.append(_guard_line(trace.guards[g_index], g_index))
+        if index not in live:
+            continue
+        namespace[f"f{index}"] = node.fn
+        arguments = _call_arguments(node, namespace, f"c{index}")
+        if isinstance(node.outputs, tuple):
+            names = ", ".join(f"s{s}" for s in node.outputs) + ("," if len(node.outputs) == 1 else "")
+            body.append(f"    {names} = f{index}({arguments})")
+            continue
+        k = planner.place(node, index)
+        if k is None:
+            body.append(f"    s{node.outputs} = f{index}({arguments})  # {node.name}")
+        else:
+            if any(planner.buffer_of.get(slot) == k for slot in node.slots_read()):
+                n_in_place += 1
+            body.append(f"    s{node.outputs} = f{index}({arguments}{', ' if arguments else ''}out=b{k})  # {node.name}")
+    for g_index in guards_after.get(len(trace.nodes), ()):
+        body.append(_guard_line(trace.guards[g_index], g_index))
+    planner.mark_outputs(output_slots)
+    arena = [k for k in range(len(planner.buffers)) if k not in planner.per_call]
+    head = [f"def program(arena, {', '.join(f's{s}' for s in trace.inputs)}):"]
+    if arena:
+        head.append(f"    {', '.join(f'b{k}' for k in arena)}, = arena")
+    for k in sorted(planner.per_call):
+        shape, dtype = planner.buffers[k]
+        namespace[f"dtype{k}"] = dtype
+        head.append(f"    b{k} = empty({shape!r}, dtype{k})")
+    namespace["empty"] = np.empty
+    outs = ", ".join(f"s{s}" for s in output_slots)
+    source = "\n".join(head + body + [f"    return [{outs}]"])
+    exec(compile(source, "<pb.jit program>", "exec"), namespace)
+    return Program(namespace["program"], source, len(live), n_in_place,
+                   [planner.buffers[k] for k in arena])
+
+
+def _guard_line(guard, g_index):
+    return f"    if convert{g_index}(s{guard.slot}) != expected{g_index}: raise Retrace"
+
+
+def _call_arguments(node, namespace, name):
+    """The source of a call's arguments: `s1, 0.9, axis=None`."""
+    parts = [_render(v, namespace, f"{name}_{i}") for i, v in enumerate(node.args)]
+    parts += [f"{k}={_render(v, namespace, f'{name}_{k}')}" if k.isidentifier() else f"**{{{k!r}: "
+              f"{_render(v, namespace, f'{name}_{k}')}}}" for k, v in node.kwargs.items()]
+    return ", ".join(parts)
+
+
+def _render(x, namespace, name):
+    """Python source for an argument structure; constants go into `namespace` under `name`."""
+    if isinstance(x, Ref):
+        return f"s{x.slot}"
+    if isinstance(x, (tuple, list)) and type(x) in (tuple, list):
+        parts = [_render(v, namespace, f"{name}_{i}") for i, v in enumerate(x)]
+        if type(x) is list:
+            return "[" + ", ".join(parts) + "]"
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    if isinstance(x, dict) and type(x) is dict and all(isinstance(k, str) for k in x):
+        return "{" + ", ".join(f"{k!r}: {_render(v, namespace, f'{name}_{k}')}" for k, v in x.items()) + "}"
+    if isinstance(x, slice):
+        return f"slice({_render(x.start, namespace, name + 's')}, " \
+               f"{_render(x.stop, namespace, name + 'e')}, {_render(x.step, namespace, name + 'p')})"
+    if x is None or type(x) in (bool, int, float, str):
+        return repr(x) if not (type(x) is float and not np.isfinite(x)) else _constant(x, namespace, name)
+    return _constant(x, namespace, name)
+
+
+def _constant(x, namespace, name):
+    namespace[name] = x
+    return name
+
+
+def _last_uses(trace, output_slots, live):
+    """slot -> index of the last live node (or guard position) that reads it; outputs live forever."""
+    last = {}
+    for index in sorted(live):
+        for slot in trace.nodes[index].slots_read():
+            last[slot] = index
+    for guard in trace.guards:
+        last[guard.slot] = max(last.get(guard.slot, -1), guard.after)
+    for slot in output_slots:
+        last[slot] = float("inf")
+    return last
+
+
+def _needed_nodes(trace, output_slots):
+    """Indices of the nodes the outputs and the guards depend on (the rest is dead code)."""
+    needed = set(output_slots) | {guard.slot for guard in trace.guards}
+    live = set()
+    for index in range(len(trace.nodes) - 1, -1, -1):
+        node = trace.nodes[index]
+        outs = node.outputs if isinstance(node.outputs, tuple) else (node.outputs,)
+        if any(out in needed for out in outs):
+            live.add(index)
+            needed.update(node.slots_read())
+    return live
+
+
+def _memory(trace, last_use):
+    """(slot -> the last node index at which its memory is read, through itself or any view of
+    it; slot -> the slots whose memory it may share, itself included)."""
+    roots = {slot: {slot} for slot in trace.inputs}
+    death = dict(last_use)
+    for node in trace.nodes:
+        shared = set()
+        for slot in getattr(node, "aliases", ()):
+            shared |= roots.get(slot, {slot})
+        for out in node.outputs if isinstance(node.outputs, tuple) else (node.outputs,):
+            roots[out] = {out} | shared
+            for root in shared:
+                death[root] = max(death.get(root, -1), last_use.get(out, -1))
+    return death, roots

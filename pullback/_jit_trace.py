@@ -1,0 +1,403 @@
+"""Tracing for `pb.jit`: a stand-in array that records every NumPy call made on it.
+
+A `Symbol` carries the concrete value it stands for (so shapes, dtypes and Python branches
+resolve during the trace exactly as they would eagerly) and a slot number in its `Trace`.
+Every NumPy function, ufunc, operator and method applied to it runs on the concrete values
+and appends one `Node` to the trace, whose inputs name slots. Branches and conversions to
+Python numbers (`bool(s)`, `float(s)`, `s.item()`) record a `Guard`: the replay recomputes
+the value and retraces when it differs. Implicit conversion to a NumPy array (`np.asarray`)
+is refused, because the replay could not follow it.
+
+>>> import numpy as np
+>>> trace = Trace()
+>>> x = trace.input(np.array([1.0, 2.0]))
+>>> y = np.sin(x) * 2.0
+>>> [node.name for node in trace.nodes]
+['sin', 'multiply']
+"""
+
+import weakref
+
+import numpy as np
+
+# ndarray methods that are NumPy functions with the array first
+_METHODS = (
+    "all", "any", "argmax", "argmin", "argsort", "clip", "conj", "conjugate", "cumprod", "cumsum", "diagonal",
+    "dot", "max", "mean", "min", "nonzero", "prod", "ravel", "repeat", "round", "sort", "squeeze", "std", "sum",
+    "swapaxes", "take", "trace", "var", "partition", "argpartition", "compress", "searchsorted", "ptp",
+)
+_OPERATORS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide, "floordiv": np.floor_divide,
+    "mod": np.remainder, "pow": np.power, "matmul": np.matmul, "and": np.bitwise_and, "or": np.bitwise_or,
+    "xor": np.bitwise_xor, "lshift": np.left_shift, "rshift": np.right_shift,
+}
+_COMPARISONS = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
+                "ne": np.not_equal}
+_UNARY = {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}
+
+
+# functions whose result depends only on shapes, dtypes and types (fixed by the signature)
+_STATIC = frozenset((np.ndim, np.shape, np.size, np.iscomplexobj, np.isrealobj, np.result_type))
+
+
+class JitError(TypeError):
+    """Code that `pb.jit` cannot trace faithfully (the message names the construct and the fix)."""
+
+
+class Node:
+    """One recorded call: `fn(*args, **kwargs)` whose Symbol inputs are slot numbers.
+
+    `args`/`kwargs` hold `Ref(slot)` where a Symbol was; `outputs` are the slots of the
+    results (one per output of a multi-output function, in its order, or a single slot)."""
+
+    __slots__ = ("fn", "name", "args", "kwargs", "outputs", "structure", "elementwise", "aliases")
+
+    def __init__(self, fn, name, args, kwargs, outputs, structure, elementwise):
+        self.fn, self.name, self.args, self.kwargs = fn, name, args, kwargs
+        self.outputs, self.structure, self.elementwise = outputs, structure, elementwise
+
+    def slots_read(self):
+        found = []
+        _collect_refs(self.args, found)
+        _collect_refs(self.kwargs, found)
+        return found
+
+
+class Ref:
+    """A slot named inside a node's arguments."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot):
+        self.slot = slot
+
+    def __repr__(self):
+        return f"s{self.slot}"
+
+
+class Guard:
+    """A Python value the trace depended on: `convert(value of slot)` must equal `expected`."""
+
+    __slots__ = ("slot", "convert", "expected", "after")
+
+    def __init__(self, slot, convert, expected, after):
+        self.slot, self.convert, self.expected, self.after = slot, convert, expected, after
+
+
+def _collect_refs(x, found):
+    if isinstance(x, Ref):
+        found.append(x.slot)
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            _collect_refs(v, found)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _collect_refs(v, found)
+    elif isinstance(x, slice):
+        _collect_refs((x.start, x.stop, x.step), found)
+
+
+class Trace:
+    """The recording of one call: input slots, nodes, guards, and each slot's concrete value."""
+
+    def __init__(self):
+        self.values = []  # slot -> concrete value during the trace
+        self.nodes = []
+        self.guards = []
+        self.inputs = []
+        self.symbols = []  # weak references to the Symbols user code may still hold
+
+    def new_slot(self, value):
+        self.values.append(value)
+        return len(self.values) - 1
+
+    def input(self, value):
+        """A Symbol for one input array of the traced function."""
+        slot = self.new_slot(value)
+        self.inputs.append(slot)
+        return self.symbol(slot)
+
+    def symbol(self, slot):
+        symbol = Symbol(self, slot)
+        self.symbols.append(weakref.ref(symbol))
+        return symbol
+
+    def shares_memory_with_live(self, target, besides=None):
+        """Whether another Symbol still held shares memory with `target` (a view, or its base)."""
+        mine = self.values[target.slot]
+        self.symbols = [ref for ref in self.symbols if ref() is not None]
+        return any(other is not target and other is not besides and other.slot != target.slot
+                   and np.may_share_memory(self.values[other.slot], mine)
+                   for other in (ref() for ref in self.symbols) if other is not None)
+
+    def call(self, fn, name, args, kwargs, elementwise=False):
+        """Run `fn` on concrete values, record it, and return Symbols for its array results."""
+        concrete_args, ref_args = self._split(args)
+        concrete_kwargs, ref_kwargs = self._split(kwargs)
+        result = fn(*concrete_args, **concrete_kwargs)
+        if isinstance(result, (bool, int, float, complex)) and not isinstance(result, np.generic):
+            # A Python number computed from arrays (np.allclose, ...): replayed and guarded.
+            value = self.call(_as_array(fn), name, args, kwargs)
+            return self.guard(value, type(result))
+        if result is None:
+            raise JitError(f"pb.jit: np.{name} returned nothing, so it wrote into one of its arguments, which the "
+                           "replay could not follow. Use a function that returns a new array instead.")
+        outputs, structure, wrapped = self._wrap(result)
+        if outputs is None:  # no array in the result (a shape, a dtype): nothing to replay
+            return result
+        node = Node(fn, name, ref_args, ref_kwargs, outputs, structure, elementwise)
+        node.aliases = self._aliases(result, concrete_args, ref_args)
+        self.nodes.append(node)
+        return wrapped
+
+    def _aliases(self, result, concrete_args, ref_args):
+        """Input slots whose memory the result may share (views: x.T, x[1:], np.reshape, ...)."""
+        refs = []
+        _collect_refs(ref_args, refs)
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        return [slot for slot in refs
+                if any(isinstance(r, np.ndarray) and np.may_share_memory(r, self.values[slot]) for r in results)]
+
+    def guard(self, symbol, convert):
+        """The Python value `convert(concrete value)`, recorded so the replay can check it."""
+        expected = convert(self.values[symbol.slot])
+        self.guards.append(Guard(symbol.slot, convert, expected, len(self.nodes)))
+        return expected
+
+    def _split(self, x):
+        """(concrete, with Refs) copies of an argument structure."""
+        if isinstance(x, Symbol):
+            if x.owner is not self:
+                raise JitError("A value traced by another pb.jit call reached this one; "
+                               "return it from the inner function instead of capturing it.")
+            return self.values[x.slot], Ref(x.slot)
+        if isinstance(x, (tuple, list)):
+            pairs = [self._split(v) for v in x]
+            kind = type(x) if type(x) in (tuple, list) else (list if isinstance(x, list) else tuple)
+            return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
+        if isinstance(x, dict):
+            pairs = {k: self._split(v) for k, v in x.items()}
+            return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+        if isinstance(x, slice) and any(isinstance(v, Symbol) for v in (x.start, x.stop, x.step)):
+            raise JitError("A slice bound computed from a traced array; pb.jit needs slice bounds known "
+                           "from shapes. Use int(...) on it outside the jitted function, or index with an array.")
+        return x, x
+
+    def _wrap(self, result):
+        if isinstance(result, (np.ndarray, np.generic)):
+            slot = self.new_slot(result)
+            return slot, None, self.symbol(slot)
+        if isinstance(result, (tuple, list)) and any(isinstance(r, (np.ndarray, np.generic)) for r in result):
+            if not all(isinstance(r, (np.ndarray, np.generic)) for r in result):
+                raise JitError(f"pb.jit: a NumPy function returned a mix of arrays and other values "
+                               f"({type(result).__name__}), which the replay cannot rebuild.")
+            slots = [self.new_slot(r) for r in result]
+            symbols = [self.symbol(s) for s in slots]
+            kind = type(result)
+            rebuilt = kind(symbols) if kind in (tuple, list) else kind(*symbols)
+            return tuple(slots), kind, rebuilt
+        return None, None, result
+
+
+def _forward(fn, name):
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+class Symbol:
+    """An array during a `pb.jit` trace (see the module docstring)."""
+
+    __slots__ = ("owner", "slot", "view", "__weakref__")
+    __array_priority__ = 1000.0
+
+    def __init__(self, trace, slot):
+        self.owner, self.slot = trace, slot
+        self.view = None  # (weak reference to the base Symbol, index, the base's slot then) for x[index] views
+
+    def _concrete(self):
+        return self.owner.values[self.slot]
+
+    # --- NumPy's protocols -------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if any(_defers(x) for x in inputs + tuple(kwargs.get("out", None) or ())):
+            return NotImplemented  # a differentiated value among the inputs: its type handles the call
+        out = kwargs.pop("out", None)
+        if method == "at":  # np.add.at(x, index, v) writes into x: record it as a new array
+            result = self.owner.call(_ufunc_at, f"{ufunc.__name__}.at", (ufunc, *inputs), kwargs)
+            _rebind(inputs[0], result, f"np.{ufunc.__name__}.at")
+            return None
+        fn = ufunc if method == "__call__" else getattr(ufunc, method)
+        result = self.owner.call(fn, f"{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"),
+                                 inputs, kwargs, elementwise=method == "__call__")
+        if out is None:
+            return result
+        return _rebind(out, result, f"np.{ufunc.__name__}(..., out=...)")
+
+    def __array_function__(self, func, types, args, kwargs):
+        if any(t is not Symbol and not issubclass(t, np.ndarray) for t in types):
+            return NotImplemented
+        if func in _STATIC:  # known from shapes and dtypes, which the signature fixes
+            return func(*self.owner._split(args)[0], **self.owner._split(kwargs)[0])
+        return self.owner.call(func, getattr(func, "__name__", repr(func)), args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise JitError("pb.jit: a traced array was converted to a NumPy array (np.asarray, np.array, or a "
+                       "library that calls them), which the replay could not follow. Keep the computation "
+                       "in NumPy calls on the array, or move the conversion outside the jitted function.")
+
+    # --- metadata, known from the concrete value ----------------------------------------------
+    shape = property(lambda self: self._concrete().shape)
+    dtype = property(lambda self: self._concrete().dtype)
+    ndim = property(lambda self: self._concrete().ndim)
+    size = property(lambda self: self._concrete().size)
+    itemsize = property(lambda self: self._concrete().itemsize)
+    nbytes = property(lambda self: self._concrete().nbytes)
+
+    def __len__(self):
+        return len(self._concrete())
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self):
+        return f"Symbol(slot {self.slot}, shape={self.shape}, dtype={self.dtype})"
+
+    # --- Python values: guards ----------------------------------------------------------------
+    def __bool__(self):
+        return self.owner.guard(self, bool)
+
+    def __float__(self):
+        return self.owner.guard(self, float)
+
+    def __int__(self):
+        return self.owner.guard(self, int)
+
+    def __index__(self):
+        return self.owner.guard(self, _as_index)
+
+    def __complex__(self):
+        return self.owner.guard(self, complex)
+
+    def item(self, *args):
+        return self.owner.guard(self, lambda v: v.item(*args))
+
+    def tolist(self):
+        return self.owner.guard(self, lambda v: v.tolist())
+
+    # --- indexing, shape methods ----------------------------------------------------------------
+    def __getitem__(self, index):
+        result = self.owner.call(_getitem, "getitem", (self, index), {})
+        if isinstance(result, Symbol) and np.may_share_memory(result._concrete(), self._concrete()):
+            result.view = (weakref.ref(self), index, self.slot)
+        return result
+
+    def __setitem__(self, index, value):
+        result = self.owner.call(_setitem, "setitem", (self, index, value), {})
+        _rebind((self,), result, "x[index] = value")
+
+    def reshape(self, *shape, **kwargs):
+        shape = shape[0] if len(shape) == 1 else shape
+        return np.reshape(self, shape, **kwargs)
+
+    def transpose(self, *axes):
+        return np.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+
+    T = property(lambda self: np.transpose(self))
+    mT = property(lambda self: np.matrix_transpose(self))
+    real = property(lambda self: np.real(self))
+    imag = property(lambda self: np.imag(self))
+
+    def astype(self, dtype, *args, **kwargs):
+        return self.owner.call(_astype, "astype", (self, dtype, *args), kwargs)
+
+    def copy(self, order="C"):
+        return np.copy(self, order=order)
+
+    def flatten(self, order="C"):
+        return np.copy(np.ravel(self, order=order))
+
+    def fill(self, value):
+        self[...] = value
+
+    for _name in _METHODS:
+        locals()[_name] = _forward(getattr(np, _name), _name)
+    for _name, _fn in _OPERATORS.items():
+        locals()[f"__{_name}__"] = _forward(_fn, _name)
+        locals()[f"__r{_name}__"] = (lambda f: lambda self, other: f(other, self))(_fn)
+        locals()[f"__i{_name}__"] = (lambda f: lambda self, other: f(self, other, out=(self,)))(_fn)
+    for _name, _fn in {**_COMPARISONS, **_UNARY}.items():
+        locals()[f"__{_name}__"] = _forward(_fn, _name)
+    del _name, _fn
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _defers(x):
+    """Whether `x` is another array type that handles NumPy's protocols itself (pullback's traced values)."""
+    kind = type(x)
+    return kind is not Symbol and not issubclass(kind, np.ndarray) and hasattr(kind, "__array_ufunc__")
+
+
+def _rebind(out, result, construct):
+    """An in-place write, made functional: each `out` Symbol now names the new result."""
+    outs = out if isinstance(out, tuple) else (out,)
+    results = result if isinstance(result, tuple) else (result,)
+    for target, new in zip(outs, results):
+        if not isinstance(target, Symbol):
+            raise JitError(f"pb.jit: {construct} writes a traced value into a NumPy array, which the replay "
+                           "could not follow. Build the result with NumPy calls instead (np.where, np.concatenate).")
+        base = _write_through(target, new)
+        if target.owner.shares_memory_with_live(target, besides=base):
+            raise JitError(f"pb.jit: {construct} writes into an array that shares memory with another (a view); "
+                           "the replay could not keep them in step. Write y = x + v (a new array) instead.")
+        target.slot = new.slot
+    return outs[0] if len(outs) == 1 else outs
+
+
+def _write_through(view, new):
+    """For `x[index] += v` and friends: a write into a live `x[index]` view also writes `x`
+    (recorded as `x = x with x[index] = new`). Returns the base Symbol written, or None."""
+    if view.view is None:
+        return None
+    base_ref, index, base_slot = view.view
+    base = base_ref()
+    if base is None or base.slot != base_slot:  # the base is gone, or was rebound since
+        return None
+    written = base.owner.call(_setitem, "setitem", (base, index, new), {})
+    base.slot = written.slot
+    view.view = (base_ref, index, base.slot)
+    return base
+
+
+def _as_array(fn):
+    def as_array(*args, **kwargs):
+        return np.asarray(fn(*args, **kwargs))
+
+    return as_array
+
+
+def _ufunc_at(ufunc, x, *args):
+    y = x.copy()
+    ufunc.at(y, *args)
+    return y
+
+
+def _as_index(v):
+    return v.__index__()
+
+
+def _getitem(x, index):
+    return x[index]
+
+
+def _setitem(x, index, value):
+    y = x.copy()
+    y[index] = value
+    return y
+
+
+def _astype(x, dtype, *args, **kwargs):
+    return x.astype(dtype, *args, **kwargs)

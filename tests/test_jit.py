@@ -1,0 +1,328 @@
+"""pb.jit: traced once per signature, replayed as straight-line NumPy, equal to eager pullback."""
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pullback as pb
+
+RNG = np.random.default_rng(0)
+
+
+def loss(w, x):
+    return np.sum(np.tanh(x @ w) ** 2)
+
+
+def test_replay_equals_eager_on_new_values_and_counts_traces():
+    f = pb.jit(lambda w, x: pb.withgradient(loss, w, x))
+    for _ in range(4):
+        w, x = RNG.standard_normal(3), RNG.standard_normal((5, 3))
+        val, (gw, gx) = f(w, x)
+        ref_val, (ref_gw, ref_gx) = pb.withgradient(loss, w, x)
+        assert val == pytest.approx(ref_val, rel=1e-14)
+        np.testing.assert_allclose(gw, ref_gw, rtol=1e-13)
+        np.testing.assert_allclose(gx, ref_gx, rtol=1e-13)
+    info = f.cache_info()
+    assert (info.traces, info.replays, info.signatures) == (1, 3, 1)
+
+
+def test_replayed_program_has_no_tracing_machinery():
+    f = pb.jit(lambda x: pb.gradient(lambda x: np.sum(np.sin(x) * x), x)[0])
+    f(np.ones(3))
+    ((program, _),) = list(f._cache.values())[0]
+    assert "Tracked" not in program.source and "Symbol" not in program.source
+    namespace_values = program.run.__globals__.values()
+    assert not any(type(v).__name__ in ("Tracked", "Symbol", "Tape") for v in namespace_values)
+
+
+def test_gradient_of_the_chain_matches_central_differences_after_replay():
+    def chain(x):
+        for _ in range(4):
+            x = np.cos(np.tanh(np.sin(x) * 0.9) + 0.1)
+        return np.sum(x)
+
+    f = pb.jit(lambda x: pb.gradient(chain, x)[0])
+    f(np.zeros(4))
+    x = RNG.uniform(-1, 1, 4)
+    h = 1e-6
+    fd = np.array([(chain(x + h * e) - chain(x - h * e)) / (2 * h) for e in np.eye(4)])
+    np.testing.assert_allclose(f(x), fd, rtol=1e-7, atol=1e-10)
+    assert f.cache_info().replays == 1
+
+
+def test_float32_stays_float32():
+    f = pb.jit(lambda w, x: pb.gradient(loss, w, x))
+    w, x = np.ones(3, np.float32), np.ones((2, 3), np.float32)
+    f(w, x)
+    gw, gx = f(w, x)
+    assert gw.dtype == np.float32 and gx.dtype == np.float32
+
+
+def test_a_branch_on_a_traced_value_is_a_guard_that_retraces():
+    def f(x):
+        if np.sum(x) > 0:
+            return np.sin(x)
+        return np.cos(x)
+
+    jf = pb.jit(f)
+    pos, neg = np.array([1.0, 2.0]), np.array([-1.0, -2.0])
+    np.testing.assert_array_equal(jf(pos), np.sin(pos))
+    np.testing.assert_array_equal(jf(neg), np.cos(neg))  # the guard fails: traced again
+    np.testing.assert_array_equal(jf(pos + 1), np.sin(pos + 1))  # replay of the first trace
+    np.testing.assert_array_equal(jf(neg - 1), np.cos(neg - 1))  # replay of the second
+    info = jf.cache_info()
+    assert (info.traces, info.replays, info.signatures) == (2, 2, 1)
+
+
+def test_a_python_number_from_a_numpy_function_is_guarded():
+    def f(x):
+        return x * 2.0 if np.allclose(x, 0.0) else x * 3.0
+
+    jf = pb.jit(f)
+    np.testing.assert_array_equal(jf(np.zeros(2)), np.zeros(2))
+    np.testing.assert_array_equal(jf(np.ones(2)), 3.0 * np.ones(2))
+
+
+def test_shape_dtype_and_static_arguments_are_part_of_the_signature():
+    jf = pb.jit(lambda x, p: x ** p)
+    np.testing.assert_array_equal(jf(np.arange(3.0), 2), np.arange(3.0) ** 2)
+    np.testing.assert_array_equal(jf(np.arange(3.0), 3), np.arange(3.0) ** 3)
+    np.testing.assert_array_equal(jf(np.arange(4.0), 2), np.arange(4.0) ** 2)
+    assert jf(np.arange(3, dtype=np.float32), 2).dtype == np.float32
+    assert jf.cache_info().signatures == 4
+
+
+def test_the_cache_keeps_at_most_cache_size_signatures():
+    jf = pb.jit(np.sin, cache_size=2)
+    for n in (1, 2, 3):
+        jf(np.ones(n))
+    assert jf.cache_info().signatures == 2
+    with pytest.raises(ValueError, match="cache_size"):
+        pb.jit(np.sin, cache_size=0)
+
+
+def test_structured_arguments_and_results():
+    class Model:
+        def __init__(self, w, b, name):
+            self.w, self.b, self.name = w, b, name
+
+    def f(m, batch):
+        return {"y": np.tanh(batch["x"] @ m.w + m.b), "name": m.name}
+
+    jf = pb.jit(f)
+    m = Model(np.ones((3, 2)), np.zeros(2), "dense")
+    for _ in range(2):
+        batch = {"x": RNG.standard_normal((4, 3))}
+        out = jf(m, batch)
+        np.testing.assert_allclose(out["y"], f(m, batch)["y"], rtol=1e-15)
+        assert out["name"] == "dense"
+
+
+def test_results_of_one_call_are_not_overwritten_by_the_next():
+    jf = pb.jit(lambda x: np.sin(x) * 2.0 + 1.0)
+    first = jf(np.ones(3))
+    kept = first.copy()
+    jf(np.zeros(3))
+    jf(np.full(3, 5.0))
+    np.testing.assert_array_equal(first, kept)
+
+
+def test_inputs_are_never_written():
+    jf = pb.jit(lambda x: np.exp(np.sin(x) + 1.0) * 2.0)
+    x = np.linspace(0, 1, 5)
+    before = x.copy()
+    jf(x)
+    jf(x)
+    np.testing.assert_array_equal(x, before)
+
+
+def test_concurrent_calls_from_eight_threads_each_get_their_own_result():
+    jf = pb.jit(lambda w, x: pb.gradient(loss, w, x)[0])
+    x = RNG.standard_normal((6, 3))
+    jf(np.ones(3), x)
+    ws = [RNG.standard_normal(3) for _ in range(8)]
+    expected = [pb.gradient(loss, w, x)[0] for w in ws]
+    results = [None] * 8
+
+    def work(i):
+        for _ in range(20):
+            results[i] = jf(ws[i], x)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_converting_a_traced_array_to_numpy_is_refused_naming_the_fix():
+    jf = pb.jit(lambda x: np.asarray(x) * 2)
+    with pytest.raises(pb.JitError, match="np.asarray"):
+        jf(np.ones(2))
+
+
+def test_in_place_writes_are_replayed_and_writes_through_views_refused():
+    def writes(x):
+        y = x * 1.0
+        y[0] = 5.0
+        y += 1.0
+        y[[1, 2]] *= 2.0
+        return y
+
+    jf = pb.jit(writes)
+    for x in (np.zeros(3), np.arange(3.0)):
+        np.testing.assert_array_equal(jf(x), writes(x))
+
+    def view_then_write_base(x):
+        y = x * 1.0
+        v = y[:2]
+        y += 1.0
+        return v
+
+    with pytest.raises(pb.JitError, match="view"):
+        pb.jit(view_then_write_base)(np.zeros(3))
+
+    def two_views(x):
+        y = x * 1.0
+        v, w = y[:2], y[1:]
+        v += 1.0
+        return w
+
+    with pytest.raises(pb.JitError, match="view"):
+        pb.jit(two_views)(np.zeros(3))
+
+
+def test_writes_into_an_index_view_reach_its_base():
+    def f(x):
+        y = x * 2.0
+        v = y[1:]
+        v *= 3.0
+        v[0] += 1.0
+        y[0] += y[2]
+        return y, v
+
+    jf = pb.jit(f)
+    for x in (np.arange(4.0), np.ones(4)):
+        for got, want in zip(jf(x), f(x)):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_multiple_outputs_and_lists():
+    def f(x):
+        a, b = np.split(x, 2)
+        q, r = np.linalg.qr(np.outer(a, b) + np.eye(2))
+        return [a * b, q @ r]
+
+    jf = pb.jit(f)
+    for x in (np.arange(4.0), RNG.standard_normal(4)):
+        got, want = jf(x), f(x)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-14)
+
+
+def test_a_training_step_with_the_optimiser_equals_eager_steps():
+    nn, optim = pb.nn, pb.optim
+    model = nn.Chain(nn.Dense(3, 4, np.tanh, rng=np.random.default_rng(1)), nn.Dense(4, 1, rng=np.random.default_rng(2)))
+    x, y = RNG.standard_normal((8, 3)), RNG.standard_normal((8, 1))
+
+    def step(model, state, x, y):
+        val, (g,) = pb.withgradient(lambda m: np.mean((m(x) - y) ** 2), model)
+        state, model = optim.update(state, model, g)
+        return model, state, val
+
+    jitted = pb.jit(step)
+    m_e, s_e = model, optim.setup(optim.Adam(1e-2), model)
+    m_j, s_j = model, optim.setup(optim.Adam(1e-2), model)
+    for _ in range(3):
+        m_e, s_e, v_e = step(m_e, s_e, x, y)
+        m_j, s_j, v_j = jitted(m_j, s_j, x, y)
+        assert v_j == pytest.approx(v_e, rel=1e-13)
+    for a, b in zip(pb.tree.leaves(m_j), pb.tree.leaves(m_e)):
+        if isinstance(a, np.ndarray):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert jitted.cache_info().replays >= 1
+
+
+def test_jvp_and_hessian_inside_jit():
+    f = lambda x: np.sum(np.sin(x) * x ** 2)  # noqa: E731
+    jj = pb.jit(lambda x, v: pb.jvp(f, (x,), (v,)))
+    jh = pb.jit(lambda x: pb.hessian(f, x))
+    for _ in range(2):
+        x, v = RNG.standard_normal(3), RNG.standard_normal(3)
+        y, t = jj(x, v)
+        y_ref, t_ref = pb.jvp(f, (x,), (v,))
+        assert y == pytest.approx(y_ref) and t == pytest.approx(t_ref, rel=1e-13)
+        np.testing.assert_allclose(jh(x), pb.hessian(f, x), rtol=1e-12)
+
+
+def test_a_jitted_function_called_inside_another_is_inlined():
+    inner = pb.jit(lambda x: np.sin(x) * 2.0)
+    outer = pb.jit(lambda x: inner(x) + 1.0)
+    outer(np.ones(2))
+    np.testing.assert_allclose(outer(np.zeros(2)), np.ones(2))
+    assert inner.cache_info().traces == 0
+
+
+def test_usable_as_a_decorator_with_options():
+    @pb.jit(cache_size=4)
+    def f(x):
+        return x + 1.0
+
+    np.testing.assert_array_equal(f(np.zeros(2)), np.ones(2))
+    assert f.__name__ == "f"
+
+
+# --- property: random programs with branches and loops -------------------------------------------
+OPS = ["sin", "tanh", "scale", "shift", "square", "exp_small", "mul_x", "branch", "loop", "sum_bcast", "where", "index"]
+
+
+def run_program(program, x):
+    """Interpret `program` (a list of op names) on x; the same code eagerly, traced and replayed."""
+    y = x
+    for op in program:
+        if op == "sin":
+            y = np.sin(y)
+        elif op == "tanh":
+            y = np.tanh(y)
+        elif op == "scale":
+            y = y * 0.7
+        elif op == "shift":
+            y = y + 0.3
+        elif op == "square":
+            y = y * y
+        elif op == "exp_small":
+            y = np.exp(0.1 * y)
+        elif op == "mul_x":
+            y = y * x
+        elif op == "branch":
+            y = np.sin(y) if np.sum(y) > 0 else np.cos(y) * 2.0
+        elif op == "loop":
+            k = 0
+            while np.max(np.abs(y)) > 0.5 and k < 3:
+                y = y * 0.5
+                k += 1
+        elif op == "sum_bcast":
+            y = y - np.mean(y)
+        elif op == "where":
+            y = np.where(y > 0, y, 0.1 * y)
+        else:
+            y = y[::-1] + y[0]
+    return np.sum(y ** 2)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program=st.lists(st.sampled_from(OPS), min_size=1, max_size=8),
+       seeds=st.lists(st.integers(0, 10_000), min_size=2, max_size=4))
+def test_random_programs_give_eager_results_when_replayed(program, seeds):
+    jf = pb.jit(lambda x: pb.withgradient(lambda x: run_program(program, x), x))
+    for seed in seeds:
+        x = np.random.default_rng(seed).uniform(-1.5, 1.5, 5)
+        val, (g,) = jf(x)
+        ref_val, (ref_g,) = pb.withgradient(lambda x: run_program(program, x), x)
+        assert val == pytest.approx(ref_val, rel=1e-12, abs=1e-300)
+        np.testing.assert_allclose(g, ref_g, rtol=1e-11, atol=1e-300)
