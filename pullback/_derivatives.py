@@ -11,8 +11,8 @@ from ._api import gradient, trace_call
 from ._backward import backward, fit
 from ._forward import ForwardLevel, fit_tangent
 from ._leaves import Arguments
-from ._standins import dtype_of
-from ._values import Dual, Tracked
+from ._standins import dtype_of, is_traced
+from ._values import Dual, Tracked, stop_gradient
 
 __all__ = ["jvp", "jacobian", "withjacobian", "hessian", "hvp", "WithJacobian"]
 
@@ -110,7 +110,7 @@ def withjacobian(f: Callable[..., Any], *args: Any) -> WithJacobian:
             continue
         dtype = np.result_type(dtype_of(y), dtype_of(primal))
         blank = np.zeros(np.shape(y) if forward else np.shape(primal), dtype)
-        parts = [blank if p is None else np.asarray(p, dtype) for p in parts]
+        parts = [blank if p is None else _as_dtype(p, dtype) for p in parts]
         # forward: one column per input element; reverse: one row per output element
         matrix = np.stack(parts, axis=-1 if forward else 0)
         results[key] = matrix.reshape(np.shape(y) + np.shape(primal))
@@ -184,6 +184,13 @@ def _basis(primal, j):
     return e
 
 
+def _as_dtype(p, dtype):
+    """`p` (plain, or traced by an outer derivative) as an array of `dtype`."""
+    if is_traced(p):
+        return p.astype(dtype) if p.dtype != dtype else p
+    return np.asarray(p, dtype)
+
+
 def _is_float_output(y):
     return type(y) in (float, complex) or (isinstance(y, (np.ndarray, np.generic)) and y.dtype.kind in "fc") or (
         hasattr(type(y), "__array_function__") and getattr(getattr(y, "dtype", None), "kind", "?") in "fc")  # Dask, CuPy
@@ -217,9 +224,10 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
     if np.iscomplexobj(x):
         raise TypeError("hessian: x is complex, and a real function of a complex argument has no complex Hessian. "
                         "Pass the real and imaginary parts as separate float arrays and build z = x + 1j * y inside f.")
-    if type(x) is float:
-        return float(hvp(f, x, 1.0))
-    x = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    if type(stop_gradient(x)) is float:  # a Python float, or one an outer derivative is tracing
+        h = hvp(f, x, 1.0)
+        return h if is_traced(h) else float(h)
+    x = np.asarray(x) if not isinstance(x, np.ndarray) and not is_traced(x) else x
     columns = [hvp(f, x, _basis(x, j)) for j in range(x.size)]
     return np.stack([np.reshape(c, -1) for c in columns], axis=-1).reshape(x.shape + x.shape)
 
