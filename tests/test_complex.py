@@ -365,10 +365,30 @@ def test_eig_of_real_matrices_with_complex_eigenvalues(name):
     check_complex(LINALG[name], sym)
 
 
-def test_solve_and_lstsq():
+def test_solve_lstsq_and_pinv():
     check_complex(np.linalg.solve, A, B)
     check_complex(lambda a, b: np.linalg.lstsq(a, b)[0], A, B)
     check_complex(np.linalg.solve, A.real, B)
+    tall, b = crandn(R, 4, 2), crandn(R, 4)
+    check_complex(lambda a, b: np.linalg.lstsq(a, b)[1], tall, b)  # residuals: sum of |r|², real
+    check_complex(np.linalg.pinv, tall)
+    check_complex(np.linalg.pinv, tall.T)
+
+
+def test_correlate_conjugates_v_and_full_like_keeps_a_complex_fill():
+    a, v = crandn(R, 5), crandn(R, 3)
+    for mode in ("valid", "same", "full"):
+        check_complex(lambda a, v: np.correlate(a, v, mode), a, v)
+    check_complex(lambda z, c: np.full_like(z, c[0]) * z, P, crandn(R, 1))
+
+
+def test_cho_solve_refuses_complex_values():
+    from pullback.scipy.linalg import cho_solve
+
+    pytest.importorskip("scipy")
+    lower = np.tril(A)
+    with pytest.raises(TypeError, match="cho_solve of complex values"):
+        pb.gradient(lambda b: np.sum(np.abs(cho_solve((lower, True), b))), B)
 
 
 def test_eig_second_order():

@@ -65,7 +65,8 @@ def convolve(a, v, mode="full"):
     return _mode_window(convolve_full(a, v), np.shape(a)[0], np.shape(v)[0], mode, False)
 
 
-@composite(np.correlate, args="a, v", notes="1-D, all three modes; real arrays (no conjugation needed).")
+@composite(np.correlate, args="a, v", notes="1-D, all three modes; a complex `v` is conjugated, as in NumPy.")
 def correlate(a, v, mode="valid"):
     a, v = _check_1d(a, v)
+    v = np.conjugate(v) if np.iscomplexobj(v) else v
     return _mode_window(convolve_full(a, np.flip(v)), np.shape(a)[0], np.shape(v)[0], mode, True)

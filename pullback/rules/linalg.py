@@ -177,6 +177,10 @@ def _pinv_cotangent(a, p, g):
     m, n = np.shape(stop_gradient(a))[-2:]
     pt = _t(p)
     grad = -(pt @ g @ pt)
+    if np.iscomplexobj(a):  # the last two terms hold dAᴴ: their transposes are conjugated
+        ph = np.conjugate(pt)
+        grad = grad + np.conjugate((_eye_like(m, a) - a @ p) @ _t(g) @ p @ ph)
+        return grad + np.conjugate(ph @ p @ _t(g) @ (_eye_like(n, a) - p @ a))
     grad = grad + (_eye_like(m, a) - a @ p) @ _t(g) @ p @ pt
     grad = grad + pt @ p @ _t(g) @ (_eye_like(n, a) - p @ a)
     return grad
@@ -195,6 +199,8 @@ def _pinv_tangent(a, p, t):
     """dP for P = pinv(A) along dA = `t`, valid where the rank of A is locally constant."""
     m, n = np.shape(stop_gradient(a))[-2:]
     pt, tt = _t(p), _t(t)
+    if np.iscomplexobj(a):  # dP = -P dA P + P Pᴴ dAᴴ (I - A P) + (I - P A) dAᴴ Pᴴ P
+        pt, tt = np.conjugate(pt), np.conjugate(tt)
     dot = -(p @ t @ p)
     dot = dot + p @ pt @ tt @ (_eye_like(m, a) - a @ p)
     return dot + (_eye_like(n, a) - p @ a) @ tt @ pt @ p
@@ -247,7 +253,8 @@ def lstsq(a, b, rcond=None):
     x = least_squares(a, b, rcond, found)
     has_residuals, rank = found[0]
     if has_residuals:
-        residuals = np.sum((b - a @ x) ** 2, axis=0)
+        r = b - a @ x
+        residuals = np.sum(np.abs(r) ** 2 if np.iscomplexobj(r) else r ** 2, axis=0)
         if np.ndim(b) == 1:
             residuals = np.reshape(residuals, (1,))
     else:
@@ -354,6 +361,9 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     if not _any_tracked(c, b):
         return _linalg().cho_solve(c_and_lower, b, overwrite_b, check_finite)
     _square_2d("cho_solve", c)
+    if np.iscomplexobj(c) or np.iscomplexobj(b):
+        raise TypeError("pullback.scipy.linalg.cho_solve of complex values is not differentiable by pullback (its rule "
+                        "solves with A = L Lᵀ, not L Lᴴ); use np.linalg.solve on the complex matrix.")
     if lower:  # A = L Lᵀ
         return triangular_solve(c, triangular_solve(c, b, False, True, False), True, True, False)
     return triangular_solve(c, triangular_solve(c, b, True, False, False), False, False, False)

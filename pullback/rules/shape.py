@@ -586,7 +586,7 @@ for _make, _name in ((np.zeros_like, "a"), (np.ones_like, "a"), (np.empty_like, 
            hands the call over: pass a tracked prototype, or write `v * np.ones_like(a)`.""")
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kwargs):
     value = np.full_like(stop_gradient(a), stop_gradient(fill_value), dtype, order, subok, shape, **kwargs)
-    if not isinstance(fill_value, Traced) or value.dtype.kind != "f":
+    if not isinstance(fill_value, Traced) or value.dtype.kind not in "fc":
         return _constant_like(a, value)
     if fill_value.dtype != value.dtype:
         fill_value = FUNCTIONS[astype](fill_value, value.dtype)
