@@ -73,7 +73,7 @@ def rrule(fn, *, view=False):
     names (`np.sum(a=x, axis=0)`) reach the rule in their positions, as far as they
     continue the positional ones. With `view=True` the result is marked as sharing memory
     with the first argument, as NumPy's result does (reshape, transpose, ...), so that an
-    in-place write into either is refused instead of going astray. A new reverse rule for
+    in-place write into either is seen through the other, as in NumPy. A new reverse rule for
     an `fn` that had one also removes the forward rule that went with the old one: forward
     mode transposes the new rule until `frule` registers another.
 
