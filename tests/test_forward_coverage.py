@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pullback as pb
+from forward_cases_numpy import CASES as NUMPY_CASES
 from matrices import spd, well_conditioned
 from pullback._registry import FORWARD_RULES, REVERSE_RULES, UFUNC_RULES, forward_rule_of
 from pullback.rules import _register, fft, indexing, shape, special
@@ -241,6 +242,8 @@ CASES = {
     "linalg._lu_rule": [(lambda a: sl.lu_factor(a)[0], matrices((4, 4)))],
     "special.polygamma_rule": [(lambda x: special.polygamma(2, x), uniform(0.5, 3.0, (4,)))],
 }
+
+CASES.update(NUMPY_CASES)
 
 SCIPY_LINALG_LABELS = {"linalg.triangular_solve_rule", "linalg.expm_rule", "linalg._lu_rule",
                        "special.polygamma_rule"}

@@ -137,8 +137,9 @@ def _nan_moments(name, a, axis, dtype, out, ddof, keepdims, where, mean, correct
     keep = keepdims is True
     missing = np.isnan(a)
     count = np.sum(~missing, axis=axis, keepdims=True)
-    centre = np.sum(np.where(missing, 0.0, a), axis=axis, dtype=dtype, keepdims=True) / np.maximum(count, 1)
-    squares = np.sum(np.where(missing, 0.0, (a - centre) ** 2), axis=axis, dtype=dtype, keepdims=keep)
+    present = np.where(missing, 0.0, a)  # NaNs out before any arithmetic, so none reaches a derivative
+    centre = np.sum(present, axis=axis, dtype=dtype, keepdims=True) / np.maximum(count, 1)
+    squares = np.sum(np.where(missing, 0.0, present - centre) ** 2, axis=axis, dtype=dtype, keepdims=keep)
     count = count if keep else np.reshape(count, np.shape(squares))
     left = count - ddof
     return np.where(left > 0, squares / np.where(left > 0, left, 1), np.nan)
@@ -222,6 +223,7 @@ def _positions(count, q, method):
 
 
 def _order_statistics(a, q, axis, method, keepdims, skip_nan, plain):
+    q = np.asarray(q, dtype=np.float64)
     ndim = np.ndim(a)
     axes = tuple(range(ndim)) if axis is None else tuple(
         k % max(ndim, 1) for k in (axis if isinstance(axis, (tuple, list)) else (axis,)))
