@@ -110,8 +110,12 @@ class Jitted:
         order = {id(v): i for i, v in enumerate(out_leaves)}
         program = compile_trace(trace, [v.slot for v in out_leaves])
 
-        def rebuild(outputs):
-            return tree.fmap(lambda leaf: outputs[order[id(leaf)]] if id(leaf) in order else _fresh(leaf), result)
+        if isinstance(result, Symbol):
+            def rebuild(outputs):
+                return outputs[0]
+        else:
+            def rebuild(outputs):
+                return tree.fmap(lambda leaf: outputs[order[id(leaf)]] if id(leaf) in order else _fresh(leaf), result)
 
         concrete = rebuild([trace.values[v.slot] for v in out_leaves])
         return concrete, (program, rebuild)

@@ -130,7 +130,7 @@ def compile_trace(trace, output_slots):
         if index not in live:
             continue
         namespace[f"f{index}"] = node.fn
-        arguments = _call_arguments(node, namespace, f"c{index}")
+        arguments = _call_arguments(node, trace, namespace, f"c{index}")
         if isinstance(node.outputs, tuple):
             names = ", ".join(f"s{s}" for s in node.outputs) + ("," if len(node.outputs) == 1 else "")
             body.append(f"    {names} = f{index}({arguments})")
@@ -141,12 +141,16 @@ def compile_trace(trace, output_slots):
         else:
             if any(planner.buffer_of.get(slot) == k for slot in node.slots_read()):
                 n_in_place += 1
-            body.append(f"    s{node.outputs} = f{index}({arguments}{', ' if arguments else ''}out=b{k})  # {node.name}")
+            out = f"b{k}" if _positional_out(node) else f"out=b{k}"
+            body.append(f"    s{node.outputs} = f{index}({arguments}{', ' if arguments else ''}{out})  # {node.name}")
     for g_index in guards_after.get(len(trace.nodes), ()):
         body.append(_guard_line(trace.guards[g_index], g_index))
     planner.mark_outputs(output_slots)
     arena = [k for k in range(len(planner.buffers)) if k not in planner.per_call]
-    head = [f"def program(arena, {', '.join(f's{s}' for s in trace.inputs)}):"]
+    # the called functions become default arguments: local names, the fastest to look up
+    functions = "".join(f", f{i}=f{i}" for i in sorted(live))
+    inputs = "".join(f", s{s}" for s in trace.inputs)
+    head = [f"def program(arena{inputs}{', *' if live else ''}{functions}):"]
     if arena:
         head.append(f"    {', '.join(f'b{k}' for k in arena)}, = arena")
     for k in sorted(planner.per_call):
@@ -165,9 +169,23 @@ def _guard_line(guard, g_index):
     return f"    if convert{g_index}(s{guard.slot}) != expected{g_index}: raise Retrace"
 
 
-def _call_arguments(node, namespace, name):
-    """The source of a call's arguments: `s1, 0.9, axis=None`."""
-    parts = [_render(v, namespace, f"{name}_{i}") for i, v in enumerate(node.args)]
+def _positional_out(node):
+    """Whether the output buffer can follow the inputs positionally (NumPy parses it faster)."""
+    return isinstance(node.fn, np.ufunc) and not node.kwargs and len(node.args) == node.fn.nin
+
+
+def _call_arguments(node, trace, namespace, name):
+    """The source of a call's arguments: `s1, c3_1, axis=None`.
+
+    A Python float beside arrays of the result's float dtype is passed as a scalar of that
+    dtype: NumPy casts it so anyway (a Python float is weakly typed), and a typed scalar
+    is parsed faster."""
+    args = node.args
+    if node.elementwise and not isinstance(node.outputs, tuple):
+        dtype = getattr(trace.values[node.outputs], "dtype", None)
+        if dtype is not None and dtype.kind == "f":
+            args = tuple(dtype.type(v) if type(v) is float else v for v in args)
+    parts = [_render(v, namespace, f"{name}_{i}") for i, v in enumerate(args)]
     parts += [f"{k}={_render(v, namespace, f'{name}_{k}')}" if k.isidentifier() else f"**{{{k!r}: "
               f"{_render(v, namespace, f'{name}_{k}')}}}" for k, v in node.kwargs.items()]
     return ", ".join(parts)
