@@ -420,3 +420,42 @@ def test_hermitian_decompositions_refuse_complex_matrices(fn):
         pb.gradient(lambda a: np.sum(np.abs(fn(a)[0])), h)
     if fn is np.linalg.svd:  # the singular values alone are differentiable
         check_complex(lambda a: np.linalg.svd(a, compute_uv=False), h)
+
+
+# --- functions of other families that treat complex values specially ------------------------------
+def _written_into_zeros(z):
+    h = np.zeros_like(z)
+    h[1:3] = z[:2] * 2.0
+    return h
+
+
+S = crandn(R, 6)
+T = crandn(R, 6)
+SPECIAL = {
+    "cov": lambda z: np.cov(np.stack([z, T])), "cov-1d": np.cov, "cov-aweights": lambda z: np.cov(np.stack([z, T]), aweights=np.arange(1.0, 7.0)),
+    "corrcoef": lambda z: np.corrcoef(z, T), "linspace": lambda z: np.linspace(z[0], z[1], 4),
+    "logspace": lambda z: np.logspace(z[0], z[1], 3), "insert": lambda z: np.insert(z, 1, T[0]),
+    "vander": lambda z: np.vander(z[:3]), "zeros_like-written": _written_into_zeros,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPECIAL))
+def test_functions_that_conjugate_or_keep_complex_values(name):
+    check_complex(SPECIAL[name], S)
+
+
+def test_unique_values_keeps_numpys_order_for_complex_values():
+    z = np.array([3 + 1j, 1 + 2j, 3 + 1j, 0.5 - 1j, 2.2 + 0.1j])
+    for f in (np.unique_values, lambda z: np.unique_counts(z).values, lambda z: np.unique_all(z).values):
+        y, back = pb.pullback(f, z)
+        np.testing.assert_array_equal(y, f(z))
+        (g,) = back(np.arange(1.0, 1.0 + len(y)) * 1j)
+        expected = np.zeros(5, complex)
+        for k, v in enumerate(y):
+            expected[np.flatnonzero(z == v)[0]] += (k + 1) * 1j
+        np.testing.assert_array_equal(g, expected)
+
+
+def test_geomspace_of_complex_ends_is_refused_clearly():
+    with pytest.raises(TypeError, match="geomspace of complex values"):
+        pb.gradient(lambda z: np.sum(np.abs(np.geomspace(z[0], z[1], 4))), S)

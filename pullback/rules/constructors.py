@@ -32,7 +32,7 @@ def _even_steps(start, stop, num, endpoint, axis):
 
 def _finish(y, plain, axis):
     y = np.moveaxis(y, 0, axis) if np.ndim(y) > 1 else y
-    if np.result_type(plain).kind != "f":
+    if np.result_type(plain).kind not in "fc":
         return plain  # integer samples: piecewise constant
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)
 
@@ -64,6 +64,9 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
            `start` and `stop` exactly, as in NumPy.""")
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     plain = np.geomspace(stop_gradient(start), stop_gradient(stop), num, endpoint, dtype, axis)
+    if plain.dtype.kind == "c":
+        raise TypeError("numpy.geomspace of complex values is not differentiable by pullback (its rule is written for "
+                        "real ends); write start * (stop / start) ** (np.arange(num) / (num - 1)) instead.")
     num = int(num)
     div = num - 1 if endpoint else num
     ratio = stop / start
@@ -82,7 +85,7 @@ def vander(x, N=None, increasing=False):
     plain = np.vander(stop_gradient(x), N, increasing)
     n = np.shape(plain)[1]
     powers = np.arange(n) if increasing else np.arange(n - 1, -1, -1)
-    if np.shape(x)[0] == 0 or n == 0 or plain.dtype.kind != "f":
+    if np.shape(x)[0] == 0 or n == 0 or plain.dtype.kind not in "fc":
         return plain
     y = np.power(np.reshape(x, (-1, 1)), powers)
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)

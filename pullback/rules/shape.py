@@ -493,7 +493,7 @@ def delete(arr, obj, axis=None):
            `arr`'s dtype, as NumPy casts them).""")
 def insert(arr, obj, values, axis=None):
     plain = np.insert(stop_gradient(arr), stop_gradient(obj), stop_gradient(values), axis)
-    if plain.dtype.kind != "f":
+    if plain.dtype.kind not in "fc":
         return plain
     sources = _labels(np.shape(arr))
     value_labels = -1 - _labels(np.shape(values))
@@ -557,7 +557,7 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
 def _constant_like(prototype, value):
     """`value`, made by `np.zeros_like(prototype)` or the like: a constant living on the prototype's
     tape (or level), so that tracked values can be written into it (`h[i] = f(x)`)."""
-    if not isinstance(prototype, Traced) or value.dtype.kind != "f":
+    if not isinstance(prototype, Traced) or value.dtype.kind not in "fc":
         return value
     if type(prototype) is Dual:
         return Dual(value, None, prototype._tape)  # a None tangent is a zero tangent

@@ -52,6 +52,9 @@ without_gradient(np.argsort, np.argpartition, np.argmax, np.argmin, np.nonzero, 
 def _unique_result(name, x, **options):
     found = getattr(np, name)(stop_gradient(x))
     values = unique(np.ravel(x), True, **options)[0]
+    plain = found.values if hasattr(found, "_replace") else found
+    if np.shape(plain) == np.shape(values) and not np.array_equal(plain, stop_gradient(values), equal_nan=True):
+        values = values[np.searchsorted(stop_gradient(values), plain)]  # NumPy's unsorted order (complex values)
     return found._replace(values=values) if hasattr(found, "_replace") else values
 
 

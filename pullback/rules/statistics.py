@@ -195,7 +195,8 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     if stop_gradient(fact) <= 0:
         fact = 0.0
     X = X - avg[:, None]
-    c = (X @ (X * w).T if w is not None else X @ X.T) / fact
+    X_T = (X * w).T if w is not None else X.T
+    c = (X @ (np.conjugate(X_T) if np.iscomplexobj(X_T) else X_T)) / fact  # NumPy conjugates complex values
     return _as_float(np.reshape(c, np.shape(plain)), dtype)
 
 
@@ -210,8 +211,10 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None):
     c = cov(x, y, rowvar, dtype=dtype)
     if np.ndim(c) == 0:
         return c / c
-    d = np.sqrt(np.diagonal(c))
+    d = np.sqrt(np.real(np.diagonal(c)))
     c = c / d[:, None] / d[None, :]
+    if np.iscomplexobj(c):  # NumPy clips each part (np.clip would order complex values lexicographically)
+        return np.clip(np.real(c), -1.0, 1.0) + 1j * np.clip(np.imag(c), -1.0, 1.0)
     return np.clip(c, -1.0, 1.0)
 
 
