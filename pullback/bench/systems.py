@@ -8,7 +8,7 @@ an adapter without a version of a workload raises `Unsupported`.
 
 >>> names = [s.name for s in SYSTEMS]
 >>> names[:2], "pytorch-eager" in names
-(['pullback', 'numpy-floor'], True)
+(['pullback', 'pullback-jit'], True)
 >>> s = by_name("numpy-floor")
 >>> p = s.prepare("chain", {"x": np.zeros(3, np.float32), "ops": 5})
 >>> [g.shape for g in p.to_numpy(p.step())]
@@ -99,6 +99,32 @@ class Pullback(System):
             return np.sum((lse - z) * onehot) * (1.0 / z.shape[0])
 
         return Prepared(lambda: pb.gradient(loss, model)[0], lambda g: model_gradients(model, g))
+
+
+class PullbackJit(System):
+    """pullback's gradient under `pb.jit`: traced on the first call, replayed after."""
+
+    name = "pullback-jit"
+    library = "pullback"
+
+    def chain(self, problem):
+        import pullback as pb
+
+        x, n = problem["x"], problem["ops"]
+        step = pb.jit(lambda x: pb.gradient(lambda v: chain(v, n, np), x)[0])
+        return Prepared(lambda: step(x), lambda g: [g])
+
+    def mlp(self, problem):
+        import pullback as pb
+
+        params = dict(zip(MLP_KEYS, problem["params"]))
+        x, onehot = problem["x"], problem["onehot"]
+
+        def loss(p, x, onehot):
+            return mlp_loss([p[k] for k in MLP_KEYS], x, onehot, np)
+
+        step = pb.jit(lambda p, x, onehot: pb.gradient(loss, p, x, onehot)[0])
+        return Prepared(lambda: step(params, x, onehot), lambda g: [g[k] for k in MLP_KEYS])
 
 
 def pullback_nn():
@@ -320,7 +346,7 @@ class JaxEager(JaxJit):
     jit = False
 
 
-SYSTEMS = (Pullback(), NumpyFloor(), NumpyFloorRecomputing(), NumpyForwardAccumulation(), Autograd(), MyGrad(), TorchEager(), JaxJit(), JaxEager())
+SYSTEMS = (Pullback(), PullbackJit(), NumpyFloor(), NumpyFloorRecomputing(), NumpyForwardAccumulation(), Autograd(), MyGrad(), TorchEager(), JaxJit(), JaxEager())
 
 
 def by_name(name):
