@@ -1,0 +1,103 @@
+"""append, column_stack, row_stack, dstack, block, flipud, fliplr, rot90, rollaxis, matrix_transpose,
+unstack, broadcast_arrays, delete, insert, resize, trim_zeros and np.astype against central
+differences in both modes, against NumPy's values, in float32, and at the odd cases."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from numpy_coverage_checks import run_case, run_float32
+
+rng = np.random.default_rng(11)
+M = rng.normal(size=(3, 4))
+S3 = rng.normal(size=(2, 3, 4))
+V = rng.normal(size=5)
+
+
+def _row_stack(a, b):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return np.row_stack([a, b])
+
+
+CASES = {
+    "append flat": (lambda a, b: np.append(a, b), (M, V)),
+    "append axis": (lambda a, b: np.append(a, b, axis=-2), (M, M[:1])),
+    "append 0-d": (lambda a: np.append(a[0, 0], 2.0), (M,)),
+    "column_stack": (lambda a, b: np.column_stack([a, b, b[:, :1]]), (M[:, 0], M)),
+    "row_stack": (_row_stack, (M, M[0])),
+    "dstack": (lambda a, b: np.dstack([a, b, a]), (M, M ** 2)),
+    "dstack 1-d": (lambda a: np.dstack([a, a]), (V,)),
+    "block 2x2": (lambda a, b: np.block([[a, b], [b, a]]), (M[:2, :2], M[:2, 2:])),
+    "block 1-d": (lambda a, b: np.block([a, b, 3.0]), (V, V[:2])),
+    "block 3 deep": (lambda a, b: np.block([[[a]], [[b]]]), (S3, S3 * 2.0)),
+    "block mixed ndim": (lambda a, b: np.block([[a], [b]]), (M, V[:4])),
+    "flipud": (np.flipud, (M,)),
+    "fliplr": (np.fliplr, (S3,)),
+    **{f"rot90 k={k} axes={axes}": (lambda x, k=k, axes=axes: np.rot90(x, k, axes), (S3,))
+       for k in (-1, 0, 1, 2, 3, 6) for axes in ((0, 1), (2, 0), (-1, -2))},
+    "rollaxis": (lambda x: np.rollaxis(x, 2), (S3,)),
+    "rollaxis start": (lambda x: np.rollaxis(x, -3, 3), (S3,)),
+    "rollaxis negative start": (lambda x: np.rollaxis(x, 0, -1), (S3,)),
+    "matrix_transpose": (np.matrix_transpose, (S3,)),
+    "linalg.matrix_transpose": (np.linalg.matrix_transpose, (M,)),
+    "unstack": (lambda x: np.unstack(x, axis=-1), (S3,)),
+    "broadcast_arrays": (lambda a, b: np.broadcast_arrays(a, b, 1.0), (M, V[:4])),
+    "delete": (lambda x: np.delete(x, [0, -1], axis=1), (M,)),
+    "delete flat": (lambda x: np.delete(x, slice(1, 7, 2)), (M,)),
+    "insert": (lambda x, v: np.insert(x, [1, 1, 3], v, axis=1), (M, V[:3])),
+    "insert scalar obj": (lambda x, v: np.insert(x, 2, v, axis=0), (M, V[:4])),
+    "insert flat": (lambda x, v: np.insert(x, 5, v), (M, V[:2])),
+    "resize": (lambda x: np.resize(x, (4, 5)), (M,)),
+    "resize smaller": (lambda x: np.resize(x, 3), (M,)),
+    "trim_zeros": (lambda x: np.trim_zeros(x * np.array([0.0, 1, 1, 0, 1, 0, 0])[:5]), (V,)),
+    "astype": (lambda x: np.astype(x, np.longdouble).astype(np.float64), (M,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_against_central_differences_and_numpy(name):
+    f, args = CASES[name]
+    run_case(f, *args)
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) - {"astype"}))
+def test_float32(name):
+    f, args = CASES[name]
+    run_float32(f, *args)
+
+
+def test_views_and_errors_as_in_numpy():
+    def write_through_rot90(x):
+        y = np.rot90(x)
+        y[0, 0] = 5.0  # NumPy's result is a view: the write reaches x
+        return np.sum(x * x)
+
+    x = np.arange(6.0).reshape(2, 3)
+    assert pb.withgradient(write_through_rot90, x)[0] == write_through_rot90(x.copy())
+    for bad in (lambda x: np.rot90(x, axes=(0, 0)), lambda x: np.fliplr(x[0]), lambda x: np.rollaxis(x, 3),
+                lambda x: np.matrix_transpose(x[0]), lambda x: np.unstack(x[0, 0])):
+        with pytest.raises((ValueError, np.exceptions.AxisError)):
+            pb.gradient(lambda x: np.sum(bad(x)), x)
+    with pytest.raises(ValueError):
+        pb.gradient(lambda a: np.sum(np.block([[a], [a[:, :1]]])), x)
+
+
+def test_empty_inputs():
+    e = np.zeros((0, 3))
+    assert pb.gradient(lambda x: np.sum(np.append(x, x)), e)[0].shape == (0, 3)
+    assert pb.gradient(lambda x: np.sum(np.resize(x, (2, 2))), e)[0] is None  # zeros, whatever x is
+    np.testing.assert_array_equal(pb.pullback(lambda x: np.resize(x, (2, 2)), e)[0], np.resize(e, (2, 2)))
+    g = pb.gradient(lambda x: np.sum(np.trim_zeros(x) ** 2), np.zeros(4))[0]
+    np.testing.assert_array_equal(g, np.zeros(4))
+
+
+def test_insert_casts_values_to_the_array_dtype():
+    x, v = np.ones(3, np.float32), np.array([2.0])
+    y, back = pb.pullback(lambda x, v: np.insert(x, 1, v), x, v)
+    assert y.dtype == np.float32
+    gx, gv = back(np.arange(4.0, dtype=np.float32))
+    np.testing.assert_array_equal(gx, [0.0, 2.0, 3.0])
+    np.testing.assert_array_equal(gv, [1.0])
