@@ -438,8 +438,6 @@ def stop_gradient(x):
     """
     while type(x) is Tracked or type(x) is Dual:
         x = x._value
-    if hasattr(type(x), "__stop_gradient__"):  # other differentiable containers, e.g. complex pairs
-        return x.__stop_gradient__()
     return x
 
 
