@@ -10,6 +10,7 @@ from . import testing, tree
 from ._api import WithGradient, grad, gradient, pullback, value_and_grad, vjp, withgradient
 from ._derivatives import WithJacobian, hessian, hvp, jacobian, jvp, withjacobian
 from ._extend import composite, frule, nondifferentiable, primitive, rrule
+from ._jit import JitError, jit
 from ._tangents import InplaceableThunk, Tangent, Thunk, accum, unthunk
 from ._values import stop_gradient
 from .testing import GradientCheck, check_gradient
@@ -26,6 +27,7 @@ _LAZY = {
     "load_state_dict": ("pullback.checkpoint", "load_state_dict"),
     "nn": ("pullback.nn", None),
     "scipy": ("pullback.scipy", None),
+    "distributed": ("pullback.distributed", None),
 }
 
 
@@ -49,5 +51,6 @@ __all__ = [
     "check_gradient", "GradientCheck", "jvp", "jacobian", "withjacobian", "WithJacobian", "hessian", "hvp",
     "primitive", "rrule", "frule", "composite", "nondifferentiable", "stop_gradient",
     "Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent", "tree", "testing",
-    "optim", "destructure", "save", "load", "state_dict", "load_state_dict", "nn", "scipy",
+    "optim", "destructure", "save", "load", "state_dict", "load_state_dict", "nn", "scipy", "distributed",
+    "jit", "JitError",
 ]

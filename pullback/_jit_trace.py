@@ -41,7 +41,15 @@ _STATIC = frozenset((np.ndim, np.shape, np.size, np.iscomplexobj, np.isrealobj, 
 
 
 class JitError(TypeError):
-    """Code that `pb.jit` cannot trace faithfully (the message names the construct and the fix)."""
+    """Code that `pb.jit` cannot trace faithfully (the message names the construct and the fix).
+
+    >>> import numpy as np, pullback as pb
+    >>> try:
+    ...     pb.jit(lambda x: np.asarray(x) + 1.0)(np.ones(2))
+    ... except pb.JitError as error:
+    ...     print(str(error)[:66])
+    pb.jit: a traced array was converted to a NumPy array (np.asarray,
+    """
 
 
 class Node:
