@@ -1,0 +1,92 @@
+"""median, percentile, quantile and their NaN-ignoring forms (every method), cov and corrcoef (rowvar,
+bias, ddof, fweights, aweights), nanvar, nanstd, nanmax, nanmin and nanprod against central
+differences in both modes, against NumPy's values, in float32, and at the odd cases."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from numpy_coverage_checks import run_case, run_float32
+
+rng = np.random.default_rng(13)
+A = rng.normal(size=(4, 6))  # distinct values: no ties among order statistics
+NAN = A.copy()
+NAN[0, 1] = NAN[2, 4] = NAN[2, 0] = np.nan
+METHODS = ["linear", "lower", "higher", "nearest", "midpoint", "inverted_cdf", "averaged_inverted_cdf",
+           "closest_observation", "interpolated_inverted_cdf", "hazen", "weibull", "median_unbiased",
+           "normal_unbiased"]
+W = rng.uniform(0.5, 2.0, 6)
+
+CASES = {
+    **{f"quantile {m}": (lambda a, m=m: np.quantile(a, [0.13, 0.5, 0.91], axis=1, method=m), (A,)) for m in METHODS},
+    **{f"nanquantile {m}": (lambda a, m=m: np.nanquantile(a, 0.37, axis=-1, method=m), (NAN,)) for m in METHODS},
+    "quantile all": (lambda a: np.quantile(a, 0.3), (A,)),
+    "quantile axes keepdims": (lambda a: np.quantile(a, [[0.2], [0.6]], axis=(0, 1), keepdims=True), (A,)),
+    "percentile": (lambda a: np.percentile(a, [10.0, 75.0], axis=0), (A,)),
+    "nanpercentile": (lambda a: np.nanpercentile(a, 40.0, axis=0, keepdims=True), (NAN,)),
+    "median": (lambda a: np.median(a, axis=1), (A,)),
+    "median odd": (lambda a: np.median(a[:, :5], axis=-1, keepdims=True), (A,)),
+    "median all": (np.median, (A,)),
+    "nanmedian": (lambda a: np.nanmedian(a, axis=1), (NAN,)),
+    "cov": (np.cov, (A,)),
+    "cov y rowvar bias": (lambda a, b: np.cov(a, b, rowvar=False, bias=True), (A[:, :3], A[:, 3:] ** 2)),
+    "cov ddof": (lambda a: np.cov(a, ddof=3), (A,)),
+    "cov weights": (lambda a, w: np.cov(a, fweights=[1, 2, 1, 3, 1, 1], aweights=w), (A, W)),
+    "cov weights ddof 0": (lambda a, w: np.cov(a, ddof=0, aweights=w), (A, W)),
+    "cov 1-d": (lambda a: np.cov(a), (A[0],)),
+    "corrcoef": (np.corrcoef, (A,)),
+    "corrcoef y": (lambda a, b: np.corrcoef(a, b, rowvar=False), (A[:, :2], A[:, 2:4] + A[:, :2])),
+    "nanvar": (lambda a: np.nanvar(a, axis=1, ddof=1), (NAN,)),
+    "nanvar all": (lambda a: np.nanvar(a, correction=1), (NAN,)),
+    "nanstd": (lambda a: np.nanstd(a, axis=0, keepdims=True), (NAN,)),
+    "nanmax": (lambda a: np.nanmax(a, axis=1), (NAN,)),
+    "nanmin": (lambda a: np.nanmin(a, axis=0, keepdims=True), (NAN,)),
+    "nanmax all": (np.nanmax, (NAN,)),
+    "nanprod": (lambda a: np.nanprod(a, axis=-1), (NAN,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_against_central_differences_and_numpy(name):
+    f, args = CASES[name]
+    run_case(f, *args)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_float32(name):
+    f, args = CASES[name]
+    run_float32(f, *args)
+
+
+def test_median_gradient_splits_between_the_two_middle_elements():
+    x = np.array([4.0, 1.0, 3.0, 2.0])
+    np.testing.assert_array_equal(pb.gradient(np.median, x)[0], [0.0, 0.0, 0.5, 0.5])
+    np.testing.assert_array_equal(pb.gradient(lambda x: np.percentile(x, 100.0), x)[0], [1.0, 0.0, 0.0, 0.0])
+
+
+def test_nan_slices_give_nan_and_no_gradient_through_nans():
+    x = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        y = pb.pullback(lambda x: np.nanmedian(x, axis=1), x)[0]
+        np.testing.assert_array_equal(y, np.nanmedian(x, axis=1))
+        g = pb.gradient(lambda x: np.nanmedian(x, axis=1)[0], x)[0]
+        np.testing.assert_array_equal(g, [[0.5, 0.0, 0.5], [0.0, 0.0, 0.0]])
+        assert np.isnan(pb.pullback(lambda x: np.median(x, axis=1), x)[0]).all()
+        np.testing.assert_array_equal(pb.pullback(lambda x: np.nanmax(x, axis=1), x)[0], [3.0, np.nan])
+
+
+def test_levels_and_weights_are_plain():
+    with pytest.raises(TypeError, match="levels q"):
+        pb.gradient(lambda q: np.quantile(A, q), 0.5)
+    with pytest.raises(TypeError, match="weights="):
+        pb.gradient(lambda a: np.quantile(a, 0.5, method="inverted_cdf", weights=np.ones(A.shape)), A)
+
+
+def test_empty_and_zero_d():
+    assert pb.pullback(lambda x: np.median(x), np.array(2.5))[0] == 2.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert np.isnan(pb.pullback(lambda x: np.nanmax(x), np.array([np.nan]))[0])
