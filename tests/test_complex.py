@@ -459,3 +459,114 @@ def test_unique_values_keeps_numpys_order_for_complex_values():
 def test_geomspace_of_complex_ends_is_refused_clearly():
     with pytest.raises(TypeError, match="geomspace of complex values"):
         pb.gradient(lambda z: np.sum(np.abs(np.geomspace(z[0], z[1], 4))), S)
+
+
+# --- every sampled rule and every ufunc rule, on complex input ------------------------------------
+# The option samples of test_rules_options name one call of every registered function. Here each
+# float input becomes complex: where NumPy accepts it, pullback must give derivatives that agree
+# with central differences in both directions, or refuse with a clear TypeError; where NumPy
+# refuses it, pullback must raise too.
+import test_rules_options  # noqa: E402
+
+# Samples whose central differences are not valid: the sample's values repeat on purpose (the
+# unique family: a perturbation separates the copies), hold NaN, or are uninitialised (empty_like).
+NOT_SMOOTH = ("unique", "union1d", "setdiff1d", "setxor1d", "intersect1d", "nanmax", "nanmin", "nanvar", "nanstd",
+              "nanmedian", "nanmean", "nansum", "nanprod", "nanpercentile", "nanquantile", "nancumsum", "nancumprod",
+              "empty_like", "empty")
+# Refused for complex input with a clear TypeError (see the coverage table).
+REFUSED = {"eigh": "numpy.linalg.eigh of a complex matrix", "eigvalsh": "numpy.linalg.eigvalsh of a complex matrix",
+           "svd": "numpy.linalg.svd of a complex matrix", "qr": "numpy.linalg.qr of a complex matrix",
+           "cholesky": "numpy.linalg.cholesky of a complex matrix", "cho_factor": "numpy.linalg.cholesky of a complex",
+           "cho_solve": "cho_solve of complex values", "geomspace": "geomspace of complex values",
+           "roots": "some roots are complex", "nan_to_num": "complex128"}
+KNOWN_WRONG = {"logsumexp": "scipy.special.logsumexp of complex values with return_sign=True gives a different "
+                            "imaginary part than SciPy"}
+
+
+def _complexified(values, rng):
+    out = []
+    for a in values:
+        a = np.asarray(a)
+        if a.dtype.kind == "f":
+            a = a + 0.3j * rng.normal(size=a.shape) * (np.abs(a).mean() + 0.1)
+        out.append(a)
+    return out
+
+
+def _name(sample):
+    return repr(sample).split("(")[0].split(".")[-1]
+
+
+@pytest.mark.parametrize("sample", test_rules_options.SAMPLES, ids=repr)
+def test_every_sampled_function_on_complex_input(sample):
+    import warnings
+
+    if sample.needs_scipy:
+        pytest.importorskip("scipy")
+    name = _name(sample)
+    if any(name.startswith(prefix) for prefix in NOT_SMOOTH):
+        pytest.skip("central differences are not valid at this sample (repeated values, NaN or uninitialised)")
+    if name in KNOWN_WRONG:
+        pytest.xfail(KNOWN_WRONG[name])
+    f = sample.function(sample.calls[0])
+    values = _complexified(sample.arrays, np.random.default_rng(5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", np.exceptions.ComplexWarning)
+        try:
+            f(*values)
+        except (TypeError, ValueError, np.exceptions.ComplexWarning):
+            with pytest.raises((TypeError, ValueError, np.exceptions.ComplexWarning)):
+                pb.pullback(f, *values)
+            return
+
+    def flat(*v):
+        y = f(*v)
+        if isinstance(y, (tuple, list)):
+            parts = [p for p in y if np.asarray(pb.stop_gradient(p)).dtype.kind in "fc"]
+            return np.concatenate([np.ravel(p) * (k + 1) for k, p in enumerate(parts)]) if parts else 0.0
+        return y
+
+    if name not in REFUSED:
+        check_complex(flat, *values, rtol=1e-4, atol=1e-6)
+        return
+    try:  # differentiable for some options (svd's values), refused clearly for others
+        check_complex(flat, *values, rtol=1e-4, atol=1e-6)
+    except (TypeError, NotImplementedError) as error:
+        assert REFUSED[name] in str(error)
+
+
+def test_ufunc_rules_on_complex_input():
+    import warnings
+
+    pytest.importorskip("scipy.special")
+    from pullback._registry import NONDIFF_UFUNCS, UFUNC_RULES
+
+    rng = np.random.default_rng(3)
+    z = rng.uniform(0.3, 1.5, 4) + 1j * rng.uniform(0.2, 0.9, 4)
+    w = rng.uniform(0.3, 1.5, 4) + 1j * rng.uniform(0.2, 0.9, 4)
+    no_complex_derivative = {"psi", "rgamma", "_riemann_zeta"}  # SciPy has no complex derivative for these: they raise
+    checked, valued_without_gradient = [], []
+    for u in sorted(set(UFUNC_RULES) | set(NONDIFF_UFUNCS), key=lambda u: u.__name__):
+        if not isinstance(u, np.ufunc) or u.nout > 1 or u.signature is not None:  # gufuncs: tested above
+            continue
+        args = [z, w, z * 0.5][:u.nin]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", np.exceptions.ComplexWarning)
+                y = u(*args)
+        except (TypeError, np.exceptions.ComplexWarning):
+            with pytest.raises(TypeError):
+                pb.gradient(lambda a: np.sum(np.abs(u(a, *args[1:]))), z)
+            continue
+        if u in NONDIFF_UFUNCS:
+            if np.asarray(y).dtype.kind in "fc":
+                valued_without_gradient.append(u.__name__)
+            continue
+        if u.__name__ in no_complex_derivative:
+            with pytest.raises(TypeError):
+                pb.gradient(lambda a: np.sum(np.abs(u(a, *args[1:]))), z)
+            continue
+        check_complex(u, *args, rtol=1e-4, atol=1e-6)
+        checked.append(u.__name__)
+    assert valued_without_gradient == ["rint"]  # piecewise constant: no gradient is right
+    assert len(checked) > 50
