@@ -279,7 +279,7 @@ def vecdot_rule(a, b):
     return y, lambda g: (Thunk(lambda: g[..., None] * b), Thunk(lambda: g[..., None] * a))
 
 
-@rule(np.matvec, args="x1, x2", notes=_GUFUNC_NOTES)
+@rule(np.matvec, args="x1, x2", notes="The `axes=`/`axis=` keywords are not supported on tracked values.")
 def matvec_rule(a, x):
     y = np.matvec(a, x)
     return y, lambda g: (Thunk(lambda: g[..., :, None] * x[..., None, :]), Thunk(lambda: np.sum(a * g[..., :, None], -2)))
