@@ -1,5 +1,17 @@
-"""`scipy.linalg`, differentiable: `solve_triangular`, `cho_factor`, `cho_solve`, `expm`,
-`lu_factor` and `lu_solve`, with SciPy's signatures. SciPy is imported on first use.
+"""`scipy.linalg`, differentiable, with SciPy's signatures; SciPy is imported on first use.
+
+- solves and factorizations: `solve`, `solve_triangular`, `inv`, `det`, `cholesky`,
+  `cho_factor`, `cho_solve`, `lu`, `lu_factor`, `lu_solve`, `qr`, `eigh`, `eigvalsh`, `svd`,
+  `svdvals`, `pinv`, `pinvh`, `lstsq`, `norm`, `polar`, `orthogonal_procrustes`;
+- matrix functions: `expm`, `expm_frechet`, `sqrtm`, `logm`, `cosm`, `sinm`, `tanm`, `coshm`,
+  `sinhm`, `tanhm`, `signm`, `fractional_matrix_power`;
+- matrix equations: `solve_sylvester`, `solve_continuous_lyapunov` (`solve_lyapunov`),
+  `solve_discrete_lyapunov`;
+- banded and structured: `solve_banded`, `solveh_banded`, `cholesky_banded`,
+  `cho_solve_banded`, `eig_banded`, `eigvals_banded`, `eigh_tridiagonal`,
+  `eigvalsh_tridiagonal`, `solve_toeplitz`, `matmul_toeplitz`, `solve_circulant`,
+  `toeplitz`, `circulant`, `hankel`, `block_diag`, `companion`, `leslie`, `fiedler`,
+  `convolution_matrix`, `khatri_rao`, `diagsvd`.
 
 >>> import numpy as np, pullback as pb
 >>> from pullback.scipy import linalg
@@ -9,5 +21,67 @@ array([0.125, 0.25 ])
 """
 
 from ..rules.linalg import cho_factor, cho_solve, expm, lu_factor, lu_solve, solve_triangular
+from ..rules.scipy_linalg import (
+    block_diag,
+    cho_solve_banded,
+    cholesky,
+    cholesky_banded,
+    circulant,
+    companion,
+    convolution_matrix,
+    coshm,
+    cosm,
+    det,
+    diagsvd,
+    eig_banded,
+    eigh,
+    eigh_tridiagonal,
+    eigvals_banded,
+    eigvalsh,
+    eigvalsh_tridiagonal,
+    expm_frechet,
+    fiedler,
+    fractional_matrix_power,
+    hankel,
+    inv,
+    khatri_rao,
+    leslie,
+    logm,
+    lstsq,
+    lu,
+    matmul_toeplitz,
+    norm,
+    orthogonal_procrustes,
+    pinv,
+    pinvh,
+    polar,
+    qr,
+    signm,
+    sinhm,
+    sinm,
+    solve,
+    solve_banded,
+    solve_circulant,
+    solve_continuous_lyapunov,
+    solve_discrete_lyapunov,
+    solve_sylvester,
+    solve_toeplitz,
+    solveh_banded,
+    sqrtm,
+    svd,
+    svdvals,
+    tanhm,
+    tanm,
+    toeplitz,
+)
 
-__all__ = ["solve_triangular", "cho_factor", "cho_solve", "expm", "lu_factor", "lu_solve"]
+solve_lyapunov = solve_continuous_lyapunov  # SciPy's alias
+
+__all__ = ["solve_triangular", "cho_factor", "cho_solve", "expm", "lu_factor", "lu_solve", "block_diag",
+           "cho_solve_banded", "cholesky", "cholesky_banded", "circulant", "companion", "convolution_matrix", "cosm",
+           "coshm", "det", "diagsvd", "eig_banded", "eigh", "eigh_tridiagonal", "eigvals_banded", "eigvalsh",
+           "eigvalsh_tridiagonal", "expm_frechet", "fiedler", "fractional_matrix_power", "hankel", "inv", "khatri_rao",
+           "leslie", "logm", "lstsq", "lu", "matmul_toeplitz", "norm", "orthogonal_procrustes", "pinv", "pinvh", "polar",
+           "qr", "signm", "sinhm", "sinm", "solve", "solve_banded", "solve_circulant", "solve_continuous_lyapunov",
+           "solve_discrete_lyapunov", "solve_lyapunov", "solve_sylvester", "solve_toeplitz", "solveh_banded", "sqrtm",
+           "svd", "svdvals", "tanhm", "tanm", "toeplitz"]

@@ -1,0 +1,838 @@
+"""Differentiable versions of more of `scipy.linalg`, public as `pullback.scipy.linalg` (with the
+solves, Cholesky, LU and expm of `pullback.rules.linalg`). SciPy's functions convert their
+input with `np.asarray`, so calls to them never reach pullback; these have SciPy's signatures
+and call SciPy itself when nothing is being differentiated.
+
+Three mechanisms, each general:
+
+- SciPy's versions of NumPy's decompositions and solves (inv, solve, det, cholesky, eigh, svd,
+  qr, lu, pinv, lstsq, norm, ...) run through NumPy's rules, on the matrix SciPy actually reads
+  (`solve(assume_a="pos")` reads one triangle, ...). The result is SciPy's own value: SciPy
+  computes it, eigenvector and singular vector signs follow SciPy's, and if the two ever
+  disagree beyond rounding (a repeated eigenvalue, where the vectors are not unique) the call
+  raises instead of differentiating a different answer.
+- Matrix functions (sqrtm, logm, cosm, sinm, tanm, coshm, sinhm, tanhm, signm,
+  fractional_matrix_power) are primitives: the Fréchet derivative L(A, E) of a primary matrix
+  function f is the upper right block of f([[A, E], [0, A]]), and its adjoint is L(Aᵀ, ·).
+- Sylvester's equation A X + X B = Q is a primitive: dX solves the same equation with
+  dQ - dA X - X dB, and the adjoint solves it with Aᵀ and Bᵀ. The Lyapunov solvers are written
+  with it, as SciPy writes them.
+
+Structured matrices (toeplitz, circulant, hankel, block_diag, companion, ...) and the banded
+solvers are written with differentiable indexing and the solves above.
+
+>>> import numpy as np, pullback as pb
+>>> from pullback.scipy.linalg import sqrtm
+>>> pb.gradient(lambda a: np.trace(sqrtm(a)), np.diag([4.0, 9.0]))[0]  # d tr √A / dA = ½ A^(-1/2)
+array([[0.25      , 0.        ],
+       [0.        , 0.16666667]])
+"""
+
+import numpy as np
+
+from .._extend import frule, primitive, rrule
+from .._tangents import Thunk
+from .._values import Traced, stop_gradient
+from ._register import add_tangents, describe
+from .linalg import lu_factor, matrix_exponential, triangular_solve
+
+
+def _linalg():
+    import scipy.linalg
+
+    return scipy.linalg
+
+
+def _any_tracked(*values):
+    return any(isinstance(v, Traced) for v in values)
+
+
+def _t(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _plain(value):
+    return stop_gradient(value) if isinstance(value, Traced) else value
+
+
+def _agree(value, exact, what):
+    """`value` (traced), carrying SciPy's `exact` value: the two must agree to rounding."""
+    plain = np.asarray(stop_gradient(value))
+    exact = np.asarray(exact)
+    if plain.shape != exact.shape:
+        raise RuntimeError(f"pullback.scipy.linalg.{what}: shape {plain.shape} differs from SciPy's {exact.shape}.")
+    tol = 1e-3 if np.finfo(np.result_type(plain.dtype, exact.dtype, np.float32)).bits <= 32 else 1e-8
+    scale = float(np.max(np.abs(exact))) if exact.size else 0.0
+    if exact.size and not np.all(np.abs(plain - exact) <= tol * max(scale, 1e-300)):
+        raise RuntimeError(f"pullback.scipy.linalg.{what}: the value pullback differentiates differs from SciPy's beyond "
+                           "rounding (a repeated eigenvalue or singular value makes the vectors non-unique); there is "
+                           "no derivative to give here.")
+    out = value + (exact - plain)
+    return out if out.dtype == exact.dtype else out.astype(exact.dtype)
+
+
+def _aligned(vectors, exact, axis=-2):
+    """`vectors` with each vector's sign flipped to match SciPy's `exact` (the sign is arbitrary)."""
+    signs = np.sign(np.sum(np.asarray(stop_gradient(vectors)) * exact, axis=axis, keepdims=True))
+    return vectors * np.where(signs == 0, 1.0, signs)
+
+
+def _square_2d(name, a):
+    shape = np.shape(stop_gradient(a))
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise NotImplementedError(f"pullback.scipy.linalg.{name} on traced values takes one square 2-D matrix, "
+                                  f"got shape {shape}.")
+
+
+# --- SciPy's versions of NumPy's decompositions and solves ------------------------------------
+_STRUCTURES = {"gen": "general", "general": "general", "sym": "symmetric", "symmetric": "symmetric",
+               "her": "symmetric", "hermitian": "symmetric", "pos": "symmetric", "positive definite": "symmetric",
+               "diagonal": "diagonal", "tridiagonal": "tridiagonal", "upper triangular": "upper",
+               "lower triangular": "lower", "banded": "general"}
+
+
+def _read(a, assume_a, lower):
+    """The matrix SciPy's solvers read for `assume_a`: one triangle mirrored for symmetric kinds, ..."""
+    kind = _STRUCTURES.get(assume_a if assume_a is not None else "gen")
+    if kind is None:
+        raise ValueError(f"{assume_a!r} is not a recognized matrix structure")
+    if kind == "symmetric":
+        return np.tril(a) + _t(np.tril(a, -1)) if lower else np.triu(a) + _t(np.triu(a, 1))
+    if kind == "diagonal":
+        return np.tril(np.triu(a))
+    if kind == "tridiagonal":
+        return np.tril(np.triu(a, -1), 1)
+    if kind == "upper":
+        return np.triu(a)
+    if kind == "lower":
+        return np.tril(a)
+    return a
+
+
+def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
+    """`scipy.linalg.inv`, differentiable (in the part of `a` that `assume_a` reads)."""
+    linalg = _linalg()
+    if not _any_tracked(a):
+        return linalg.inv(a, overwrite_a, check_finite, assume_a=assume_a, lower=lower)
+    exact = linalg.inv(stop_gradient(a), check_finite=check_finite, assume_a=assume_a, lower=lower)
+    return _agree(np.linalg.inv(_read(a, assume_a, lower)), exact, "inv")
+
+
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True, assume_a=None, transposed=False):
+    """`scipy.linalg.solve`, differentiable in `a` (the part `assume_a` reads) and `b`; 2-D `a`.
+
+    >>> import numpy as np, pullback as pb
+    >>> a = np.array([[2.0, 1.0], [9.0, 4.0]])  # assume_a="pos" reads the upper triangle only
+    >>> pb.gradient(lambda a: np.sum(solve(a, np.ones(2), assume_a="pos")), a)[0]
+    array([[-0.18367347, -0.12244898],
+           [ 0.        , -0.02040816]])
+    """
+    linalg = _linalg()
+    if not _any_tracked(a, b):
+        return linalg.solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transposed)
+    _square_2d("solve", a)
+    exact = linalg.solve(_plain(a), _plain(b), lower, check_finite=check_finite, assume_a=assume_a, transposed=transposed)
+    m = _read(a, assume_a, lower)
+    return _agree(np.linalg.solve(_t(m) if transposed else m, b), exact, "solve")
+
+
+def det(a, overwrite_a=False, check_finite=True):
+    """`scipy.linalg.det`, differentiable; batched."""
+    if not _any_tracked(a):
+        return _linalg().det(a, overwrite_a, check_finite)
+    return _agree(np.linalg.det(a), _linalg().det(stop_gradient(a)), "det")
+
+
+def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    """`scipy.linalg.cholesky`: the upper factor by default, reading the triangle it returns."""
+    if not _any_tracked(a):
+        return _linalg().cholesky(a, lower, overwrite_a, check_finite)
+    factor = np.linalg.cholesky(a) if lower else np.linalg.cholesky(a, upper=True)
+    return _agree(factor, _linalg().cholesky(stop_gradient(a), lower), "cholesky")
+
+
+def _subset(a, subset_by_index, subset_by_value, b, type, name):
+    if b is not None or type != 1:
+        raise NotImplementedError(f"pullback.scipy.linalg.{name}: the generalized problem (b=, type=) is not "
+                                  "differentiable here; reduce it with a Cholesky factor of b.")
+    if subset_by_value is not None:
+        raise NotImplementedError(f"pullback.scipy.linalg.{name}: subset_by_value selects a number of eigenvalues "
+                                  "that changes with the matrix; use subset_by_index.")
+    n = np.shape(stop_gradient(a))[-1]
+    if subset_by_index is None:
+        return slice(0, n)
+    first, last = (int(k) for k in subset_by_index)
+    return slice(first, last + 1)
+
+
+def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False, type=1,
+         check_finite=True, subset_by_index=None, subset_by_value=None, driver=None):
+    """`scipy.linalg.eigh` for the standard problem, differentiable (eigenvectors where eigenvalues are distinct)."""
+    linalg = _linalg()
+    options = dict(lower=lower, eigvals_only=eigvals_only, type=type, check_finite=check_finite,
+                   subset_by_index=subset_by_index, subset_by_value=subset_by_value, driver=driver)
+    if not _any_tracked(a, b):
+        return linalg.eigh(a, b, overwrite_a=overwrite_a, overwrite_b=overwrite_b, **options)
+    window = _subset(a, subset_by_index, subset_by_value, b, type, "eigh")
+    exact = linalg.eigh(stop_gradient(a), **options)
+    uplo = "L" if lower else "U"
+    if eigvals_only:
+        return _agree(np.linalg.eigvalsh(a, uplo)[..., window], exact, "eigh")
+    w, v = np.linalg.eigh(a, uplo)
+    w, v = w[..., window], v[..., window]
+    return _agree(w, exact[0], "eigh"), _agree(_aligned(v, exact[1]), exact[1], "eigh")
+
+
+def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, type=1, check_finite=True,
+             subset_by_index=None, subset_by_value=None, driver=None):
+    """`scipy.linalg.eigvalsh` for the standard problem, differentiable."""
+    return eigh(a, b, lower=lower, eigvals_only=True, overwrite_a=overwrite_a, overwrite_b=overwrite_b, type=type,
+                check_finite=check_finite, subset_by_index=subset_by_index, subset_by_value=subset_by_value,
+                driver=driver)
+
+
+def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
+    """`scipy.linalg.svd`, differentiable (singular vectors where singular values are distinct and nonzero)."""
+    linalg = _linalg()
+    if not _any_tracked(a):
+        return linalg.svd(a, full_matrices, compute_uv, overwrite_a, check_finite, lapack_driver)
+    exact = linalg.svd(stop_gradient(a), full_matrices, compute_uv, check_finite=check_finite,
+                       lapack_driver=lapack_driver)
+    if not compute_uv:
+        return _agree(np.linalg.svd(a, compute_uv=False), exact, "svd")
+    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    k = np.shape(stop_gradient(s))[-1]
+    # u's columns and vh's rows flip together for the first k; beyond k (full_matrices) each on its own
+    u_signs = np.sign(np.sum(np.asarray(stop_gradient(u)) * exact[0], axis=-2))
+    v_signs = np.sign(np.sum(np.asarray(stop_gradient(vh)) * exact[2], axis=-1))
+    v_signs = np.concatenate([u_signs[..., :k], v_signs[..., k:]], axis=-1)
+    u = u * np.where(u_signs == 0, 1.0, u_signs)[..., None, :]
+    vh = vh * np.where(v_signs == 0, 1.0, v_signs)[..., :, None]
+    return _agree(u, exact[0], "svd"), _agree(s, exact[1], "svd"), _agree(vh, exact[2], "svd")
+
+
+def svdvals(a, overwrite_a=False, check_finite=True):
+    """`scipy.linalg.svdvals`, differentiable everywhere (the singular values)."""
+    if not _any_tracked(a):
+        return _linalg().svdvals(a, overwrite_a, check_finite)
+    return _agree(np.linalg.svd(a, compute_uv=False), _linalg().svdvals(stop_gradient(a)), "svdvals")
+
+
+def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
+    """`scipy.linalg.qr` in modes 'full', 'economic' and 'r', differentiable where `a` has full rank."""
+    linalg = _linalg()
+    if not _any_tracked(a):
+        return linalg.qr(a, overwrite_a, lwork, mode, pivoting, check_finite)
+    if pivoting or mode == "raw":
+        raise NotImplementedError("pullback.scipy.linalg.qr: pivoting and mode='raw' are not differentiable here.")
+    exact = linalg.qr(stop_gradient(a), mode=mode, check_finite=check_finite)
+    if mode == "r":
+        return (_agree(np.linalg.qr(a, "complete" if _rows_exceed(a) else "reduced")[1], exact[0], "qr"),)
+    q, r = np.linalg.qr(a, "complete" if mode == "full" else "reduced")
+    return _agree(q, exact[0], "qr"), _agree(r, exact[1], "qr")
+
+
+def _rows_exceed(a):
+    shape = np.shape(stop_gradient(a))
+    return shape[-2] > shape[-1]
+
+
+def _pivot_order(piv):
+    """lu_factor's row swaps as row indices p with a = (l u)[argsort(p)], i.e. (P a)[i] = a[p[i]]."""
+    perm = np.arange(len(piv))
+    for i, k in enumerate(piv):
+        perm[i], perm[k] = perm[k], perm[i]
+    return perm
+
+
+def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
+    """`scipy.linalg.lu` of a square 2-D matrix, differentiable where the pivot order is locally constant."""
+    linalg = _linalg()
+    if not _any_tracked(a):
+        return linalg.lu(a, permute_l, overwrite_a, check_finite, p_indices)
+    _square_2d("lu", a)
+    exact = linalg.lu(stop_gradient(a), permute_l, check_finite=check_finite, p_indices=p_indices)
+    packed, piv = lu_factor(a)
+    n = np.shape(stop_gradient(a))[0]
+    lower = np.tril(packed, -1) + np.eye(n, dtype=np.result_type(stop_gradient(packed)))
+    upper = np.triu(packed)
+    rows = np.argsort(_pivot_order(piv))  # a = lower[rows] @ upper
+    if permute_l:
+        return _agree(lower[rows], exact[0], "lu"), _agree(upper, exact[1], "lu")
+    p = rows if p_indices else np.eye(n, dtype=exact[0].dtype)[rows]
+    return np.asarray(p, dtype=exact[0].dtype), _agree(lower, exact[1], "lu"), _agree(upper, exact[2], "lu")
+
+
+def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
+    """`scipy.linalg.pinv`, differentiable where the rank is locally constant."""
+    linalg = _linalg()
+    if not _any_tracked(a):
+        return linalg.pinv(a, atol=atol, rtol=rtol, return_rank=return_rank, check_finite=check_finite)
+    exact, rank = linalg.pinv(stop_gradient(a), atol=atol, rtol=rtol, return_rank=True)
+    s = np.linalg.svd(stop_gradient(a), compute_uv=False)
+    largest = float(np.max(s)) if s.size else 0.0
+    shape = np.shape(stop_gradient(a))
+    atol = 0.0 if atol is None else atol
+    rtol = (max(shape[-2:]) * np.finfo(exact.dtype).eps if atol == 0 else 0.0) if rtol is None else rtol
+    cutoff = atol + rtol * largest
+    relative = cutoff / largest if largest > 0 else 0.0
+    value = _agree(np.linalg.pinv(a, rcond=relative), exact, "pinv")
+    return (value, rank) if return_rank else value
+
+
+def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False, check_finite=True):
+    """`scipy.linalg.pinvh`, differentiable where the rank is locally constant; reads one triangle."""
+    linalg = _linalg()
+    if not _any_tracked(a):
+        return linalg.pinvh(a, atol, rtol, lower, return_rank, check_finite)
+    exact, rank = linalg.pinvh(stop_gradient(a), atol, rtol, lower, True)
+    symmetric = _read(a, "sym", lower)
+    w = np.linalg.eigvalsh(stop_gradient(symmetric))
+    largest = float(np.max(np.abs(w))) if w.size else 0.0
+    keep = np.sort(np.abs(w))[::-1][rank - 1] if rank > 0 else largest
+    relative = 0.5 * keep / largest if largest > 0 else 0.0  # between the kept and the dropped eigenvalues
+    value = _agree(np.linalg.pinv(symmetric, rcond=relative), exact, "pinvh")
+    return (value, rank) if return_rank else value
+
+
+def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True, lapack_driver=None):
+    """`scipy.linalg.lstsq`, differentiable in `a` and `b` where `a` has full rank."""
+    linalg = _linalg()
+    if not _any_tracked(a, b):
+        return linalg.lstsq(a, b, cond, overwrite_a, overwrite_b, check_finite, lapack_driver)
+    x0, residues0, rank, s0 = linalg.lstsq(_plain(a), _plain(b), cond, check_finite=check_finite,
+                                           lapack_driver=lapack_driver)
+    x = _agree(np.linalg.lstsq(a, b, rcond=cond)[0], x0, "lstsq")
+    if np.size(residues0):
+        residues = _agree(np.sum((b - a @ x) ** 2, axis=0), residues0, "lstsq")
+    else:
+        residues = residues0
+    s = None if s0 is None else _agree(np.linalg.svd(a, compute_uv=False), s0, "lstsq")
+    return x, residues, rank, s
+
+
+def norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
+    """`scipy.linalg.norm`, differentiable (through numpy.linalg.norm)."""
+    if not _any_tracked(a):
+        return _linalg().norm(a, ord, axis, keepdims, check_finite)
+    return _agree(np.linalg.norm(a, ord, axis, keepdims), _linalg().norm(stop_gradient(a), ord, axis, keepdims), "norm")
+
+
+def orthogonal_procrustes(A, B, check_finite=True):
+    """`scipy.linalg.orthogonal_procrustes`: (R, scale), differentiable where the singular values of BᵀA are distinct."""
+    linalg = _linalg()
+    if not _any_tracked(A, B):
+        return linalg.orthogonal_procrustes(A, B, check_finite)
+    exact = linalg.orthogonal_procrustes(_plain(A), _plain(B))
+    u, w, vt = svd(_t(_t(B) @ A))
+    return _agree(u @ vt, exact[0], "orthogonal_procrustes"), _agree(np.sum(w), exact[1], "orthogonal_procrustes")
+
+
+def polar(a, side="right"):
+    """`scipy.linalg.polar`: (u, p), differentiable where the singular values are distinct."""
+    linalg = _linalg()
+    if not _any_tracked(a):
+        return linalg.polar(a, side)
+    exact = linalg.polar(stop_gradient(a), side)
+    w, s, vh = svd(a, full_matrices=False)
+    u = w @ vh
+    p = (_t(vh) * s) @ vh if side == "right" else (w * s) @ _t(w)
+    return _agree(u, exact[0], "polar"), _agree(p, exact[1], "polar")
+
+
+# --- matrix functions -------------------------------------------------------------------------
+_MATRIX_FUNCTIONS = ("sqrtm", "logm", "cosm", "sinm", "tanm", "coshm", "sinhm", "tanhm", "signm",
+                     "fractional_matrix_power")
+
+
+@primitive
+def matrix_function(a, name, power):
+    """`scipy.linalg.<name>(a)` (`fractional_matrix_power(a, power)`), real."""
+    linalg = _linalg()
+    y = linalg.fractional_matrix_power(a, power) if name == "fractional_matrix_power" else getattr(linalg, name)(a)
+    if isinstance(y, tuple):  # sqrtm, logm and signm with disp=False give (value, error estimate)
+        y = y[0]
+    if np.iscomplexobj(y):  # SciPy may return a complex array for a real result (imaginary parts at rounding level)
+        if np.any(np.abs(np.imag(y)) > 1e-10 * max(float(np.max(np.abs(y))), 1e-300)):
+            raise ValueError(f"pullback.scipy.linalg.{name}: the result is complex (the matrix has eigenvalues on the "
+                             "negative real axis); pullback differentiates real matrix functions only.")
+        y = np.real(y)
+    return y
+
+
+def _frechet(a, e, name, power):
+    """L_f(a, e), the Fréchet derivative of the matrix function at a along e: the upper right block of
+    f([[a, e], [0, a]])."""
+    n = np.shape(stop_gradient(a))[-1]
+    zero = np.zeros((n, n), dtype=np.result_type(stop_gradient(a), stop_gradient(e)))
+    block = np.concatenate([np.concatenate([a, e], axis=-1), np.concatenate([zero, a], axis=-1)], axis=-2)
+    return matrix_function(block, name, power)[:n, n:]
+
+
+@rrule(matrix_function)
+def matrix_function_rule(a, name, power):
+    # f has real coefficients, so f(Aᵀ) = f(A)ᵀ and the adjoint of L_f(A, ·) is L_f(Aᵀ, ·).
+    return matrix_function(a, name, power), lambda g: (Thunk(lambda: _frechet(_t(a), g, name, power)), None, None)
+
+
+@frule(matrix_function)
+def matrix_function_frule(primals, tangents):
+    (a, name, power), t = primals, tangents[0]
+    return matrix_function(a, name, power), None if t is None else _frechet(a, t, name, power)
+
+
+def _matrix_function_standin(name):
+    def standin(A, *args, **kwargs):
+        linalg = _linalg()
+        if not _any_tracked(A):
+            return getattr(linalg, name)(A, *args, **kwargs)
+        _square_2d(name, A)
+        return matrix_function(A, name, None)
+
+    standin.__name__ = standin.__qualname__ = name
+    standin.__module__ = __name__
+    standin.__doc__ = f"`scipy.linalg.{name}`, differentiable in both modes and to any order (real results)."
+    return standin
+
+
+sqrtm, logm, cosm, sinm, tanm, coshm, sinhm, tanhm, signm = (
+    _matrix_function_standin(name) for name in _MATRIX_FUNCTIONS[:-1])
+
+
+def fractional_matrix_power(A, t):
+    """`scipy.linalg.fractional_matrix_power(A, t)`, differentiable in `A` (t is a plain number; real results)."""
+    if not _any_tracked(A, t):
+        return _linalg().fractional_matrix_power(A, t)
+    if isinstance(t, Traced):
+        raise NotImplementedError("pullback.scipy.linalg.fractional_matrix_power: the power t must be plain.")
+    _square_2d("fractional_matrix_power", A)
+    return matrix_function(A, "fractional_matrix_power", float(t))
+
+
+def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
+    """`scipy.linalg.expm_frechet`: (expm(A), L(A, E)), differentiable in `A` and `E`."""
+    linalg = _linalg()
+    if not _any_tracked(A, E):
+        return linalg.expm_frechet(A, E, method, compute_expm, check_finite)
+    exact = linalg.expm_frechet(_plain(A), _plain(E), method, True, check_finite)
+    n = np.shape(stop_gradient(A))[-1]
+    zero = np.zeros((n, n), dtype=np.result_type(stop_gradient(A), stop_gradient(E)))
+    block = matrix_exponential(np.concatenate([np.concatenate([A, E], axis=-1), np.concatenate([zero, A], axis=-1)], -2))
+    frechet = _agree(block[:n, n:], exact[1], "expm_frechet")
+    return (_agree(block[:n, :n], exact[0], "expm_frechet"), frechet) if compute_expm else frechet
+
+
+# --- Sylvester and Lyapunov equations ---------------------------------------------------------
+@primitive
+def sylvester(a, b, q):
+    """X with A X + X B = Q (`scipy.linalg.solve_sylvester`)."""
+    return _linalg().solve_sylvester(a, b, q)
+
+
+@rrule(sylvester)
+def sylvester_rule(a, b, q):
+    x = sylvester(a, b, q)
+
+    def back(g):
+        gq = Thunk(lambda: sylvester(_t(a), _t(b), g))
+        return Thunk(lambda: -(gq.unthunk() @ _t(x))), Thunk(lambda: -(_t(x) @ gq.unthunk())), gq
+
+    return x, back
+
+
+@frule(sylvester)
+def sylvester_frule(primals, tangents):
+    (a, b, q), (ta, tb, tq) = primals, tangents
+    x = sylvester(a, b, q)
+    rhs = add_tangents(tq, None if ta is None else -(ta @ x), None if tb is None else -(x @ tb))
+    return x, None if rhs is None else sylvester(a, b, rhs)
+
+
+def solve_sylvester(a, b, q):
+    """`scipy.linalg.solve_sylvester`, differentiable in `a`, `b` and `q`.
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.gradient(lambda q: np.sum(solve_sylvester(np.eye(2), np.eye(2), q)), np.ones((2, 2)))[0]
+    array([[0.5, 0.5],
+           [0.5, 0.5]])
+    """
+    if not _any_tracked(a, b, q):
+        return _linalg().solve_sylvester(a, b, q)
+    return sylvester(a, b, q)
+
+
+def solve_continuous_lyapunov(a, q):
+    """`scipy.linalg.solve_continuous_lyapunov` (also `solve_lyapunov`): X with A X + X Aᴴ = Q, differentiable."""
+    linalg = _linalg()
+    if not _any_tracked(a, q):
+        return linalg.solve_continuous_lyapunov(a, q)
+    return _agree(sylvester(a, _t(a), q), linalg.solve_continuous_lyapunov(_plain(a), _plain(q)),
+                  "solve_continuous_lyapunov")
+
+
+def solve_discrete_lyapunov(a, q, method=None):
+    """`scipy.linalg.solve_discrete_lyapunov`: X with A X Aᴴ - X + Q = 0, differentiable, by SciPy's two methods."""
+    linalg = _linalg()
+    if not _any_tracked(a, q):
+        return linalg.solve_discrete_lyapunov(a, q, method)
+    exact = linalg.solve_discrete_lyapunov(_plain(a), _plain(q), method)
+    n = np.shape(stop_gradient(a))[0]
+    if method is None:
+        method = "direct" if n < 10 else "bilinear"
+    if method == "direct":
+        lhs = np.eye(n * n) - np.kron(a, a)
+        x = np.reshape(np.linalg.solve(lhs, np.reshape(q, (-1,))), np.shape(stop_gradient(q)))
+    elif method == "bilinear":
+        eye = np.eye(n)
+        inverse_ah = np.linalg.inv(_t(a) + eye)
+        b = (_t(a) - eye) @ inverse_ah
+        c = 2.0 * np.linalg.inv(a + eye) @ q @ inverse_ah
+        x = sylvester(_t(b), b, -c)
+    else:
+        raise ValueError(f"Unknown solve_discrete_lyapunov method {method!r}")
+    return _agree(x, exact, "solve_discrete_lyapunov")
+
+
+# --- structured matrices ------------------------------------------------------------------------
+def _gather(values, index):
+    """values[..., index]: the entries of the last axis at `index` (an integer array of any shape)."""
+    return values[..., index]
+
+
+def toeplitz(c, r=None):
+    """`scipy.linalg.toeplitz`, differentiable in `c` and `r` (batched over leading axes, as SciPy's)."""
+    linalg = _linalg()
+    if not _any_tracked(c, r):
+        return linalg.toeplitz(c, r)
+    exact = linalg.toeplitz(_plain(c), _plain(r))
+    c = np.atleast_1d(c)
+    r = c if r is None else np.atleast_1d(r)
+    n, m = np.shape(stop_gradient(c))[-1], np.shape(stop_gradient(r))[-1]
+    values = np.concatenate([np.broadcast_to(r[..., :0:-1], np.shape(stop_gradient(c))[:-1] + (m - 1,)), c], axis=-1)
+    index = (m - 1) + np.arange(n)[:, None] - np.arange(m)[None, :]
+    return _agree(_gather(values, index), exact, "toeplitz")
+
+
+def circulant(c):
+    """`scipy.linalg.circulant`, differentiable (batched over leading axes)."""
+    if not _any_tracked(c):
+        return _linalg().circulant(c)
+    c = np.atleast_1d(c)
+    n = np.shape(stop_gradient(c))[-1]
+    index = (np.arange(n)[:, None] - np.arange(n)[None, :]) % n
+    return _agree(_gather(c, index), _linalg().circulant(stop_gradient(c)), "circulant")
+
+
+def hankel(c, r=None):
+    """`scipy.linalg.hankel`, differentiable in `c` and `r` (r defaults to zeros)."""
+    linalg = _linalg()
+    if not _any_tracked(c, r):
+        return linalg.hankel(c, r)
+    exact = linalg.hankel(_plain(c), _plain(r))
+    c = np.atleast_1d(c)
+    r = np.zeros_like(stop_gradient(c)) if r is None else np.atleast_1d(r)
+    n, m = np.shape(stop_gradient(c))[-1], np.shape(stop_gradient(r))[-1]
+    values = np.concatenate([c, np.broadcast_to(r[..., 1:], np.shape(stop_gradient(c))[:-1] + (m - 1,))], axis=-1)
+    index = np.arange(n)[:, None] + np.arange(m)[None, :]
+    return _agree(_gather(values, index), exact, "hankel")
+
+
+def block_diag(*arrs):
+    """`scipy.linalg.block_diag`, differentiable in every block."""
+    linalg = _linalg()
+    if not _any_tracked(*arrs):
+        return linalg.block_diag(*arrs)
+    exact = linalg.block_diag(*(_plain(a) for a in arrs))
+    blocks = [np.atleast_2d(a) for a in arrs]
+    widths = [np.shape(stop_gradient(b))[1] for b in blocks]
+    rows, start = [], 0
+    for block, width in zip(blocks, widths):
+        pad = ((0, 0), (start, sum(widths) - start - width))
+        rows.append(np.pad(block.astype(exact.dtype) if block.dtype != exact.dtype else block, pad))
+        start += width
+    if not rows:
+        return exact
+    return _agree(np.concatenate(rows, axis=0), exact, "block_diag")
+
+
+def companion(a):
+    """`scipy.linalg.companion`, differentiable in the polynomial's coefficients."""
+    if not _any_tracked(a):
+        return _linalg().companion(a)
+    exact = _linalg().companion(stop_gradient(a))
+    n = np.shape(stop_gradient(a))[-1]
+    first = -a[..., 1:] / a[..., :1]
+    ones = np.eye(n - 2, n - 1, dtype=exact.dtype)
+    rest = np.broadcast_to(ones, np.shape(exact)[:-2] + (n - 2, n - 1))
+    return _agree(np.concatenate([first[..., None, :], rest], axis=-2), exact, "companion")
+
+
+def leslie(f, s):
+    """`scipy.linalg.leslie`, differentiable in the fecundities `f` and survival rates `s`."""
+    if not _any_tracked(f, s):
+        return _linalg().leslie(f, s)
+    exact = _linalg().leslie(_plain(f), _plain(s))
+    n = np.shape(stop_gradient(f))[-1]
+    below = np.concatenate([np.eye(n - 1, dtype=exact.dtype) * s[..., :, None],
+                            np.zeros(np.shape(stop_gradient(s)) + (1,), dtype=exact.dtype)], axis=-1)
+    return _agree(np.concatenate([f[..., None, :] * np.ones((1, 1), exact.dtype), below], axis=-2), exact, "leslie")
+
+
+def fiedler(a):
+    """`scipy.linalg.fiedler`, |a_i - a_j|, differentiable (subgradient 0 on ties)."""
+    if not _any_tracked(a):
+        return _linalg().fiedler(a)
+    return _agree(np.abs(a[..., :, None] - a[..., None, :]), _linalg().fiedler(stop_gradient(a)), "fiedler")
+
+
+def convolution_matrix(a, n, mode="full"):
+    """`scipy.linalg.convolution_matrix`, differentiable in `a` (a Toeplitz matrix of its entries)."""
+    if not _any_tracked(a):
+        return _linalg().convolution_matrix(a, n, mode)
+    exact = _linalg().convolution_matrix(stop_gradient(a), n, mode)
+    k = np.shape(stop_gradient(a))[-1]
+    start = {"full": 0, "same": (min(n, k) - 1) // 2, "valid": min(n, k) - 1}[mode]  # as numpy.convolve's modes
+    padded = np.concatenate([np.zeros(1, dtype=exact.dtype), a], axis=-1)
+    i = np.arange(np.shape(exact)[-2])[:, None] + start
+    j = np.arange(n)[None, :]
+    lag = i - j
+    index = np.where((lag >= 0) & (lag < k), lag + 1, 0)
+    return _agree(padded[index], exact, "convolution_matrix")
+
+
+def khatri_rao(a, b):
+    """`scipy.linalg.khatri_rao`, the column-wise Kronecker product, differentiable in `a` and `b`."""
+    if not _any_tracked(a, b):
+        return _linalg().khatri_rao(a, b)
+    exact = _linalg().khatri_rao(_plain(a), _plain(b))
+    k = np.shape(exact)[-1]
+    return _agree(np.reshape(a[:, None, :] * b[None, :, :], (-1, k)), exact, "khatri_rao")
+
+
+def diagsvd(s, M, N):
+    """`scipy.linalg.diagsvd`: the M×N matrix with `s` on its diagonal, differentiable in `s`."""
+    if not _any_tracked(s):
+        return _linalg().diagsvd(s, M, N)
+    exact = _linalg().diagsvd(stop_gradient(s), M, N)
+    k = np.shape(stop_gradient(s))[-1]
+    return _agree(np.pad(np.diag(s), ((0, M - k), (0, N - k))), exact, "diagsvd")
+
+
+# --- banded and structured solves -----------------------------------------------------------------
+def _dense_from_band(ab, lower_count, upper_count, n):
+    """The n×n matrix of LAPACK's band storage: a[i, j] = ab[upper + i - j, j] inside the band, 0 outside."""
+    rows = np.shape(stop_gradient(ab))[0]
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    row = upper_count + i - j
+    inside = (i - j <= lower_count) & (j - i <= upper_count) & (row >= 0) & (row < rows)
+    flat = np.concatenate([np.zeros(1, dtype=np.result_type(stop_gradient(ab))), np.reshape(ab, (-1,))])
+    return flat[np.where(inside, row * n + j + 1, 0)]
+
+
+def _symmetric_from_band(ab, lower, n):
+    u = np.shape(stop_gradient(ab))[0] - 1
+    if lower:
+        triangle = _dense_from_band(ab, u, 0, n)
+        return triangle + _t(np.tril(triangle, -1))
+    triangle = _dense_from_band(ab, 0, u, n)
+    return triangle + _t(np.triu(triangle, 1))
+
+
+def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    """`scipy.linalg.solve_banded`, differentiable in the band `ab` and `b`."""
+    linalg = _linalg()
+    if not _any_tracked(ab, b):
+        return linalg.solve_banded(l_and_u, ab, b, overwrite_ab, overwrite_b, check_finite)
+    exact = linalg.solve_banded(l_and_u, _plain(ab), _plain(b), check_finite=check_finite)
+    n = np.shape(stop_gradient(ab))[-1]
+    a = _dense_from_band(ab, int(l_and_u[0]), int(l_and_u[1]), n)
+    return _agree(np.linalg.solve(a, b), exact, "solve_banded")
+
+
+def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False, check_finite=True):
+    """`scipy.linalg.solveh_banded`, differentiable in the band `ab` and `b`."""
+    linalg = _linalg()
+    if not _any_tracked(ab, b):
+        return linalg.solveh_banded(ab, b, overwrite_ab, overwrite_b, lower, check_finite)
+    exact = linalg.solveh_banded(_plain(ab), _plain(b), lower=lower, check_finite=check_finite)
+    a = _symmetric_from_band(ab, lower, np.shape(stop_gradient(ab))[-1])
+    return _agree(np.linalg.solve(a, b), exact, "solveh_banded")
+
+
+def cholesky_banded(ab, overwrite_ab=False, lower=False, check_finite=True):
+    """`scipy.linalg.cholesky_banded`, differentiable: the band of the Cholesky factor, in the same storage."""
+    linalg = _linalg()
+    if not _any_tracked(ab):
+        return linalg.cholesky_banded(ab, overwrite_ab, lower, check_finite)
+    exact = linalg.cholesky_banded(stop_gradient(ab), lower=lower, check_finite=check_finite)
+    rows, n = np.shape(stop_gradient(ab))
+    a = _symmetric_from_band(ab, lower, n)
+    factor = np.linalg.cholesky(a) if lower else np.linalg.cholesky(a, upper=True)
+    k, j = np.arange(rows)[:, None], np.arange(n)[None, :]
+    i = j + k if lower else j - (rows - 1) + k  # the row of band entry (k, j)
+    inside = (i >= 0) & (i < n)
+    # LAPACK leaves the band's unused corner as it was: those entries pass through
+    flat = np.concatenate([np.reshape(factor, (-1,)), np.reshape(ab, (-1,))])
+    index = np.where(inside, np.clip(i, 0, n - 1) * n + j, n * n + k * n + j)
+    return _agree(flat[index], exact, "cholesky_banded")
+
+
+def cho_solve_banded(cb_and_lower, b, overwrite_b=False, check_finite=True):
+    """`scipy.linalg.cho_solve_banded`, differentiable in the banded factor and `b`."""
+    cb, lower = cb_and_lower
+    linalg = _linalg()
+    if not _any_tracked(cb, b):
+        return linalg.cho_solve_banded(cb_and_lower, b, overwrite_b, check_finite)
+    exact = linalg.cho_solve_banded((_plain(cb), lower), _plain(b), check_finite=check_finite)
+    rows, n = np.shape(stop_gradient(cb))
+    factor = _dense_from_band(cb, rows - 1, 0, n) if lower else _dense_from_band(cb, 0, rows - 1, n)
+    if lower:  # A = L Lᵀ
+        x = triangular_solve(factor, triangular_solve(factor, b, False, True, False), True, True, False)
+    else:  # A = Uᵀ U
+        x = triangular_solve(factor, triangular_solve(factor, b, True, False, False), False, False, False)
+    return _agree(x, exact, "cho_solve_banded")
+
+
+def _check_select(select, name):
+    if select not in ("a", "all", 0):
+        raise NotImplementedError(f"pullback.scipy.linalg.{name}: only select='a' is differentiable here.")
+
+
+def eig_banded(a_band, lower=False, eigvals_only=False, overwrite_a_band=False, select="a", select_range=None,
+               max_ev=0, check_finite=True):
+    """`scipy.linalg.eig_banded` (select='a'), differentiable where the eigenvalues are distinct."""
+    linalg = _linalg()
+    if not _any_tracked(a_band):
+        return linalg.eig_banded(a_band, lower, eigvals_only, overwrite_a_band, select, select_range, max_ev,
+                                 check_finite)
+    _check_select(select, "eig_banded")
+    exact = linalg.eig_banded(stop_gradient(a_band), lower, eigvals_only, check_finite=check_finite)
+    a = _symmetric_from_band(a_band, lower, np.shape(stop_gradient(a_band))[-1])
+    if eigvals_only:
+        return _agree(np.linalg.eigvalsh(a), exact, "eig_banded")
+    w, v = np.linalg.eigh(a)
+    return _agree(w, exact[0], "eig_banded"), _agree(_aligned(v, exact[1]), exact[1], "eig_banded")
+
+
+def eigvals_banded(a_band, lower=False, overwrite_a_band=False, select="a", select_range=None, check_finite=True):
+    """`scipy.linalg.eigvals_banded` (select='a'), differentiable."""
+    if not _any_tracked(a_band):
+        return _linalg().eigvals_banded(a_band, lower, overwrite_a_band, select, select_range, check_finite)
+    return eig_banded(a_band, lower, True, select=select, select_range=select_range)
+
+
+def _tridiagonal(d, e):
+    return np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
+
+
+def eigh_tridiagonal(d, e, eigvals_only=False, select="a", select_range=None, check_finite=True, tol=0.0,
+                     lapack_driver="auto"):
+    """`scipy.linalg.eigh_tridiagonal` (select='a'), differentiable in `d` and `e`."""
+    linalg = _linalg()
+    if not _any_tracked(d, e):
+        return linalg.eigh_tridiagonal(d, e, eigvals_only, select, select_range, check_finite, tol, lapack_driver)
+    _check_select(select, "eigh_tridiagonal")
+    exact = linalg.eigh_tridiagonal(_plain(d), _plain(e), eigvals_only, tol=tol, lapack_driver=lapack_driver)
+    a = _tridiagonal(d, e)
+    if eigvals_only:
+        return _agree(np.linalg.eigvalsh(a), exact, "eigh_tridiagonal")
+    w, v = np.linalg.eigh(a)
+    return _agree(w, exact[0], "eigh_tridiagonal"), _agree(_aligned(v, exact[1]), exact[1], "eigh_tridiagonal")
+
+
+def eigvalsh_tridiagonal(d, e, select="a", select_range=None, check_finite=True, tol=0.0, lapack_driver="auto"):
+    """`scipy.linalg.eigvalsh_tridiagonal` (select='a'), differentiable in `d` and `e`."""
+    if not _any_tracked(d, e):
+        return _linalg().eigvalsh_tridiagonal(d, e, select, select_range, check_finite, tol, lapack_driver)
+    return eigh_tridiagonal(d, e, True, select, select_range, tol=tol, lapack_driver=lapack_driver)
+
+
+def _c_and_r(c_or_cr):
+    if isinstance(c_or_cr, tuple):
+        return c_or_cr
+    return c_or_cr, None
+
+
+def solve_toeplitz(c_or_cr, b, check_finite=True):
+    """`scipy.linalg.solve_toeplitz`, differentiable in `c`, `r` and `b` (through the dense matrix)."""
+    c, r = _c_and_r(c_or_cr)
+    linalg = _linalg()
+    if not _any_tracked(c, r, b):
+        return linalg.solve_toeplitz(c_or_cr, b, check_finite)
+    exact = linalg.solve_toeplitz((_plain(c), _plain(r)) if r is not None else _plain(c), _plain(b))
+    return _agree(np.linalg.solve(toeplitz(c, r), b), exact, "solve_toeplitz")
+
+
+def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
+    """`scipy.linalg.matmul_toeplitz`, differentiable in `c`, `r` and `x` (through the dense matrix)."""
+    c, r = _c_and_r(c_or_cr)
+    linalg = _linalg()
+    if not _any_tracked(c, r, x):
+        return linalg.matmul_toeplitz(c_or_cr, x, check_finite, workers)
+    exact = linalg.matmul_toeplitz((_plain(c), _plain(r)) if r is not None else _plain(c), _plain(x))
+    return _agree(np.reshape(toeplitz(c, r) @ x, np.shape(exact)), exact, "matmul_toeplitz")
+
+
+def solve_circulant(c, b, singular="raise", tol=None, caxis=-1, baxis=0, outaxis=0):
+    """`scipy.linalg.solve_circulant` for 1-D `c`, differentiable in `c` and `b` (through the dense matrix)."""
+    linalg = _linalg()
+    if not _any_tracked(c, b):
+        return linalg.solve_circulant(c, b, singular, tol, caxis, baxis, outaxis)
+    if np.ndim(stop_gradient(c)) != 1 or baxis != 0 or outaxis != 0:
+        raise NotImplementedError("pullback.scipy.linalg.solve_circulant: 1-D c and the default axes on traced values.")
+    exact = linalg.solve_circulant(_plain(c), _plain(b), singular, tol)
+    return _agree(np.linalg.solve(circulant(c), b), exact, "solve_circulant")
+
+
+_NOTE = "Call pullback.scipy.linalg.{} (SciPy's own converts its input with np.asarray). "
+_AGREE = " Gives SciPy's value; raises where pullback's and SciPy's answers differ beyond rounding."
+_ROWS = {
+    inv: ("a", "Through numpy.linalg.inv of the part `assume_a` reads." + _AGREE),
+    solve: ("a, b", "2-D `a`; `assume_a` (sym/pos/her read the `lower` triangle, diagonal, tridiagonal, triangular), "
+                    "`transposed`." + _AGREE),
+    det: ("a", "Batched." + _AGREE),
+    cholesky: ("a", "Upper factor by default; reads the triangle it returns." + _AGREE),
+    eigh: ("a", "Standard problem (b= is refused); `lower`, `eigvals_only`, `subset_by_index`. Eigenvector signs as "
+                "SciPy's." + _AGREE),
+    eigvalsh: ("a", "Standard problem; `subset_by_index`." + _AGREE),
+    svd: ("a", "`full_matrices`, `compute_uv`; singular vector signs as SciPy's." + _AGREE),
+    svdvals: ("a", "Differentiable everywhere." + _AGREE),
+    qr: ("a", "Modes full, economic, r (pivoting and raw refused); full rank." + _AGREE),
+    lu: ("a", "Square 2-D; `permute_l`, `p_indices` (the permutation has no gradient); exact while the pivot order "
+              "is locally constant." + _AGREE),
+    pinv: ("a", "`atol`, `rtol`, `return_rank`; exact where the rank is locally constant." + _AGREE),
+    pinvh: ("a", "Reads the `lower` triangle; exact where the rank is locally constant." + _AGREE),
+    lstsq: ("a, b", "x, residues and singular values; full rank `a`." + _AGREE),
+    norm: ("a", "Through numpy.linalg.norm." + _AGREE),
+    orthogonal_procrustes: ("A, B", "Through the SVD of BᵀA: distinct singular values." + _AGREE),
+    polar: ("a", "Through the SVD: distinct singular values." + _AGREE),
+    fractional_matrix_power: ("A", "The power t is plain. Fréchet derivative by the block-triangular method; real "
+                                   "results only."),
+    expm_frechet: ("A, E", "Through expm of [[A, E], [0, A]]." + _AGREE),
+    solve_sylvester: ("a, b, q", "Its own rule: the adjoint solves the transposed equation."),
+    solve_continuous_lyapunov: ("a, q", "Also reached as solve_lyapunov. Through solve_sylvester." + _AGREE),
+    solve_discrete_lyapunov: ("a, q", "SciPy's methods 'direct' (Kronecker) and 'bilinear' (Sylvester)." + _AGREE),
+    toeplitz: ("c, r", "Batched, as SciPy's."), circulant: ("c", "Batched, as SciPy's."), hankel: ("c, r", ""),
+    block_diag: ("*arrs", ""), companion: ("a", ""), leslie: ("f, s", ""),
+    fiedler: ("a", "Subgradient 0 where two entries are equal."), convolution_matrix: ("a", "Modes full, same, valid."),
+    khatri_rao: ("a, b", ""), diagsvd: ("s", ""),
+    solve_banded: ("ab, b", "Through the dense matrix." + _AGREE),
+    solveh_banded: ("ab, b", "Through the dense symmetric matrix." + _AGREE),
+    cholesky_banded: ("ab", "Through the dense Cholesky factor." + _AGREE),
+    cho_solve_banded: ("cb, b", "Two triangular solves with the dense factor." + _AGREE),
+    eig_banded: ("a_band", "select='a' only; through eigh of the dense matrix." + _AGREE),
+    eigvals_banded: ("a_band", "select='a' only." + _AGREE),
+    eigh_tridiagonal: ("d, e", "select='a' only; through eigh of the dense matrix." + _AGREE),
+    eigvalsh_tridiagonal: ("d, e", "select='a' only." + _AGREE),
+    solve_toeplitz: ("c, r, b", "Through the dense matrix." + _AGREE),
+    matmul_toeplitz: ("c, r, x", "Through the dense matrix." + _AGREE),
+    solve_circulant: ("c, b", "1-D c and the default axes; through the dense matrix." + _AGREE),
+}
+for _fn, (_args, _notes) in _ROWS.items():
+    describe(_fn, _args, _NOTE.format(_fn.__name__) + _notes, kind="composite", name=f"scipy.linalg.{_fn.__name__}")
+for _fn in (sqrtm, logm, cosm, sinm, tanm, coshm, sinhm, tanhm, signm):
+    describe(_fn, "A", _NOTE.format(_fn.__name__) + "Fréchet derivative by the block-triangular method, in both modes "
+             "and to any order; real results only.", kind="rule", rule=matrix_function_rule,
+             name=f"scipy.linalg.{_fn.__name__}")
+describe(solve_sylvester, "a, b, q", _NOTE.format("solve_sylvester") + _ROWS[solve_sylvester][1], kind="rule",
+         rule=sylvester_rule, name="scipy.linalg.solve_sylvester")
