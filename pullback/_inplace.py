@@ -121,6 +121,38 @@ def _byte_offsets(a):
     return offsets
 
 
+def set_item(x, index, value):
+    """`x[index] = value` for traced array `x`, seen through every view of it and every alias.
+
+    An index that names an element twice is fine when every write to it takes the same element
+    of `value` (`x[[0, 0]] = 5.0`); when the writes differ NumPy keeps one of them, so that is refused.
+    """
+    index = _plain_index(index)
+    if not _is_basic(index):
+        index, value = _without_repeats(x.shape, index, value)
+    rebind(x, FUNCTIONS[index_update](x, index, value))
+
+
+def _is_basic(index):
+    parts = index if type(index) is tuple else (index,)
+    return all(p is None or p is Ellipsis or isinstance(p, (int, np.integer, slice)) for p in parts)
+
+
+def _without_repeats(shape, index, value):
+    """`(index, value)` writing each element of an array of `shape` once, as `x[index] = value` does."""
+    selected = np.arange(int(np.prod(shape))).reshape(shape)[index]
+    positions = selected.reshape(-1)
+    if np.unique(positions).size == positions.size:
+        return index, value
+    try:
+        sources = np.broadcast_to(np.arange(int(np.size(value))).reshape(np.shape(value)), selected.shape).reshape(-1)
+    except ValueError:
+        return index, value  # NumPy's own error follows
+    positions, sources = _each_once(positions, sources)
+    flat_value = FUNCTIONS[np.ravel](value) if is_traced(value) else np.ravel(value)
+    return np.unravel_index(positions, shape), flat_value[sources]
+
+
 def in_place(handle, new):
     """`handle op= value`. An array handle takes the new value, so every alias of it sees the
     change as in NumPy; a scalar is immutable, so only the name is rebound (to `new`)."""
@@ -241,28 +273,44 @@ class FlatView:
 def write_flat(x, positions, value, cycle=None):
     """`x.flat[positions] = value` for traced array `x` (positions plain ints), seen through every view.
 
-    As in NumPy, `value` is repeated (or cut) to fill the positions: element `k` gets
+    As in NumPy, `value` is repeated (or cut) to fill the positions: position `k` gets
     `value.flat[cycle[k] % value.size]`, with `cycle` `range(len(positions))` unless given.
-    Writing the same element twice is refused.
+    An element written twice must get the same element of `value` both times.
     """
     positions = np.asarray(positions, dtype=np.intp).reshape(-1)
-    n = positions.size
-    size = int(np.size(value))
+    n, size = positions.size, int(np.size(value))
     if n == 0:
         return
     if size == 0:
         raise ValueError("Cannot insert from an empty array!")
+    take = (np.arange(n) if cycle is None else np.asarray(cycle, dtype=np.intp).reshape(-1)) % size
+    positions, take = _each_once(positions, take)
+    flat_value = FUNCTIONS[np.ravel](value) if is_traced(value) else np.ravel(value)
     if size == 1:
-        value = FUNCTIONS[np.reshape](value, ()) if is_traced(value) else np.reshape(value, ())
+        value = flat_value[0]
+    elif take.size != size or np.any(take != np.arange(size)):
+        value = flat_value[take]
     else:
-        take = np.arange(n) if cycle is None else np.asarray(cycle).reshape(-1)
-        if size != n or cycle is not None:
-            flat_value = FUNCTIONS[np.ravel](value) if is_traced(value) else np.ravel(value)
-            value = flat_value[take % size]
-        else:
-            value = FUNCTIONS[np.reshape](value, (n,)) if is_traced(value) else np.reshape(value, (n,))
+        value = flat_value
     flat = FUNCTIONS[index_update](x.flatten(), positions, value)
     rebind(x, FUNCTIONS[np.reshape](flat, x.shape))
+
+
+def _each_once(targets, sources):
+    """`(targets, sources)` with each target once: writing `sources[k]` into `targets[k]` for every `k`
+    means that when every write to a target takes the same source; otherwise NumPy keeps one of them."""
+    unique, first = np.unique(targets, return_index=True)
+    if unique.size == targets.size:
+        return targets, sources
+    order = np.argsort(targets, kind="stable")
+    ordered, from_ = targets[order], sources[order]
+    repeated = ordered[1:] == ordered[:-1]
+    if np.any(from_[1:][repeated] != from_[:-1][repeated]):
+        raise ValueError(
+            "This indexed assignment writes the same element more than once, with different values; NumPy keeps "
+            "only one of the writes, so no gradient is well defined. Use unique indices."
+        )
+    return unique, sources[first]
 
 
 def _plain_index(index):

@@ -16,7 +16,7 @@ from ._arrays import is_foreign_array_type
 from ._errors import (
     check_operand, conversion_error, foreign_error, lost_gradient, missing_rule, mixed_arrays_error, subclass_error, ufunc_name,
 )
-from ._inplace import FlatView, holds_array, in_place, rebind
+from ._inplace import FlatView, holds_array, in_place, rebind, set_item
 from ._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
 from ._standins import astype, dtype_of, getitem, index_update
 
@@ -205,7 +205,7 @@ class Traced:
         return FlatView(self)
 
     def __setitem__(self, index, value):
-        rebind(self, FUNCTIONS[index_update](self, index, value))
+        set_item(self, index, value)
 
     # --- binary operators (see _install_operators) -----------------------------------
     def __matmul__(self, other):
