@@ -36,7 +36,7 @@ import numpy as np
 
 from . import tree
 from ._jit_replay import Retrace, compile_trace
-from ._jit_trace import JitError, Symbol, Trace
+from ._jit_trace import JitError, RandomSource, Symbol, Trace
 
 __all__ = ["jit", "JitError"]
 
@@ -101,9 +101,9 @@ class Jitted:
     def _trace(self, args, kwargs, arrays):
         trace = Trace()
         symbols = {id(a): trace.input(a) for a in arrays}
-        symbolic = tree.fmap(lambda leaf: symbols.get(id(leaf), leaf) if _is_array(leaf) else leaf, (args, kwargs))
+        symbolic = tree.fmap(lambda leaf: symbols.get(id(leaf), leaf) if _is_input(leaf) else leaf, (args, kwargs))
         result = self.fn(*symbolic[0], **symbolic[1])
-        out_leaves = [v for _, v in tree.leaves_with_path(result) if isinstance(v, Symbol)]
+        out_leaves = [v for _, v in tree.leaves_with_path(result) if isinstance(v, (Symbol, RandomSource))]
         foreign = [v for v in out_leaves if v.owner is not trace]
         if foreign:
             raise JitError("pb.jit: the function returned a value traced by another pb.jit call.")
@@ -126,9 +126,12 @@ def _fresh(leaf):
     return leaf.copy() if isinstance(leaf, np.ndarray) else leaf
 
 
+def _is_input(x):
+    return _is_array(x) or isinstance(x, np.random.Generator)
+
+
 def _is_array(x):
-    return isinstance(x, (np.ndarray, np.generic)) and not isinstance(x, np.ndarray) or type(x) is np.ndarray \
-        or (isinstance(x, np.ndarray) and not isinstance(x, np.matrix))
+    return type(x) is np.ndarray or isinstance(x, (np.number, np.bool_))
 
 
 def _signature(args, kwargs):
@@ -139,9 +142,15 @@ def _signature(args, kwargs):
     for path, leaf in tree.leaves_with_path((args, kwargs)):
         if isinstance(leaf, Symbol):
             traced = True
+        elif isinstance(leaf, np.ndarray) and type(leaf) is not np.ndarray:
+            raise JitError(f"pb.jit: the argument at {path.format('args')} is a {type(leaf).__name__}, a subclass of "
+                           "numpy.ndarray whose behaviour a replay would not keep. Pass np.asarray(...) of it.")
         elif _is_array(leaf):
             arrays.append(leaf)
             key.append((str(path), type(leaf), leaf.shape, leaf.dtype.str))
+        elif isinstance(leaf, np.random.Generator):  # draws are recorded: any generator replays
+            arrays.append(leaf)
+            key.append((str(path), type(leaf)))
         else:
             key.append((str(path), type(leaf), _static_value(leaf)))
     return arrays, tuple(key), traced

@@ -120,9 +120,11 @@ class Trace:
         return len(self.values) - 1
 
     def input(self, value):
-        """A Symbol for one input array of the traced function."""
+        """A Symbol for one input array of the traced function (a RandomSource for a generator)."""
         slot = self.new_slot(value)
         self.inputs.append(slot)
+        if isinstance(value, np.random.Generator):
+            return RandomSource(self, slot)
         return self.symbol(slot)
 
     def symbol(self, slot):
@@ -174,7 +176,7 @@ class Trace:
 
     def _split(self, x):
         """(concrete, with Refs) copies of an argument structure."""
-        if isinstance(x, Symbol):
+        if isinstance(x, (Symbol, RandomSource)):
             if x.owner is not self:
                 raise JitError("A value traced by another pb.jit call reached this one; "
                                "return it from the inner function instead of capturing it.")
@@ -341,6 +343,32 @@ class Symbol:
     del _name, _fn
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class RandomSource:
+    """A `np.random.Generator` argument during a trace: each draw is recorded, so a replay draws
+    afresh from the generator passed to that call (and advances it as an eager call would)."""
+
+    __slots__ = ("owner", "slot")
+
+    def __init__(self, trace, slot):
+        self.owner, self.slot = trace, slot
+
+    def __getattr__(self, name):
+        method = getattr(np.random.Generator, name)
+        if not callable(method):
+            return getattr(self.owner.values[self.slot], name)
+        draw = _draw(name)
+        return lambda *args, **kwargs: self.owner.call(draw, f"Generator.{name}", (self, *args), kwargs)
+
+
+def _draw(name):
+    def draw(generator, *args, **kwargs):
+        result = getattr(generator, name)(*args, **kwargs)
+        return np.asarray(result)[()] if isinstance(result, (float, int, bool, complex)) else result
+
+    draw.__name__ = name
+    return draw
 
 
 def _defers(x):

@@ -326,3 +326,41 @@ def test_random_programs_give_eager_results_when_replayed(program, seeds):
         ref_val, (ref_g,) = pb.withgradient(lambda x: run_program(program, x), x)
         assert val == pytest.approx(ref_val, rel=1e-12, abs=1e-300)
         np.testing.assert_allclose(g, ref_g, rtol=1e-11, atol=1e-300)
+
+
+def test_draws_from_a_generator_argument_are_replayed_afresh():
+    def noisy(x, rng):
+        return x + rng.standard_normal(x.shape), rng.random()
+
+    jf = pb.jit(noisy)
+    eager_rng, jit_rng = np.random.default_rng(5), np.random.default_rng(5)
+    for _ in range(3):
+        (y_e, r_e), (y_j, r_j) = noisy(np.zeros(3), eager_rng), jf(np.zeros(3), jit_rng)
+        np.testing.assert_array_equal(y_j, y_e)
+        assert float(r_j) == r_e
+    assert jf.cache_info().traces == 1
+
+
+def test_dropout_in_a_jitted_gradient_draws_new_masks_each_call():
+    layer = pb.nn.Dropout(0.5, rng=np.random.default_rng(0), training=True)
+    twin = pb.nn.Dropout(0.5, rng=np.random.default_rng(0), training=True)
+    jf = pb.jit(lambda m, x: pb.gradient(lambda x: np.sum(m(x) * x), x)[0])
+    x = np.ones(8)
+    for _ in range(3):
+        np.testing.assert_array_equal(jf(layer, x), pb.gradient(lambda x: np.sum(twin(x) * x), x)[0])
+
+
+def test_an_ndarray_subclass_argument_is_refused_naming_it():
+    with pytest.raises(pb.JitError, match="matrix"):
+        pb.jit(lambda m: m * 2)(np.matrix([[1.0]]))
+
+
+def test_float_of_a_traced_value_is_a_guard():
+    def f(x):
+        scale = float(np.max(x))
+        return x / scale
+
+    jf = pb.jit(f)
+    for x in (np.array([1.0, 2.0]), np.array([3.0, 1.0]), np.array([1.0, 2.0])):
+        np.testing.assert_array_equal(jf(x), f(x))
+    assert jf.cache_info().traces == 2

@@ -117,7 +117,7 @@ def index_update_frule(primals, tangents):
 @composite(index_update, args="x, value", notes="""What `x[index] = value` does to a tracked `x`
            (or a plain `x` receiving a tracked value): a functional update, so earlier uses of `x`
            keep their gradient. A write through a view reaches its base, and every live view of that
-           base sees it, as in NumPy. Writing the same element twice is refused.""")
+           base sees it, as in NumPy. Writing the same element twice with different values is refused.""")
 def assign(x, index, value):
     return replace(x, _plain_index(index), value)
 
