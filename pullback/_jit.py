@@ -40,6 +40,10 @@ from ._jit_trace import JitError, RandomSource, Symbol, Trace
 
 __all__ = ["jit", "JitError"]
 
+# traces kept per signature, one per outcome of its guards (a value that changes every call,
+# such as float(loss) used in the computation, would otherwise grow the list without end)
+_VARIANTS_PER_SIGNATURE = 8
+
 CacheInfo = collections.namedtuple("CacheInfo", ["traces", "replays", "retraces", "signatures"])
 
 
@@ -91,7 +95,9 @@ class Jitted:
                 return rebuild(outputs)
             self._counts["retraces"] += 1
         result, compiled = self._trace(args, kwargs, arrays)
-        self._cache.setdefault(key, []).append(compiled)
+        variants = self._cache.setdefault(key, [])
+        variants.insert(0, compiled)  # the newest outcome of the guards is tried first
+        del variants[_VARIANTS_PER_SIGNATURE:]
         self._cache.move_to_end(key)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)

@@ -364,3 +364,11 @@ def test_float_of_a_traced_value_is_a_guard():
     for x in (np.array([1.0, 2.0]), np.array([3.0, 1.0]), np.array([1.0, 2.0])):
         np.testing.assert_array_equal(jf(x), f(x))
     assert jf.cache_info().traces == 2
+
+
+def test_guard_outcomes_kept_per_signature_are_bounded():
+    jf = pb.jit(lambda x: x * float(x[0]))
+    for k in range(20):
+        np.testing.assert_array_equal(jf(np.array([k, 1.0])), np.array([k, 1.0]) * k)
+    (variants,) = jf._cache.values()
+    assert len(variants) <= 8 and jf.cache_info().traces == 20
