@@ -134,6 +134,9 @@ class Tangent:
         object.__setattr__(t, "_entries", entries)
         return t
 
+    def __reduce__(self):  # pickling and copying (gradients sent to other processes)
+        return Tangent._make, (self.primal_type, self._entries)
+
     def __getattr__(self, name: str) -> Any:
         try:
             return self._entries[name]
