@@ -2,6 +2,8 @@
 (tests/test_forward_coverage.py): for each scipy.special ufunc added with its rule, where it is
 smooth and which of its arguments are plain numbers (orders, degrees, counts)."""
 
+import numpy as np
+
 # ufunc name -> one entry per argument: a plain number, or the (low, high) a differentiable argument is drawn from
 SPECIAL = {
     "expm1": ((-2, 2),), "log1p": ((-0.5, 2),), "exp2": ((-2, 2),), "exp10": ((-1, 1),), "cbrt": ((0.3, 3),),
@@ -39,6 +41,7 @@ SPECIAL = {
     "eval_sh_chebyt": (3, (0, 1)), "eval_sh_chebyu": (3, (0, 1)), "eval_hermite": (4, (-2, 2)),
     "eval_hermitenorm": (3, (-2, 2)), "eval_laguerre": (3, (0, 3)), "eval_genlaguerre": (3, 0.7, (0, 3)),
     "eval_gegenbauer": (3, 0.8, (-1, 1)), "eval_jacobi": (3, 0.5, 1.2, (-1, 1)),
+    **{f"_ufuncs._spherical_{kind}{d}": (2, (0.5, 4)) for kind in ("jn", "yn", "in", "kn") for d in ("", "_d")},
 }
 
 # Shapes the differentiable arguments are drawn in, in turn: they broadcast together.
@@ -91,3 +94,101 @@ def special_ufunc_cases(name, default):
 
 # label -> [(f, make inputs from an rng)] for the rules of the SciPy stand-ins (filled in below)
 CASES = {}
+
+
+def _normal(*shapes):
+    return lambda rng: tuple(rng.normal(size=s) for s in shapes)
+
+
+def _uniform(low, high, *shapes):
+    return lambda rng: tuple(rng.uniform(low, high, s) for s in shapes)
+
+
+def _special_output(name, k, *plain):
+    def f(x):
+        from pullback.rules import special
+
+        return getattr(special, name)(*plain, x)[k]
+
+    return f
+
+
+# scipy.special's ufuncs with several outputs: name -> (output labels, plain leading arguments, (low, high) of x)
+SEVERAL_OUTPUTS = {
+    "sici": (("si", "ci"), (), (0.3, 3)), "shichi": (("shi", "chi"), (), (0.3, 2)), "fresnel": (("s", "c"), (), (-2, 2)),
+    "airy": (("ai", "aip", "bi", "bip"), (), (-2, 2)), "itairy": (("apt", "bpt", "ant", "bnt"), (), (0.2, 2)),
+    "itj0y0": (("j0int", "y0int"), (), (0.3, 3)), "iti0k0": (("i0int", "k0int"), (), (0.3, 3)),
+    "it2j0y0": (("j0int", "y0int"), (), (0.3, 3)), "it2i0k0": (("i0int", "k0int"), (), (0.3, 3)),
+    "pbdv": (("d", "dp"), (1.5,), (-2, 2)),
+}
+for _name, (_labels, _plain, (_low, _high)) in SEVERAL_OUTPUTS.items():
+    for _k, _label in enumerate(_labels):
+        CASES[f"special.{_name}_{_label}_rule"] = [(_special_output(_name, _k, *_plain), _uniform(_low, _high, (3, 2)))]
+
+
+def _ellipj(k):
+    def f(u):
+        from pullback.rules import special
+
+        return special.ellipj(u, 0.4)[k]
+
+    return f
+
+
+for _k, _label in enumerate(("sn", "cn", "dn", "ph")):
+    CASES[f"special.ellipj_{_label}_rule"] = [(_ellipj(_k), _uniform(-2, 2, (4,)))]
+
+
+def _signal(name, *args, **kwargs):
+    def f(*inputs):
+        from pullback.scipy import signal
+
+        return getattr(signal, name)(*inputs, *args, **kwargs)
+
+    return f
+
+
+CASES["scipy_signal.convolution_rule"] = [
+    (_signal("convolve", "same"), _normal((5, 3), (2, 2))),
+    (_signal("correlate", "valid", "direct"), _normal((6,), (3,))),
+    (_signal("fftconvolve", "full", axes=1), _normal((2, 5), (1, 3))),
+]
+
+
+def _lfilter_with_state(b, a, x, zi):
+    from pullback.scipy import signal
+
+    y, zf = signal.lfilter(b, a, x, 0, zi)
+    return np.concatenate([np.ravel(y), np.ravel(zf)])
+
+
+CASES["scipy_signal.linear_filter_rule"] = [
+    (_signal("lfilter"), lambda rng: (rng.normal(size=3), np.array([1.5, -0.3, 0.2]) + 0.05 * rng.normal(size=3),
+                                      rng.normal(size=(2, 6)))),
+    (_lfilter_with_state, lambda rng: (rng.normal(size=2), np.array([1.2, 0.4, -0.1]), rng.normal(size=(5, 2)),
+                                       rng.normal(size=(2, 2)))),
+]
+
+
+def _linalg(name, *args):
+    def f(*inputs):
+        from pullback.scipy import linalg
+
+        return getattr(linalg, name)(*inputs, *args)
+
+    return f
+
+
+def _well_conditioned(rng, n=3):
+    return rng.normal(size=(n, n)) / (2 * n) + 2.0 * np.eye(n)
+
+
+CASES["scipy_linalg.matrix_function_rule"] = [
+    (_linalg("sqrtm"), lambda rng: (_well_conditioned(rng),)),
+    (_linalg("logm"), lambda rng: (_well_conditioned(rng),)),
+    (_linalg("fractional_matrix_power", 0.4), lambda rng: (_well_conditioned(rng) + np.triu(np.ones((3, 3))),)),
+]
+CASES["scipy_linalg.sylvester_rule"] = [
+    (_linalg("solve_sylvester"), lambda rng: (_well_conditioned(rng), _well_conditioned(rng), rng.normal(size=(3, 2))[:, :1]
+                                              @ np.ones((1, 3)) + rng.normal(size=(3, 3)))),
+]

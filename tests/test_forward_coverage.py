@@ -22,7 +22,7 @@ import pullback as pb
 from forward_cases_numpy import CASES as NUMPY_CASES
 from matrices import spd, well_conditioned
 from pullback._registry import FORWARD_RULES, REVERSE_RULES, UFUNC_RULES, forward_rule_of
-from pullback.rules import _register, fft, indexing, shape, special
+from pullback.rules import _register, indexing, shape, special
 from pullback.rules import linalg as sl
 from pullback.testing import check_transpose
 from rule_checks import seeds
@@ -68,7 +68,7 @@ RULE_BY_LABEL = {label: rule for rule, label in RULES.items()}
 def test_the_registry_is_enumerated():
     # A sanity floor, so that a broken enumeration cannot pass the tests below vacuously.
     assert len(RULES) > 120
-    assert {"decompositions._eigh_vectors_rule", "fft.c2c_rule", "ufuncs.sin", "special.erf_rule",
+    assert {"decompositions._eigh_vectors_rule", "fft._dft_rule", "ufuncs.sin", "special.erf_rule",
             "linalg._lu_rule", "indexing.getitem_rule"} <= set(RULE_BY_LABEL)
 
 
@@ -225,12 +225,24 @@ CASES = {
                                   (lambda a: np.linalg.qr(a, "r"), normal((2, 3, 4))),
                                   (lambda a: np.linalg.qr(a, "complete")[1], normal((4, 2)))],
     # fft
-    "fft.modulus_rule": [(fft.modulus, normal((3, 2), (2,))), (lambda x: np.abs(np.fft.fft(x)), normal((5,)))],
-    "fft._component_rule": [(lambda x: np.fft.fft(x).imag, normal((4,)))],
-    "fft.c2c_rule": [(lambda x: parts(np.fft.fft(x, 6, 0, "ortho")), normal((4, 2))),
-                     (lambda x: parts(np.fft.ifft2(np.fft.fft(x) * 2.0)), normal((3, 4)))],
-    "fft.r2c_rule": [(lambda x: parts(np.fft.rfft(x, 5, norm="forward")), normal((2, 4)))],
-    "fft.c2r_rule": [(lambda x: np.fft.irfft(np.fft.fft(x), 7), normal((5,)))],
+    "fft._dft_rule": [(lambda x: parts(np.fft.fft(x, 6, 0, "ortho")), normal((4, 2))),
+                      (lambda x: parts(np.fft.ifft2(np.fft.fft(x) * 2.0)), normal((3, 4))),
+                      (lambda x, y: parts(np.fft.ifft(x + 1j * y, 3, norm="forward")), normal((5,), (5,)))],
+    "fft._real_dft_rule": [(lambda x: parts(np.fft.rfft(x, 5, norm="forward")), normal((2, 4)))],
+    "fft._real_idft_rule": [(lambda x: np.fft.irfft(np.fft.fft(x), 7), normal((5,))),
+                            (lambda x, y: np.fft.irfft(x + 1j * y, 6, norm="ortho"), normal((4,), (4,)))],
+    # complex values
+    "ufuncs.conjugate": [(lambda x, y: parts(np.conjugate(x + 1j * y)), normal((3,), (3,)))],
+    "ufuncs.absolute": [(np.absolute, uniform(0.5, 1.5, (3, 2))), (lambda x, y: np.abs(x + 1j * y), normal((3,), (3,)))],
+    "ufuncs.sign": [(lambda x, y: parts(np.sign(x + 1j * y)), normal((3,), (3,)))],
+    "ufuncs._real_part_rule": [(lambda x, y: np.real((x + 1j * y) ** 2), normal((3,), (3,)))],
+    "ufuncs._imag_part_rule": [(lambda x, y: np.imag((x + 1j * y) ** 2), normal((3,), (3,)))],
+    "linalg._det_phase_rule": [(lambda a, b: parts(np.linalg.slogdet(a + 1j * b)[0]), matrices((3, 3), (3, 3)))],
+    "decompositions._eig_values_rule": [(lambda a: parts(np.linalg.eig(a)[0]), matrices((3, 3))),
+                                        (lambda a, b: parts(np.linalg.eig(a + 1j * b)[0]), matrices((3, 3), (3, 3)))],
+    "decompositions._eig_vectors_rule": [(lambda a: parts(np.linalg.eig(a)[1]), matrices((3, 3))),
+                                         (lambda a, b: parts(np.linalg.eig(a + 1j * b)[1]), matrices((2, 3, 3), (3, 3)))],
+    "decompositions._eigenvalues_rule": [(lambda a: parts(np.linalg.eigvals(a)), matrices((4, 4)))],
     # scipy.linalg stand-ins
     "linalg.triangular_solve_rule": [
         (lambda a, b: sl.solve_triangular(a, b, trans=1, lower=True),
@@ -279,11 +291,15 @@ for _rule, _label in RULES.items():
     if _label not in CASES and _rule in UFUNC_RULES.values():
         _ufunc = next(u for u, r in UFUNC_RULES.items() if r is _rule)
         CASES[_label] = [ufunc_case(_ufunc)]
+import scipy_rule_cases  # noqa: E402  (domains and plain orders of the scipy.special rules; the SciPy stand-ins' cases)
+
 for _name in special.RULES:
     if HAVE_SCIPY:
-        CASES[f"special.{_name}_rule"] = [ufunc_case(getattr(sp, _name))]
+        CASES[f"special.{_name}_rule"] = scipy_rule_cases.special_ufunc_cases(_name, ufunc_case)
     else:
         CASES[f"special.{_name}_rule"] = []  # skipped below: the rule exists, its ufunc does not
+CASES.update(scipy_rule_cases.CASES)
+SCIPY_LINALG_LABELS |= set(scipy_rule_cases.CASES)  # skipped without SciPy
 
 
 def test_every_forward_rule_has_a_dot_product_case():

@@ -102,7 +102,7 @@ def _nary(name, partials, args, notes="", row=None):
         return y, add_tangents(*(None if t is None or d is None else d(t, *primals, y, sp)
                                  for d, t in zip(partials, tangents)))
 
-    RULES[name], FORWARD[name] = _named(rule, name.rpartition(".")[2]), forward
+    RULES[name], FORWARD[name] = _named(rule, name), forward
     describe(f"scipy.special.{name}", args, notes, kind="rule", rule=rule, name=f"scipy.special.{row or name}")
 
 
