@@ -326,7 +326,7 @@ def _install_methods():
         return FUNCTIONS[np.copy](FUNCTIONS[np.ravel](self, order))  # a copy, unlike ravel
 
     def conj(self):
-        return np.conjugate(self)
+        return np.conjugate(self) if self.dtype.kind == "c" else self  # NumPy's x.conj() of a real x is x
 
     def astype_method(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         if not copy and np.dtype(dtype) == self.dtype:

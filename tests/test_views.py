@@ -121,6 +121,8 @@ def test_writes_through_every_kind_of_view():
         np.split(x, 3)[1][0, 0] = 9.0 * x[2, 2]
         x.view()[2, 0] += 1.0
         x.real[0, 0] += 3.0
+        np.real(x)[0, 1] *= 2.0
+        x.conj()[0, 2] -= x[1, 0]  # a real array's conjugate is the array itself
         return x * x
 
     same_as_numpy(f, X)
