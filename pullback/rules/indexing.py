@@ -4,13 +4,13 @@ updates), `where`, take, take_along_axis, diagonals (diagonal, diag, diagflat) a
 
 import numpy as np
 
-from .._arrays import zeros_as
+from .._arrays import speaks_nep18, zeros_as
 from .._extend import primitive, rrule
 from .._inplace import mark_view
 from .._registry import FUNCTIONS
 from .._standins import getitem, index_update
 from .._tangents import InplaceableThunk, Thunk
-from .._values import Traced, stop_gradient
+from .._values import Traced, stop_gradient, strip_all
 from ._register import composite, forward_rule, linear_forward, rule, zeros_if_none
 
 
@@ -99,7 +99,7 @@ def index_update_rule(x, index, value):
 
 
 def _update_plain(x, index, value):
-    y = np.array(x, copy=True)
+    y = x.copy() if speaks_nep18(type(x)) else np.array(x, copy=True)  # np.array would convert a CuPy array
     y[index] = value
     return y
 
@@ -315,25 +315,22 @@ def choose(a, choices, out=None, mode="raise"):
 @composite(np.piecewise, args="x, the functions' outputs", notes="""Each function runs on the elements
            its condition selects (traced), as in NumPy; constants are plain.""")
 def piecewise(x, condlist, funclist, *args, **kw):
-    plain_x = stop_gradient(x)
-    plain = np.piecewise(plain_x, condlist, [f if callable(f) else f for f in funclist], *args, **kw)
-    conditions = np.asarray(condlist, dtype=bool) if not isinstance(condlist, list) else condlist
-    conditions = [np.asarray(stop_gradient(c), dtype=bool) for c in conditions] if np.ndim(plain_x) else [
-        np.asarray(stop_gradient(c), dtype=bool) for c in np.atleast_1d(conditions)]
-    if len(funclist) == len(conditions) + 1:  # the last function takes what no condition does
+    plain_x = np.asarray(stop_gradient(x))
+    plain = np.piecewise(plain_x, strip_all(condlist), funclist, *args, **kw)  # NumPy checks the lists
+    if np.isscalar(condlist) or (not isinstance(condlist[0], (list, np.ndarray)) and plain_x.ndim != 0):
+        condlist = [condlist]
+    conditions = list(np.asarray(strip_all(condlist), dtype=bool))
+    if len(conditions) == len(funclist) - 1:  # the last function takes what no condition does
         conditions.append(~np.any(conditions, axis=0))
-    y = np.zeros(np.shape(plain_x), dtype=plain.dtype)
-    if isinstance(x, Traced):
-        y = x * 0.0
-        y = y if y.dtype == plain.dtype else y.astype(plain.dtype)
+    if not isinstance(x, Traced) or plain.dtype.kind != "f":
+        return plain
+    y = x * 0.0  # NumPy starts from zeros_like(x)
     for condition, f in zip(conditions, funclist):
-        condition = np.broadcast_to(condition, np.shape(plain_x))
         if not callable(f):
             y = np.where(condition, f, y)
         elif np.any(condition):
-            values = f(x[condition], *args, **kw)
-            y = assign_into(y, condition, values)
-    return y
+            y = assign_into(y, condition, f(x[condition], *args, **kw))
+    return y if y.dtype == plain.dtype else y.astype(plain.dtype)
 
 
 def assign_into(y, mask, values):

@@ -337,8 +337,9 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     plain = np.cross(np.asarray(stop_gradient(a)), np.asarray(stop_gradient(b)), axisa, axisb, axisc, axis)
     if axis is not None:
         axisa = axisb = axisc = axis
-    y = _cross_last(np.moveaxis(a, axisa, -1), np.moveaxis(b, axisb, -1))
-    if np.ndim(y) > 0 and np.ndim(plain) == np.ndim(y) and np.shape(y)[-1] == 3 and np.ndim(plain) > 0:
+    a, b = np.moveaxis(a, axisa, -1), np.moveaxis(b, axisb, -1)
+    y = _cross_last(a, b)
+    if 3 in (np.shape(a)[-1], np.shape(b)[-1]):  # a vector result: its components go to axisc
         y = np.moveaxis(y, -1, axisc)
     y = np.reshape(y, np.shape(plain))
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)
