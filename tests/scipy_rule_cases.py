@@ -25,7 +25,8 @@ SPECIAL = {
     "owens_t": ((-2, 2), (-2, 2)), "binom": ((3, 6), (0.5, 2.5)), "radian": ((-90, 90), (-30, 30), (-30, 30)),
     "agm": ((0.3, 3), (0.3, 3)), "ellipkinc": ((-1.3, 1.3), (-1, 0.9)), "ellipeinc": ((-1.3, 1.3), (-1, 0.9)),
     "elliprf": ((0.2, 2), (0.2, 2), (0.2, 2)), "elliprc": ((0.2, 2), (0.2, 2)), "tklmbda": ((-1, 1), (-0.4, 0.4)),
-    "_ufuncs._riemann_zeta": ((1.5, 4),), "_ufuncs._zeta": ((1.5, 4), (0.5, 3)),
+    "_ufuncs._riemann_zeta": ((1.5, 4),), "zetac": ((1.5, 4),), "itstruve0": ((0.3, 3),), "it2struve0": ((0.5, 3),),
+    "itmodstruve0": ((0.3, 3),), "_ufuncs._zeta": ((1.5, 4), (0.5, 3)),
     "gammaincinv": ((0.5, 3), (0.1, 0.9)), "gammainccinv": ((0.5, 3), (0.1, 0.9)),
     "betaincinv": ((0.5, 3), (0.5, 3), (0.1, 0.9)), "betainccinv": ((0.5, 3), (0.5, 3), (0.1, 0.9)),
     "chdtr": ((1, 5), (0.5, 4)), "chdtrc": ((1, 5), (0.5, 4)), "chdtri": ((1, 5), (0.1, 0.9)),
@@ -49,7 +50,7 @@ SHAPES = ((3, 2), (2,), (3, 1))
 
 # Arguments whose derivative is computed by quadrature (first order only): (name, position)
 FIRST_ORDER_ONLY = {
-    ("_ufuncs._riemann_zeta", 0), ("_ufuncs._zeta", 0), ("gammaincinv", 0), ("gammainccinv", 0), ("betaincinv", 0),
+    ("_ufuncs._riemann_zeta", 0), ("zetac", 0), ("_ufuncs._zeta", 0), ("gammaincinv", 0), ("gammainccinv", 0), ("betaincinv", 0),
     ("betaincinv", 1), ("betainccinv", 0), ("betainccinv", 1), ("chdtr", 0), ("chdtrc", 0), ("chdtri", 0),
     ("fdtr", 0), ("fdtr", 1), ("fdtrc", 0), ("fdtrc", 1), ("fdtri", 0), ("fdtri", 1), ("gdtr", 1), ("gdtrc", 1),
     ("gdtrix", 1), ("stdtrit", 0),

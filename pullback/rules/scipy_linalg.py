@@ -836,3 +836,5 @@ for _fn in (sqrtm, logm, cosm, sinm, tanm, coshm, sinhm, tanhm, signm):
              name=f"scipy.linalg.{_fn.__name__}")
 describe(solve_sylvester, "a, b, q", _NOTE.format("solve_sylvester") + _ROWS[solve_sylvester][1], kind="rule",
          rule=sylvester_rule, name="scipy.linalg.solve_sylvester")
+describe("scipy.linalg.solve_lyapunov", "a, q", "SciPy's alias of solve_continuous_lyapunov; call "
+         "pullback.scipy.linalg.solve_lyapunov.", kind="composite", name="scipy.linalg.solve_lyapunov")

@@ -576,6 +576,12 @@ _nary("_ufuncs._zeta", (lambda g, x, q, out, sp: g * _by_quadrature("zeta", "x",
       "Hurwitz ζ(x, q), reached through zeta(x, q). ∂/∂q = -x ζ(x + 1, q); ∂/∂x by an Euler–Maclaurin "
       "sum (about 1e-13 relative), first derivatives only.", row="zeta(x, q)")
 
+_nary("zetac", (lambda g, x, out, sp: g * _by_quadrature("zetac", "x", _zeta_ds, x, 1.0),), "x",
+      "ζ(x) - 1; ∂/∂x as zeta's (Euler–Maclaurin, x > -5), first derivatives only.")
+_unary("itstruve0", notes="∫_0^x H_0(t) dt.")(lambda g, x, y, sp: g * sp.struve(0.0, x))
+_unary("it2struve0", notes="∫_x^∞ H_0(t)/t dt, x > 0.")(lambda g, x, y, sp: -g * sp.struve(0.0, x) / x)
+_unary("itmodstruve0", notes="∫_0^x L_0(t) dt.")(lambda g, x, y, sp: g * sp.modstruve(0.0, x))
+
 
 def _zeta_ds(s, q):
     """∂ζ(s, q)/∂s for scalars s > 1 (or q > 0 and any s ≠ 1 for the Riemann case q = 1), by Euler–Maclaurin:
