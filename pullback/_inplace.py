@@ -16,7 +16,7 @@ gather. Code that writes into no array that has live views pays nothing for this
 ...     y[:, 0] *= 10.0     # writes through the view into x
 ...     return np.sum(x * x)
 >>> pb.gradient(f, np.arange(4.0))
-(array([  0.,   2., 800.,   6.]),)
+(array([  0.,   2., 400.,   6.]),)
 """
 
 import weakref
