@@ -15,6 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 import pullback as pb
 from rule_checks import gradcheck, seeds
+from scipy_rule_cases import FIRST_ORDER_ONLY, SPECIAL, draw, special_call, ufunc
 
 sp = pytest.importorskip("scipy.special")
 special = pytest.importorskip("pullback.rules.special")
@@ -220,3 +221,137 @@ def test_gammasgn_has_no_gradient_and_multigammaln_is_differentiable():
     assert special.multigammaln(3.0, 2) == sp.multigammaln(3.0, 2)
     with pytest.raises(ValueError, match="condition a"):
         pb.gradient(lambda a: special.multigammaln(a, 4), 1.0)
+
+
+# --- the ufuncs added with scipy_rule_cases.SPECIAL: values, first and second derivatives ----------
+@pytest.mark.parametrize("name", sorted(SPECIAL))
+def test_more_ufuncs_against_central_differences_and_scipy(name):
+    f, ranges = special_call(sp, name)
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    args = draw(rng, ranges)
+    value = pb.pullback(f, *args)[0]
+    np.testing.assert_array_equal(value, f(*args))  # SciPy's own value, to the last bit
+    gradcheck(f, *args, rtol=1e-6, atol=1e-9)
+    low = tuple(a.astype(np.float32) for a in args)  # float32 in: float32 gradients
+    grads = pb.gradient(lambda *a: np.sum(f(*a)), *low)
+    assert all(g.dtype == np.float32 for g in grads)
+
+
+@pytest.mark.parametrize("name", sorted(SPECIAL))
+def test_more_ufuncs_second_order(name):
+    spec = SPECIAL[name]
+    slots = [k for k, s in enumerate(spec) if isinstance(s, tuple)]
+    smooth = [k for k in slots if (name, k) not in FIRST_ORDER_ONLY]
+    if not smooth:
+        pytest.skip("first derivatives only (quadrature)")
+    k = smooth[-1]
+    fn = ufunc(sp, name)
+    if name in ("elliprf", "elliprc"):  # their derivatives are elliprd, which has no rule: a clear error
+        with pytest.raises(NotImplementedError, match="no derivative rule for scipy.special.elliprd"):
+            pb.hessian(lambda x: fn(*[x if j == k else 1.5 for j in range(len(spec))]), 1.2)
+        return
+    rng = np.random.default_rng(7)
+    rest = {j: (float(np.mean(spec[j])) if j in slots else spec[j]) for j in range(len(spec))}
+    x = rng.uniform(*spec[k], 4)
+
+    def derivative(x):
+        def value(y):
+            return project(fn(*[y if j == k else rest[j] for j in range(len(spec))]))
+
+        return np.sum(pb.gradient(value, x)[0] * np.arange(1.0, 5.0))
+
+    gradcheck(derivative, x, rtol=1e-4, atol=1e-7)
+
+
+def test_quadrature_derivatives_refuse_a_second_order():
+    with pytest.raises(NotImplementedError, match="gammaincinv: the derivative with respect to a .*quadrature"):
+        pb.hessian(lambda a: sp.gammaincinv(a, 0.3), 2.0)
+    with pytest.raises(NotImplementedError, match="zeta: the derivative with respect to x"):
+        pb.hessian(lambda x: sp.zeta(x), 3.0)
+
+
+@pytest.mark.parametrize("call, what", [
+    (lambda v: sp.kv(v, 1.5), "order"), (lambda n: sp.expn(n, 1.5), "order n"),
+    (lambda a: sp.hyp1f1(a, 1.5, 0.3), "respect to a"), (lambda c: sp.hyp2f1(0.5, 1.0, c, 0.3), "respect to c"),
+    (lambda n: sp.eval_legendre(n, 0.3), "degree n"), (lambda a: sp.eval_gegenbauer(2, a, 0.3), "parameter alpha"),
+])
+def test_plain_arguments_refuse_clearly(call, what):
+    with pytest.raises(NotImplementedError, match=what):
+        pb.gradient(call, 1.5)
+
+
+def test_counts_carry_no_gradient_and_kinks_and_limits():
+    # pdtr floors k: no gradient for it, and the value is SciPy's
+    g = pb.gradient(lambda k, m: sp.pdtr(k, m), 2.5, 1.5)
+    assert g[0] is None and np.isclose(g[1], -np.exp(-1.5) * 1.5 ** 2 / 2)
+    assert pb.gradient(lambda x: np.sum(sp.round(x) * x), np.array([0.4, 2.6]))[0].tolist() == [0.0, 3.0]
+    # the limits at m = 0, and spence at z = 1
+    np.testing.assert_allclose(pb.gradient(sp.ellipk, 0.0)[0], np.pi / 8)
+    np.testing.assert_allclose(pb.gradient(sp.ellipe, 0.0)[0], -np.pi / 8)
+    np.testing.assert_allclose(pb.gradient(lambda m: sp.ellipkinc(0.7, m), 0.0)[0], (0.7 - np.sin(1.4) / 2) / 4)
+    np.testing.assert_allclose(pb.gradient(sp.spence, 1.0)[0], -1.0)
+    # exprel and boxcox at 0, where the closed forms are 0/0
+    np.testing.assert_allclose(pb.gradient(sp.exprel, 0.0)[0], 0.5)
+    np.testing.assert_allclose(pb.gradient(lambda lm: sp.boxcox(2.0, lm), 0.0)[0], np.log(2.0) ** 2 / 2)
+    # huber's kink: the derivative in r is r inside, delta·sign(r) outside
+    np.testing.assert_allclose(pb.gradient(lambda r: np.sum(sp.huber(1.0, r)), np.array([0.5, -3.0]))[0], [0.5, -1.0])
+
+
+def test_zeta_in_both_arguments_against_central_differences():
+    x, q = np.array([1.5, 2.5, 6.0]), np.array([0.5, 1.0, 4.0])
+    gradcheck(lambda x, q: sp.zeta(x, q), x, q, rtol=1e-7, atol=1e-10)
+    gradcheck(lambda x: sp.zeta(x), np.array([-4.5, -0.5, 0.5, 3.0]), rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(pb.gradient(lambda x: sp.zeta(x), 2.0)[0], -0.9375482543158437, rtol=1e-12)  # ζ'(2)
+    np.testing.assert_allclose(pb.gradient(lambda x: sp.zeta(x), 0.0)[0], -0.5 * np.log(2 * np.pi), rtol=1e-14)
+    np.testing.assert_allclose(pb.gradient(lambda x: sp.zeta(x), -2.0)[0], -0.03044845705839327, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["sici", "shichi", "fresnel", "airy", "itairy", "itj0y0", "iti0k0", "it2j0y0",
+                                  "it2i0k0", "ellipj", "pbdv"])
+def test_several_outputs(name):
+    ours, theirs = getattr(special, name), getattr(sp, name)
+    plain = {"ellipj": (None, 0.4), "pbdv": (1.5, None)}.get(name, (None,))
+    x = np.array([0.4, 1.1, 2.3])
+    call = lambda f, x: f(*[x if p is None else p for p in plain])  # noqa: E731
+    for got, want in zip(pb.pullback(lambda x: call(ours, x), x)[0], call(theirs, x)):
+        np.testing.assert_array_equal(got, want)
+    assert [np.shape(v) for v in call(ours, x)] == [np.shape(v) for v in call(theirs, x)]  # plain: SciPy itself
+    for k in range(len(call(theirs, x))):
+        gradcheck(lambda x: call(ours, x)[k], x)
+        gradcheck(lambda x: np.sum(pb.gradient(lambda y: project(call(ours, y)[k]), x)[0]), x, rtol=1e-4, atol=1e-7)
+    with pytest.raises(NotImplementedError, match=f"no derivative rule for scipy.special.{name}"):
+        pb.gradient(lambda x: np.sum(call(theirs, x)[0]), x)  # SciPy's own ufunc: a clear error, not a wrong number
+
+
+def test_ellipj_parameter_and_pbdv_order_are_plain():
+    with pytest.raises(NotImplementedError, match="the parameter m"):
+        pb.gradient(lambda m: special.ellipj(0.5, m)[0], 0.3)
+    with pytest.raises(NotImplementedError, match="the order v"):
+        pb.jvp(lambda v: special.pbdv(v, 0.5)[0], (1.5,), (1.0,))
+
+
+@pytest.mark.parametrize("kind", ["jn", "yn", "in", "kn"])
+def test_spherical_bessel_functions(kind):
+    ours, theirs = getattr(special, f"spherical_{kind}"), getattr(sp, f"spherical_{kind}")
+    z = np.array([0.6, 1.7, 3.2]) if kind == "kn" else np.array([-1.3, 0.6, 1.7, 3.2])
+    for derivative in (False, True):
+        for n in (0, 3, np.array([1, 2, 0, 4])[:len(z)]):
+            np.testing.assert_allclose(pb.pullback(lambda z: ours(n, z, derivative), z)[0], theirs(n, z, derivative),
+                                       rtol=1e-14, atol=1e-300)
+            gradcheck(lambda z: ours(n, z, derivative), z)
+        gradcheck(lambda z: np.sum(pb.gradient(lambda y: project(ours(2, y, derivative)), z)[0]), z, rtol=1e-4,
+                  atol=1e-7)
+    if kind == "kn":
+        with pytest.raises(ValueError, match="negative z"):
+            pb.gradient(lambda z: ours(1, z), -1.0)
+
+
+def test_diric_and_the_functions_that_work_as_they_are():
+    x = np.array([-2.0, 0.3, 1.0, 2 * np.pi + 0.2])
+    for n in (3, 4):
+        np.testing.assert_allclose(pb.pullback(lambda x: special.diric(x, n), x)[0], sp.diric(x, n), rtol=1e-14)
+        gradcheck(lambda x: special.diric(x, n), x)
+    assert pb.gradient(lambda x: special.diric(x, 3), 0.0)[0] == 0.0  # the limit ±1 is flat to first order
+    z = np.array([0.5, 1.5])
+    gradcheck(lambda z: sp.jvp(1.5, z, 2) + sp.kvp(0.5, z) + sp.ivp(2, z, 3) + sp.yvp(1, z), z)
+    gradcheck(lambda x: sp.softplus(x) + sp.assoc_laguerre(x, 3, 0.5), z)

@@ -569,15 +569,15 @@ _binary("tklmbda", lambda g, x, lm, p, sp: g * _tukey_lambda_density(p, lm),
 
 # Riemann and Hurwitz zeta: SciPy's zeta(x, q=None) calls these two ufuncs, so it works on traced values.
 _nary("_ufuncs._riemann_zeta", (lambda g, x, out, sp: g * _by_quadrature("zeta", "x", _zeta_ds, x, 1.0),),
-      "x", "ζ(x); ∂/∂x by an Euler–Maclaurin sum (about 1e-13 relative) for x > -5 (NaN below), first derivatives "
-      "only.", row="zeta")
+      "x", "ζ(x); ∂/∂x by an Euler–Maclaurin sum (and the reflection formula for x < 1/2), about 1e-13 "
+      "relative; first derivatives only.", row="zeta")
 _nary("_ufuncs._zeta", (lambda g, x, q, out, sp: g * _by_quadrature("zeta", "x", _zeta_ds, x, q),
                         lambda g, x, q, out, sp: -g * x * sp.zeta(x + 1.0, q)), "x, q",
       "Hurwitz ζ(x, q), reached through zeta(x, q). ∂/∂q = -x ζ(x + 1, q); ∂/∂x by an Euler–Maclaurin "
       "sum (about 1e-13 relative), first derivatives only.", row="zeta(x, q)")
 
 _nary("zetac", (lambda g, x, out, sp: g * _by_quadrature("zetac", "x", _zeta_ds, x, 1.0),), "x",
-      "ζ(x) - 1; ∂/∂x as zeta's (Euler–Maclaurin, x > -5), first derivatives only.")
+      "ζ(x) - 1; ∂/∂x as zeta's, first derivatives only.")
 _unary("itstruve0", notes="∫_0^x H_0(t) dt.")(lambda g, x, y, sp: g * sp.struve(0.0, x))
 _unary("it2struve0", notes="∫_x^∞ H_0(t)/t dt, x > 0.")(lambda g, x, y, sp: -g * sp.struve(0.0, x) / x)
 _unary("itmodstruve0", notes="∫_0^x L_0(t) dt.")(lambda g, x, y, sp: g * sp.modstruve(0.0, x))
@@ -588,8 +588,16 @@ def _zeta_ds(s, q):
     ζ(s, q) = Σ_{n<N} (n+q)^-s + (N+q)^(1-s)/(s-1) + (N+q)^-s/2 + Σ_k B_2k/(2k)! (s)_(2k-1) (N+q)^(-s-2k+1) + R."""
     if math.isnan(s) or math.isnan(q) or s == 1 or q <= 0:
         return math.nan
-    if (s < 1 and q != 1) or s < -5:  # below -5 the sum's remainder is no longer negligible
+    if s < 1 and q != 1:
         return math.nan
+    if q == 1 and s == 0:
+        return -0.5 * math.log(2.0 * math.pi)
+    if q == 1 and s < 0.5:  # the reflection ζ(s) = A(s) ζ(1 - s), A(s) = 2^s π^(s-1) sin(πs/2) Γ(1-s): no cancellation
+        sp = _scipy_special()
+        scale = 2.0 ** s * math.pi ** (s - 1.0) * math.gamma(1.0 - s)
+        a, da = scale * math.sin(0.5 * math.pi * s), scale * (
+            math.sin(0.5 * math.pi * s) * (math.log(2.0 * math.pi) - sp.digamma(1.0 - s)) + 0.5 * math.pi * math.cos(0.5 * math.pi * s))
+        return da * sp.zeta(1.0 - s) - a * _zeta_ds(1.0 - s, 1.0)
     n_terms = 40
     a = n_terms + q
     la = math.log(a)
@@ -1042,7 +1050,7 @@ iti0k0 = _standin_of_outputs("iti0k0", _split_outputs("iti0k0", ("i0int", "k0int
 it2j0y0 = _standin_of_outputs("it2j0y0", _split_outputs("it2j0y0", ("j0int", "y0int"), 0, (
     lambda a, o, sp: (1.0 - sp.j0(a[0])) / a[0], lambda a, o, sp: -sp.y0(a[0]) / a[0])))
 it2i0k0 = _standin_of_outputs("it2i0k0", _split_outputs("it2i0k0", ("i0int", "k0int"), 0, (
-    lambda a, o, sp: (sp.i0(a[0]) - 1.0) / a[0], lambda a, o, sp: sp.k0(a[0]) / a[0])))
+    lambda a, o, sp: (sp.i0(a[0]) - 1.0) / a[0], lambda a, o, sp: -sp.k0(a[0]) / a[0])))
 ellipj = _standin_of_outputs("ellipj", _split_outputs("ellipj", ("sn", "cn", "dn", "ph"), 0, (
     lambda a, o, sp: o[1]() * o[2](), lambda a, o, sp: -o[0]() * o[2](), lambda a, o, sp: -a[1] * o[0]() * o[1](),
     lambda a, o, sp: o[2]()), {1: "the parameter m"}))
