@@ -40,3 +40,13 @@ def test_interp_second_order_and_refusals():
     second_order(lambda fp: np.interp(x, xp, fp) ** 2, fp)
     with pytest.raises(NotImplementedError, match="period"):
         pb.gradient(lambda fp: np.sum(np.interp(x, xp, fp, period=2.0)), fp)
+
+
+def test_only_left_or_right_traced_names_interp_and_the_fix():
+    # NumPy hands np.interp over on x, xp and fp only: a traced `left` alone reaches NumPy's float().
+    x, xp, fp = np.array([-1.0, 0.5, 5.0]), np.array([0.0, 1.0]), np.array([0.0, 2.0])
+    with pytest.raises(TypeError, match=r"numpy\.interp converted it.*make one of those traced"):
+        pb.gradient(lambda left: np.sum(np.interp(x, xp, fp, left, 3.0)), 2.0)
+    # The fix it names: a traced array argument, and the fill values are differentiated.
+    g = pb.gradient(lambda left, right: np.sum(np.interp(x, xp, fp + 0.0 * left, left, right)), 2.0, 3.0)
+    assert g == (1.0, 1.0)
