@@ -223,13 +223,15 @@ def _root_index(root, positions):
 def _keep_layout(view, old, old_root, new_root):
     """Make the re-derived `view`'s plain value a NumPy view of the root's new plain value, laid out as
     before, so that later reshapes and ravels of it make a view or a copy exactly as NumPy would."""
-    if (type(old) is not np.ndarray or type(new_root) is not np.ndarray or new_root.strides != old_root.strides
-            or new_root.shape != old_root.shape or not (new_root.flags.c_contiguous or new_root.flags.f_contiguous)
-            or not np.may_share_memory(old, old_root)):
+    if (type(old) is not np.ndarray or type(old_root) is not np.ndarray or type(new_root) is not np.ndarray
+            or new_root.strides != old_root.strides or new_root.shape != old_root.shape or old.size == 0
+            or not (new_root.flags.c_contiguous or new_root.flags.f_contiguous) or not np.may_share_memory(old, old_root)):
         return
     start = old.__array_interface__["data"][0] - old_root.__array_interface__["data"][0]
-    if start < 0 or start % new_root.itemsize:
-        return
+    reach = [(n - 1) * stride for n, stride in zip(old.shape, old.strides)]
+    lowest, highest = start + sum(min(r, 0) for r in reach), start + sum(max(r, 0) for r in reach)
+    if start % new_root.itemsize or lowest < 0 or highest + old.itemsize > old_root.nbytes:
+        return  # not inside the root's memory as laid out: keep the gathered copy
     flat = new_root.reshape(-1, order="F" if not new_root.flags.c_contiguous else "C")
     shown = np.lib.stride_tricks.as_strided(flat[start // new_root.itemsize:], old.shape, old.strides,
                                             writeable=bool(old.flags.writeable))
