@@ -226,6 +226,8 @@ def _positions(count, q, method):
 
 
 def _order_statistics(a, q, axis, method, keepdims, skip_nan, plain):
+    if np.size(a) == 0:
+        return plain  # NaNs (or an empty result): nothing to differentiate
     q = np.asarray(q, dtype=np.float64)
     ndim = np.ndim(a)
     axes = tuple(range(ndim)) if axis is None else tuple(
