@@ -6,6 +6,7 @@ import pytest
 
 import pullback as pb
 from numpy_coverage_checks import run_case, run_float32
+from rule_checks import second_order
 
 P, Q = np.array([1.0, -2.0, 0.5]), np.array([3.0, 0.5])
 X = np.array([0.3, -1.2, 2.0, 0.7])
@@ -67,3 +68,13 @@ def test_polyfit_recovers_an_exact_polynomial_and_its_derivative_in_y():
     np.testing.assert_allclose(fit, c, atol=1e-12)
     # The fit is linear in y: its Jacobian is the pseudo-inverse of the Vandermonde matrix.
     np.testing.assert_allclose(back(np.array([1.0, 0.0, 0.0]))[0], np.linalg.pinv(np.vander(x, 3))[0], atol=1e-12)
+
+
+def _flat(y):
+    return np.concatenate([np.ravel(v) for v in (y if isinstance(y, tuple) else (y,))])
+
+
+@pytest.mark.parametrize("name", ["polyval", "polymul", "polydiv", "polyfit", "roots"])
+def test_second_order(name):
+    f, (first, *rest) = CASES[name]
+    second_order(lambda p: np.sum(_flat(f(p, *rest)) ** 3), first)

@@ -9,6 +9,7 @@ import pytest
 
 import pullback as pb
 from numpy_coverage_checks import run_case, run_float32
+from rule_checks import second_order
 
 rng = np.random.default_rng(13)
 A = rng.normal(size=(4, 6))  # distinct values: no ties among order statistics
@@ -98,3 +99,9 @@ def test_order_statistics_of_empty_arrays_are_numpys_nans():
         assert np.isnan(pb.pullback(lambda x: np.median(x[:0]), A[0])[0])
         with pytest.raises(IndexError):  # as NumPy raises for an empty axis
             pb.pullback(lambda x: np.quantile(x[:0], 0.5, axis=0), A)
+
+
+@pytest.mark.parametrize("f", [lambda x: np.cov(x), lambda x: np.corrcoef(x), lambda x: np.quantile(x, 0.3, axis=1),
+                               lambda x: np.nanstd(x, axis=0)], ids=["cov", "corrcoef", "quantile", "nanstd"])
+def test_second_order(f):
+    second_order(lambda x: np.sum(f(x) ** 3), A[:3, :4])
