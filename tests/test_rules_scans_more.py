@@ -4,10 +4,13 @@ NumPy's values, in float32, and at the odd cases."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import pullback as pb
 from numpy_coverage_checks import run_case, run_float32
-from rule_checks import second_order
+from rule_checks import draw_axis, second_order, seeds
 
 rng = np.random.default_rng(12)
 F = rng.normal(size=(5, 4))
@@ -75,3 +78,16 @@ def test_cumulative_sum_needs_axis_for_n_d_as_numpy():
         pb.gradient(lambda x: np.sum(np.cumulative_sum(x)), F)
     g = pb.gradient(lambda x: np.sum(np.nancumsum(x)), NAN)[0]
     assert np.all(g[np.isnan(NAN)] == 0) and np.all(np.isfinite(g))
+
+
+@settings(max_examples=20, deadline=None)
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=3, max_side=5), seed=seeds,
+       edge_order=st.sampled_from([1, 2]), data=st.data())
+def test_gradient_random_shapes_axes_and_spacings(shape, seed, edge_order, data):
+    rng = np.random.default_rng(seed)
+    f = rng.normal(size=shape)
+    axis = draw_axis(rng, len(shape))
+    coordinates = np.cumsum(rng.uniform(0.5, 1.5, shape[axis]))
+    spacing = data.draw(st.sampled_from(["coordinates", "scalar", "none"]))
+    args = {"coordinates": (coordinates,), "scalar": (0.7,), "none": ()}[spacing]
+    run_case(lambda f, *h: np.gradient(f, *h, axis=axis, edge_order=edge_order), f, *args)

@@ -6,10 +6,13 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import pullback as pb
 from numpy_coverage_checks import run_case, run_float32
-from rule_checks import second_order
+from rule_checks import draw_axis, second_order, seeds
 
 rng = np.random.default_rng(13)
 A = rng.normal(size=(4, 6))  # distinct values: no ties among order statistics
@@ -105,3 +108,14 @@ def test_order_statistics_of_empty_arrays_are_numpys_nans():
                                lambda x: np.nanstd(x, axis=0)], ids=["cov", "corrcoef", "quantile", "nanstd"])
 def test_second_order(f):
     second_order(lambda x: np.sum(f(x) ** 3), A[:3, :4])
+
+
+@settings(max_examples=20, deadline=None)
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=5), seed=seeds,
+       method=st.sampled_from(METHODS), keepdims=st.booleans())
+def test_quantile_random_shapes_axes_and_methods(shape, seed, method, keepdims):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=shape)  # distinct values almost surely
+    axis = draw_axis(rng, len(shape))
+    q = rng.uniform(0.0, 1.0, 2)
+    run_case(lambda a: np.quantile(a, q, axis=axis, method=method, keepdims=keepdims), a)
