@@ -97,6 +97,19 @@ def zeros_as(like, shape, dtype=None):
     return np.zeros_like(like, shape=shape, dtype=dtype)
 
 
+def like_input(a, like):
+    """The NumPy constant `a` (an identity matrix, weights) as an array of `like`'s type, to combine with it.
+
+    >>> like_input(np.eye(2), np.ones(3)) is not None
+    True
+    """
+    while getattr(type(like), "pullback_traced", False):  # the plain value inside a traced one
+        like = like._value
+    if type(like) is np.ndarray or not speaks_nep18(type(like)):
+        return a
+    return np.asarray(a, like=like)
+
+
 def as_type_of(g, primal):
     """`g` as an array of `primal`'s array type, when `g` is a NumPy array and `primal` another library's.
 

@@ -293,7 +293,11 @@ def leaf_gradient(g, primal, returned):
     if g is None or _is_tracked_value(g):  # a nested call: this result is itself being differentiated
         return g
     if is_foreign_array(primal) or is_foreign_array(g):  # its library's array, as the rules left it
-        return as_type_of(g, primal)
+        g = as_type_of(g, primal)
+        if g is primal or id(g) in returned:  # one gradient object per leaf, as with NumPy arrays
+            g = g.copy()
+        returned.add(id(g))
+        return g
     if type(primal) is float:
         return float(g)
     if type(primal) is complex:

@@ -42,9 +42,7 @@ class StrictArray:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         try:
             inputs = tuple(_unwrap(x) for x in inputs)
-            if "out" in kwargs:
-                kwargs["out"] = tuple(_unwrap(o) for o in kwargs["out"])
-            kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+            kwargs = {k: _unwrap(v) for k, v in kwargs.items()}  # out=(StrictArray,) writes into its data
         except _Defer:
             return NotImplemented
         out = getattr(ufunc, method)(*inputs, **kwargs)

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .._arrays import speaks_nep18
 from .._extend import frule, primitive, rrule
 from .._tangents import Thunk
 from .._values import stop_gradient
@@ -242,9 +243,58 @@ def _filter_from_columns(cols, g2, w_shape, groups):
     return dw.transpose(1, 0, 2).reshape(w_shape)
 
 
+# --- the same three operations for arrays of other libraries (CuPy, Dask) ----------------------
+# im2col reads windows through NumPy's strides, which other array types do not share; these
+# add up one product per kernel offset instead, with slicing, padding and einsum only.
+def _other_library(*arrays):
+    return any(type(a) is not np.ndarray and speaks_nep18(type(a)) for a in arrays)
+
+
+def _tap(patch, w_ij, groups):
+    """`patch (n, oh, ow, c)` times one kernel offset's filter `(cg, o)`: `(n, oh, ow, o)`."""
+    if groups == 1:
+        return patch @ w_ij
+    n, oh, ow, c = patch.shape
+    cg, o = w_ij.shape
+    by_group = np.einsum("nhwgc,cgo->nhwgo", patch.reshape(n, oh, ow, groups, cg), w_ij.reshape(cg, groups, o // groups))
+    return by_group.reshape(n, oh, ow, o)
+
+
+def _conv_any(x, w, stride, padding, dilation, groups):
+    out_hw = _output_hw(x.shape, w.shape[:2], stride, padding, dilation)
+    xp = np.pad(x, ((0, 0), *padding, (0, 0))) if any(any(p) for p in padding) else x
+    terms = [_tap(xp[:, rows, cols, :], w[i, j], groups) for i, j, rows, cols in _offsets(w.shape[:2], stride, dilation, out_hw)]
+    return _total(terms)
+
+
+def _conv_transpose_any(g, w, in_shape, stride, padding, dilation, groups):
+    n, h, wd, c = in_shape
+    (top, bottom), (left, right) = padding
+    kh, kw, cg, o = w.shape
+    dxp = np.zeros_like(g, shape=(n, h + top + bottom, wd + left + right, c))
+    flipped = w.reshape(kh, kw, cg, groups, o // groups).transpose(0, 1, 4, 3, 2).reshape(kh, kw, o // groups, groups * cg)
+    for i, j, rows, cols in _offsets(w.shape[:2], stride, dilation, g.shape[1:3]):
+        dxp[:, rows, cols] += _tap(g, flipped[i, j] if groups > 1 else w[i, j].T, groups)
+    return dxp[:, top:top + h, left:left + wd]
+
+
+def _conv_filter_any(x, g, kernel, stride, padding, dilation, groups):
+    xp = np.pad(x, ((0, 0), *padding, (0, 0))) if any(any(p) for p in padding) else x
+    n, oh, ow, o = g.shape
+    cg = x.shape[3] // groups
+    taps = []
+    for i, j, rows, cols in _offsets(kernel, stride, dilation, (oh, ow)):
+        patch = xp[:, rows, cols, :].reshape(n, oh, ow, groups, cg)
+        per_group = np.einsum("nhwgc,nhwgo->cgo", patch, g.reshape(n, oh, ow, groups, o // groups))
+        taps.append(per_group.reshape(cg, o))
+    return np.stack(taps).reshape(kernel[0], kernel[1], cg, o)
+
+
 # --- the three convolution primitives ----------------------------------------------------
 @primitive
 def _conv(x, w, *, stride, padding, dilation, groups):
+    if _other_library(x, w):
+        return _conv_any(x, w, stride, padding, dilation, groups)
     out_hw = _output_hw(x.shape, w.shape[:2], stride, padding, dilation)
     y = np.empty((x.shape[0], out_hw[0], out_hw[1], w.shape[3]), dtype=np.result_type(x, w))
     for cols, (images, rows) in _column_blocks(x, w.shape[:2], stride, padding, dilation):
@@ -266,6 +316,8 @@ def _conv_transpose(g, w, *, in_hw, stride, padding, dilation, groups):
             f"A convolution of {in_hw} images with this geometry gives {expected} outputs, "
             f"but the incoming array is {(oh, ow)}; check the output size, stride and padding."
         )
+    if _other_library(g, w):
+        return _conv_transpose_any(g, w, in_shape, stride, padding, dilation, groups)
     if stride == (1, 1) and n * oh * ow >= 2 * o:
         # A stride-1 transposed convolution is a convolution with the filter flipped and its
         # channel axes swapped: one im2col and one product, faster than col2im's additions
@@ -287,6 +339,8 @@ def _flipped_filter(w, groups):
 
 @primitive
 def _conv_filter(x, g, *, kernel, stride, padding, dilation, groups):
+    if _other_library(x, g):
+        return _conv_filter_any(x, g, kernel, stride, padding, dilation, groups)
     w_shape = (kernel[0], kernel[1], x.shape[3] // groups, g.shape[3])
     dw = None
     for cols, (images, rows) in _column_blocks(x, kernel, stride, padding, dilation):

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import Tangent, Thunk, tree, unthunk
 from ._state import Leaf, copy_value, mirror
-from ._walk import describe, entries, is_param, name, nothing
+from ._walk import describe, entries, is_array, is_param, name, nothing
 
 __all__ = ["update", "update_"]
 
@@ -84,7 +84,7 @@ def _steps(state, model, grad, in_place=False):
             continue
         if in_place and not x.flags.writeable:
             raise ValueError(f"update_ cannot write into {name(paths[0])}: the array is read-only. Use update, which returns new arrays.")
-        dx = g.astype(x.dtype, copy=False) if isinstance(g, np.ndarray) else np.asarray(g, dtype=x.dtype)
+        dx = g.astype(x.dtype, copy=False) if is_array(g) else np.asarray(g, dtype=x.dtype)
         if dx.dtype.kind == "c":
             dx = np.conj(dx)  # a complex gradient dL/dx - i dL/dy: steepest descent is along its conjugate
         new_rule_state, delta = leaf.rule.apply(leaf.state, x, dx)
@@ -270,7 +270,7 @@ def _leaf_gradient(g, x, path):
         g = unthunk(g)
     if g is None:
         return None
-    if not isinstance(g, (np.ndarray, np.generic, float, int)) or isinstance(g, bool):
+    if not (isinstance(g, (np.ndarray, np.generic, float, int)) or is_array(g)) or isinstance(g, bool):
         raise ValueError(f"The gradient at {name(path)} is {describe(g)}, but the parameter there is {describe(x)}.")
     if np.shape(g) != x.shape:
         raise ValueError(f"The gradient at {name(path)} has shape {np.shape(g)}, but the parameter has shape {x.shape}.")
@@ -280,7 +280,7 @@ def _leaf_gradient(g, x, path):
 # --- pass 3: write -----------------------------------------------------------------
 def _subtract(x, delta):
     new = x - delta
-    if not isinstance(new, np.ndarray):
+    if not is_array(new):
         new = np.asarray(new)  # NumPy turns 0-d results into scalars
     return new if new.dtype == x.dtype else new.astype(x.dtype)  # also keeps a non-native byte order
 

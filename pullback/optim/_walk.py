@@ -5,13 +5,20 @@ call into `pb.tree`; places are `tree.Path`s, printed from the root `model`."""
 import numpy as np
 
 from .. import Tangent, stop_gradient, tree
+from .._arrays import speaks_nep18
 
 ROOT = "model"  # how messages name the model: model.layers[0].weight, model['w']
 
 
 def is_param(x):
-    """True for a float or complex NumPy array: the only kinds of leaf an optimiser trains."""
-    return isinstance(x, np.ndarray) and x.dtype.kind in "fc"
+    """True for a float or complex array (NumPy's, or a library's that NumPy dispatches to, such as CuPy's):
+    the only kinds of leaf an optimiser trains."""
+    return (isinstance(x, np.ndarray) or speaks_nep18(type(x))) and x.dtype.kind in "fc"
+
+
+def is_array(x):
+    """True for a NumPy array or an array of a library NumPy dispatches to (CuPy, Dask)."""
+    return isinstance(x, np.ndarray) or speaks_nep18(type(x))
 
 
 def is_traced_param(x):
@@ -39,7 +46,7 @@ def name(path, root=ROOT):
 
 def describe(x):
     """A short description of a value for error messages."""
-    if isinstance(x, np.ndarray):
+    if is_array(x):
         return f"an array of dtype {x.dtype} and shape {x.shape}"
     if x is None:
         return "None"

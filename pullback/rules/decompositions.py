@@ -17,6 +17,7 @@ be used, so it gives NaN there.
 
 import numpy as np
 
+from .._arrays import like_input, zeros_as
 from .._extend import primitive, rrule
 from .._values import stop_gradient
 from ._register import composite, forward_in_first
@@ -63,7 +64,7 @@ def _symmetric_part(t, lower):
 
 
 def _nan_like(x, shape):
-    return np.full(shape, np.nan, dtype=np.result_type(stop_gradient(x)))
+    return like_input(np.full(shape, np.nan, dtype=np.result_type(stop_gradient(x))), x)
 
 
 # --- Cholesky -------------------------------------------------------------------------
@@ -499,7 +500,7 @@ def _qr_back(a, q, r, gq, gr):
     k = min(rows, cols)
     q, r = q[..., :, :k], r[..., :k, :]
     if gq is None:
-        gq = np.zeros(np.shape(stop_gradient(q)), dtype=np.result_type(stop_gradient(q)))
+        gq = zeros_as(stop_gradient(q), np.shape(stop_gradient(q)))
     else:
         _check_unused_columns(gq, k, -1, "Columns of Q")
         gq = gq[..., :, :k]
@@ -514,7 +515,7 @@ def _qr_back(a, q, r, gq, gr):
     if gv is not None:
         gq = gq + y_part @ _t(gv)
     gx = _qr_square_back(q, r[..., :, :rows], gq, gu)
-    gy = np.zeros(np.shape(stop_gradient(y_part)), dtype=np.result_type(stop_gradient(a))) if gv is None else q @ gv
+    gy = zeros_as(stop_gradient(y_part), np.shape(stop_gradient(y_part)), np.result_type(stop_gradient(a))) if gv is None else q @ gv
     return np.concatenate([gx, gy], axis=-1)
 
 
@@ -577,8 +578,7 @@ def _qr_r_frule(t, a, once):
     dr = _qr_tangent(a, q, r, t)[1]
     extra = np.shape(stop_gradient(r))[-2] - np.shape(stop_gradient(dr))[-2]
     if extra:  # mode 'complete' with M > N: the rows below are zero whatever A is
-        zero = np.zeros(np.shape(stop_gradient(r))[:-2] + (extra, np.shape(stop_gradient(r))[-1]),
-                        dtype=np.result_type(stop_gradient(r)))
+        zero = zeros_as(stop_gradient(r), np.shape(stop_gradient(r))[:-2] + (extra, np.shape(stop_gradient(r))[-1]))
         dr = np.concatenate([dr, zero], axis=-2)
     return r, dr
 

@@ -24,6 +24,7 @@ array([12., 20., 20., 28.])
 
 import numpy as np
 
+from .._arrays import like_input
 from .._extend import primitive, rrule
 from ._register import composite, linear_forward
 
@@ -116,6 +117,7 @@ def _real_idft_rule(a, n, axis, norm):
         weights[0] = 1.0
         if size % 2 == 0:
             weights[-1] = 1.0
+        weights = like_input(weights, half)  # on the cotangent's device
         shape = [1] * np.ndim(half)
         shape[axis] = size // 2 + 1
         return _fit_length(half * weights.reshape(shape), axis, length), None, None, None

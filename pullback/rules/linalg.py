@@ -19,6 +19,7 @@ array([0., 1.])
 
 import numpy as np
 
+from .._arrays import like_input, zeros_as
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
@@ -31,7 +32,7 @@ def _t(a):
 
 
 def _eye_like(n, like):
-    return np.eye(n, dtype=np.result_type(stop_gradient(like)))
+    return like_input(np.eye(n, dtype=np.result_type(stop_gradient(like))), like)
 
 
 def _trace(m):
@@ -258,7 +259,7 @@ def lstsq(a, b, rcond=None):
         if np.ndim(b) == 1:
             residuals = np.reshape(residuals, (1,))
     else:
-        residuals = np.empty((0,), dtype=np.result_type(stop_gradient(x)))
+        residuals = zeros_as(stop_gradient(x), (0,))
     return x, residuals, rank, np.linalg.svd(a, compute_uv=False)
 
 

@@ -7,7 +7,7 @@ All of these are linear, so each forward rule applies the same operation to the 
 
 import numpy as np
 
-from .._arrays import speaks_nep18
+from .._arrays import speaks_nep18, zeros_as
 from .._extend import primitive, rrule
 from .._registry import FUNCTIONS
 from .._standins import astype
@@ -287,7 +287,7 @@ def segment_sum(g, counts, axis):
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     shape = list(np.shape(g))
     shape[axis] = len(counts)
-    out = np.zeros(shape, dtype=np.result_type(g))
+    out = zeros_as(g, shape)
     used = counts > 0
     if np.any(used):
         out[_along(axis, len(shape), used)] = np.add.reduceat(g, starts[used], axis=axis)
