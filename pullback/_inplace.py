@@ -176,7 +176,7 @@ def rebind(handle, new):
             "...), which shares memory with the array it was taken from. Write into a copy (d = np.diagonal(x).copy())."
         )
     root = link.root
-    _write_root(root, FUNCTIONS[index_update](root, _root_index(root, link.positions()), new))
+    _write_root(root, FUNCTIONS[index_update](root, _root_index(root, link.positions()), new), handle, new)
 
 
 def _fitted(handle, new):
@@ -192,8 +192,9 @@ def _fitted(handle, new):
     return new
 
 
-def _write_root(root, new):
-    """Rebind `root` to `new`, then re-derive each of its live views from it."""
+def _write_root(root, new, writer=None, written=None):
+    """Rebind `root` to `new`, then re-derive each of its live views from it (`writer`, the view written
+    through, already knows its new value: `written`)."""
     refs = getattr(root, "_views", None)
     views = [] if refs is None else [v for v in (ref() for ref in refs) if v is not None and v._base.root is root]
     old_root, olds = plain_of(root), [plain_of(v) for v in views]
@@ -203,7 +204,9 @@ def _write_root(root, new):
     new_root = plain_of(root)
     for view, old in zip(views, olds):
         positions = view._base.positions()
-        if root.ndim == 0:
+        if view is writer:
+            fresh = written
+        elif root.ndim == 0:
             fresh = FUNCTIONS[np.reshape](root, positions.shape)
         else:
             fresh = FUNCTIONS[getitem](root, _root_index(root, positions))
