@@ -102,3 +102,16 @@ def test_value_tests_carry_no_gradient_and_run_on_traced_values():
                      np.array([0.0, 1.0, 2.0]))
     np.testing.assert_array_equal(g, [0.0, 0.0, 0.0])
     assert pb.pullback(lambda x: np.isposinf(x), x)[0].tolist() == [True, False, False]
+
+
+def test_nan_to_num_of_complex_values_replaces_each_part():
+    x = np.array([1.0, np.inf, 2.0, np.nan])
+
+    def f(x):
+        z = x[:2] + 1j * x[2:]  # (1 + 2j), (inf + nan j)
+        return np.nan_to_num(z, nan=5.0)
+
+    y = pb.pullback(f, x)[0]
+    np.testing.assert_array_equal(y, f(x))
+    g, = pb.gradient(lambda x: np.sum(np.real(f(x)) + 3.0 * np.imag(f(x))), x)
+    np.testing.assert_array_equal(g, [1.0, 0.0, 3.0, 0.0])

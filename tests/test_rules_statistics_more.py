@@ -119,3 +119,12 @@ def test_quantile_random_shapes_axes_and_methods(shape, seed, method, keepdims):
     axis = draw_axis(rng, len(shape))
     q = rng.uniform(0.0, 1.0, 2)
     run_case(lambda a: np.quantile(a, q, axis=axis, method=method, keepdims=keepdims), a)
+
+
+def test_nanvar_and_nanstd_of_complex_values_are_real_as_numpy():
+    x = A[:2, :4]
+    for f in (lambda a: np.nanvar(np.fft.fft(a), axis=0), lambda a: np.nanstd(np.fft.fft(a), axis=1, ddof=1)):
+        y = pb.pullback(f, x)[0]
+        np.testing.assert_allclose(y, f(x), rtol=1e-12)
+        assert y.dtype == np.float64
+        run_case(f, x)

@@ -76,15 +76,24 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     if not isinstance(x, Traced) or np.result_type(plain).kind not in "fc":
         return np.nan_to_num(plain, copy=copy, nan=stop_gradient(nan), posinf=stop_gradient(posinf),
                              neginf=stop_gradient(neginf))
-    limits = np.finfo(np.result_type(plain))
-    big = limits.max if posinf is None else posinf
-    small = limits.min if neginf is None else neginf
-    y = np.where(np.isnan(plain), nan, np.where(np.isposinf(plain), big, np.where(np.isneginf(plain), small, x)))
+    if np.iscomplexobj(plain):  # NumPy replaces in the real and imaginary parts apart
+        parts = (_replaced(np.real(x), nan, posinf, neginf), _replaced(np.imag(x), nan, posinf, neginf))
+        y = parts[0] + 1j * parts[1]
+    else:
+        y = _replaced(x, nan, posinf, neginf)
     y = y if y.dtype == x.dtype else y.astype(x.dtype)
     if not copy:
         x[...] = y
         return x
     return y
+
+
+def _replaced(x, nan, posinf, neginf):
+    plain = stop_gradient(x)
+    limits = np.finfo(np.result_type(plain))
+    big = limits.max if posinf is None else posinf
+    small = limits.min if neginf is None else neginf
+    return np.where(np.isnan(plain), nan, np.where(np.isposinf(plain), big, np.where(np.isneginf(plain), small, x)))
 
 
 @composite(np.real_if_close, args="a", notes="Real input: the input itself. Complex input close to real: its real part.")

@@ -139,7 +139,9 @@ def _nan_moments(name, a, axis, dtype, out, ddof, keepdims, where, mean, correct
     count = np.sum(~missing, axis=axis, keepdims=True)
     present = np.where(missing, 0.0, a)  # NaNs out before any arithmetic, so none reaches a derivative
     centre = np.sum(present, axis=axis, dtype=dtype, keepdims=True) / np.maximum(count, 1)
-    squares = np.sum(np.where(missing, 0.0, present - centre) ** 2, axis=axis, dtype=dtype, keepdims=keep)
+    deviation = np.where(missing, 0.0, present - centre)
+    square = np.real(deviation * np.conjugate(deviation)) if np.iscomplexobj(deviation) else deviation ** 2
+    squares = np.sum(square, axis=axis, dtype=dtype, keepdims=keep)
     count = count if keep else np.reshape(count, np.shape(squares))
     left = count - ddof
     return np.where(left > 0, squares / np.where(left > 0, left, 1), np.nan)
