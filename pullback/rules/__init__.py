@@ -2,14 +2,17 @@
 the mathematics. Importing this package registers them, through `pb.rrule` and `pb.frule`.
 
 - `ufuncs`: elementwise functions, the ufuncs (sin, exp, add, maximum, ...) and clip;
-- `reductions`: sum, mean, prod, max, min, nansum; all, any and counts (no gradient);
-- `scans`: cumsum, cumprod, diff;
-- `statistics`: average, nanmean, var, std, ptp;
-- `shape`: reshape, transpose, joining, splitting, flip, roll, tile, repeat, pad, copies, casts, `*_like`;
-- `indexing`: `x[index]`, in-place writes, where, take, take_along_axis, diagonals, triu, tril;
+- `reductions`: sum, mean, prod, max, min, nansum, nanmax, nanmin, nanprod; all, any and counts (no gradient);
+- `scans`: cumsum, cumprod, their nan and cumulative_ forms, diff, ediff1d, gradient, trapezoid;
+- `statistics`: average, nanmean, var, std, nanvar, nanstd, ptp, cov, corrcoef, median, quantile, percentile;
+- `shape`: reshape, transpose, joining (append, block, ...), splitting, flip, rot90, roll, tile, repeat, pad,
+  delete, insert, resize, copies, casts, `*_like`;
+- `indexing`: `x[index]`, in-place writes, where, take, take_along_axis, diagonals, triu, tril, select, choose,
+  compress, extract, piecewise, put_along_axis, apply_along_axis, apply_over_axes;
 - `inplace_writes`: fill_diagonal, copyto, put, place, putmask, writing into a tracked array;
-- `sorting`: sort, partition, unique; argsort, argmax, nonzero, searchsorted (no gradient);
-- `products`: matmul, dot, vdot, inner, outer, tensordot, einsum, kron, multi_dot, matrix_power;
+- `sorting`: sort, partition, unique and the set operations; argsort, argmax, nonzero, searchsorted (no gradient);
+- `products`: matmul, dot, vdot, inner, outer, tensordot, einsum, kron, multi_dot, matrix_power, cross, vecdot,
+  matvec, vecmat;
 - `norms`: linalg.norm, vector_norm, matrix_norm;
 - `linalg`: inv, solve, det, slogdet, trace, pinv, lstsq; scipy.linalg's triangular, Cholesky and LU solves, expm;
 - `decompositions`: cholesky, eigh, eigvalsh, svd, qr;

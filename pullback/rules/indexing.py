@@ -1,6 +1,7 @@
 """Rules for indexing and selecting, in both modes: `x[index]`, in-place writes (as functional
-updates), `where`, take, take_along_axis, diagonals (diagonal, diag, diagflat) and triangles
-(triu, tril)."""
+updates), `where`, take, take_along_axis, diagonals (diagonal, diag, diagflat), triangles
+(triu, tril), selecting by conditions (select, choose, compress, extract, piecewise), put_along_axis,
+and apply_along_axis and apply_over_axes, which call the user's function on traced slices."""
 
 import numpy as np
 

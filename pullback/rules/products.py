@@ -1,5 +1,6 @@
 """Rules for products of arrays, in both modes: matmul (and the `@` operator), dot, vdot, inner,
-outer, tensordot, einsum, kron, and the chains multi_dot and matrix_power.
+outer, tensordot, einsum (with diagonals and the sublist form), kron, cross, the vector gufuncs
+vecdot, matvec and vecmat, numpy.linalg's array-API names, and the chains multi_dot and matrix_power.
 
 Each product is linear in every operand, so its forward rule is the product rule:
 d(a b) = da b + a db.

@@ -1,4 +1,5 @@
-"""Rules for reductions: sum, mean, prod, max, min, their aliases and nansum, in both modes; and
+"""Rules for reductions: sum, mean, prod, max, min, their aliases and their NaN-ignoring forms (nansum,
+nanmax, nanmin, nanprod), in both modes; and
 the reductions to a bool or a count (all, any, ...), which carry no gradient."""
 
 import numpy as np

@@ -1,4 +1,5 @@
-"""Rules for scans and differences: cumsum, cumprod and diff, in both modes.
+"""Rules for scans and differences, in both modes: cumsum, cumprod, their NaN-ignoring and
+cumulative_ forms, diff, ediff1d, np.gradient and the trapezoid rule.
 
 Every backward and forward rule is written with NumPy calls, so it can be differentiated again.
 """

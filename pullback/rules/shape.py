@@ -1,5 +1,6 @@
-"""Rules for array manipulation, in both modes: reshaping, transposing, joining, splitting,
-flipping, rolling, tiling, repeating, padding, copying and casting arrays, meshgrid, and the
+"""Rules for array manipulation, in both modes: reshaping, transposing, joining (also append,
+column_stack, dstack, block), splitting, flipping, rotating, rolling, tiling, repeating, padding,
+deleting, inserting, resizing, trimming, copying and casting arrays, meshgrid, and the
 `*_like` constructors; and the properties of an array (shape, size, ...), which carry no gradient.
 
 All of these are linear, so each forward rule applies the same operation to the tangent.

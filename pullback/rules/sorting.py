@@ -1,5 +1,5 @@
-"""Rules for sorting, in both modes: sort, partition and unique, whose gradients follow the
-elements; and the searching, counting and ordering functions (argsort, argmax, nonzero, ...),
+"""Rules for sorting, in both modes: sort, partition, unique (and unique_*), the set operations and
+sort_complex, whose gradients follow the elements; and the searching, counting and ordering functions (argsort, argmax, nonzero, ...),
 which return indices and carry no gradient."""
 
 import numpy as np

@@ -1,4 +1,5 @@
-"""Rules for statistics: the weighted average, nanmean, var, std and ptp, in both modes.
+"""Rules for statistics, in both modes: the weighted average, nanmean, var, std, nanvar, nanstd, ptp,
+cov and corrcoef, and the order statistics (median, percentile, quantile and their NaN-ignoring forms).
 
 Every backward and forward rule is written with NumPy calls, so it can be differentiated again.
 """
