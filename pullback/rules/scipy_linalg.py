@@ -806,8 +806,9 @@ _ROWS = {
     norm: ("a", "Through numpy.linalg.norm." + _AGREE),
     orthogonal_procrustes: ("A, B", "Through the SVD of BᵀA: distinct singular values." + _AGREE),
     polar: ("a", "Through the SVD: distinct singular values." + _AGREE),
-    fractional_matrix_power: ("A", "The power t is plain. Fréchet derivative by the block-triangular method; real "
-                                   "results only."),
+    fractional_matrix_power: ("A", "The power t is plain. Fréchet derivative by the block-triangular method. Real "
+                                   "results only: where SciPy returns a complex array whose imaginary part is zero to "
+                                   "rounding, the real part; otherwise an error."),
     expm_frechet: ("A, E", "Through expm of [[A, E], [0, A]]." + _AGREE),
     solve_sylvester: ("a, b, q", "Its own rule: the adjoint solves the transposed equation."),
     solve_continuous_lyapunov: ("a, q", "Also reached as solve_lyapunov. Through solve_sylvester." + _AGREE),
