@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 
+from . import _namespace
 from ._arrays import is_foreign_array_type
 from ._errors import (
     check_operand, conversion_error, foreign_error, lost_gradient, missing_rule, mixed_arrays_error, subclass_error, ufunc_name,
@@ -85,7 +86,15 @@ class Traced:
         )
 
     def __dask_tokenize__(self):
-        raise foreign_error("dask.array.Array")
+        raise TypeError(
+            "A value being differentiated was handed to Dask as data (da.from_array, dask.delayed, a task argument), "
+            "where the gradient would be lost. Differentiate with respect to a Dask array instead: pass the Dask "
+            "array itself to pb.gradient, and its operations are recorded lazily."
+        )
+
+    def __array_namespace__(self, *, api_version=None):
+        """The array API namespace (NumPy's, keeping traced values traced), for array-API-aware libraries."""
+        return _namespace
 
     @property
     def __class__(self):
