@@ -107,8 +107,9 @@ BINARY = {
 # (ufunc, argument) pairs that carry no gradient: the sign source, the step's position.
 NO_GRADIENT = {(np.copysign, 1), (np.heaviside, 0)}
 
-# Registered as ufunc rules but with their own test files.
-TESTED_ELSEWHERE = {np.matmul}
+# Registered as ufunc rules but with their own test files: the gufuncs (test_rules_products*.py) and the
+# ufuncs with two outputs (test_rules_pointwise.py).
+TESTED_ELSEWHERE = {np.matmul, np.matvec, np.vecdot, np.vecmat, np.frexp, np.modf, np.divmod}
 
 
 def numpy_ufuncs(table):
@@ -135,7 +136,7 @@ def test_every_ufunc_rule_has_a_test_domain():
     assert not missing, f"ufuncs with a rule but no test domain in {__file__}: {missing}"
 
 
-@pytest.mark.parametrize("ufunc", by_name(u for u in NUMPY_RULES if u.nin == 1), ids=lambda u: u.__name__)
+@pytest.mark.parametrize("ufunc", by_name(u for u in NUMPY_RULES if u.nin == 1 and u not in TESTED_ELSEWHERE), ids=lambda u: u.__name__)
 @SETTINGS
 @given(shape=shapes, dtype=dtypes, seed=seeds)
 def test_unary(ufunc, shape, dtype, seed):
