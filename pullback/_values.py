@@ -15,7 +15,14 @@ import numpy as np
 from . import _namespace
 from ._arrays import is_foreign_array_type
 from ._errors import (
-    check_operand, conversion_error, foreign_error, lost_gradient, missing_rule, mixed_arrays_error, subclass_error, ufunc_name,
+    check_operand,
+    conversion_error,
+    foreign_error,
+    lost_gradient,
+    missing_rule,
+    mixed_arrays_error,
+    subclass_error,
+    ufunc_name,
 )
 from ._inplace import FlatView, holds_array, in_place, rebind, set_item
 from ._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
