@@ -171,10 +171,13 @@ def rebind(handle, new):
         _write_root(handle, new)
         return
     if link.readonly:
-        raise ValueError(
+        refusal, part = None, link
+        while part is not None and refusal is None:  # a view of a part refuses as the part does
+            refusal, part = getattr(part, "refusal", None), part.parent
+        raise ValueError(refusal or (
             "assignment destination is read-only: NumPy gives a read-only view here (np.diagonal, np.broadcast_to, "
             "...), which shares memory with the array it was taken from. Write into a copy (d = np.diagonal(x).copy())."
-        )
+        ))
     root = link.root
     _write_root(root, FUNCTIONS[index_update](root, _root_index(root, link.positions()), new), handle, new)
 

@@ -165,6 +165,22 @@ class Traced:
     def imag(self):
         return FUNCTIONS[np.imag](self) if self.dtype.kind == "c" else np.zeros_like(stop_gradient(self))
 
+    @real.setter
+    def real(self, value):
+        """`z.real = v`, as the write `z[...] = v + 1j * z.imag` (the array itself, for a real one)."""
+        if not holds_array(self):
+            raise AttributeError("attribute 'real' of a NumPy scalar is not writable")
+        self[...] = value + 1j * FUNCTIONS[np.imag](self) if self.dtype.kind == "c" else value
+
+    @imag.setter
+    def imag(self, value):
+        """`z.imag = v`, as the write `z[...] = z.real + 1j * v`."""
+        if not holds_array(self):
+            raise AttributeError("attribute 'imag' of a NumPy scalar is not writable")
+        if self.dtype.kind != "c":
+            raise TypeError("array does not have imaginary part to set")
+        self[...] = FUNCTIONS[np.real](self) + 1j * value
+
     @property
     def T(self):
         return FUNCTIONS[np.transpose](self)

@@ -570,3 +570,54 @@ def test_ufunc_rules_on_complex_input():
         checked.append(u.__name__)
     assert valued_without_gradient == ["rint"]  # piecewise constant: no gradient is right
     assert len(checked) > 50
+
+
+# --- the real and imaginary parts as NumPy's views ------------------------------------------------
+def test_setting_the_parts_of_a_complex_array():
+    def f(z):
+        z = z * 1.0
+        z.real = np.array([5.0, 6.0]) * np.abs(z)
+        z.imag = z.imag ** 2
+        return np.sum(np.abs(z) ** 2)
+
+    z = np.array([1.0 + 2.0j, 3.0 - 1.0j])
+    assert pb.withgradient(f, z).val == f(z.copy())
+    check_complex(f, z)
+
+    def g(x):
+        x = x * 1.0
+        x.real = x[::-1] * 2.0  # a real array is its own real part
+        return np.sum(x * x)
+
+    check_complex(g, np.array([1.0, 2.0, 3.0]))
+    with pytest.raises(TypeError, match="does not have imaginary part"):
+        pb.gradient(lambda x: setattr(x, "imag", 1.0) or np.sum(x), np.ones(2))
+
+
+@pytest.mark.parametrize("write", [
+    lambda z: z.real.__setitem__(0, 5.0),
+    lambda z: np.imag(z).__setitem__(slice(None), 0.0),
+    lambda z: np.add(z.imag[1:], 1.0, out=z.imag[1:]),
+], ids=["real-item", "imag-all", "imag-slice-out"])
+def test_writing_through_a_part_is_refused_naming_the_fix(write):
+    def f(z):
+        write(z)
+        return np.sum(np.abs(z))
+
+    z = np.array([1.0 + 2.0j, 3.0 - 1.0j])
+    with pytest.raises(ValueError, match="part of a complex array being differentiated"):
+        pb.gradient(f, z)
+    with pytest.raises(ValueError, match="part of a complex array being differentiated"):
+        pb.jvp(f, (z,), (z,))
+
+
+def test_a_part_taken_before_a_write_to_the_array_can_still_be_used():
+    def f(z):
+        z = z * 1.0
+        r = z.real[0:1] * 1.0
+        z[0] = 1.0 + 1.0j
+        return np.sum(np.abs(z)) + np.sum(r)
+
+    z = np.array([1.0 + 2.0j, 3.0 - 1.0j])
+    assert pb.withgradient(f, z).val == f(z.copy())
+    check_complex(f, z)

@@ -19,7 +19,8 @@ import numpy as np
 from .._extend import primitive, rrule
 from .._standins import dtype_of
 from .._tangents import Thunk
-from .._values import stop_gradient
+from .._inplace import ViewLink, holds_array
+from .._values import Traced, stop_gradient
 from ._register import add_tangents, composite, forward_rule, rule, without_gradient
 
 
@@ -353,15 +354,38 @@ def _imag_part_frule(primals, tangents):
     return imag_part(primals[0]), None if tangents[0] is None else np.imag(tangents[0])
 
 
-@composite(np.real, args="val", notes="Of a real tracked array: the array itself.")
+class _PartLink(ViewLink):
+    """Ties the real or imaginary part of a traced complex array to it: NumPy's part is a view, and a
+    write through it would change the array, which pullback does not follow, so writes are refused."""
+
+    __slots__ = ("refusal",)
+
+    def __init__(self, part, which):
+        super().__init__(part, None, None, None, True)  # its own root: never written, so never re-derived
+        self.refusal = (f"Writing into the {which} part of a complex array being differentiated (z.{which}[i] = v, "
+                        f"np.{which}(z)[i] = v) would change the array in NumPy, which pullback does not follow. "
+                        f"Set the part on the whole array instead (z.{which} = new_part), or build it: "
+                        + ("z = new_real + 1j * z.imag." if which == "real" else "z = z.real + 1j * new_imag."))
+
+
+def _part_view(part, z, which):
+    """`part` of traced complex `z`, marked as NumPy's view of it (read-only here)."""
+    if isinstance(part, Traced) and holds_array(part):
+        part._base = _PartLink(part, which)
+    return part
+
+
+@composite(np.real, args="val", notes="""Of a real tracked array: the array itself. Of a complex one:
+           its real part (NumPy's view of it; writing through that view is refused).""")
 def real(val):
-    return real_part(val) if _is_complex(val) else val
+    return _part_view(real_part(val), val, "real") if _is_complex(val) else val
 
 
-@composite(np.imag, args="val", notes="Of a real tracked array: plain zeros.")
+@composite(np.imag, args="val", notes="""Of a real tracked array: plain zeros. Of a complex one: its
+           imaginary part (NumPy's view of it; writing through that view is refused).""")
 def imag(val):
     if _is_complex(val):
-        return imag_part(val)
+        return _part_view(imag_part(val), val, "imag")
     plain = stop_gradient(val)
     return np.zeros(np.shape(plain), dtype=np.result_type(plain))
 
