@@ -177,8 +177,8 @@ def _reverse_rows(f, args, y):
 
 
 def _basis(primal, j):
-    if type(primal) is float:
-        return 1.0
+    if type(primal) is float or type(primal) is complex:
+        return type(primal)(1.0)
     e = np.zeros(np.shape(primal), dtype=primal.dtype)
     e.reshape(-1)[j] = 1.0
     return e

@@ -254,6 +254,8 @@ def test_jacobian_of_a_holomorphic_function_is_the_complex_derivative():
     np.testing.assert_allclose(j, want)
     (j,) = pb.jacobian(np.exp, z[0])
     np.testing.assert_allclose(j, np.exp(z[0]))
+    (j,) = pb.jacobian(lambda z: z ** 3, 1.0 + 1.0j)  # a Python complex
+    np.testing.assert_allclose(j, 3 * (1.0 + 1.0j) ** 2)
 
 
 def test_jacobian_of_real_to_complex():
