@@ -1,8 +1,10 @@
 """Every public callable of the NumPy and SciPy namespaces pullback follows is covered, declared
 non-differentiable with its reason, or listed as not yet covered (pullback.rules.inventory)."""
 
+import numpy as np
 import pytest
 
+import pullback as pb
 from pullback.rules import inventory
 
 
@@ -44,3 +46,25 @@ def test_status_of_known_functions():
     assert inventory.status("numpy", "sin") == "covered"
     assert inventory.status("numpy", "abs") == "covered"  # an alias of numpy.absolute
     assert inventory.status("numpy", "zeros") == "non-differentiable"
+
+
+CONVERSIONS = ["array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray", "asarray_chkfinite", "require"]
+
+
+@pytest.mark.parametrize("name", CONVERSIONS)
+def test_conversions_listed_as_non_differentiable_raise_the_conversion_error(name):
+    assert inventory.status("numpy", name) == "non-differentiable"
+    with pytest.raises(TypeError, match="Cannot convert a value that is being differentiated"):
+        pb.gradient(lambda x: np.sum(getattr(np, name)(x)), np.ones(2))
+
+
+@pytest.mark.parametrize("call", [lambda v, np: np.full(3, v), lambda v, np: np.arange(v, 3.0),
+                                  lambda v, np: np.kaiser(4, v)], ids=["full", "arange", "kaiser"])
+def test_functions_numpy_never_hands_over_raise_the_conversion_error(call):
+    with pytest.raises(TypeError, match="Cannot convert a value that is being differentiated"):
+        pb.gradient(lambda v: np.sum(call(v, np)), 0.5)
+
+
+def test_numpy_and_its_submodules_have_nothing_left_but_eig_and_eigvals():
+    left = sorted(q for q in inventory.NOT_YET if q.rpartition(".")[0] in ("numpy", "numpy.linalg", "numpy.fft"))
+    assert set(left) <= {"numpy.linalg.eig", "numpy.linalg.eigvals"}

@@ -12,8 +12,8 @@ _CONVERT = ("Converts to a plain ndarray, which cannot carry a gradient. NumPy d
             "over, so a traced value raises pullback's conversion error naming the fix (np.stack, "
             "np.concatenate, x.copy(), or pullback.stop_gradient).")
 _WINDOW = "A window of length M (an integer): no differentiable input."
-_NO_DISPATCH = ("NumPy converts a traced {what} with float() (the function is not an array function, so the call "
-                "never reaches pullback), which raises pullback's conversion error naming the fix: {fix}.")
+_NO_DISPATCH = ("Not an array function, so the call never reaches pullback: NumPy converts a traced {what} to a "
+                "plain array, which raises pullback's conversion error; instead, {fix}.")
 _FREQUENCIES = ("Integer frequency bins divided by n * d: no array input. A traced spacing d goes through NumPy's "
                 "own arithmetic with Python operators, which pullback follows, so its derivative is exact without "
                 "a rule of its own.")
