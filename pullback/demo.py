@@ -9,6 +9,7 @@ the gradient of the model is checked against finite differences.
 """
 
 import argparse
+import contextlib
 import csv
 import os
 import sys
@@ -107,11 +108,13 @@ class Progress:
         self.stream.flush()
 
 
-def train(epochs=12, batch_size=32, lr=3e-3, seed=0, stream=None):
+def train(epochs=12, batch_size=32, lr=3e-3, seed=0, stream=None, workers=0):
     """Train on the digits; returns `(model, state, history, test_set)`.
 
     `history` holds per-epoch lists: `loss`, `train_accuracy`, `test_loss`, `test_accuracy`,
-    and `samples_per_second`.
+    and `samples_per_second`. With `workers` > 0 each batch is split into that many shards
+    whose gradients are computed on a local Dask cluster of `workers` processes
+    (`pb.distributed.step`; BatchNorm then normalises each shard by its own statistics).
     """
     stream = sys.stderr if stream is None else stream
     rng = np.random.default_rng(seed)
@@ -127,27 +130,49 @@ def train(epochs=12, batch_size=32, lr=3e-3, seed=0, stream=None):
 
     history = {k: [] for k in ("loss", "train_accuracy", "test_loss", "test_accuracy", "samples_per_second")}
     progress = Progress(stream, len(y_train), epochs)
-    for epoch in range(1, epochs + 1):
-        state = pb.optim.adjust(state, lr=float(schedule[epoch - 1]))
-        order = rng.permutation(len(y_train))
-        seen, loss_sum, correct = 0, 0.0, 0
-        start = time.perf_counter()
-        for first in range(0, len(order), batch_size):
-            idx = order[first:first + batch_size]
-            xb, yb = shifted(x_train[idx], rng), y_train[idx]
-            (loss, logits), (grad,) = pb.withgradient(lambda m: loss_and_logits(m, xb, yb), model)
-            state, model = pb.optim.update(state, model, grad)
-            seen += len(idx)
-            loss_sum += float(loss) * len(idx)
-            correct += int(np.sum(np.argmax(logits, axis=1) == yb))
-            progress.update(epoch, seen, loss_sum / seen, correct / seen, seen / (time.perf_counter() - start))
-        rate = seen / (time.perf_counter() - start)
-        test_loss, test_accuracy = evaluate(nn.testmode(model), x_test, y_test)
-        nn.trainmode(model, "auto")
-        for key, value in zip(history, (loss_sum / seen, correct / seen, test_loss, test_accuracy, rate)):
-            history[key].append(value)
-        progress.end_epoch(epoch, loss_sum / seen, correct / seen, test_accuracy, rate)
+    with _cluster(workers) as client:
+        for epoch in range(1, epochs + 1):
+            state = pb.optim.adjust(state, lr=float(schedule[epoch - 1]))
+            order = rng.permutation(len(y_train))
+            seen, loss_sum, correct = 0, 0.0, 0
+            start = time.perf_counter()
+            for first in range(0, len(order), batch_size):
+                idx = order[first:first + batch_size]
+                xb, yb = shifted(x_train[idx], rng), y_train[idx]
+                if client is None:
+                    (loss, logits), (grad,) = pb.withgradient(lambda m: loss_and_logits(m, xb, yb), model)
+                    state, model = pb.optim.update(state, model, grad)
+                else:
+                    shards = list(zip(np.array_split(xb, workers), np.array_split(yb, workers)))
+                    model, state, (loss, parts) = pb.distributed.step(client, loss_and_logits, model, state, shards,
+                                                                      has_aux=True)
+                    logits = np.concatenate(parts)
+                seen += len(idx)
+                loss_sum += float(loss) * len(idx)
+                correct += int(np.sum(np.argmax(logits, axis=1) == yb))
+                progress.update(epoch, seen, loss_sum / seen, correct / seen, seen / (time.perf_counter() - start))
+            rate = seen / (time.perf_counter() - start)
+            test_loss, test_accuracy = evaluate(nn.testmode(model), x_test, y_test)
+            nn.trainmode(model, "auto")
+            for key, value in zip(history, (loss_sum / seen, correct / seen, test_loss, test_accuracy, rate)):
+                history[key].append(value)
+            progress.end_epoch(epoch, loss_sum / seen, correct / seen, test_accuracy, rate)
     return model, state, history, (x_test, y_test)
+
+
+@contextlib.contextmanager
+def _cluster(workers):
+    """A Dask client of a local cluster of `workers` processes (one thread each), or None for 0 workers."""
+    if not workers:
+        yield None
+        return
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise SystemExit('--workers needs dask.distributed: pip install "pullback[dask]"') from None
+    with LocalCluster(n_workers=workers, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            yield client
 
 
 def write_history(path, history):
@@ -222,6 +247,9 @@ def _parser():
     parser.add_argument("--seed", type=int, default=0, help="seeds the split, initial weights, shuffling, shifts and dropout (default 0)")
     parser.add_argument("--out", default="pullback-demo",
                         help="directory for the checkpoint, the learning curves (CSV) and their chart (default ./pullback-demo)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="train data-parallel on a local Dask cluster of this many processes, each batch split "
+                        'among them (pb.distributed; pip install "pullback[dask]"; default 0: in this process)')
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run for CI: 3 epochs, target {100 * QUICK_TARGET:.0f}%% test accuracy")
     return parser
@@ -234,10 +262,13 @@ def main(argv=None):
     target = QUICK_TARGET if args.quick else TARGET
     if epochs < 1 or args.batch_size < 1:
         raise SystemExit("--epochs and --batch-size must be at least 1")
+    if args.workers < 0:
+        raise SystemExit("--workers must be 0 (train in this process) or more")
     os.makedirs(args.out, exist_ok=True)
     began = time.perf_counter()
-    print(f"pullback {pb.__version__} demo: handwritten digits, {epochs} epochs, batch {args.batch_size}, seed {args.seed}")
-    model, state, history, (x_test, y_test) = train(epochs, args.batch_size, args.lr, args.seed)
+    where = f", {args.workers} Dask workers" if args.workers else ""
+    print(f"pullback {pb.__version__} demo: handwritten digits, {epochs} epochs, batch {args.batch_size}, seed {args.seed}{where}")
+    model, state, history, (x_test, y_test) = train(epochs, args.batch_size, args.lr, args.seed, None, args.workers)
     trained_in = time.perf_counter() - began
     test_loss, test_accuracy = evaluate(nn.testmode(model), x_test, y_test)
     nn.trainmode(model, "auto")

@@ -122,3 +122,20 @@ def test_stratified_split_and_shifts():
     moved = demo.shifted(x, np.random.default_rng(0))
     for a, b in zip(x[..., 0], moved[..., 0]):  # each image is its own shift, zeros filling in
         assert any(np.array_equal(np.pad(a, 1)[i:i + 4, j:j + 4], b) for i in range(3) for j in range(3))
+
+
+def test_quick_demo_on_two_dask_workers_reaches_its_target(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    status = main(["demo", "--quick", "--workers", "2", "--out", str(tmp_path), "--seed", "1"])
+    out = capsys.readouterr()
+    assert status == 0, out.out + out.err
+    assert "2 Dask workers" in out.out
+    accuracy = float(re.search(r"test accuracy ([\d.]+)%", out.out).group(1))
+    assert accuracy >= 100 * demo.QUICK_TARGET
+    assert "epoch  3/3" in out.err and "samples/s" in out.err
+    model, _ = pb.load(str(tmp_path / "digits-cnn.ckpt"), like=demo.build_model(np.random.default_rng(5)))
+    images, labels = load_digits()
+    x = (images[:200].astype(np.float32) / 16)[..., None]
+    assert np.mean(np.argmax(pb.nn.testmode(model)(x), axis=1) == labels[:200]) > 0.9
+    result = subprocess.run([sys.executable, "-m", "pullback", "demo", "--help"], capture_output=True, text=True, timeout=60)
+    assert "--workers" in result.stdout
