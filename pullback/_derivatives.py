@@ -54,6 +54,9 @@ def run_forward(f, arguments, tangent_for, companions=None):
             return x
         if np.shape(t) != np.shape(x):
             raise ValueError(f"The tangent for {path} has shape {np.shape(t)}, but its primal has shape {np.shape(x)}")
+        if np.iscomplexobj(t) and not np.iscomplexobj(x):
+            raise TypeError(f"The tangent for {path} is complex, but its primal is real (a real value moves only along "
+                            "the real line). Pass a real tangent, or make the primal complex (x + 0j).")
         return Dual(x, fit_tangent(t, x), tag)
 
     args, kwargs = arguments.track(make_leaf, companions)

@@ -72,6 +72,13 @@ def test_real_input_in_complex_arithmetic_gets_a_real_gradient():
     np.testing.assert_allclose(t, 1j * np.exp(1j * x), rtol=1e-6)
 
 
+def test_a_complex_tangent_for_a_real_primal_is_refused():
+    with pytest.raises(TypeError, match="tangent for primal 0 is complex, but its primal is real"):
+        pb.jvp(np.sin, (np.ones(2),), (np.ones(2) * 1j,))
+    _, t = pb.jvp(np.sin, (np.ones(2) + 0j,), (np.ones(2) * 1j,))
+    np.testing.assert_allclose(t, 1j * np.cos(np.ones(2)))
+
+
 def test_dtypes_are_kept():
     z = (np.array([1.0 + 1.0j, 2.0]) ).astype(np.complex64)
     x = np.array([0.5, 2.0], np.float32)
