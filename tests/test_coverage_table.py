@@ -109,5 +109,5 @@ def test_inventory_sections_give_the_counts_and_reasons_of_each_namespace():
         counts = [len(report.get(k, [])) for k in ("covered", "non-differentiable", "not yet covered")]
         assert (f"## `{namespace}`\n\n{counts[0]} covered, {counts[1]} non-differentiable, "
                 f"{counts[2]} not yet covered") in text
-    assert "| `numpy.histogram` | Counts per bin and bin edges" in text
+    assert "| `numpy.histogram` | Counts per bin: piecewise constant in the data" in text
     assert "| `numpy.sin` |" not in text.partition("# Inventory")[2]  # covered callables are counted, not listed

@@ -50,7 +50,9 @@ NONDIFFERENTIABLE = {
         "unpackbits", "isnat", "isin", "argwhere", "lexsort", "nanargmax", "nanargmin", "ravel_multi_index",
         "unravel_index", "tril_indices_from", "triu_indices_from", "diag_indices_from", "array_equiv",
         "isfortran", "isscalar", "iterable", "ix_")},
-    **{f"numpy.{n}": "Counts per bin and bin edges: piecewise constant in the data, no gradient."
+    **{f"numpy.{n}": ("Counts per bin: piecewise constant in the data, no gradient. (Weighted counts, weights=, and "
+                      "edges that follow the data's minimum and maximum do have derivatives, which pullback does not "
+                      "give: a traced value raises an error naming the function.)")
        for n in ("histogram", "histogram2d", "histogramdd", "histogram_bin_edges")},
     "numpy.einsum_path": "Plans the order of an einsum's contractions (a list and a text report).",
     # dtypes and types
