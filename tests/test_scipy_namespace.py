@@ -17,6 +17,7 @@ sps = pytest.importorskip("scipy.special")
 spl = pytest.importorskip("scipy.linalg")
 
 from pullback.rules import linalg as rules_linalg  # noqa: E402
+from pullback.rules import scipy_linalg as rules_scipy_linalg  # noqa: E402
 from pullback.rules import special as rules_special  # noqa: E402
 from pullback.scipy import linalg, special  # noqa: E402
 
@@ -37,9 +38,14 @@ def test_importing_pullback_scipy_does_not_import_scipy():
 
 
 def test_names_are_the_stand_ins_and_scipys_ufuncs():
-    assert set(linalg.__all__) == {"solve_triangular", "cho_factor", "cho_solve", "expm", "lu_factor", "lu_solve"}
+    assert {"solve_triangular", "cho_factor", "cho_solve", "expm", "lu_factor", "lu_solve", "solve", "eigh", "svd",
+            "sqrtm", "solve_sylvester", "toeplitz", "solve_banded"} <= set(linalg.__all__)
     for name in linalg.__all__:
-        assert getattr(linalg, name) is getattr(rules_linalg, name)
+        ours = getattr(linalg, name)
+        assert ours is getattr(rules_linalg, name, None) or ours is getattr(rules_scipy_linalg, name, None) or (
+            name == "solve_lyapunov")
+        assert hasattr(spl, name)  # the same name as SciPy's
+    assert linalg.solve_lyapunov is linalg.solve_continuous_lyapunov
     for name in ("logsumexp", "softmax", "log_softmax", "polygamma"):
         assert getattr(special, name) is getattr(rules_special, name)
     for name in ("erf", "gammaln", "xlogy", "expit", "i0"):
@@ -48,8 +54,8 @@ def test_names_are_the_stand_ins_and_scipys_ufuncs():
 
 
 def test_unknown_names_are_refused_clearly():
-    with pytest.raises(AttributeError, match="no 'hyp2f1'.*logsumexp"):
-        special.hyp2f1
+    with pytest.raises(AttributeError, match="no 'lambertw'.*logsumexp"):
+        special.lambertw
     with pytest.raises(AttributeError):
         linalg.eig
 
@@ -77,3 +83,42 @@ def test_differentiable_in_both_modes():
     np.testing.assert_allclose(t, (spl.expm(m + eps * v) - spl.expm(m - eps * v)) / (2 * eps), rtol=1e-6, atol=1e-8)
     _, t = pb.jvp(special.gammaln, (np.array([1.5, 3.0]),), (np.array([1.0, 2.0]),))
     np.testing.assert_allclose(t, sps.digamma([1.5, 3.0]) * [1.0, 2.0])
+
+
+def test_signal_and_spatial_are_imported_on_first_use():
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import pullback as pb
+        import pullback.scipy
+        print("scipy" in sys.modules, "pullback.scipy.signal" in sys.modules)
+        from pullback.scipy import signal
+        from pullback.scipy.spatial import distance
+        print("scipy" in sys.modules)
+        g = pb.gradient(lambda x: np.sum(distance.pdist(x)) + np.sum(signal.convolve(x[0], x[1])), np.eye(2))[0]
+        print("scipy.signal" in sys.modules, np.round(g, 6).tolist())
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("\n")
+    assert lines[:2] == ["False False", "False"]
+    s = 1 / np.sqrt(2)
+    assert lines[2] == f"True {np.round([[s + 1.0, 1.0 - s], [1.0 - s, s + 1.0]], 6).tolist()}"
+
+
+def test_namespaces_list_what_they_hold():
+    import pullback.scipy as ps
+    from pullback.rules import scipy_signal, scipy_spatial
+    from pullback.scipy import signal
+    from pullback.scipy.spatial import distance
+
+    assert {"signal", "spatial", "linalg", "special"} <= set(ps.__all__)
+    assert signal.__all__ == ["convolve", "correlate", "fftconvolve", "lfilter"]
+    assert all(getattr(signal, n) is getattr(scipy_signal, n) for n in signal.__all__)
+    assert distance.__all__ == ["cdist", "pdist", "squareform"]
+    assert all(getattr(distance, n) is getattr(scipy_spatial, n) for n in distance.__all__)
+    assert ps.spatial.distance is distance
+    for name in ("sici", "fresnel", "spherical_jn", "diric"):
+        assert getattr(special, name) is getattr(rules_special, name)
+    for name in ("kv", "hyp2f1", "zeta", "softplus", "round", "expm1"):
+        assert getattr(special, name) is getattr(sps, name)

@@ -774,11 +774,10 @@ _poly("eval_jacobi", lambda g, n, alpha, beta, x, out, sp: g * 0.5 * (n + alpha 
 def _spherical(kind, oscillating):
     sign = 1.0 if oscillating else -1.0
     value, slope = f"_ufuncs._spherical_{kind}", f"_ufuncs._spherical_{kind}_d"
-    _nary(value, (None, lambda g, n, z, out, sp: g * _ufunc_named(sp, slope)(n, z)), "z",
-          "The order n is an integer.", row=f"spherical_{kind}")
+    note = f"The ufunc pullback.scipy.special.spherical_{kind} calls. The order n is an integer."
+    _nary(value, (None, lambda g, n, z, out, sp: g * _ufunc_named(sp, slope)(n, z)), "z", note)
     _nary(slope, (None, lambda g, n, z, out, sp: g * (-2.0 * out / z - sign * (1.0 - sign * n * (n + 1.0) / (z * z))
-                                                      * _ufunc_named(sp, value)(n, z))), "z",
-          "The order n is an integer.", row=f"spherical_{kind}(derivative=True)")
+                                                      * _ufunc_named(sp, value)(n, z))), "z", note)
 
 
 for _kind, _oscillating in (("jn", True), ("yn", True), ("in", False), ("kn", False)):
@@ -1093,8 +1092,6 @@ spherical_yn = _spherical_standin("yn", -1.0)
 spherical_in = _spherical_standin("in", 1.0)
 spherical_kn = _spherical_standin("kn", None)
 for _kind in ("jn", "yn", "in", "kn"):
-    ENTRIES.pop(f"scipy.special._ufuncs._spherical_{_kind}", None)  # rows for the public function, below
-    ENTRIES.pop(f"scipy.special._ufuncs._spherical_{_kind}_d", None)
     describe(globals()[f"spherical_{_kind}"], "z", _PYTHON_LEVEL.format(f"spherical_{_kind}")
              + " Any order of derivative, through the derivative=True function and the differential equation."
              + (" z ≥ 0 only." if _kind == "kn" else ""), kind="composite", name=f"scipy.special.spherical_{_kind}")
