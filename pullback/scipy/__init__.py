@@ -6,10 +6,13 @@ input with `np.asarray` before NumPy's dispatch could hand it to pullback, so th
 never be intercepted. Call these instead: same names and signatures, differentiable in both
 modes and to any order, and SciPy itself when nothing is being differentiated.
 
-- `pullback.scipy.special`: `logsumexp`, `softmax`, `log_softmax`, `polygamma`, and the
-  differentiable `scipy.special` ufuncs under their own names;
-- `pullback.scipy.linalg`: `solve_triangular`, `cho_factor`, `cho_solve`, `expm`,
-  `lu_factor`, `lu_solve`;
+- `pullback.scipy.special`: `logsumexp`, `softmax`, `log_softmax`, `polygamma`, `multigammaln`,
+  `diric`, the spherical Bessel functions and the ufuncs with several outputs (`sici`, `airy`,
+  ...), and the differentiable `scipy.special` ufuncs under their own names;
+- `pullback.scipy.linalg`: SciPy's solves and decompositions (`solve`, `solve_triangular`,
+  `cho_factor`/`cho_solve`, `lu_factor`/`lu_solve`, `inv`, `det`, `cholesky`, `eigh`, `svd`,
+  `qr`, `lu`, `pinv`, `lstsq`, ...), matrix functions (`expm`, `sqrtm`, `logm`, ...),
+  Sylvester and Lyapunov solvers, banded solvers and structured matrices;
 - `pullback.scipy.signal` (imported on first use): `convolve`, `correlate`, `fftconvolve`, `lfilter`;
 - `pullback.scipy.spatial.distance` (imported on first use): `cdist`, `pdist`, `squareform`;
 - `pullback.scipy.stats` (imported on first use): SciPy's distributions (`norm`, `gamma`,
