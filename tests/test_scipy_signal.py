@@ -104,3 +104,11 @@ def test_lfilter_adjoint_is_the_backward_filter():
     b, a, x, w = rng.normal(size=3), np.array([1.0, -0.5, 0.2]), rng.normal(size=8), rng.normal(size=8)
     g = pb.gradient(lambda x: np.sum(w * signal.lfilter(b, a, x)), x)[0]
     np.testing.assert_allclose(g, ss.lfilter(b, a, w[::-1])[::-1], rtol=1e-13)
+
+
+def test_scalars_and_integer_signals():
+    for ours, theirs in ((signal.convolve, ss.convolve), (signal.correlate, ss.correlate),
+                         (signal.fftconvolve, ss.fftconvolve)):
+        assert pb.pullback(lambda a: ours(a, 2.0), np.array(3.0))[0] == theirs(3.0, 2.0)
+        assert pb.gradient(lambda a: ours(a, np.array(2.0)), np.array(3.0))[0] == 2.0
+    gradcheck(lambda b: signal.lfilter(b, [1.0, -0.5], np.arange(4)), np.array([1.0, 2.0]))  # an integer signal

@@ -115,6 +115,10 @@ def convolution_frule(primals, tangents):
                            None if tb is None else convolution(a, tb, mode, axes, kind))
 
 
+def _both_scalars(a, b):
+    return np.ndim(stop_gradient(a)) == 0 and np.ndim(stop_gradient(b)) == 0
+
+
 def convolve(in1, in2, mode="full", method="auto"):
     """`scipy.signal.convolve`, differentiable in `in1` and `in2`.
 
@@ -124,6 +128,8 @@ def convolve(in1, in2, mode="full", method="auto"):
     """
     if not _any_tracked(in1, in2):
         return _signal().convolve(in1, in2, mode, method)
+    if _both_scalars(in1, in2):
+        return in1 * in2  # as SciPy does
     return convolution(in1, in2, mode, None, method)
 
 
@@ -136,6 +142,8 @@ def correlate(in1, in2, mode="full", method="auto"):
     """
     if not _any_tracked(in1, in2):
         return _signal().correlate(in1, in2, mode, method)
+    if _both_scalars(in1, in2):
+        return in1 * in2  # as SciPy does (real values)
     return convolution(in1, in2, mode, None, f"correlate:{method}")
 
 
@@ -150,6 +158,8 @@ def fftconvolve(in1, in2, mode="full", axes=None):
     """
     if not _any_tracked(in1, in2):
         return _signal().fftconvolve(in1, in2, mode, axes)
+    if _both_scalars(in1, in2):
+        return in1 * in2  # as SciPy does
     if axes is not None:
         ndim = np.ndim(stop_gradient(in1))
         axes = tuple(sorted({int(k) % ndim for k in np.atleast_1d(axes)}))
