@@ -96,20 +96,23 @@ def main(argv=None):
             continue
         same = "yes" if r.same else ("NO" if name in checked else "n/a (a different step)")
         rows.append([name, report.fmt_seconds(r.median), f"{report.fmt_seconds(min(r.times))} – "
-                     f"{report.fmt_seconds(max(r.times))}", f"{r.median / base.median:.2f}", same])
+                     f"{report.fmt_seconds(max(r.times))}", f"{r.median / base.median:.2f}",
+                     f"{min(r.times) / min(base.times):.2f}", same])
     print(f"One training step of the digits model ({sum(p.size for p in parameters(model)):,} parameters), batch "
           f"{args.batch}, {args.workers} shards; {args.samples} samples, median per step\n")
-    print(table(["step", "median", "range", "time / local whole batch", "same parameters"], rows))
+    print(table(["step", "median", "range", "median / local whole batch", "fastest / local whole batch",
+                 "same parameters"], rows))
     shard_name = f"local, one shard ({len(shards[0][1])})"
     dist = results[f"dask, {args.workers} workers"]
     free = results[f"dask, {args.workers} workers, free loss"]
     model_bytes = len(pickle.dumps(model, protocol=5))
     print(f"\nmodel pickled: {model_bytes / 1e3:,.0f} kB; gradient: {sum(p.nbytes for p in parameters(model)) / 1e3:,.0f} kB")
     if dist.ran and free.ran and results[shard_name].ran:
-        print(f"overhead per step (dask step - local step on one shard): "
-              f"{report.fmt_seconds(dist.median - results[shard_name].median)}")
-        print(f"overhead per step (dask step on a free loss): {report.fmt_seconds(free.median)} "
-              f"(spread {report.fmt_seconds(statistics.pstdev(free.times))})")
+        shard = results[shard_name]
+        print(f"overhead per step, dask step - local step on one shard: {report.fmt_seconds(dist.median - shard.median)} "
+              f"(medians), {report.fmt_seconds(min(dist.times) - min(shard.times))} (fastest samples)")
+        print(f"overhead per step, dask step on a free loss: {report.fmt_seconds(free.median)} (median), "
+              f"{report.fmt_seconds(min(free.times))} (fastest), spread {report.fmt_seconds(statistics.pstdev(free.times))}")
     failed = [name for name, r in results.items() if not r.ran or (name in checked and not r.same)]
     return 1 if failed else 0
 
