@@ -16,10 +16,11 @@ import math
 
 import numpy as np
 
+from .._arrays import zeros_as
 from .._extend import primitive, rrule
+from .._inplace import ViewLink, holds_array
 from .._standins import dtype_of
 from .._tangents import Thunk
-from .._inplace import ViewLink, holds_array
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, composite, forward_rule, rule, without_gradient
 
@@ -387,7 +388,7 @@ def imag(val):
     if _is_complex(val):
         return _part_view(imag_part(val), val, "imag")
     plain = stop_gradient(val)
-    return np.zeros(np.shape(plain), dtype=np.result_type(plain))
+    return zeros_as(plain, np.shape(plain))
 
 
 @composite(np.angle, args="z", notes="""Of complex z: arctan2(imag, real), with no derivative at 0
