@@ -41,13 +41,9 @@ NOT_YET = {
     **_each("gegenbauer genlaguerre jacobi sh_jacobi",
             "The polynomial's coefficients depend on its parameters: no rule yet (the eval_* ufuncs are "
             "differentiable in x)."),
-    "scipy.special.eval_sh_jacobi": "No rule yet (its derivative in x is a shifted Jacobi polynomial of degree n - 1).",
     "scipy.special.airye": "Exponentially scaled Airy functions, four outputs: no stand-in yet.",
     **_each("assoc_legendre_p assoc_legendre_p_all legendre_p legendre_p_all sph_legendre_p sph_legendre_p_all lpmv "
             "lqmn lqn", "Legendre functions: no rule yet."),
-    **_each("bdtrik bdtrin btdtria btdtrib chdtriv fdtridfd gdtria gdtrib nbdtrik nbdtrin pdtrik stdtridf",
-            "Inverse of a distribution function in a shape parameter: no rule yet (it needs the forward function's "
-            "shape derivative, by quadrature)."),
     **_each("chndtr chndtridf chndtrinc chndtrix ncfdtr ncfdtri ncfdtridfd ncfdtridfn ncfdtrinc nctdtr nctdtridf "
             "nctdtrinc nctdtrit", "Noncentral distributions: no rule yet."),
     "scipy.special.besselpoly": "The integral of a Bessel function times a power: no rule yet.",

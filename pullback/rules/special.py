@@ -731,6 +731,73 @@ _nary("nrdtrisd", (lambda g, mn, p, x, out, sp: -g / sp.ndtri(p),
                    lambda g, mn, p, x, out, sp: g / sp.ndtri(p)), "mn, p, x")
 
 
+# Inverses in a shape parameter: θ_s(y, ...) solving F(..., θ_s, ...) = y, with ∂θ_s/∂y = 1/F_s and
+# ∂θ_s/∂θ_j = -F_j/F_s, where F's partials are those above (by quadrature in shape parameters).
+def _implicit(name, inputs, solved, partials, notes):
+    """Register the inverse `name`, whose inputs are `inputs` ("y" or the index of F's argument), solving for F's
+    argument `solved`; `partials[j](args, sp)` is ∂F/∂(argument j) at F's arguments `args`."""
+    def forward_args(values, out):
+        args = {j: v for j, v in zip(inputs, values) if j != "y"}
+        args[solved] = out
+        return tuple(args[j] for j in range(len(partials)))
+
+    def partial(position):
+        def d(g, *values_and_rest):
+            *values, out, sp = values_and_rest
+            args = forward_args(values, out)
+            f_s = partials[solved](args, sp)
+            if inputs[position] == "y":
+                return g / f_s
+            return -g * partials[inputs[position]](args, sp) / f_s
+
+        return d
+
+    _nary(name, tuple(partial(k) for k in range(len(inputs))), ", ".join(
+        "y" if j == "y" else f"arg{j}" for j in inputs), notes)
+
+
+def _quadrature_note(inverse_of):
+    return f"The inverse of {inverse_of}. " + _SHAPE_NOTE
+
+
+_CHI2 = (lambda a, sp: 0.5 * _da_gammainc("chdtriv", "v", 0.5 * a[0], 0.5 * a[1]),
+         lambda a, sp: 0.5 * _gamma_density(0.5 * a[0], 0.5 * a[1], sp))
+_GAMMA = (lambda a, sp: a[2] * _gamma_density(a[1], a[0] * a[2], sp),
+          lambda a, sp: _da_gammainc("gdtri*", "b", a[1], a[0] * a[2]),
+          lambda a, sp: a[0] * _gamma_density(a[1], a[0] * a[2], sp))
+_BETA = (lambda a, sp: _db_betainc("btdtri*", "a", a[0], a[1], a[2], False),
+         lambda a, sp: _db_betainc("btdtri*", "b", a[0], a[1], a[2], True),
+         lambda a, sp: _beta_density(a[0], a[1], a[2], sp))
+_STUDENT = (lambda a, sp: _by_quadrature("stdtridf", "df", _stdtr_ddf, a[0], a[1]),
+            lambda a, sp: _student_density(a[0], a[1], sp))
+# Poisson with a real count: pdtr(k, m) = gammaincc(k + 1, m)
+_POISSON = (lambda a, sp: -_da_gammainc("pdtrik", "k", a[0] + 1.0, a[1]),
+            lambda a, sp: -_gamma_density(a[0] + 1.0, a[1], sp))
+# binomial with a real count: bdtr(k, n, p) = betainc(n - k, k + 1, 1 - p)
+_BINOMIAL = (lambda a, sp: (_db_betainc("bdtri*", "k", a[1] - a[0], a[0] + 1.0, 1.0 - a[2], True)
+                            - _db_betainc("bdtri*", "k", a[1] - a[0], a[0] + 1.0, 1.0 - a[2], False)),
+             lambda a, sp: _db_betainc("bdtri*", "n", a[1] - a[0], a[0] + 1.0, 1.0 - a[2], False),
+             lambda a, sp: -_beta_density(a[1] - a[0], a[0] + 1.0, 1.0 - a[2], sp))
+# negative binomial with a real count: nbdtr(k, n, p) = betainc(n, k + 1, p)
+_NEGATIVE_BINOMIAL = (lambda a, sp: _db_betainc("nbdtri*", "k", a[1], a[0] + 1.0, a[2], True),
+                      lambda a, sp: _db_betainc("nbdtri*", "n", a[1], a[0] + 1.0, a[2], False),
+                      lambda a, sp: _beta_density(a[1], a[0] + 1.0, a[2], sp))
+_F = tuple((lambda a, sp, j=j: _f_partials("fdtridfd", a[0], a[1], a[2], sp)[j]()) for j in range(3))
+
+_implicit("chdtriv", ("y", 1), 0, _CHI2, _quadrature_note("chdtr in v"))
+_implicit("gdtria", ("y", 1, 2), 0, _GAMMA, _quadrature_note("gdtr in a"))
+_implicit("gdtrib", (0, "y", 2), 1, _GAMMA, _quadrature_note("gdtr in b"))
+_implicit("btdtria", ("y", 1, 2), 0, _BETA, _quadrature_note("betainc in a"))
+_implicit("btdtrib", (0, "y", 2), 1, _BETA, _quadrature_note("betainc in b"))
+_implicit("stdtridf", ("y", 1), 0, _STUDENT, _quadrature_note("stdtr in df"))
+_implicit("pdtrik", ("y", 1), 0, _POISSON, _quadrature_note("pdtr in k (a real count)"))
+_implicit("bdtrik", ("y", 1, 2), 0, _BINOMIAL, _quadrature_note("bdtr in k (a real count)"))
+_implicit("bdtrin", (0, "y", 2), 1, _BINOMIAL, _quadrature_note("bdtr in n"))
+_implicit("nbdtrik", ("y", 1, 2), 0, _NEGATIVE_BINOMIAL, _quadrature_note("nbdtr in k (a real count)"))
+_implicit("nbdtrin", (0, "y", 2), 1, _NEGATIVE_BINOMIAL, _quadrature_note("nbdtr in n"))
+_implicit("fdtridfd", (0, "y", 2), 1, _F, _quadrature_note("fdtr in dfd"))
+
+
 # Orthogonal polynomials: derivatives in x from d/dx C_n^(α)(x) = 2α C_{n-1}^(α+1)(x) (DLMF 18.9.19)
 # and its relatives; the degree n and the parameters are plain.
 def _lower_degree(n, value):
@@ -766,6 +833,15 @@ _poly("eval_gegenbauer", lambda g, n, alpha, x, out, sp: g * 2.0 * alpha * _lowe
     n, sp.eval_gegenbauer(np.maximum(n - 1, 0), alpha + 1.0, x)), ("alpha",))
 _poly("eval_jacobi", lambda g, n, alpha, beta, x, out, sp: g * 0.5 * (n + alpha + beta + 1.0) * _lower_degree(
     n, sp.eval_jacobi(np.maximum(n - 1, 0), alpha + 1.0, beta + 1.0, x)), ("alpha", "beta"))
+
+
+def _shifted_jacobi_derivative(g, n, p, q, x, out, sp):
+    """d/dx G_n^(p,q)(x), G_n^(p,q)(x) = P_n^(p-q, q-1)(2x - 1) / binom(2n + p - 1, n)."""
+    lower = sp.eval_jacobi(np.maximum(n - 1, 0), p - q + 1.0, q, 2.0 * x - 1.0)
+    return g * _lower_degree(n, (n + p) * lower / sp.binom(2.0 * n + p - 1.0, n))
+
+
+_poly("eval_sh_jacobi", _shifted_jacobi_derivative, ("p", "q"))
 
 
 # Spherical Bessel functions: SciPy's spherical_jn(n, z, derivative) calls one of two ufuncs, so it
