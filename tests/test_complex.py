@@ -421,8 +421,7 @@ def test_eig_repeated_eigenvalues_raise_in_reverse_mode():
     np.testing.assert_allclose(g, np.eye(3))
 
 
-@pytest.mark.parametrize("fn", [np.linalg.eigh, np.linalg.eigvalsh, np.linalg.svd, np.linalg.qr, np.linalg.cholesky],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", [np.linalg.svd, np.linalg.qr, np.linalg.cholesky], ids=lambda f: f.__name__)
 def test_hermitian_decompositions_refuse_complex_matrices(fn):
     h = A @ A.conj().T
     with pytest.raises(TypeError, match=f"numpy.linalg.{fn.__name__} of a complex matrix"):
@@ -483,7 +482,7 @@ NOT_SMOOTH = ("unique", "union1d", "setdiff1d", "setxor1d", "intersect1d", "nanm
               "nanmedian", "nanmean", "nansum", "nanprod", "nanpercentile", "nanquantile", "nancumsum", "nancumprod",
               "empty_like", "empty")
 # Refused for complex input with a clear TypeError (see the coverage table).
-REFUSED = {"eigh": "numpy.linalg.eigh of a complex matrix", "eigvalsh": "numpy.linalg.eigvalsh of a complex matrix",
+REFUSED = {"eigh": "fixed only up to a phase",
            "svd": "numpy.linalg.svd of a complex matrix", "qr": "numpy.linalg.qr of a complex matrix",
            "cholesky": "numpy.linalg.cholesky of a complex matrix", "cho_factor": "numpy.linalg.cholesky of a complex",
            "cho_solve": "cho_solve of complex values", "geomspace": "geomspace of complex values",
@@ -540,7 +539,7 @@ def test_every_sampled_function_on_complex_input(sample):
         return
     try:  # differentiable for some options (svd's values), refused clearly for others
         check_complex(flat, *values, rtol=1e-4, atol=1e-6)
-    except (TypeError, NotImplementedError) as error:
+    except (TypeError, ValueError, NotImplementedError) as error:
         assert REFUSED[name] in str(error)
 
 
@@ -630,3 +629,16 @@ def test_a_part_taken_before_a_write_to_the_array_can_still_be_used():
     z = np.array([1.0 + 2.0j, 3.0 - 1.0j])
     assert pb.withgradient(f, z).val == f(z.copy())
     check_complex(f, z)
+
+
+def test_eigh_of_complex_hermitian_matrices():
+    for uplo in ("L", "U"):
+        check_complex(lambda a: np.linalg.eigvalsh(a, uplo), A)  # reads one triangle; the diagonal's real part
+        check_complex(lambda a: np.linalg.eigh(a, UPLO=uplo)[0], A)
+    # phase-invariant functions of the eigenvectors, in reverse mode
+    check_complex(lambda a: np.abs(np.linalg.eigh(a)[1]) ** 2, A, forward=False)
+    check_complex(lambda a: (lambda w, v: v @ np.diag(np.sin(w)) @ v.conj().T)(*np.linalg.eigh(a)), A, forward=False)
+    with pytest.raises(ValueError, match="fixed only up to a phase"):
+        pb.gradient(lambda a: np.real(np.sum(np.linalg.eigh(a)[1])), A)
+    _, t = pb.jvp(lambda a: np.linalg.eigh(a)[1], (A,), (A,))
+    assert np.all(np.isnan(t))  # no stated phase, no tangent

@@ -50,17 +50,20 @@ class _Once:
 
 def _triangle_gradient(s, lower):
     """The gradient for a function that reads one triangle of a symmetric matrix, from `s`,
-    its gradient with respect to the full matrix: off the diagonal both mirrored entries count."""
-    both = s + _t(s)
+    its gradient with respect to the full matrix: off the diagonal both mirrored entries count.
+    For a Hermitian matrix the mirrored entry is the conjugate, and the diagonal's real part counts."""
+    both = s + (np.conjugate(_t(s)) if np.iscomplexobj(s) else _t(s))
     half_diagonal = 0.5 * np.triu(np.tril(both))
     return (np.tril(both) if lower else np.triu(both)) - half_diagonal
 
 
 def _symmetric_part(t, lower):
-    """The symmetric matrix a function reading one triangle of its input sees in tangent `t`."""
-    if lower:
-        return np.tril(t) + _t(np.tril(t, -1))
-    return np.triu(t) + _t(np.triu(t, 1))
+    """The symmetric (Hermitian) matrix a function reading one triangle of its input sees in tangent `t`."""
+    low, strict = (np.tril(t), np.tril(t, -1)) if lower else (np.triu(t), np.triu(t, 1))
+    if not np.iscomplexobj(t):
+        return low + _t(strict)
+    # mirrored entries conjugated, the diagonal's imaginary part ignored (as LAPACK does)
+    return low + np.conjugate(_t(strict)) - 1j * np.imag(np.triu(np.tril(t)))
 
 
 def _nan_like(x, shape):
@@ -150,8 +153,8 @@ def eigh_vectors(a, once, lower):
 def _eigh_values_rule(a, once, lower):
     w, v = once(a)
 
-    def back(g):
-        return (_triangle_gradient((v * g[..., None, :]) @ _t(v), lower), None, None)
+    def back(g):  # conj(V) diag(g) Vᵀ: dw = Re(diag(Vᴴ dA V))
+        return (_triangle_gradient((_conj(v) * g[..., None, :]) @ _t(v), lower), None, None)
 
     return w, back
 
@@ -159,7 +162,7 @@ def _eigh_values_rule(a, once, lower):
 @forward_in_first(eigh_values)
 def _eigh_values_frule(t, a, once, lower):
     w, v = once(a)
-    return w, np.sum(v * (_symmetric_part(t, lower) @ v), axis=-2)  # diag(Vᵀ dA V)
+    return w, np.real(np.sum(_conj(v) * (_symmetric_part(t, lower) @ v), axis=-2))  # diag(Vᴴ dA V)
 
 
 @rrule(eigh_vectors)
@@ -168,32 +171,56 @@ def _eigh_vectors_rule(a, once, lower):
 
     def back(g):
         f = _distinct_gaps(w, "Eigenvectors")
-        s = v @ (f * (_t(v) @ g)) @ _t(v)
+        if np.iscomplexobj(v):
+            _check_phase_invariant(g, v)
+        s = _conj(v) @ (f * (_t(v) @ g)) @ _t(v)
         return (_triangle_gradient(s, lower), None, None)
 
     return v, back
 
 
+def _conj(v):
+    return np.conjugate(v) if np.iscomplexobj(v) else v
+
+
+def _check_phase_invariant(g, v):
+    """Refuse a cotangent that depends on the phase of the eigenvectors of a complex Hermitian matrix.
+
+    LAPACK fixes no phase for them (NumPy returns whatever it computed), so only functions invariant
+    to each vector's phase have a derivative: turning v_k by e^(iθ) changes L by -θ Im(Σ_i g_ik v_ik).
+    """
+    turn = np.abs(np.imag(np.sum(stop_gradient(g) * stop_gradient(v), axis=-2)))
+    if np.any(turn > 1e-8 * (1.0 + np.max(np.abs(stop_gradient(g)), initial=0.0))):
+        raise ValueError(
+            "The eigenvectors of a complex Hermitian matrix are fixed only up to a phase each, which NumPy does "
+            "not choose in any stated way, so a function that depends on that phase has no derivative. Use "
+            "phase-invariant functions of them (|v|**2, V @ diag(f(w)) @ V.conj().T, ...)."
+        )
+
+
 @forward_in_first(eigh_vectors)
 def _eigh_vectors_frule(t, a, once, lower):
     w, v = once(a)
+    if np.iscomplexobj(v):  # the phase NumPy returns is not a stated function of the input: no tangent
+        return v, _nan_like(v, np.shape(stop_gradient(v)))
     return v, v @ (_gaps_or_nan(w) * (_t(v) @ _symmetric_part(t, lower) @ v))  # V (F ∘ Vᵀ dA V)
 
 
 @composite(np.linalg.eigh, args="a", notes="""Reads the `UPLO` triangle. Eigenvalue gradients
       exist everywhere; eigenvector gradients need distinct eigenvalues (exact ties raise,
       near ties give large values; in forward mode their tangents are NaN). Each eigenvector is
-      fixed up to sign, so use sign-invariant functions of them.""")
+      fixed up to sign, so use sign-invariant functions of them. Complex Hermitian input: each
+      eigenvector is fixed up to a phase; reverse mode takes phase-invariant functions of them
+      (others raise), forward mode gives NaN tangents for them.""")
 def eigh(a, UPLO="L"):
-    _real_only(a, "eigh")
     once = _Once(lambda m: tuple(np.linalg.eigh(m, UPLO)))
     lower = UPLO.upper() == "L"
     return _EIGH(eigh_values(a, once, lower), eigh_vectors(a, once, lower))
 
 
-@composite(np.linalg.eigvalsh, args="a", notes="Reads the `UPLO` triangle; differentiable everywhere.")
+@composite(np.linalg.eigvalsh, args="a", notes="""Reads the `UPLO` triangle (real or complex
+           Hermitian); differentiable everywhere.""")
 def eigvalsh(a, UPLO="L"):
-    _real_only(a, "eigvalsh")
     once = _Once(lambda m: tuple(np.linalg.eigh(m, UPLO)))
     return eigh_values(a, once, UPLO.upper() == "L")
 
