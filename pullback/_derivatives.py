@@ -8,6 +8,7 @@ import numpy as np
 
 from . import tree
 from ._api import gradient, trace_call
+from ._arrays import is_foreign_array
 from ._backward import backward, fit
 from ._forward import ForwardLevel, fit_tangent
 from ._leaves import Arguments
@@ -230,7 +231,8 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
     if type(stop_gradient(x)) is float:  # a Python float, or one an outer derivative is tracing
         h = hvp(f, x, 1.0)
         return h if is_traced(h) else float(h)
-    x = np.asarray(x) if not isinstance(x, np.ndarray) and not is_traced(x) else x
+    if not (isinstance(x, np.ndarray) or is_traced(x) or is_foreign_array(x)):  # a list, a NumPy scalar
+        x = np.asarray(x)
     columns = [hvp(f, x, _basis(x, j)) for j in range(x.size)]
     return np.stack([np.reshape(c, -1) for c in columns], axis=-1).reshape(x.shape + x.shape)
 
