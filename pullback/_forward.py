@@ -9,6 +9,7 @@ linear `back` map.
 
 import numpy as np
 
+from ._arrays import is_foreign_array_type, like_input, zeros_as
 from ._backward import backward, fit
 from ._registry import FUNCTIONS, forward_rule_of
 from ._reverse import Tape
@@ -89,7 +90,10 @@ def fit_tangent(t, y):
     if not weak:
         dtype = dtype_of(y)
         if dtype_of(t) != dtype:
-            t = FUNCTIONS[astype](t, dtype) if isinstance(t, Traced) else np.asarray(t, dtype=dtype)
+            if isinstance(t, Traced):
+                t = FUNCTIONS[astype](t, dtype)
+            else:  # an array of another library (Dask, CuPy) converts itself
+                t = t.astype(dtype) if is_foreign_array_type(type(t)) else np.asarray(t, dtype=dtype)
     return t
 
 
@@ -108,7 +112,7 @@ def _transposed(rule, primals, tangents, kwargs):
                 total = total + np.sum(fit(unthunk(ct), p) * t)
         return total
 
-    zero = 0.0 if type(y) is float else np.zeros(np.shape(y), dtype=dtype_of(y))
+    zero = 0.0 if type(y) is float else zeros_as(y, np.shape(y), dtype_of(y))
     return y, _gradient_of(pairing, zero)
 
 
@@ -120,7 +124,7 @@ def _gradient_of(f, x):
     tape.close()
     if type(out) is not Tracked or out._tape is not tape:
         return None
-    grads = backward(tape, {out._id: np.ones((), dtype=dtype_of(out))})
+    grads = backward(tape, {out._id: like_input(np.ones((), dtype=dtype_of(out)), out)})
     return fit(grads[u._id], x) if grads[u._id] is not None else None
 
 

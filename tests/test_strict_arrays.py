@@ -126,6 +126,19 @@ def check_rule_case(f, make):
     y = f(*args)
     if not real_output(y):
         pytest.skip("complex or structured output (see the complex tests)")
+    tangents = tuple(np.random.default_rng(5).normal(size=np.shape(a)) if np.result_type(a).kind == "f" else None
+                     for a in args)
+    try:
+        _, want_dot = pb.jvp(f, args, tangents)
+    except NotImplementedError:  # an argument without a derivative (an order, a degree): reverse mode below
+        want_dot = NotImplemented
+    if want_dot is not NotImplemented:
+        _, y_dot = pb.jvp(f, to_strict(args), to_strict(tangents))
+        if want_dot is None:  # a piecewise-constant function: no tangent either way
+            assert y_dot is None
+        else:
+            assert type(y_dot) is StrictArray, "forward mode left the StrictArray type"
+            np.testing.assert_allclose(plain(y_dot), want_dot, rtol=1e-9, atol=1e-10)
     dy = np.random.default_rng(4).normal(size=np.shape(y))
     try:
         want = pb.pullback(f, *args)[1](dy)

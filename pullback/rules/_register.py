@@ -26,6 +26,7 @@ import sys
 
 import numpy as np
 
+from .._arrays import zeros_as
 from .._extend import composite as run_in_place_of
 from .._extend import frule, nondifferentiable, rrule
 from .._registry import FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, qualified_name
@@ -207,4 +208,4 @@ def add_tangents(*tangents):
 
 def zeros_if_none(t, primal):
     """`t`, or a zero tangent shaped like `primal` where there is none (for joining several)."""
-    return np.zeros(np.shape(primal), dtype=np.result_type(strip_all(primal))) if t is None else t
+    return zeros_as(strip_all(primal), np.shape(primal)) if t is None else t

@@ -6,6 +6,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 
 import numpy as np
 
+from .._arrays import like_input
 from .._values import Traced, stop_gradient
 from ._register import composite, forward_in_first, linear_forward, rule
 from .reductions import refuse_out
@@ -141,7 +142,7 @@ def _cumulative(name, scan, identity):
             return y
         shape = list(np.shape(y))
         shape[axis] = 1
-        return np.concatenate([np.full(shape, identity, dtype=y.dtype), y], axis=axis)
+        return np.concatenate([like_input(np.full(shape, identity, dtype=y.dtype), y), y], axis=axis)
 
     return run
 

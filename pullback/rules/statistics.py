@@ -6,6 +6,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 
 import numpy as np
 
+from .._arrays import like_input
 from .._values import Traced, stop_gradient
 from ._register import composite, forward_in_first, rule
 from .reductions import expand_to, reduced_size, refuse_out
@@ -21,7 +22,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
         avg = np.mean(a, axis=axis, keepdims=keep)
         if not returned:
             return avg
-        scale = np.full(np.shape(avg), np.size(a) / max(np.size(avg), 1), dtype=avg.dtype)
+        scale = like_input(np.full(np.shape(avg), np.size(a) / max(np.size(avg), 1), dtype=avg.dtype), avg)
         return avg, scale
     shape = np.shape(a)
     if np.shape(weights) != shape:
