@@ -203,3 +203,19 @@ CASES["scipy_linalg.sylvester_rule"] = [
     (_linalg("solve_sylvester"), lambda rng: (_well_conditioned(rng), _well_conditioned(rng), rng.normal(size=(3, 2))[:, :1]
                                               @ np.ones((1, 3)) + rng.normal(size=(3, 3)))),
 ]
+
+
+
+def _riccati(name):
+    def f(a, b, q, r):
+        from pullback.scipy import linalg
+
+        return getattr(linalg, name)(a, b, q @ q.T + np.eye(3), r @ r.T + np.eye(2))
+
+    return f
+
+
+CASES["scipy_linalg.riccati_rule"] = [
+    (_riccati(name), lambda rng: (rng.normal(size=(3, 3)), rng.normal(size=(3, 2)), rng.normal(size=(3, 3)),
+                                  rng.normal(size=(2, 2)))) for name in ("solve_continuous_are", "solve_discrete_are")
+]

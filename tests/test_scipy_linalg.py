@@ -77,6 +77,10 @@ CASES = {
     "solve_discrete_lyapunov": (lambda a, q: linalg.solve_discrete_lyapunov(a, q), (M / 4, rng.normal(size=(3, 3)))),
     "solve_discrete_lyapunov bilinear": (lambda a, q: linalg.solve_discrete_lyapunov(a, q, "bilinear"),
                                          (M / 4, rng.normal(size=(3, 3)))),
+    "solve_continuous_are": (lambda a, b, q, r: linalg.solve_continuous_are(a, b, q @ q.T + np.eye(3), r @ r.T + 1.0),
+                             (M - 2 * np.eye(3), rng.normal(size=(3, 2)), rng.normal(size=(3, 3)), rng.normal(size=(2, 2)))),
+    "solve_discrete_are": (lambda a, b, q, r: linalg.solve_discrete_are(a, b, q @ q.T + np.eye(3), r @ r.T + 1.0),
+                           (M / 2, rng.normal(size=(3, 2)), rng.normal(size=(3, 3)), rng.normal(size=(2, 2)))),
     "toeplitz": (lambda c, r: linalg.toeplitz(c, r), (C, RR)),
     "toeplitz symmetric": (lambda c: linalg.toeplitz(c), (C,)),
     "toeplitz batched": (lambda c: linalg.toeplitz(c), (rng.normal(size=(2, 3)),)),
@@ -128,7 +132,8 @@ def test_against_scipy_and_central_differences(name):
     assert result and result.scale > 0, result
 
 
-@pytest.mark.parametrize("name", ["sqrtm", "logm", "solve_sylvester", "solve", "eigvalsh", "toeplitz"])
+@pytest.mark.parametrize("name", ["sqrtm", "logm", "solve_sylvester", "solve", "eigvalsh", "toeplitz",
+                                  "solve_continuous_are", "solve_discrete_are"])
 def test_second_order(name):
     f, args = CASES[name]
     v = [rng.normal(size=np.shape(a)) for a in args]

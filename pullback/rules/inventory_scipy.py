@@ -72,8 +72,6 @@ NOT_YET = {
                          "meets its repeated eigenvalues; no rule yet.",
     "scipy.linalg.matrix_balance": "Linear in the matrix for a fixed (piecewise constant) scaling: no stand-in yet.",
     **_each("null_space orth", "A basis defined only up to rotation: no rule yet.", "scipy.linalg."),
-    **_each("solve_continuous_are solve_discrete_are", "Riccati equations: no rule yet (implicit differentiation).",
-            "scipy.linalg."),
     "scipy.linalg.subspace_angles": "No rule yet.",
     "scipy.linalg.clarkson_woodruff_transform": "A random sketch S·A, linear in A for a fixed seed: no stand-in yet.",
 }

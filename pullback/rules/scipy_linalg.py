@@ -839,3 +839,85 @@ describe(solve_sylvester, "a, b, q", _NOTE.format("solve_sylvester") + _ROWS[sol
          rule=sylvester_rule, name="scipy.linalg.solve_sylvester")
 describe("scipy.linalg.solve_lyapunov", "a, q", "SciPy's alias of solve_continuous_lyapunov; call "
          "pullback.scipy.linalg.solve_lyapunov.", kind="composite", name="scipy.linalg.solve_lyapunov")
+
+
+# --- algebraic Riccati equations ----------------------------------------------------------------
+# With the optimal gain K and the closed loop Acl = A - B K, the continuous equation reads
+# Aclᵀ X + X Acl + Kᵀ R K + Q = 0 (K = R⁻¹ Bᵀ X) and the discrete one X = Aclᵀ X Acl + Kᵀ R K + Q
+# (K = (R + Bᵀ X B)⁻¹ Bᵀ X A). K is optimal, so its own change drops out, and
+#     dE = (dA - dB K)ᵀ X (Acl) + (Aclᵀ) X (dA - dB K) + Kᵀ dR K + dQ
+# drives dX through a Sylvester (continuous) or Stein (discrete) equation in Acl.
+def _stein(a, q):
+    """X with a X aᵀ - X + q = 0, by the Kronecker form (differentiable)."""
+    n = np.shape(stop_gradient(a))[0]
+    lhs = np.eye(n * n) - np.kron(a, a)
+    return np.reshape(np.linalg.solve(lhs, np.reshape(q, (-1,))), (n, n))
+
+
+def _gain(a, b, r, x, discrete):
+    if discrete:
+        return np.linalg.solve(r + _t(b) @ x @ b, _t(b) @ x @ a)
+    return np.linalg.solve(r, _t(b) @ x)
+
+
+@primitive
+def riccati(a, b, q, r, discrete):
+    """X solving the continuous (or discrete) algebraic Riccati equation, by SciPy."""
+    linalg = _linalg()
+    return (linalg.solve_discrete_are if discrete else linalg.solve_continuous_are)(a, b, q, r)
+
+
+@rrule(riccati)
+def riccati_rule(a, b, q, r, discrete):
+    x = riccati(a, b, q, r, discrete)
+
+    def back(g):
+        k = _gain(a, b, r, x, discrete)
+        closed = a - b @ k
+        if discrete:
+            w = _stein(closed, g)
+            ga = x @ closed @ _t(w) + _t(x) @ closed @ w
+            return ga, -(ga @ _t(k)), w, k @ w @ _t(k), None
+        w = sylvester(closed, _t(closed), g)
+        ga = -(x @ _t(w) + _t(x) @ w)
+        return ga, -(ga @ _t(k)), -w, -(k @ w @ _t(k)), None
+
+    return x, back
+
+
+@frule(riccati)
+def riccati_frule(primals, tangents):
+    (a, b, q, r, discrete), (ta, tb, tq, tr) = primals, tangents[:4]
+    x = riccati(a, b, q, r, discrete)
+    if ta is None and tb is None and tq is None and tr is None:
+        return x, None
+    k = _gain(a, b, r, x, discrete)
+    closed = a - b @ k
+    move = add_tangents(ta, None if tb is None else -(tb @ k))  # dA - dB K
+    left = None if move is None else (_t(move) @ x @ closed if discrete else _t(move) @ x)
+    right = None if move is None else (_t(closed) @ x @ move if discrete else x @ move)
+    drive = add_tangents(left, right, None if tr is None else _t(k) @ tr @ k, tq)
+    return x, _stein(_t(closed), drive) if discrete else sylvester(_t(closed), closed, -drive)
+
+
+def _riccati_standin(name, discrete):
+    def standin(a, b, q, r, e=None, s=None, balanced=True):
+        linalg = _linalg()
+        if not _any_tracked(a, b, q, r, e, s):
+            return getattr(linalg, name)(a, b, q, r, e, s, balanced)
+        if e is not None or s is not None:
+            raise NotImplementedError(f"pullback.scipy.linalg.{name}: e= and s= are not differentiable here.")
+        return riccati(a, b, q, r, discrete)
+
+    standin.__name__ = standin.__qualname__ = name
+    standin.__module__ = __name__
+    standin.__doc__ = (f"`scipy.linalg.{name}`, differentiable in a, b, q and r (without e and s); SciPy's value.")
+    return standin
+
+
+solve_continuous_are = _riccati_standin("solve_continuous_are", False)
+solve_discrete_are = _riccati_standin("solve_discrete_are", True)
+for _fn in (solve_continuous_are, solve_discrete_are):
+    describe(_fn, "a, b, q, r", _NOTE.format(_fn.__name__) + "Its own rule: the derivative solves a Sylvester "
+             "(continuous) or Stein (discrete) equation in the closed loop A - B K. e= and s= are refused.",
+             kind="rule", rule=riccati_rule, name=f"scipy.linalg.{_fn.__name__}")

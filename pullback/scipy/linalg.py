@@ -6,7 +6,7 @@
 - matrix functions: `expm`, `expm_frechet`, `sqrtm`, `logm`, `cosm`, `sinm`, `tanm`, `coshm`,
   `sinhm`, `tanhm`, `signm`, `fractional_matrix_power`;
 - matrix equations: `solve_sylvester`, `solve_continuous_lyapunov` (`solve_lyapunov`),
-  `solve_discrete_lyapunov`;
+  `solve_discrete_lyapunov`, `solve_continuous_are`, `solve_discrete_are`;
 - banded and structured: `solve_banded`, `solveh_banded`, `cholesky_banded`,
   `cho_solve_banded`, `eig_banded`, `eigvals_banded`, `eigh_tridiagonal`,
   `eigvalsh_tridiagonal`, `solve_toeplitz`, `matmul_toeplitz`, `solve_circulant`,
@@ -62,7 +62,9 @@ from ..rules.scipy_linalg import (
     solve,
     solve_banded,
     solve_circulant,
+    solve_continuous_are,
     solve_continuous_lyapunov,
+    solve_discrete_are,
     solve_discrete_lyapunov,
     solve_sylvester,
     solve_toeplitz,
@@ -82,6 +84,6 @@ __all__ = ["solve_triangular", "cho_factor", "cho_solve", "expm", "lu_factor", "
            "coshm", "det", "diagsvd", "eig_banded", "eigh", "eigh_tridiagonal", "eigvals_banded", "eigvalsh",
            "eigvalsh_tridiagonal", "expm_frechet", "fiedler", "fractional_matrix_power", "hankel", "inv", "khatri_rao",
            "leslie", "logm", "lstsq", "lu", "matmul_toeplitz", "norm", "orthogonal_procrustes", "pinv", "pinvh", "polar",
-           "qr", "signm", "sinhm", "sinm", "solve", "solve_banded", "solve_circulant", "solve_continuous_lyapunov",
-           "solve_discrete_lyapunov", "solve_lyapunov", "solve_sylvester", "solve_toeplitz", "solveh_banded", "sqrtm",
+           "qr", "signm", "sinhm", "sinm", "solve", "solve_banded", "solve_circulant", "solve_continuous_are",
+           "solve_continuous_lyapunov", "solve_discrete_are", "solve_discrete_lyapunov", "solve_lyapunov", "solve_sylvester", "solve_toeplitz", "solveh_banded", "sqrtm",
            "svd", "svdvals", "tanhm", "tanm", "toeplitz"]
