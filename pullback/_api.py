@@ -188,7 +188,8 @@ def scalar_output_node(out, tape):
         raise TypeError("Output is an array, so the gradient is not defined. Perhaps you wanted jacobian.")
     if (isinstance(value, (complex, np.complexfloating)) or (isinstance(value, np.ndarray) and value.dtype.kind == "c")
             or (other_library and dtype_kind(value) == "c")):
-        raise TypeError("Output is complex, so the gradient is not defined.")
+        raise TypeError("Output is complex, so the gradient is not defined. Return a real number (np.real(y), "
+                        "np.abs(y) ** 2, ...); for derivatives of a complex function use pb.pullback, pb.jvp or pb.jacobian.")
     if not (other_library or isinstance(value, (int, float, np.number, np.bool_, np.ndarray, Traced))):
         raise TypeError(f"Output should be scalar; got {type(value).__name__}. Return a real number or a 0-d array.")
     return out._id if value is not out else None
