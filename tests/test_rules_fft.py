@@ -283,3 +283,14 @@ def test_tracked_real_on_either_side_of_a_complex_value():
     for f in (lambda x: np.sum((x * np.fft.fft(x)).imag), lambda x: np.sum(np.abs(x + np.fft.fft(x)) ** 2),
               lambda x: np.sum(np.real(x - np.fft.fft(x) * 2.0))):
         gradcheck(f, x, rtol=1e-6, atol=1e-8)
+
+
+def test_second_order_of_a_complex_input():
+    rng = np.random.default_rng(12)
+    z, v = crandn(rng, 6), crandn(rng, 6)
+
+    def directional(z):  # the derivative of the gradient along v, checked in both directions of z
+        (g,) = pb.gradient(lambda z: np.sum(np.abs(np.fft.fft(z, 8, norm="ortho")) ** 4 + np.fft.irfft(z, 9)), z)
+        return np.real(np.sum(g * v))
+
+    check_complex(directional, z, rtol=1e-5, atol=1e-6)
