@@ -43,7 +43,8 @@ SPECIAL = {
     "eval_hermitenorm": (3, (-2, 2)), "eval_laguerre": (3, (0, 3)), "eval_genlaguerre": (3, 0.7, (0, 3)),
     "eval_gegenbauer": (3, 0.8, (-1, 1)), "eval_jacobi": (3, 0.5, 1.2, (-1, 1)),
     **{f"_ufuncs._spherical_{kind}{d}": (2, (0.5, 4)) for kind in ("jn", "yn", "in", "kn") for d in ("", "_d")},
-    "eval_sh_jacobi": (3, 2.5, 1.5, (0, 1)),
+    "eval_sh_jacobi": (3, 2.5, 1.5, (0, 1)), "lpmv": (1, 2.5, (-0.9, 0.9)),
+    "voigt_profile": ((-2, 2), (0.5, 1.5), (0.2, 1.5)),
     # inverses in a shape parameter
     "chdtriv": ((0.2, 0.8), (1, 4)), "gdtria": ((0.2, 0.8), (0.5, 3), (0.5, 3)), "gdtrib": ((0.5, 2), (0.2, 0.8), (0.5, 3)),
     "btdtria": ((0.2, 0.8), (0.5, 3), (0.2, 0.8)), "btdtrib": ((0.5, 3), (0.2, 0.8), (0.2, 0.8)),
@@ -62,7 +63,7 @@ FIRST_ORDER_ONLY = {
     ("_ufuncs._riemann_zeta", 0), ("zetac", 0), ("_ufuncs._zeta", 0), ("gammaincinv", 0), ("gammainccinv", 0), ("betaincinv", 0),
     ("betaincinv", 1), ("betainccinv", 0), ("betainccinv", 1), ("chdtr", 0), ("chdtrc", 0), ("chdtri", 0),
     ("fdtr", 0), ("fdtr", 1), ("fdtrc", 0), ("fdtrc", 1), ("fdtri", 0), ("fdtri", 1), ("gdtr", 1), ("gdtrc", 1),
-    ("gdtrix", 1), ("stdtrit", 0),
+    ("gdtrix", 1), ("stdtrit", 0), ("voigt_profile", 0), ("voigt_profile", 1), ("voigt_profile", 2),
     *((name, k) for name in _INVERSES for k in range(len(SPECIAL[name]))),
 }
 

@@ -91,6 +91,7 @@ CASES = {
     "companion": (lambda a: linalg.companion(a), (C,)),
     "leslie": (lambda f, s: linalg.leslie(f, s), (C, RR)),
     "fiedler": (lambda a: linalg.fiedler(a), (C,)),
+    **{f"fiedler_companion {k}": (lambda a: linalg.fiedler_companion(a), (rng.normal(size=k) + 2.0,)) for k in (2, 5, 6)},
     **{f"convolution_matrix {mode} {n}": (lambda a, mode=mode, n=n: linalg.convolution_matrix(a, n, mode), (C,))
        for mode in ("full", "same", "valid") for n in (2, 6)},
     "khatri_rao": (lambda a, b: linalg.khatri_rao(a, b), (rng.normal(size=(2, 3)), rng.normal(size=(4, 3)))),

@@ -42,8 +42,8 @@ NOT_YET = {
             "The polynomial's coefficients depend on its parameters: no rule yet (the eval_* ufuncs are "
             "differentiable in x)."),
     "scipy.special.airye": "Exponentially scaled Airy functions, four outputs: no stand-in yet.",
-    **_each("assoc_legendre_p assoc_legendre_p_all legendre_p legendre_p_all sph_legendre_p sph_legendre_p_all lpmv "
-            "lqmn lqn", "Legendre functions: no rule yet."),
+    **_each("assoc_legendre_p assoc_legendre_p_all legendre_p legendre_p_all sph_legendre_p sph_legendre_p_all "
+            "lqmn lqn", "Legendre functions (Python-level, several outputs): no stand-in yet; lpmv is differentiable."),
     **_each("chndtr chndtridf chndtrinc chndtrix ncfdtr ncfdtri ncfdtridfd ncfdtridfn ncfdtrinc nctdtr nctdtridf "
             "nctdtrinc nctdtrit", "Noncentral distributions: no rule yet."),
     "scipy.special.besselpoly": "The integral of a Bessel function times a power: no rule yet.",
@@ -51,7 +51,7 @@ NOT_YET = {
     **_each("elliprd elliprg elliprj", "Carlson's integrals R_D, R_G, R_J: their derivatives need further Carlson-type "
             "integrals; no rule yet."),
     **_each("h1vp h2vp hankel1 hankel1e hankel2 hankel2e kelvin lambertw modfresnelm modfresnelp sph_harm_y "
-            "sph_harm_y_all wofz voigt_profile",
+            "sph_harm_y_all wofz",
             "Complex values (results, or the Faddeeva function inside): the scipy.special rules are real-only so far."),
     **_each("kolmogi kolmogorov smirnov smirnovi", "Kolmogorov–Smirnov distributions: no rule yet."),
     **_each("lmbda pbdn_seq pbdv_seq pbvv_seq riccati_jn riccati_yn",
@@ -67,7 +67,6 @@ NOT_YET = {
     **_each("cossin hessenberg ldl rq qr_multiply qr_update qr_insert qr_delete",
             "A decomposition without a rule yet.", "scipy.linalg."),
     "scipy.linalg.expm_cond": "The condition number of expm: no rule yet.",
-    "scipy.linalg.fiedler_companion": "A structured matrix of the coefficients: no stand-in yet.",
     "scipy.linalg.funm": "An arbitrary function of a matrix (Schur–Parlett): the block-triangular Fréchet derivative "
                          "meets its repeated eigenvalues; no rule yet.",
     "scipy.linalg.matrix_balance": "Linear in the matrix for a fixed (piecewise constant) scaling: no stand-in yet.",

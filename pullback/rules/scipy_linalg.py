@@ -578,6 +578,32 @@ def leslie(f, s):
     return _agree(np.concatenate([f[..., None, :] * np.ones((1, 1), exact.dtype), below], axis=-2), exact, "leslie")
 
 
+def fiedler_companion(a):
+    """`scipy.linalg.fiedler_companion` of a 1-D coefficient vector, differentiable in the coefficients."""
+    linalg = _linalg()
+    if not _any_tracked(a):
+        return linalg.fiedler_companion(a)
+    exact = linalg.fiedler_companion(stop_gradient(a))
+    if np.ndim(stop_gradient(a)) != 1:
+        raise NotImplementedError("pullback.scipy.linalg.fiedler_companion: 1-D coefficients on traced values.")
+    size = np.shape(stop_gradient(a))[0]
+    if size <= 1:
+        return exact
+    a = a / a[0]
+    if size == 2:
+        return _agree(np.reshape(-a[-1], (1, 1)), exact, "fiedler_companion")
+    n = size - 1
+    # where each entry comes from, in [0, 1, -a[0], -a[1], ...]: SciPy's assignments, replayed on indices
+    index = np.zeros((n, n), dtype=np.intp)
+    index[range(3, n, 2), range(1, n - 2, 2)] = 1
+    index[range(2, n, 2), range(1, n - 1, 2)] = 2 + np.arange(3, size, 2)
+    index[range(0, n - 2, 2), range(2, n, 2)] = 1
+    index[range(0, n - 1, 2), range(1, n, 2)] = 2 + np.arange(2, size, 2)
+    index[[0, 1], 0] = [2 + 1, 1]
+    values = np.concatenate([np.zeros(1, dtype=exact.dtype), np.ones(1, dtype=exact.dtype), -a])
+    return _agree(values[index], exact, "fiedler_companion")
+
+
 def fiedler(a):
     """`scipy.linalg.fiedler`, |a_i - a_j|, differentiable (subgradient 0 on ties)."""
     if not _any_tracked(a):
@@ -815,7 +841,7 @@ _ROWS = {
     solve_discrete_lyapunov: ("a, q", "SciPy's methods 'direct' (Kronecker) and 'bilinear' (Sylvester)." + _AGREE),
     toeplitz: ("c, r", "Batched, as SciPy's."), circulant: ("c", "Batched, as SciPy's."), hankel: ("c, r", ""),
     block_diag: ("*arrs", ""), companion: ("a", ""), leslie: ("f, s", ""),
-    fiedler: ("a", "Subgradient 0 where two entries are equal."), convolution_matrix: ("a", "Modes full, same, valid."),
+    fiedler: ("a", "Subgradient 0 where two entries are equal."), fiedler_companion: ("a", "1-D coefficients."), convolution_matrix: ("a", "Modes full, same, valid."),
     khatri_rao: ("a, b", ""), diagsvd: ("s", ""),
     solve_banded: ("ab, b", "Through the dense matrix." + _AGREE),
     solveh_banded: ("ab, b", "Through the dense symmetric matrix." + _AGREE),

@@ -582,6 +582,39 @@ _unary("itstruve0", notes="∫_0^x H_0(t) dt.")(lambda g, x, y, sp: g * sp.struv
 _unary("it2struve0", notes="∫_x^∞ H_0(t)/t dt, x > 0.")(lambda g, x, y, sp: -g * sp.struve(0.0, x) / x)
 _unary("itmodstruve0", notes="∫_0^x L_0(t) dt.")(lambda g, x, y, sp: g * sp.modstruve(0.0, x))
 
+# Associated Legendre P_v^m(x), |x| < 1: (x² - 1) dP/dx = v x P_v^m - (v + m) P_{v-1}^m (DLMF 14.10.5)
+_nary("lpmv", (_plain("lpmv", "the order m"), _plain("lpmv", "the degree v"),
+               lambda g, m, v, x, out, sp: g * (v * x * out - (v + m) * sp.lpmv(m, v - 1.0, x)) / (x * x - 1.0)),
+      "x", "|x| < 1; the order m and degree v must be plain.")
+
+
+def _voigt_partials(x, sigma, gamma):
+    """(∂V/∂x, ∂V/∂sigma, ∂V/∂gamma) of the Voigt profile V = Re w(z) / (σ√(2π)), z = (x + iγ)/(σ√2),
+    with w' = -2 z w + 2i/√π (w: the Faddeeva function); plain values, first derivatives only."""
+    sp = _scipy_special()
+    z = (np.asarray(x) + 1j * np.asarray(gamma)) / (np.asarray(sigma) * math.sqrt(2.0))
+    w = sp.wofz(z)
+    dw = -2.0 * z * w + 2j / SQRT_PI
+    scale = 1.0 / (np.asarray(sigma) * SQRT_2PI)
+    dz = 1.0 / (np.asarray(sigma) * math.sqrt(2.0))
+    value = np.real(w) * scale
+    return (np.real(dw) * dz * scale, -value / np.asarray(sigma) - np.real(z * dw) * scale / np.asarray(sigma),
+            np.real(1j * dw) * dz * scale)
+
+
+def _voigt(k):
+    def d(g, x, sigma, gamma, out, sp):
+        if any(isinstance(v, Traced) for v in (x, sigma, gamma)):
+            raise NotImplementedError("scipy.special.voigt_profile: its derivatives go through the complex Faddeeva "
+                                      "function and cannot themselves be differentiated (first derivatives only).")
+        return g * _voigt_partials(x, sigma, gamma)[k]
+
+    return d
+
+
+_nary("voigt_profile", tuple(_voigt(k) for k in range(3)), "x, sigma, gamma",
+      "Through the Faddeeva function w (computed by scipy.special.wofz): first derivatives only.")
+
 
 def _zeta_ds(s, q):
     """∂ζ(s, q)/∂s for scalars s > 1 (or q > 0 and any s ≠ 1 for the Riemann case q = 1), by Euler–Maclaurin:

@@ -10,7 +10,7 @@
 - banded and structured: `solve_banded`, `solveh_banded`, `cholesky_banded`,
   `cho_solve_banded`, `eig_banded`, `eigvals_banded`, `eigh_tridiagonal`,
   `eigvalsh_tridiagonal`, `solve_toeplitz`, `matmul_toeplitz`, `solve_circulant`,
-  `toeplitz`, `circulant`, `hankel`, `block_diag`, `companion`, `leslie`, `fiedler`,
+  `toeplitz`, `circulant`, `hankel`, `block_diag`, `companion`, `leslie`, `fiedler`, `fiedler_companion`,
   `convolution_matrix`, `khatri_rao`, `diagsvd`.
 
 >>> import numpy as np, pullback as pb
@@ -41,6 +41,7 @@ from ..rules.scipy_linalg import (
     eigvalsh_tridiagonal,
     expm_frechet,
     fiedler,
+    fiedler_companion,
     fractional_matrix_power,
     hankel,
     inv,
@@ -82,7 +83,7 @@ solve_lyapunov = solve_continuous_lyapunov  # SciPy's alias
 __all__ = ["solve_triangular", "cho_factor", "cho_solve", "expm", "lu_factor", "lu_solve", "block_diag",
            "cho_solve_banded", "cholesky", "cholesky_banded", "circulant", "companion", "convolution_matrix", "cosm",
            "coshm", "det", "diagsvd", "eig_banded", "eigh", "eigh_tridiagonal", "eigvals_banded", "eigvalsh",
-           "eigvalsh_tridiagonal", "expm_frechet", "fiedler", "fractional_matrix_power", "hankel", "inv", "khatri_rao",
+           "eigvalsh_tridiagonal", "expm_frechet", "fiedler", "fiedler_companion", "fractional_matrix_power", "hankel", "inv", "khatri_rao",
            "leslie", "logm", "lstsq", "lu", "matmul_toeplitz", "norm", "orthogonal_procrustes", "pinv", "pinvh", "polar",
            "qr", "signm", "sinhm", "sinm", "solve", "solve_banded", "solve_circulant", "solve_continuous_are",
            "solve_continuous_lyapunov", "solve_discrete_are", "solve_discrete_lyapunov", "solve_lyapunov", "solve_sylvester", "solve_toeplitz", "solveh_banded", "sqrtm",
