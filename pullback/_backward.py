@@ -107,7 +107,7 @@ def fit(g, like):
         if dtype is not None and g.dtype != dtype:
             g = g.astype(dtype)
         return g
-    if np.shape(g) != shape:
+    if np.shape(g) != shape and all(n == n for n in shape):  # a NaN size: a Dask array's, unknown until computed
         g = unbroadcast(g, shape)
     if real and dtype_of(g).kind == "c":
         g = FUNCTIONS[np.real](g) if isinstance(g, Traced) else np.real(g)

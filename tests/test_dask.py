@@ -161,6 +161,22 @@ def test_a_gradient_of_a_dask_array_in_a_model():
     np.testing.assert_allclose(np.asarray(g["b"]), want["b"], rtol=1e-12)
 
 
+def test_integer_array_indices_of_a_dask_parameter_repeated_or_not():
+    Xn = np.arange(12.0).reshape(6, 2)
+    X = da.from_array(Xn, chunks=(3, 2))
+    for f in (lambda X: np.sum(X[[0, 2, 0]] ** 2), lambda X: np.sum(X[[0, 2, 0], 1] ** 2),
+              lambda X: np.sum(X[np.array([5, -1, 1])] * np.array([[1.0], [2.0], [3.0]]))):
+        with NoCompute():
+            (g,) = pb.gradient(f, X)
+        np.testing.assert_allclose(g.compute(), pb.gradient(f, Xn)[0], rtol=1e-12)
+
+
+def test_a_boolean_mask_of_a_dask_parameter_is_refused_naming_the_fix():
+    X = da.from_array(np.arange(6.0), chunks=3)
+    with pytest.raises(TypeError, match=r"x\[index\] for a dask\.array\.core\.Array x needs np\.add\.at.*np\.where"):
+        pb.gradient(lambda X: np.sum(X[X > 2] ** 2), X)
+
+
 # --- bad input ------------------------------------------------------------------------------------
 def test_a_dask_array_whose_shape_does_not_line_up_names_the_arrays():
     X = da.ones((10, 3), chunks=(5, 3))

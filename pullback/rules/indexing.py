@@ -5,7 +5,7 @@ and apply_along_axis and apply_over_axes, which call the user's function on trac
 
 import numpy as np
 
-from .._arrays import speaks_nep18, zeros_as
+from .._arrays import like_input, speaks_nep18, zeros_as
 from .._extend import primitive, rrule
 from .._inplace import mark_view
 from .._registry import FUNCTIONS
@@ -41,9 +41,34 @@ def _add_at(buffer, index, g):
         return buffer + unindex(g, index, np.shape(buffer))
     if is_basic(index):
         buffer[index] += g
-    else:
+    elif type(buffer) is np.ndarray:
         np.add.at(buffer, index, g)  # repeated indices each add their share
+    else:
+        try:
+            np.add.at(buffer, index, g)
+        except TypeError:  # a library without ufunc.at (Dask)
+            _add_at_by_rows(buffer, index, g)
     return buffer
+
+
+def _add_at_by_rows(buffer, index, g):
+    """`np.add.at(buffer, index, g)` for an integer-array index on the first axis, without `ufunc.at`:
+    repeated rows are summed first (a product with a 0/1 matrix), then added once each."""
+    first = index[0] if type(index) is tuple and index else index
+    rest = index[1:] if type(index) is tuple else ()
+    rows = np.asarray(first) if isinstance(first, (list, np.ndarray)) else None
+    if rows is None or rows.dtype.kind not in "iu" or rows.ndim != 1 or not is_basic(rest):
+        raise TypeError(
+            f"The gradient of x[index] for a {type(buffer).__module__}.{type(buffer).__qualname__} x needs np.add.at, "
+            "which that library does not provide, for this index (a boolean mask, or integer arrays on several "
+            "axes). Index it with slices or one integer array on the first axis, or select with np.where."
+        )
+    unique, inverse = np.unique(rows % np.shape(buffer)[0], return_inverse=True)
+    if len(unique) < len(rows):
+        ones = np.zeros((len(unique), len(rows)), dtype=np.result_type(g))
+        ones[inverse, np.arange(len(rows))] = 1.0
+        g = np.tensordot(like_input(ones, g), g, axes=1)  # the rows of g that go to one place, summed
+    buffer[(unique, *rest)] += g
 
 
 @primitive
