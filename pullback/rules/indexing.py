@@ -348,7 +348,7 @@ def piecewise(x, condlist, funclist, *args, **kw):
     conditions = list(np.asarray(strip_all(condlist), dtype=bool))
     if len(conditions) == len(funclist) - 1:  # the last function takes what no condition does
         conditions.append(~np.any(conditions, axis=0))
-    if not isinstance(x, Traced) or plain.dtype.kind != "f":
+    if not isinstance(x, Traced) or plain.dtype.kind not in "fc":
         return plain
     y = x * 0.0  # NumPy starts from zeros_like(x)
     for condition, f in zip(conditions, funclist):
