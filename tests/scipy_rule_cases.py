@@ -44,7 +44,8 @@ SPECIAL = {
     "eval_gegenbauer": (3, 0.8, (-1, 1)), "eval_jacobi": (3, 0.5, 1.2, (-1, 1)),
     **{f"_ufuncs._spherical_{kind}{d}": (2, (0.5, 4)) for kind in ("jn", "yn", "in", "kn") for d in ("", "_d")},
     "eval_sh_jacobi": (3, 2.5, 1.5, (0, 1)), "lpmv": (1, 2.5, (-0.9, 0.9)),
-    "voigt_profile": ((-2, 2), (0.5, 1.5), (0.2, 1.5)),
+    "voigt_profile": ((-2, 2), (0.5, 1.5), (0.2, 1.5)), "kolmogorov": ((0.4, 2),), "kolmogi": ((0.1, 0.9),),
+    "smirnov": (5, (0.1, 0.8)), "smirnovi": (5, (0.1, 0.9)),
     # inverses in a shape parameter
     "chdtriv": ((0.2, 0.8), (1, 4)), "gdtria": ((0.2, 0.8), (0.5, 3), (0.5, 3)), "gdtrib": ((0.5, 2), (0.2, 0.8), (0.5, 3)),
     "btdtria": ((0.2, 0.8), (0.5, 3), (0.2, 0.8)), "btdtrib": ((0.5, 3), (0.2, 0.8), (0.2, 0.8)),
@@ -64,6 +65,7 @@ FIRST_ORDER_ONLY = {
     ("betaincinv", 1), ("betainccinv", 0), ("betainccinv", 1), ("chdtr", 0), ("chdtrc", 0), ("chdtri", 0),
     ("fdtr", 0), ("fdtr", 1), ("fdtrc", 0), ("fdtrc", 1), ("fdtri", 0), ("fdtri", 1), ("gdtr", 1), ("gdtrc", 1),
     ("gdtrix", 1), ("stdtrit", 0), ("voigt_profile", 0), ("voigt_profile", 1), ("voigt_profile", 2),
+    ("kolmogorov", 0), ("kolmogi", 0), ("smirnov", 1), ("smirnovi", 1),
     *((name, k) for name in _INVERSES for k in range(len(SPECIAL[name]))),
 }
 
@@ -131,7 +133,8 @@ SEVERAL_OUTPUTS = {
     "airy": (("ai", "aip", "bi", "bip"), (), (-2, 2)), "itairy": (("apt", "bpt", "ant", "bnt"), (), (0.2, 2)),
     "itj0y0": (("j0int", "y0int"), (), (0.3, 3)), "iti0k0": (("i0int", "k0int"), (), (0.3, 3)),
     "it2j0y0": (("j0int", "y0int"), (), (0.3, 3)), "it2i0k0": (("i0int", "k0int"), (), (0.3, 3)),
-    "pbdv": (("d", "dp"), (1.5,), (-2, 2)),
+    "pbdv": (("d", "dp"), (1.5,), (-2, 2)), "pbvv": (("v", "vp"), (1.3,), (-2, 2)),
+    "pbwa": (("w", "wp"), (0.6,), (-2, 2)),
 }
 for _name, (_labels, _plain, (_low, _high)) in SEVERAL_OUTPUTS.items():
     for _k, _label in enumerate(_labels):

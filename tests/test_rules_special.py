@@ -309,10 +309,10 @@ def test_zeta_in_both_arguments_against_central_differences():
 
 
 @pytest.mark.parametrize("name", ["sici", "shichi", "fresnel", "airy", "itairy", "itj0y0", "iti0k0", "it2j0y0",
-                                  "it2i0k0", "ellipj", "pbdv"])
+                                  "it2i0k0", "ellipj", "pbdv", "pbvv", "pbwa"])
 def test_several_outputs(name):
     ours, theirs = getattr(special, name), getattr(sp, name)
-    plain = {"ellipj": (None, 0.4), "pbdv": (1.5, None)}.get(name, (None,))
+    plain = {"ellipj": (None, 0.4), "pbdv": (1.5, None), "pbvv": (1.3, None), "pbwa": (0.6, None)}.get(name, (None,))
     x = np.array([0.4, 1.1, 2.3])
     call = lambda f, x: f(*[x if p is None else p for p in plain])  # noqa: E731
     for got, want in zip(pb.pullback(lambda x: call(ours, x), x)[0], call(theirs, x)):

@@ -53,14 +53,12 @@ NOT_YET = {
     **_each("h1vp h2vp hankel1 hankel1e hankel2 hankel2e kelvin lambertw modfresnelm modfresnelp sph_harm_y "
             "sph_harm_y_all wofz",
             "Complex values (results, or the Faddeeva function inside): the scipy.special rules are real-only so far."),
-    **_each("kolmogi kolmogorov smirnov smirnovi", "Kolmogorov–Smirnov distributions: no rule yet."),
     **_each("lmbda pbdn_seq pbdv_seq pbvv_seq riccati_jn riccati_yn",
             "Scalar-only sequences of functions and their derivatives (Python-level): no stand-in yet."),
     **_each("mathieu_a mathieu_b mathieu_cem mathieu_even_coef mathieu_modcem1 mathieu_modcem2 mathieu_modsem1 "
             "mathieu_modsem2 mathieu_odd_coef mathieu_sem obl_ang1 obl_ang1_cv obl_cv obl_cv_seq obl_rad1 obl_rad1_cv "
             "obl_rad2 obl_rad2_cv pro_ang1 pro_ang1_cv pro_cv pro_cv_seq pro_rad1 pro_rad1_cv pro_rad2 pro_rad2_cv",
             "Mathieu and spheroidal wave functions: the derivatives in q (or c) have no closed form; no rule yet."),
-    **_each("pbvv pbwa", "Parabolic cylinder functions V and W (two outputs): no stand-in yet."),
     **_each("cdf2rdf eig eigvals schur rsf2csf qz ordqz",
             "Complex eigenvalues and eigenvectors, or Schur forms whose bases are not unique: no rule yet.",
             "scipy.linalg."),

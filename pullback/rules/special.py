@@ -615,6 +615,17 @@ def _voigt(k):
 _nary("voigt_profile", tuple(_voigt(k) for k in range(3)), "x, sigma, gamma",
       "Through the Faddeeva function w (computed by scipy.special.wofz): first derivatives only.")
 
+# Kolmogorov–Smirnov: SciPy's own density ufuncs (_kolmogp, _smirnovp) are the derivatives; they have no
+# rule themselves, so a second derivative raises.
+_unary("kolmogorov", args="y", notes="The survival function of the Kolmogorov distribution; first derivatives only.")(
+    lambda g, y, out, sp: g * sp._ufuncs._kolmogp(y))
+_unary("kolmogi", args="p", notes="The inverse of kolmogorov; first derivatives only.")(
+    lambda g, p, y, sp: g / sp._ufuncs._kolmogp(y))
+_binary("smirnov", None, lambda g, n, d, out, sp: g * sp._ufuncs._smirnovp(n, d), "d",
+        "The one-sided Kolmogorov–Smirnov survival function; n is an integer; first derivatives only.")
+_binary("smirnovi", None, lambda g, n, p, d, sp: g / sp._ufuncs._smirnovp(n, d), "p",
+        "The inverse of smirnov; n is an integer; first derivatives only.")
+
 
 def _zeta_ds(s, q):
     """∂ζ(s, q)/∂s for scalars s > 1 (or q > 0 and any s ≠ 1 for the Riemann case q = 1), by Euler–Maclaurin:
@@ -1164,9 +1175,14 @@ ellipj = _standin_of_outputs("ellipj", _split_outputs("ellipj", ("sn", "cn", "dn
     lambda a, o, sp: o[2]()), {1: "the parameter m"}))
 pbdv = _standin_of_outputs("pbdv", _split_outputs("pbdv", ("d", "dp"), 1, (
     lambda a, o, sp: o[1](), lambda a, o, sp: (0.25 * a[1] ** 2 - a[0] - 0.5) * o[0]()), {0: "the order v"}))
+pbvv = _standin_of_outputs("pbvv", _split_outputs("pbvv", ("v", "vp"), 1, (
+    lambda a, o, sp: o[1](), lambda a, o, sp: (0.25 * a[1] ** 2 - a[0] - 0.5) * o[0]()), {0: "the order v"}))
+pbwa = _standin_of_outputs("pbwa", _split_outputs("pbwa", ("w", "wp"), 1, (
+    lambda a, o, sp: o[1](), lambda a, o, sp: (a[0] - 0.25 * a[1] ** 2) * o[0]()), {0: "the parameter a"}))
 
 _MULTI = {sici: "x", shichi: "x", fresnel: "z", airy: "z", itairy: "x", itj0y0: "x", iti0k0: "x", it2j0y0: "x",
-          it2i0k0: "x", ellipj: "u (m must be plain)", pbdv: "x (v must be plain)"}
+          it2i0k0: "x", ellipj: "u (m must be plain)", pbdv: "x (v must be plain)", pbvv: "x (v must be plain)",
+          pbwa: "x (a must be plain)"}
 for _fn, _args in _MULTI.items():
     describe(_fn, _args.split(" ")[0], _PYTHON_LEVEL.replace(" (SciPy's own converts its input with np.asarray, so it "
                                                               "never reaches pullback).", "").format(_fn.__name__)

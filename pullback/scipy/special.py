@@ -4,7 +4,7 @@
   `np.asarray` (so SciPy's own never reach pullback): `logsumexp`, `softmax`, `log_softmax`,
   `polygamma`, `multigammaln`, `diric`, `spherical_jn`, `spherical_yn`, `spherical_in`,
   `spherical_kn`, and the ufuncs with several outputs (`sici`, `shichi`, `fresnel`, `airy`,
-  `itairy`, `itj0y0`, `iti0k0`, `it2j0y0`, `it2i0k0`, `ellipj`, `pbdv`);
+  `itairy`, `itj0y0`, `iti0k0`, `it2j0y0`, `it2i0k0`, `ellipj`, `pbdv`, `pbvv`, `pbwa`);
 - SciPy's own ufuncs that have rules (`erf`, `gammaln`, `kv`, `hyp2f1`, `betaincinv`, ...) and
   the Python-level functions that compute with them (`zeta`, `softplus`, `jvp`, ...), which work
   on traced values as they are.
@@ -38,6 +38,8 @@ from ..rules.special import (
     logsumexp,
     multigammaln,
     pbdv,
+    pbvv,
+    pbwa,
     polygamma,
     shichi,
     sici,
@@ -50,7 +52,7 @@ from ..rules.special import (
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln", "diric", "spherical_jn", "spherical_yn",
            "spherical_in", "spherical_kn", "sici", "shichi", "fresnel", "airy", "itairy", "itj0y0", "iti0k0", "it2j0y0",
-           "it2i0k0", "ellipj", "pbdv"]
+           "it2i0k0", "ellipj", "pbdv", "pbvv", "pbwa"]
 # SciPy's own: the ufuncs with rules, and Python-level functions that compute with them
 _SCIPYS = sorted({name for name in _RULES if not name.startswith("_")} | set(_NO_GRADIENT)
                  | {"zeta", "softplus", "assoc_laguerre", "jvp", "yvp", "ivp", "kvp", "psi", "jn"})
