@@ -86,7 +86,7 @@ def step(client: Any, loss_fn: Any, model: Any, state: Any, shards: Any, *, redu
     if reduction not in ("mean", "sum"):
         raise ValueError(f"pb.distributed.step: reduction must be 'mean' or 'sum', not {reduction!r}")
     _check_client(client)
-    parts = _shard_parts(client, shards)
+    parts = _shard_parts(client, shards, retries)
     total = sum(p.size for p in parts)
     if total == 0:
         raise ValueError("pb.distributed.step: every shard is empty; there is nothing to train on")
@@ -141,7 +141,7 @@ def _check_client(client):
                                "(start some, or check why they die)") from None
 
 
-def _shard_parts(client, shards):
+def _shard_parts(client, shards, retries):
     """The shards as `_Part`s, checked: every shard has the same number of arrays, each one's
     trailing shape and dtype agree across shards, and a shard's arrays agree in length."""
     if isinstance(shards, tuple) and shards and all(_is_dask_array(a) for a in shards):
@@ -153,7 +153,8 @@ def _shard_parts(client, shards):
                         f"futures) or a tuple of Dask arrays; got {type(shards).__name__}")
     unknown = [p for p in parts if p.size is None]
     if unknown:  # futures: ask the workers holding them for their shapes, all at once
-        described = client.gather([client.submit(_describe, p.data, p.packed, pure=False) for p in unknown])
+        described = client.gather([client.submit(_describe, p.data, p.packed, retries=retries, pure=False)
+                                   for p in unknown])
         for part, (size, signature) in zip(unknown, described):
             part.size, part.signature = size, signature
     first = parts[0]
