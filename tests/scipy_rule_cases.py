@@ -45,7 +45,7 @@ SPECIAL = {
     **{f"_ufuncs._spherical_{kind}{d}": (2, (0.5, 4)) for kind in ("jn", "yn", "in", "kn") for d in ("", "_d")},
     "eval_sh_jacobi": (3, 2.5, 1.5, (0, 1)), "lpmv": (1, 2.5, (-0.9, 0.9)),
     "voigt_profile": ((-2, 2), (0.5, 1.5), (0.2, 1.5)), "kolmogorov": ((0.4, 2),), "kolmogi": ((0.1, 0.9),),
-    "smirnov": (5, (0.1, 0.8)), "smirnovi": (5, (0.1, 0.9)),
+    "smirnov": (5, (0.1, 0.8)), "smirnovi": (5, (0.1, 0.9)), "besselpoly": ((0.2, 2), 1.5, 2.5),
     # inverses in a shape parameter
     "chdtriv": ((0.2, 0.8), (1, 4)), "gdtria": ((0.2, 0.8), (0.5, 3), (0.5, 3)), "gdtrib": ((0.5, 2), (0.2, 0.8), (0.5, 3)),
     "btdtria": ((0.2, 0.8), (0.5, 3), (0.2, 0.8)), "btdtrib": ((0.5, 3), (0.2, 0.8), (0.2, 0.8)),

@@ -46,7 +46,6 @@ NOT_YET = {
             "lqmn lqn", "Legendre functions (Python-level, several outputs): no stand-in yet; lpmv is differentiable."),
     **_each("chndtr chndtridf chndtrinc chndtrix ncfdtr ncfdtri ncfdtridfd ncfdtridfn ncfdtrinc nctdtr nctdtridf "
             "nctdtrinc nctdtrit", "Noncentral distributions: no rule yet."),
-    "scipy.special.besselpoly": "The integral of a Bessel function times a power: no rule yet.",
     **_each("ellip_harm ellip_harm_2 ellip_normal", "Ellipsoidal harmonics: no rule yet."),
     **_each("elliprd elliprg elliprj", "Carlson's integrals R_D, R_G, R_J: their derivatives need further Carlson-type "
             "integrals; no rule yet."),
@@ -67,7 +66,6 @@ NOT_YET = {
     "scipy.linalg.expm_cond": "The condition number of expm: no rule yet.",
     "scipy.linalg.funm": "An arbitrary function of a matrix (Schur–Parlett): the block-triangular Fréchet derivative "
                          "meets its repeated eigenvalues; no rule yet.",
-    "scipy.linalg.matrix_balance": "Linear in the matrix for a fixed (piecewise constant) scaling: no stand-in yet.",
     **_each("null_space orth", "A basis defined only up to rotation: no rule yet.", "scipy.linalg."),
     "scipy.linalg.subspace_angles": "No rule yet.",
     "scipy.linalg.clarkson_woodruff_transform": "A random sketch S·A, linear in A for a fixed seed: no stand-in yet.",

@@ -340,6 +340,18 @@ def polar(a, side="right"):
     return _agree(u, exact[0], "polar"), _agree(p, exact[1], "polar")
 
 
+def matrix_balance(A, permute=True, scale=True, separate=False, overwrite_a=False):
+    """`scipy.linalg.matrix_balance`: B = T⁻¹ A T, differentiable in `A` for the (piecewise constant) T SciPy picks."""
+    linalg = _linalg()
+    if not _any_tracked(A):
+        return linalg.matrix_balance(A, permute, scale, separate, overwrite_a)
+    exact, transform = linalg.matrix_balance(stop_gradient(A), permute, scale, False)
+    balanced = _agree(np.linalg.inv(transform) @ A @ transform, exact, "matrix_balance")
+    if separate:
+        return balanced, linalg.matrix_balance(stop_gradient(A), permute, scale, True)[1]
+    return balanced, transform
+
+
 # --- matrix functions -------------------------------------------------------------------------
 _MATRIX_FUNCTIONS = ("sqrtm", "logm", "cosm", "sinm", "tanm", "coshm", "sinhm", "tanhm", "signm",
                      "fractional_matrix_power")
@@ -830,6 +842,8 @@ _ROWS = {
     pinvh: ("a", "Reads the `lower` triangle; exact where the rank is locally constant." + _AGREE),
     lstsq: ("a, b", "x, residues and singular values; full rank `a`." + _AGREE),
     norm: ("a", "Through numpy.linalg.norm." + _AGREE),
+    matrix_balance: ("A", "B = T⁻¹ A T for SciPy's T (a permutation and powers of 2: piecewise constant, no "
+                          "gradient)." + _AGREE),
     orthogonal_procrustes: ("A, B", "Through the SVD of BᵀA: distinct singular values." + _AGREE),
     polar: ("a", "Through the SVD: distinct singular values." + _AGREE),
     fractional_matrix_power: ("A", "The power t is plain. Fréchet derivative by the block-triangular method. Real "

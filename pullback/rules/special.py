@@ -626,6 +626,11 @@ _binary("smirnov", None, lambda g, n, d, out, sp: g * sp._ufuncs._smirnovp(n, d)
 _binary("smirnovi", None, lambda g, n, p, d, sp: g / sp._ufuncs._smirnovp(n, d), "p",
         "The inverse of smirnov; n is an integer; first derivatives only.")
 
+# besselpoly(a, λ, ν) = ∫_0^1 x^λ J_ν(2 a x) dx; J_ν' = (J_{ν-1} - J_{ν+1}) / 2
+_nary("besselpoly", (lambda g, a, lm, nu, out, sp: g * (sp.besselpoly(a, lm + 1.0, nu - 1.0)
+                                                        - sp.besselpoly(a, lm + 1.0, nu + 1.0)),
+                     _plain("besselpoly", "lmb"), _plain("besselpoly", "nu")), "a", "lmb and nu must be plain.")
+
 
 def _zeta_ds(s, q):
     """∂ζ(s, q)/∂s for scalars s > 1 (or q > 0 and any s ≠ 1 for the Riemann case q = 1), by Euler–Maclaurin:
