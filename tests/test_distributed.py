@@ -206,6 +206,30 @@ def test_batchnorm_statistics_and_generators_come_back_as_from_the_whole_batch(c
     assert np.isfinite(loss)
 
 
+def raise_once(marker):
+    """A mean loss that raises the first time it runs on an 8-sample shard (a transient failure)."""
+    def loss_fn(m, x, y):
+        if len(y) == 8 and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise OSError("the shard's file was not there yet")
+        return mean_loss(m, x, y)
+    return loss_fn
+
+
+def test_a_task_that_raises_once_is_retried_and_the_step_is_the_undisturbed_one(client, tmp_path):
+    model, (x, y) = make_mlp(), make_batch()
+    state = pb.optim.setup(pb.optim.Adam(0.05), model)
+    expected, _, expected_loss = pb.distributed.step(client, mean_loss, model, state, split(x, y))
+    marker = str(tmp_path / "raised")
+    new, _, loss = pb.distributed.step(client, raise_once(marker), model, state, split(x, y), retries=1)
+    assert os.path.exists(marker) and loss == expected_loss
+    for a, b in zip(parameters(new), parameters(expected)):
+        np.testing.assert_array_equal(a, b)
+    os.remove(marker)
+    with pytest.raises(ShardError, match="loss_fn raised on shard 1 .*OSError: the shard's file was not there yet"):
+        pb.distributed.step(client, raise_once(marker), model, state, split(x, y), retries=0)
+
+
 def untouched(model, state):
     """A checker that `model` and `state` still hold what they hold now."""
     saved = copy.deepcopy((model, state))
