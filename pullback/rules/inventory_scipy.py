@@ -61,12 +61,12 @@ NOT_YET = {
     **_each("cdf2rdf eig eigvals schur rsf2csf qz ordqz",
             "Complex eigenvalues and eigenvectors, or Schur forms whose bases are not unique: no rule yet.",
             "scipy.linalg."),
-    **_each("cossin hessenberg ldl rq qr_multiply qr_update qr_insert qr_delete",
+    **_each("cossin hessenberg ldl rq qr_update qr_insert qr_delete",
             "A decomposition without a rule yet.", "scipy.linalg."),
     "scipy.linalg.expm_cond": "The condition number of expm: no rule yet.",
     "scipy.linalg.funm": "An arbitrary function of a matrix (Schur–Parlett): the block-triangular Fréchet derivative "
                          "meets its repeated eigenvalues; no rule yet.",
-    **_each("null_space orth", "A basis defined only up to rotation: no rule yet.", "scipy.linalg."),
-    "scipy.linalg.subspace_angles": "No rule yet.",
+    "scipy.linalg.null_space": "A basis of the null space, defined only up to rotation where its dimension exceeds 1: "
+                               "no rule yet.",
     "scipy.linalg.clarkson_woodruff_transform": "A random sketch S·A, linear in A for a fixed seed: no stand-in yet.",
 }

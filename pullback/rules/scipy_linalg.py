@@ -352,6 +352,52 @@ def matrix_balance(A, permute=True, scale=True, separate=False, overwrite_a=Fals
     return balanced, transform
 
 
+def orth(A, rcond=None):
+    """`scipy.linalg.orth`: the left singular vectors of the nonzero singular values, differentiable where
+    they are distinct (signs as SciPy's)."""
+    linalg = _linalg()
+    if not _any_tracked(A):
+        return linalg.orth(A, rcond)
+    exact = linalg.orth(stop_gradient(A), rcond)
+    u = svd(A, full_matrices=False)[0]
+    return _agree(u[:, :np.shape(exact)[1]], exact, "orth")
+
+
+def subspace_angles(A, B):
+    """`scipy.linalg.subspace_angles`, differentiable (SciPy's algorithm, on the differentiable SVDs)."""
+    linalg = _linalg()
+    if not _any_tracked(A, B):
+        return linalg.subspace_angles(A, B)
+    exact = linalg.subspace_angles(_plain(A), _plain(B))
+    qa, qb = orth(A), orth(B)
+    cross = _t(qa) @ qb
+    sigma = svdvals(cross)
+    wider = np.shape(stop_gradient(qa))[1] >= np.shape(stop_gradient(qb))[1]
+    rest = qb - qa @ cross if wider else qa - qb @ _t(cross)
+    mask = np.asarray(stop_gradient(sigma)) ** 2 >= 0.5
+    # each branch sees a harmless input where the other is taken (arcsin and arccos are steep at ±1)
+    sines = np.where(mask, np.clip(svdvals(rest), -1.0, 1.0), 0.0) if mask.any() else np.zeros(np.shape(mask))
+    cosines = np.where(mask, 0.0, np.clip(sigma[::-1], -1.0, 1.0))
+    return _agree(np.where(mask, np.arcsin(sines), np.arccos(cosines)), exact, "subspace_angles")
+
+
+def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a=False, overwrite_c=False):
+    """`scipy.linalg.qr_multiply` without pivoting: (Q c or c Q, R), differentiable where `a` has full rank."""
+    linalg = _linalg()
+    if not _any_tracked(a, c):
+        return linalg.qr_multiply(a, c, mode, pivoting, conjugate, overwrite_a, overwrite_c)
+    if pivoting or overwrite_c:
+        raise NotImplementedError("pullback.scipy.linalg.qr_multiply: pivoting and overwrite_c are not differentiable "
+                                  "here.")
+    exact = linalg.qr_multiply(_plain(a), _plain(c), mode, False, conjugate)
+    q, r = qr(a, mode="economic")
+    if mode == "left":
+        product = q @ (c if np.ndim(stop_gradient(c)) > 1 else np.reshape(c, (-1, 1)))
+    else:
+        product = (c if np.ndim(stop_gradient(c)) > 1 else np.reshape(c, (1, -1))) @ q
+    return _agree(np.reshape(product, np.shape(exact[0])), exact[0], "qr_multiply"), _agree(r, exact[1], "qr_multiply")
+
+
 # --- matrix functions -------------------------------------------------------------------------
 _MATRIX_FUNCTIONS = ("sqrtm", "logm", "cosm", "sinm", "tanm", "coshm", "sinhm", "tanhm", "signm",
                      "fractional_matrix_power")
@@ -842,6 +888,9 @@ _ROWS = {
     pinvh: ("a", "Reads the `lower` triangle; exact where the rank is locally constant." + _AGREE),
     lstsq: ("a, b", "x, residues and singular values; full rank `a`." + _AGREE),
     norm: ("a", "Through numpy.linalg.norm." + _AGREE),
+    orth: ("A", "The left singular vectors of the nonzero singular values: distinct singular values." + _AGREE),
+    subspace_angles: ("A, B", "SciPy's algorithm on the differentiable SVDs." + _AGREE),
+    qr_multiply: ("a, c", "Without pivoting; full rank `a`." + _AGREE),
     matrix_balance: ("A", "B = T⁻¹ A T for SciPy's T (a permutation and powers of 2: piecewise constant, no "
                           "gradient)." + _AGREE),
     orthogonal_procrustes: ("A, B", "Through the SVD of BᵀA: distinct singular values." + _AGREE),

@@ -2,7 +2,8 @@
 
 - solves and factorizations: `solve`, `solve_triangular`, `inv`, `det`, `cholesky`,
   `cho_factor`, `cho_solve`, `lu`, `lu_factor`, `lu_solve`, `qr`, `eigh`, `eigvalsh`, `svd`,
-  `svdvals`, `pinv`, `pinvh`, `lstsq`, `norm`, `polar`, `orthogonal_procrustes`, `matrix_balance`;
+  `svdvals`, `pinv`, `pinvh`, `lstsq`, `norm`, `polar`, `orthogonal_procrustes`, `matrix_balance`, `orth`,
+  `subspace_angles`, `qr_multiply`;
 - matrix functions: `expm`, `expm_frechet`, `sqrtm`, `logm`, `cosm`, `sinm`, `tanm`, `coshm`,
   `sinhm`, `tanhm`, `signm`, `fractional_matrix_power`;
 - matrix equations: `solve_sylvester`, `solve_continuous_lyapunov` (`solve_lyapunov`),
@@ -53,11 +54,13 @@ from ..rules.scipy_linalg import (
     matmul_toeplitz,
     matrix_balance,
     norm,
+    orth,
     orthogonal_procrustes,
     pinv,
     pinvh,
     polar,
     qr,
+    qr_multiply,
     signm,
     sinhm,
     sinm,
@@ -72,6 +75,7 @@ from ..rules.scipy_linalg import (
     solve_toeplitz,
     solveh_banded,
     sqrtm,
+    subspace_angles,
     svd,
     svdvals,
     tanhm,
@@ -85,7 +89,7 @@ __all__ = ["solve_triangular", "cho_factor", "cho_solve", "expm", "lu_factor", "
            "cho_solve_banded", "cholesky", "cholesky_banded", "circulant", "companion", "convolution_matrix", "cosm",
            "coshm", "det", "diagsvd", "eig_banded", "eigh", "eigh_tridiagonal", "eigvals_banded", "eigvalsh",
            "eigvalsh_tridiagonal", "expm_frechet", "fiedler", "fiedler_companion", "fractional_matrix_power", "hankel", "inv", "khatri_rao",
-           "leslie", "logm", "lstsq", "lu", "matmul_toeplitz", "matrix_balance", "norm", "orthogonal_procrustes", "pinv", "pinvh", "polar",
-           "qr", "signm", "sinhm", "sinm", "solve", "solve_banded", "solve_circulant", "solve_continuous_are",
+           "leslie", "logm", "lstsq", "lu", "matmul_toeplitz", "matrix_balance", "norm", "orth", "orthogonal_procrustes", "pinv", "pinvh", "polar",
+           "qr", "qr_multiply", "signm", "sinhm", "sinm", "solve", "solve_banded", "solve_circulant", "solve_continuous_are",
            "solve_continuous_lyapunov", "solve_discrete_are", "solve_discrete_lyapunov", "solve_lyapunov", "solve_sylvester", "solve_toeplitz", "solveh_banded", "sqrtm",
-           "svd", "svdvals", "tanhm", "tanm", "toeplitz"]
+           "subspace_angles", "svd", "svdvals", "tanhm", "tanm", "toeplitz"]
