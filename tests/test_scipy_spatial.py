@@ -46,6 +46,7 @@ def test_second_order_float32_and_odd_shapes():
     one = XA[:1]
     assert pb.pullback(lambda x: distance.pdist(x), one)[0].shape == (0,)
     both_modes(lambda a: distance.cdist(a, XB[:, :1], "cityblock"), XA[:, :1])
+    both_modes(lambda a: distance.cdist(a, XB.tolist(), metric="sqeuclidean"), XA)  # a plain list, as SciPy accepts
 
 
 def test_zero_distance_has_the_subgradient_zero():

@@ -106,6 +106,11 @@ def _canonical(metric):
     return metric if info is None else info.canonical_name
 
 
+def _as_array(value):
+    """A plain list or tuple as an array (SciPy accepts them); traced values as they are."""
+    return np.asarray(value) if isinstance(value, (list, tuple)) else value
+
+
 def _plain(value):
     return stop_gradient(value) if isinstance(value, Traced) else value
 
@@ -138,6 +143,7 @@ def cdist(XA, XB, metric="euclidean", *, out=None, **kwargs):
         return distance.cdist(XA, XB, metric, out=out, **kwargs)
     if out is not None:
         raise TypeError("pullback.scipy.spatial.distance.cdist: out= is not supported on traced values.")
+    XA, XB = _as_array(XA), _as_array(XB)
     exact = distance.cdist(_plain(XA), _plain(XB), metric, **{k: _plain(v) for k, v in kwargs.items()})
     if callable(metric):
         rows = [np.stack([metric(a, b) for b in XB]) for a in XA]
@@ -159,6 +165,7 @@ def pdist(X, metric="euclidean", *, out=None, **kwargs):
         return distance.pdist(X, metric, out=out, **kwargs)
     if out is not None:
         raise TypeError("pullback.scipy.spatial.distance.pdist: out= is not supported on traced values.")
+    X = _as_array(X)
     exact = distance.pdist(_plain(X), metric, **{k: _plain(v) for k, v in kwargs.items()})
     m = np.shape(stop_gradient(X))[0]
     first, second = np.triu_indices(m, 1)
