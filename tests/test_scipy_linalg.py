@@ -185,3 +185,18 @@ def test_matrix_function_derivative_is_the_frechet_derivative():
     t = rng.normal(size=(3, 3))
     _, dot = pb.jvp(linalg.logm, (M,), (t,))
     np.testing.assert_allclose(dot, (L.logm(M + 1e-6 * t) - L.logm(M - 1e-6 * t)) / 2e-6, rtol=1e-6, atol=1e-9)
+
+
+def test_a_result_that_is_not_unique_is_refused():
+    # a repeated eigenvalue: any rotation of its eigenvectors is an answer, and pullback's need not be SciPy's
+    a = np.diag([1.0, 1.0, 2.0])
+    q = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    a = q @ a @ q.T
+    try:
+        values, vectors = pb.pullback(lambda a: linalg.eigh(a), a)[0]
+    except RuntimeError as error:
+        assert "not unique" in str(error)
+    else:  # the two answers happened to agree: then they are SciPy's
+        np.testing.assert_array_equal(vectors, L.eigh(a)[1])
+    with pytest.raises(ValueError, match="Rows of Vh beyond"):  # the extra rows of a full SVD have no gradient
+        pb.gradient(lambda r: np.sum(linalg.svd(r)[2]), R.T.copy())
