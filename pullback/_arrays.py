@@ -17,6 +17,7 @@ import numpy as np
 
 _NEP18: dict[type, bool] = {}
 _API_ONLY: dict[type, bool] = {}
+_FOREIGN: dict[type, bool] = {np.ndarray: False, float: False, int: False}  # is_foreign_array_type, cached
 
 
 def speaks_nep18(cls):
@@ -53,12 +54,16 @@ def is_foreign_array(x):
     >>> is_foreign_array(np.float64(1.0)), is_foreign_array([1.0])
     (False, False)
     """
-    return is_foreign_array_type(type(x))
+    found = _FOREIGN.get(type(x))
+    return is_foreign_array_type(type(x)) if found is None else found
 
 
 def is_foreign_array_type(cls):
     """`is_foreign_array` for the instances of `cls`."""
-    return cls is not np.ndarray and (speaks_nep18(cls) or speaks_array_api_only(cls))
+    found = _FOREIGN.get(cls)
+    if found is None:
+        found = _FOREIGN[cls] = speaks_nep18(cls) or speaks_array_api_only(cls)
+    return found
 
 
 def dtype_kind(x):
@@ -128,7 +133,7 @@ def as_type_of(g, primal):
 
 def as_numpy(x):
     """An array-API-only array `x` as a NumPy array (through DLPack, without copying on the CPU); others as they are."""
-    if speaks_array_api_only(type(x)):
+    if _FOREIGN.get(type(x)) is not False and speaks_array_api_only(type(x)):
         try:
             return np.from_dlpack(x)
         except (TypeError, BufferError, RuntimeError):
