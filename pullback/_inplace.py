@@ -76,6 +76,11 @@ def mark_view(view, base):
     root = base if parent is None else parent.root
     readonly = not plain.flags.writeable or (parent is not None and parent.readonly)
     view._base = ViewLink(root, parent, plain, parent_plain, readonly)
+    register_view(root, view)
+
+
+def register_view(root, view):
+    """Record `view` (traced, its `_base` set) among the live views `root` re-derives after a write."""
     views = getattr(root, "_views", None)
     if views is None:
         root._views = [weakref.ref(view)]
@@ -213,8 +218,12 @@ def _write_root(root, new, writer=None, written=None):
             fresh = FUNCTIONS[np.reshape](root, positions.shape)
         else:
             fresh = FUNCTIONS[getitem](root, _root_index(root, positions))
+        derive = getattr(view._base, "derive", None)  # the real or imaginary part of a complex array
+        if derive is not None and view is not writer:
+            fresh = derive(fresh)
         _assign(view, _fitted(view, fresh))
-        _keep_layout(view, old, old_root, new_root)
+        if derive is None:
+            _keep_layout(view, old, old_root, new_root)
 
 
 def _assign(handle, new):

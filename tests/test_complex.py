@@ -642,3 +642,25 @@ def test_eigh_of_complex_hermitian_matrices():
         pb.gradient(lambda a: np.real(np.sum(np.linalg.eigh(a)[1])), A)
     _, t = pb.jvp(lambda a: np.linalg.eigh(a)[1], (A,), (A,))
     assert np.all(np.isnan(t))  # no stated phase, no tangent
+
+
+# --- the real and imaginary parts are views: they see later writes to the array --------------------
+def _part_then_write(z):
+    z = z.copy()
+    r = z.real
+    z[0] = 5.0 + 1.0j
+    return r * r
+
+
+def _part_of_a_view_then_scaled(z):
+    z = z.copy()
+    i = np.imag(z[1:])
+    z *= 2.0
+    return i * z[1:].real
+
+
+@pytest.mark.parametrize("fn", [_part_then_write, _part_of_a_view_then_scaled])
+def test_a_part_taken_before_a_write_sees_the_write(fn):
+    z = np.array([1.0 + 2.0j, 3.0 - 1.0j, 0.5 + 0.5j])
+    np.testing.assert_array_equal(pb.withgradient(lambda z: np.sum(fn(z)), z).val, np.sum(fn(z)))
+    check_complex(fn, z)

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._arrays import zeros_as
 from .._extend import primitive, rrule
-from .._inplace import ViewLink, holds_array
+from .._inplace import ViewLink, holds_array, register_view
 from .._standins import dtype_of
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
@@ -356,13 +356,17 @@ def _imag_part_frule(primals, tangents):
 
 
 class _PartLink(ViewLink):
-    """Ties the real or imaginary part of a traced complex array to it: NumPy's part is a view, and a
-    write through it would change the array, which pullback does not follow, so writes are refused."""
+    """Ties the real or imaginary part of a traced complex array to it, as NumPy's part is a view:
+    a write to the array re-derives the part (`derive`); a write through the part is refused."""
 
-    __slots__ = ("refusal",)
+    __slots__ = ("refusal", "derive")
 
-    def __init__(self, part, which):
-        super().__init__(part, None, None, None, True)  # its own root: never written, so never re-derived
+    def __init__(self, z, which):
+        parent = getattr(z, "_base", None)
+        root = z if parent is None else parent.root
+        super().__init__(root, parent, None, None, True)
+        self._positions = np.arange(z.size).reshape(z.shape) if parent is None else parent.positions()
+        self.derive = real_part if which == "real" else imag_part
         self.refusal = (f"Writing into the {which} part of a complex array being differentiated (z.{which}[i] = v, "
                         f"np.{which}(z)[i] = v) would change the array in NumPy, which pullback does not follow. "
                         f"Set the part on the whole array instead (z.{which} = new_part), or build it: "
@@ -370,9 +374,10 @@ class _PartLink(ViewLink):
 
 
 def _part_view(part, z, which):
-    """`part` of traced complex `z`, marked as NumPy's view of it (read-only here)."""
-    if isinstance(part, Traced) and holds_array(part):
-        part._base = _PartLink(part, which)
+    """`part` of traced complex `z`, tied to it as NumPy's view (read-only here)."""
+    if isinstance(part, Traced) and holds_array(part) and holds_array(z):
+        part._base = link = _PartLink(z, which)
+        register_view(link.root, part)
     return part
 
 
