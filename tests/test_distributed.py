@@ -134,6 +134,20 @@ def test_float32_model_and_every_kind_of_shard(client):
             np.testing.assert_array_equal(a, b)  # the same shards in the same order: the same sums, bit for bit
 
 
+def loss_and_worker(m, x, y):
+    return mean_loss(m, x, y), distributed.get_worker().address
+
+
+def test_each_shard_held_by_a_worker_is_differentiated_on_that_worker(client):
+    model, (x, y) = make_mlp(), make_batch()
+    state = pb.optim.setup(pb.optim.Adam(), model)
+    workers = sorted(client.scheduler_info()["workers"])
+    placed = [w for _ in range(2) for w in workers]  # shard i lives on worker i % 2
+    shards = [client.scatter(shard, workers=[w]) for shard, w in zip(split(x, y, (5, 5, 5, 5)), placed)]
+    _, _, (_, ran_on) = pb.distributed.step(client, loss_and_worker, model, state, shards, has_aux=True)
+    assert ran_on == placed
+
+
 def kill_once(marker):
     """A mean loss that kills its worker process the first time it runs on an 8-sample shard."""
     def loss_fn(m, x, y):
