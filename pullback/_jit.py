@@ -8,10 +8,11 @@ to one Python function of plain NumPy calls, with buffers reused in place where 
 allows (see `pullback._jit_replay`).
 
 The signature is the structure of the arguments (containers, field names, the types of
-leaves), the shape, dtype and type of each array, and the value of every other leaf (Python
-numbers, strings, flags: they are constants of the trace). Python values computed from
-arrays during the trace (`if loss > 0:`, `float(x)`) become guards: a replay whose value
-differs traces again. Rules for the jitted function, as in JAX:
+leaves), the shape, dtype and type of each array, and the value of every leaf that is not an
+array, a Python number or a random generator (strings, flags: constants of the trace).
+Python numbers are inputs, replayed with Python's own arithmetic. Python values computed
+during the trace (`if loss > 0:`, `float(x)`, a number used as an axis) become guards: a
+replay whose value differs traces again. Rules for the jitted function, as in JAX:
 
 - it is pure: it returns its results and does not write into its arguments or globals;
 - arrays it reads from closures or globals are constants of the trace, read by reference;
@@ -36,7 +37,7 @@ import numpy as np
 
 from . import tree
 from ._jit_replay import Retrace, compile_trace
-from ._jit_trace import JitError, RandomSource, Symbol, Trace
+from ._jit_trace import JitError, Number, RandomSource, Symbol, Trace
 
 __all__ = ["jit", "JitError"]
 
@@ -106,10 +107,12 @@ class Jitted:
 
     def _trace(self, args, kwargs, arrays):
         trace = Trace()
-        symbols = {id(a): trace.input(a) for a in arrays}
-        symbolic = tree.fmap(lambda leaf: symbols.get(id(leaf), leaf) if _is_input(leaf) else leaf, (args, kwargs))
+        # The walk meets the inputs in the order `_signature` listed them (an array met twice, once):
+        # match them by position, as equal numbers may be one object.
+        symbols = iter([trace.input(a) for a in arrays])
+        symbolic = tree.fmap(lambda leaf: next(symbols) if _is_input(leaf) else leaf, (args, kwargs))
         result = self.fn(*symbolic[0], **symbolic[1])
-        out_leaves = [v for _, v in tree.leaves_with_path(result) if isinstance(v, (Symbol, RandomSource))]
+        out_leaves = [v for _, v in tree.leaves_with_path(result) if isinstance(v, (Symbol, RandomSource, Number))]
         foreign = [v for v in out_leaves if v.owner is not trace]
         if foreign:
             raise JitError("pb.jit: the function returned a value traced by another pb.jit call.")
@@ -133,7 +136,7 @@ def _fresh(leaf):
 
 
 def _is_input(x):
-    return _is_array(x) or isinstance(x, np.random.Generator)
+    return _is_array(x) or isinstance(x, np.random.Generator) or type(x) in (int, float, complex)
 
 
 def _is_array(x):
@@ -154,8 +157,8 @@ def _signature(args, kwargs):
         elif _is_array(leaf):
             arrays.append(leaf)
             key.append((str(path), type(leaf), leaf.shape, leaf.dtype.str))
-        elif isinstance(leaf, np.random.Generator):  # draws are recorded: any generator replays
-            arrays.append(leaf)
+        elif isinstance(leaf, np.random.Generator) or type(leaf) in (int, float, complex):
+            arrays.append(leaf)  # an input: draws and arithmetic replay with each call's value
             key.append((str(path), type(leaf)))
         else:
             key.append((str(path), type(leaf), _static_value(leaf)))

@@ -16,6 +16,7 @@ is refused, because the replay could not follow it.
 ['sin', 'multiply']
 """
 
+import operator
 import weakref
 
 import numpy as np
@@ -34,6 +35,13 @@ _OPERATORS = {
 _COMPARISONS = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
                 "ne": np.not_equal}
 _UNARY = {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}
+_NUMBER_BINARY = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
+}
+_NUMBER_COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+                       "eq": operator.eq, "ne": operator.ne}
+_NUMBER_UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs}
 
 
 # functions whose result depends only on shapes, dtypes and types (fixed by the signature)
@@ -125,6 +133,8 @@ class Trace:
         self.inputs.append(slot)
         if isinstance(value, np.random.Generator):
             return RandomSource(self, slot)
+        if type(value) in (int, float, complex):
+            return Number(self, slot)
         return self.symbol(slot)
 
     def symbol(self, slot):
@@ -141,7 +151,12 @@ class Trace:
                    for other in (ref() for ref in self.symbols) if other is not None)
 
     def call(self, fn, name, args, kwargs, elementwise=False):
-        """Run `fn` on concrete values, record it, and return Symbols for its array results."""
+        """Run `fn` on concrete values, record it, and return Symbols for its array results.
+
+        A Python-number argument (`Number`) is an operand of an elementwise call, replayed with
+        each call's value; anywhere else (an axis, a shape, an index) it is fixed by a guard."""
+        args = args if elementwise else self._freeze(args)
+        kwargs = self._freeze(kwargs)
         concrete_args, ref_args = self._split(args)
         concrete_kwargs, ref_kwargs = self._split(kwargs)
         result = fn(*concrete_args, **concrete_kwargs)
@@ -174,9 +189,32 @@ class Trace:
         self.guards.append(Guard(symbol.slot, convert, expected, len(self.nodes)))
         return expected
 
+    def number_call(self, fn, name, args):
+        """`fn(*args)` for Python-number arithmetic: a Number (or Symbol) for the result, recorded."""
+        concrete, refs = self._split(args)
+        result = fn(*concrete)
+        if type(result) in (bool, int, float, complex):
+            slot = self.new_slot(result)
+            self.nodes.append(Node(fn, name, refs, {}, slot, None, False))
+            self.nodes[-1].aliases = ()
+            return Number(self, slot)
+        return self.call(fn, name, args, {})
+
+    def _freeze(self, x):
+        """`x` with each Number replaced by its value, guarded (so the replay checks it is unchanged)."""
+        if isinstance(x, Number):
+            return self.guard(x, _same)
+        if type(x) in (tuple, list):
+            return type(x)(self._freeze(v) for v in x)
+        if type(x) is dict:
+            return {k: self._freeze(v) for k, v in x.items()}
+        if isinstance(x, slice):
+            return slice(self._freeze(x.start), self._freeze(x.stop), self._freeze(x.step))
+        return x
+
     def _split(self, x):
         """(concrete, with Refs) copies of an argument structure."""
-        if isinstance(x, (Symbol, RandomSource)):
+        if isinstance(x, (Symbol, RandomSource, Number)):
             if x.owner is not self:
                 raise JitError("A value traced by another pb.jit call reached this one; "
                                "return it from the inner function instead of capturing it.")
@@ -350,6 +388,7 @@ class RandomSource:
     afresh from the generator passed to that call (and advances it as an eager call would)."""
 
     __slots__ = ("owner", "slot")
+    __array_ufunc__ = None  # not an array; but a leaf to pb.tree, as a generator is
 
     def __init__(self, trace, slot):
         self.owner, self.slot = trace, slot
@@ -360,6 +399,80 @@ class RandomSource:
             return getattr(self.owner.values[self.slot], name)
         draw = _draw(name)
         return lambda *args, **kwargs: self.owner.call(draw, f"Generator.{name}", (self, *args), kwargs)
+
+
+def _same(value):
+    return value
+
+
+def _number_method(fn, reflected=False):
+    def method(self, other):
+        if isinstance(other, Symbol):
+            return NotImplemented  # the array's own operator records a NumPy call
+        return self.owner.number_call(fn, fn.__name__, (other, self) if reflected else (self, other))
+
+    return method
+
+
+class Number:
+    """A Python int, float or complex argument during a trace. Arithmetic on it is recorded with
+    Python's own operators (so a replay computes with each call's value, exactly as Python would,
+    weak typing included); as an operand of a NumPy ufunc it is replayed too. Used for anything
+    else (a shape, an axis, an index, a branch, `int(n)`) its value is fixed by a guard."""
+
+    __slots__ = ("owner", "slot")
+
+    def __init__(self, trace, slot):
+        self.owner, self.slot = trace, slot
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method != "__call__" or "out" in kwargs:
+            inputs = tuple(self.owner._freeze(x) for x in inputs)
+            return getattr(ufunc, method)(*inputs, **kwargs)
+        if any(_defers(x) for x in inputs):
+            return NotImplemented
+        return self.owner.call(ufunc, ufunc.__name__, inputs, kwargs, elementwise=True)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return func(*self.owner._freeze(args), **self.owner._freeze(kwargs))
+
+    def _value(self, convert=_same):
+        return self.owner.guard(self, convert)
+
+    def __bool__(self):
+        return self._value(bool)
+
+    def __int__(self):
+        return self._value(int)
+
+    def __float__(self):
+        return self._value(float)
+
+    def __complex__(self):
+        return self._value(complex)
+
+    def __index__(self):
+        return self._value(_as_index)
+
+    def __hash__(self):
+        return self._value(hash)
+
+    def __repr__(self):
+        return f"Number(slot {self.slot}, {self.owner.values[self.slot]!r})"
+
+    def __getattr__(self, name):  # .real, .is_integer(), ...: fixed by a guard
+        attribute = getattr(self.owner.values[self.slot], name)
+        if callable(attribute):
+            return lambda *args, **kwargs: self._value(lambda v: getattr(v, name)(*args, **kwargs))
+        return self._value(lambda v: getattr(v, name))
+
+    for _name, _fn in {**_NUMBER_BINARY, **_NUMBER_COMPARISONS}.items():
+        locals()[f"__{_name}__"] = _number_method(_fn)
+        if _name in _NUMBER_BINARY:
+            locals()[f"__r{_name}__"] = _number_method(_fn, reflected=True)
+    for _name, _fn in _NUMBER_UNARY.items():
+        locals()[f"__{_name}__"] = (lambda f: lambda self: self.owner.number_call(f, f.__name__, (self,)))(_fn)
+    del _name, _fn
 
 
 def _draw(name):
@@ -374,7 +487,8 @@ def _draw(name):
 def _defers(x):
     """Whether `x` is another array type that handles NumPy's protocols itself (pullback's traced values)."""
     kind = type(x)
-    return kind is not Symbol and not issubclass(kind, np.ndarray) and hasattr(kind, "__array_ufunc__")
+    return (kind is not Symbol and kind is not Number and not issubclass(kind, np.ndarray)
+            and getattr(kind, "__array_ufunc__", None) is not None)
 
 
 def _rebind(out, result, construct):

@@ -86,13 +86,43 @@ def test_a_python_number_from_a_numpy_function_is_guarded():
     np.testing.assert_array_equal(jf(np.ones(2)), 3.0 * np.ones(2))
 
 
-def test_shape_dtype_and_static_arguments_are_part_of_the_signature():
+def test_shape_dtype_and_leaf_types_are_the_signature_and_python_numbers_are_inputs():
     jf = pb.jit(lambda x, p: x ** p)
     np.testing.assert_array_equal(jf(np.arange(3.0), 2), np.arange(3.0) ** 2)
-    np.testing.assert_array_equal(jf(np.arange(3.0), 3), np.arange(3.0) ** 3)
+    np.testing.assert_array_equal(jf(np.arange(3.0), 3), np.arange(3.0) ** 3)  # replayed with p = 3
     np.testing.assert_array_equal(jf(np.arange(4.0), 2), np.arange(4.0) ** 2)
     assert jf(np.arange(3, dtype=np.float32), 2).dtype == np.float32
-    assert jf.cache_info().signatures == 4
+    np.testing.assert_array_equal(jf(np.arange(3.0), 2.5), np.arange(3.0) ** 2.5)  # a float: another signature
+    assert jf.cache_info().signatures == 4 and jf.cache_info().replays == 1
+
+
+def test_python_numbers_replay_with_python_semantics():
+    def f(x, lr, step):
+        step = step + 1
+        scale = lr / (1 - 0.9 ** step)
+        return x * scale, step, scale
+
+    jf = pb.jit(f)
+    x = np.ones(2, np.float32)
+    for lr, step in ((0.1, 0), (0.2, 1), (0.05, 7)):
+        (y, s, c), (y_ref, s_ref, c_ref) = jf(x, lr, step), f(x, lr, step)
+        assert y.dtype == np.float32  # a Python float stays weakly typed
+        np.testing.assert_array_equal(y, y_ref)
+        assert type(s) is int and s == s_ref and type(c) is float and c == c_ref
+    assert jf.cache_info().traces == 1
+
+
+def test_a_python_number_used_as_a_shape_axis_or_loop_count_is_guarded():
+    def f(x, axis, n):
+        for _ in range(n):
+            x = np.cumsum(x, axis=axis)
+        return x
+
+    jf = pb.jit(f)
+    x = RNG.standard_normal((2, 3))
+    for axis, n in ((0, 1), (1, 1), (0, 2), (0, 1)):
+        np.testing.assert_array_equal(jf(x, axis, n), f(x, axis, n))
+    assert jf.cache_info().traces == 3 and jf.cache_info().replays == 1
 
 
 def test_the_cache_keeps_at_most_cache_size_signatures():
