@@ -417,27 +417,24 @@ def _number_method(fn, reflected=False):
 class Number:
     """A Python int, float or complex argument during a trace. Arithmetic on it is recorded with
     Python's own operators (so a replay computes with each call's value, exactly as Python would,
-    weak typing included); as an operand of a NumPy ufunc it is replayed too. Used for anything
-    else (a shape, an axis, an index, a branch, `int(n)`) its value is fixed by a guard."""
+    weak typing included); as an operand of a NumPy ufunc beside a traced array it is replayed
+    too. Used for anything else (a shape, an axis, an index, a branch, `int(n)`, a value to
+    differentiate, an operand of NumPy on plain arrays) its value is fixed by a guard."""
 
     __slots__ = ("owner", "slot")
 
     def __init__(self, trace, slot):
         self.owner, self.slot = trace, slot
 
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if method != "__call__" or "out" in kwargs:
-            inputs = tuple(self.owner._freeze(x) for x in inputs)
-            return getattr(ufunc, method)(*inputs, **kwargs)
-        if any(_defers(x) for x in inputs):
-            return NotImplemented
-        return self.owner.call(ufunc, ufunc.__name__, inputs, kwargs, elementwise=True)
-
-    def __array_function__(self, func, types, args, kwargs):
-        return func(*self.owner._freeze(args), **self.owner._freeze(kwargs))
-
     def _value(self, convert=_same):
         return self.owner.guard(self, convert)
+
+    def __pullback_value__(self):
+        """The value, fixed by a guard: what pullback's engine (and any NumPy conversion) sees."""
+        return self._value()
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._value(), dtype=dtype)
 
     def __bool__(self):
         return self._value(bool)
@@ -487,8 +484,7 @@ def _draw(name):
 def _defers(x):
     """Whether `x` is another array type that handles NumPy's protocols itself (pullback's traced values)."""
     kind = type(x)
-    return (kind is not Symbol and kind is not Number and not issubclass(kind, np.ndarray)
-            and getattr(kind, "__array_ufunc__", None) is not None)
+    return kind is not Symbol and not issubclass(kind, np.ndarray) and getattr(kind, "__array_ufunc__", None) is not None
 
 
 def _rebind(out, result, construct):

@@ -154,6 +154,8 @@ class Arguments:
 
     def _scalar(self, x, path, companion, wrap, place, current=None):
         """A trainable place holding `x`: a tracked scalar, or `x` itself (refusing what cannot be tracked)."""
+        if hasattr(type(x), "__pullback_value__"):  # a number pb.jit traces: differentiated at its value, guarded
+            x = x.__pullback_value__()
         if type(x) is float or type(x) is complex or (isinstance(x, np.generic) and x.dtype.kind in "fc"):
             new, index = wrap(x, path, companion)
             self._place_index[place] = index
@@ -174,6 +176,8 @@ class Arguments:
 
         def result(index, primal):
             r = results[index]
+            if hasattr(type(primal), "__pullback_value__"):  # a number pb.jit traces
+                primal = primal.__pullback_value__()
             return None if r is None else convert(r, primal, returned)
 
         if self._flat:

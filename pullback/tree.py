@@ -338,11 +338,13 @@ def _kind_of_class(cls, x):
 
 
 def _speaks_numpy(cls: Any) -> bool:
-    """Array types of any library (and pullback's own traced values) are leaves."""
+    """Array types of any library, pullback's own traced values, and the numbers `pb.jit` traces
+    (which define `__pullback_value__`) are leaves."""
     found = _SPEAKS_NUMPY.get(cls)
     if found is None:
         found = _SPEAKS_NUMPY[cls] = (
-            hasattr(cls, "__array_ufunc__") or hasattr(cls, "__array_function__") or hasattr(cls, "__array_namespace__"))
+            hasattr(cls, "__array_ufunc__") or hasattr(cls, "__array_function__") or hasattr(cls, "__array_namespace__")
+            or hasattr(cls, "__pullback_value__"))
     return found
 
 

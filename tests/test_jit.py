@@ -402,3 +402,22 @@ def test_guard_outcomes_kept_per_signature_are_bounded():
         np.testing.assert_array_equal(jf(np.array([k, 1.0])), np.array([k, 1.0]) * k)
     (variants,) = jf._cache.values()
     assert len(variants) <= 8 and jf.cache_info().traces == 20
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, a: pb.gradient(lambda x: np.sum(x * a), x)[0],
+    lambda x, a: pb.gradient(lambda x: np.sum(a * x + a), x)[0],
+    lambda x, a: pb.gradient(lambda x: np.sum(np.power(x, a)), x)[0],
+    lambda x, a: pb.gradient(lambda a: np.sum(x * a ** 2), a)[0],
+    lambda x, a: pb.withgradient(lambda x, a: np.sum(x * a ** 2), x, a),
+    lambda x, a: pb.gradient(lambda p: np.sum(x * p["a"] ** 2), {"a": a})[0],
+    lambda x, a: pb.jvp(lambda x: np.sin(x) * a, (x,), (x,))[1],
+    lambda x, a: x + np.sqrt(a),
+], ids=["operand", "reflected", "exponent", "differentiated", "withgradient", "in a dict", "jvp", "numpy on a number"])
+def test_a_python_number_beside_differentiation_gives_eager_results(fn):
+    jf = pb.jit(fn)
+    x = np.array([1.0, 2.0])
+    for a in (2.0, 3.0, 2.0, 0.5):
+        got, want = jf(x, a), fn(x, a)
+        for g, w in zip(pb.tree.leaves(got), pb.tree.leaves(want)):
+            np.testing.assert_allclose(g, w, rtol=1e-14)
