@@ -308,14 +308,30 @@ def test_usable_as_a_decorator_with_options():
 
 
 # --- property: random programs with branches and loops -------------------------------------------
-OPS = ["sin", "tanh", "scale", "shift", "square", "exp_small", "mul_x", "branch", "loop", "sum_bcast", "where", "index"]
+OPS = ["sin", "tanh", "scale", "shift", "square", "exp_small", "mul_x", "branch", "loop", "sum_bcast", "where", "index",
+       "matmul", "maximum", "concat", "reshape_t", "number", "write"]
+MIX = np.linspace(-1.0, 1.0, 25).reshape(5, 5) / 3.0
 
 
-def run_program(program, x):
-    """Interpret `program` (a list of op names) on x; the same code eagerly, traced and replayed."""
+def run_program(program, x, c=0.5):
+    """Interpret `program` (a list of op names) on x and the Python float c; the same code eagerly,
+    traced and replayed."""
     y = x
     for op in program:
-        if op == "sin":
+        if op == "matmul":
+            y = MIX @ y
+        elif op == "maximum":
+            y = np.maximum(y, 0.2 * y)
+        elif op == "concat":
+            y = np.concatenate([y[1:], y[:1] * 2.0])
+        elif op == "reshape_t":
+            y = y.reshape(1, -1).T.ravel() + np.sum(y.reshape(5, 1), axis=0)
+        elif op == "number":
+            y = y * c + c ** 2
+        elif op == "write":
+            y = y.copy()
+            y[1:3] += y[0]
+        elif op == "sin":
             y = np.sin(y)
         elif op == "tanh":
             y = np.tanh(y)
@@ -349,13 +365,17 @@ def run_program(program, x):
 @given(program=st.lists(st.sampled_from(OPS), min_size=1, max_size=8),
        seeds=st.lists(st.integers(0, 10_000), min_size=2, max_size=4))
 def test_random_programs_give_eager_results_when_replayed(program, seeds):
-    jf = pb.jit(lambda x: pb.withgradient(lambda x: run_program(program, x), x))
+    jf = pb.jit(lambda x, c: pb.withgradient(lambda x, c: run_program(program, x, c), x, c))
     for seed in seeds:
-        x = np.random.default_rng(seed).uniform(-1.5, 1.5, 5)
-        val, (g,) = jf(x)
-        ref_val, (ref_g,) = pb.withgradient(lambda x: run_program(program, x), x)
+        rng = np.random.default_rng(seed)
+        x, c = rng.uniform(-1.5, 1.5, 5), float(rng.uniform(0.2, 0.9))
+        val, (g, gc) = jf(x, c)
+        ref_val, (ref_g, ref_gc) = pb.withgradient(lambda x, c: run_program(program, x, c), x, c)
         assert val == pytest.approx(ref_val, rel=1e-12, abs=1e-300)
         np.testing.assert_allclose(g, ref_g, rtol=1e-11, atol=1e-300)
+        assert (gc is None) == (ref_gc is None)
+        if gc is not None:
+            assert gc == pytest.approx(ref_gc, rel=1e-11, abs=1e-300)
 
 
 def test_draws_from_a_generator_argument_are_replayed_afresh():
