@@ -46,6 +46,7 @@ SPECIAL = {
     "eval_sh_jacobi": (3, 2.5, 1.5, (0, 1)), "lpmv": (1, 2.5, (-0.9, 0.9)),
     "voigt_profile": ((-2, 2), (0.5, 1.5), (0.2, 1.5)), "kolmogorov": ((0.4, 2),), "kolmogi": ((0.1, 0.9),),
     "smirnov": (5, (0.1, 0.8)), "smirnovi": (5, (0.1, 0.9)), "besselpoly": ((0.2, 2), 1.5, 2.5),
+    "chndtr": ((0.5, 4), 3.0, (0.5, 2)), "chndtrix": ((0.2, 0.8), 3.0, (0.5, 2)), "chndtrinc": ((3, 5), 3.0, (0.2, 0.5)),
     # inverses in a shape parameter
     "chdtriv": ((0.2, 0.8), (1, 4)), "gdtria": ((0.2, 0.8), (0.5, 3), (0.5, 3)), "gdtrib": ((0.5, 2), (0.2, 0.8), (0.5, 3)),
     "btdtria": ((0.2, 0.8), (0.5, 3), (0.2, 0.8)), "btdtrib": ((0.5, 3), (0.2, 0.8), (0.2, 0.8)),
@@ -130,7 +131,7 @@ def _special_output(name, k, *plain):
 # scipy.special's ufuncs with several outputs: name -> (output labels, plain leading arguments, (low, high) of x)
 SEVERAL_OUTPUTS = {
     "sici": (("si", "ci"), (), (0.3, 3)), "shichi": (("shi", "chi"), (), (0.3, 2)), "fresnel": (("s", "c"), (), (-2, 2)),
-    "airy": (("ai", "aip", "bi", "bip"), (), (-2, 2)), "itairy": (("apt", "bpt", "ant", "bnt"), (), (0.2, 2)),
+    "airy": (("ai", "aip", "bi", "bip"), (), (-2, 2)), "airye": (("eai", "eaip", "ebi", "ebip"), (), (0.2, 2)), "itairy": (("apt", "bpt", "ant", "bnt"), (), (0.2, 2)),
     "itj0y0": (("j0int", "y0int"), (), (0.3, 3)), "iti0k0": (("i0int", "k0int"), (), (0.3, 3)),
     "it2j0y0": (("j0int", "y0int"), (), (0.3, 3)), "it2i0k0": (("i0int", "k0int"), (), (0.3, 3)),
     "pbdv": (("d", "dp"), (1.5,), (-2, 2)), "pbvv": (("v", "vp"), (1.3,), (-2, 2)),

@@ -308,7 +308,7 @@ def test_zeta_in_both_arguments_against_central_differences():
     np.testing.assert_allclose(pb.gradient(lambda x: sp.zeta(x), -2.0)[0], -0.03044845705839327, rtol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["sici", "shichi", "fresnel", "airy", "itairy", "itj0y0", "iti0k0", "it2j0y0",
+@pytest.mark.parametrize("name", ["sici", "shichi", "fresnel", "airy", "airye", "itairy", "itj0y0", "iti0k0", "it2j0y0",
                                   "it2i0k0", "ellipj", "pbdv", "pbvv", "pbwa"])
 def test_several_outputs(name):
     ours, theirs = getattr(special, name), getattr(sp, name)

@@ -41,11 +41,12 @@ NOT_YET = {
     **_each("gegenbauer genlaguerre jacobi sh_jacobi",
             "The polynomial's coefficients depend on its parameters: no rule yet (the eval_* ufuncs are "
             "differentiable in x)."),
-    "scipy.special.airye": "Exponentially scaled Airy functions, four outputs: no stand-in yet.",
     **_each("assoc_legendre_p assoc_legendre_p_all legendre_p legendre_p_all sph_legendre_p sph_legendre_p_all "
             "lqmn lqn", "Legendre functions (Python-level, several outputs): no stand-in yet; lpmv is differentiable."),
-    **_each("chndtr chndtridf chndtrinc chndtrix ncfdtr ncfdtri ncfdtridfd ncfdtridfn ncfdtrinc nctdtr nctdtridf "
-            "nctdtrinc nctdtrit", "Noncentral distributions: no rule yet."),
+    "scipy.special.chndtridf": "The inverse of chndtr in df: it needs chndtr's derivative in df, which has no "
+                               "closed form; no rule yet.",
+    **_each("ncfdtr ncfdtri ncfdtridfd ncfdtridfn ncfdtrinc nctdtr nctdtridf nctdtrinc nctdtrit",
+            "Noncentral F and t distributions: no rule yet."),
     **_each("ellip_harm ellip_harm_2 ellip_normal", "Ellipsoidal harmonics: no rule yet."),
     **_each("elliprd elliprg elliprj", "Carlson's integrals R_D, R_G, R_J: their derivatives need further Carlson-type "
             "integrals; no rule yet."),

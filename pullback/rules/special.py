@@ -632,6 +632,31 @@ _nary("besselpoly", (lambda g, a, lm, nu, out, sp: g * (sp.besselpoly(a, lm + 1.
                      _plain("besselpoly", "lmb"), _plain("besselpoly", "nu")), "a", "lmb and nu must be plain.")
 
 
+# Noncentral chi-square: ∂F/∂x is the density, ∂F/∂nc = (F(x; df + 2, nc) - F(x; df, nc)) / 2; df has no closed form.
+def _noncentral_chi2_density(x, df, nc, sp):
+    """0.5 e^(-(x + nc)/2) (x/nc)^(df/4 - 1/2) I_(df/2 - 1)(√(nc x)), and the central density at nc = 0."""
+    zero = stop_gradient(nc) == 0
+    safe = np.where(zero, 1.0, nc)
+    root = np.sqrt(safe * x)
+    noncentral = 0.5 * np.exp(-0.5 * (x + safe) + root) * (x / safe) ** (0.25 * df - 0.5) * sp.ive(0.5 * df - 1.0, root)
+    return np.where(zero, 0.5 * _gamma_density(0.5 * df, 0.5 * x, sp), noncentral) if np.any(zero) else noncentral
+
+
+def _chndtr_dnc(x, df, nc, out, sp):
+    return 0.5 * (sp.chndtr(x, df + 2.0, nc) - out)
+
+
+_nary("chndtr", (lambda g, x, df, nc, out, sp: g * _noncentral_chi2_density(x, df, nc, sp), _plain("chndtr", "df"),
+                 lambda g, x, df, nc, out, sp: g * _chndtr_dnc(x, df, nc, out, sp)), "x, nc",
+      "df must be plain (its derivative has no closed form).")
+_nary("chndtrix", (lambda g, p, df, nc, x, sp: g / _noncentral_chi2_density(x, df, nc, sp), _plain("chndtrix", "df"),
+                   lambda g, p, df, nc, x, sp: -g * _chndtr_dnc(x, df, nc, p, sp) / _noncentral_chi2_density(x, df, nc, sp)),
+      "p, nc", "The inverse of chndtr in x; df must be plain.")
+_nary("chndtrinc", (lambda g, x, df, p, nc, sp: -g * _noncentral_chi2_density(x, df, nc, sp) / _chndtr_dnc(x, df, nc, p, sp),
+                    _plain("chndtrinc", "df"), lambda g, x, df, p, nc, sp: g / _chndtr_dnc(x, df, nc, p, sp)), "x, p",
+      "The inverse of chndtr in nc; df must be plain.")
+
+
 def _zeta_ds(s, q):
     """∂ζ(s, q)/∂s for scalars s > 1 (or q > 0 and any s ≠ 1 for the Riemann case q = 1), by Euler–Maclaurin:
     ζ(s, q) = Σ_{n<N} (n+q)^-s + (N+q)^(1-s)/(s-1) + (N+q)^-s/2 + Σ_k B_2k/(2k)! (s)_(2k-1) (N+q)^(-s-2k+1) + R."""
@@ -1180,12 +1205,17 @@ ellipj = _standin_of_outputs("ellipj", _split_outputs("ellipj", ("sn", "cn", "dn
     lambda a, o, sp: o[2]()), {1: "the parameter m"}))
 pbdv = _standin_of_outputs("pbdv", _split_outputs("pbdv", ("d", "dp"), 1, (
     lambda a, o, sp: o[1](), lambda a, o, sp: (0.25 * a[1] ** 2 - a[0] - 0.5) * o[0]()), {0: "the order v"}))
+# airye: Ai·e^ζ, Ai'·e^ζ, Bi·e^(-ζ), Bi'·e^(-ζ) with ζ = (2/3) x^(3/2) for x > 0 (no scaling below 0), ζ' = √x
+_ROOT = lambda x: np.sqrt(np.maximum(x, 0.0))  # noqa: E731
+airye = _standin_of_outputs("airye", _split_outputs("airye", ("eai", "eaip", "ebi", "ebip"), 0, (
+    lambda a, o, sp: o[1]() + _ROOT(a[0]) * o[0](), lambda a, o, sp: a[0] * o[0]() + _ROOT(a[0]) * o[1](),
+    lambda a, o, sp: o[3]() - _ROOT(a[0]) * o[2](), lambda a, o, sp: a[0] * o[2]() - _ROOT(a[0]) * o[3]())))
 pbvv = _standin_of_outputs("pbvv", _split_outputs("pbvv", ("v", "vp"), 1, (
     lambda a, o, sp: o[1](), lambda a, o, sp: (0.25 * a[1] ** 2 - a[0] - 0.5) * o[0]()), {0: "the order v"}))
 pbwa = _standin_of_outputs("pbwa", _split_outputs("pbwa", ("w", "wp"), 1, (
     lambda a, o, sp: o[1](), lambda a, o, sp: (a[0] - 0.25 * a[1] ** 2) * o[0]()), {0: "the parameter a"}))
 
-_MULTI = {sici: "x", shichi: "x", fresnel: "z", airy: "z", itairy: "x", itj0y0: "x", iti0k0: "x", it2j0y0: "x",
+_MULTI = {sici: "x", shichi: "x", fresnel: "z", airy: "z", airye: "z", itairy: "x", itj0y0: "x", iti0k0: "x", it2j0y0: "x",
           it2i0k0: "x", ellipj: "u (m must be plain)", pbdv: "x (v must be plain)", pbvv: "x (v must be plain)",
           pbwa: "x (a must be plain)"}
 for _fn, _args in _MULTI.items():

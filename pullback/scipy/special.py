@@ -3,7 +3,7 @@
 - pullback's own versions of SciPy's Python-level functions, which convert their input with
   `np.asarray` (so SciPy's own never reach pullback): `logsumexp`, `softmax`, `log_softmax`,
   `polygamma`, `multigammaln`, `diric`, `spherical_jn`, `spherical_yn`, `spherical_in`,
-  `spherical_kn`, and the ufuncs with several outputs (`sici`, `shichi`, `fresnel`, `airy`,
+  `spherical_kn`, and the ufuncs with several outputs (`sici`, `shichi`, `fresnel`, `airy`, `airye`,
   `itairy`, `itj0y0`, `iti0k0`, `it2j0y0`, `it2i0k0`, `ellipj`, `pbdv`, `pbvv`, `pbwa`);
 - SciPy's own ufuncs that have rules (`erf`, `gammaln`, `kv`, `hyp2f1`, `betaincinv`, ...) and
   the Python-level functions that compute with them (`zeta`, `softplus`, `jvp`, ...), which work
@@ -26,6 +26,7 @@ from ..rules.special import NO_GRADIENT as _NO_GRADIENT
 from ..rules.special import RULES as _RULES
 from ..rules.special import (
     airy,
+    airye,
     diric,
     ellipj,
     fresnel,
@@ -51,7 +52,7 @@ from ..rules.special import (
 )
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln", "diric", "spherical_jn", "spherical_yn",
-           "spherical_in", "spherical_kn", "sici", "shichi", "fresnel", "airy", "itairy", "itj0y0", "iti0k0", "it2j0y0",
+           "spherical_in", "spherical_kn", "sici", "shichi", "fresnel", "airy", "airye", "itairy", "itj0y0", "iti0k0", "it2j0y0",
            "it2i0k0", "ellipj", "pbdv", "pbvv", "pbwa"]
 # SciPy's own: the ufuncs with rules, and Python-level functions that compute with them
 _SCIPYS = sorted({name for name in _RULES if not name.startswith("_")} | set(_NO_GRADIENT)
