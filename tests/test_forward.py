@@ -108,10 +108,11 @@ def test_dot_product_for_structural_rules(name):
 
 
 def _ufunc_cases():
-    # NumPy's own ufuncs; SciPy's (registered once SciPy is imported) are in test_forward_coverage.py.
+    # NumPy's own elementwise ufuncs; SciPy's (registered once SciPy is imported) are in
+    # test_forward_coverage.py, and the gufuncs (matmul, vecmat, ...) in forward_cases_numpy.py.
     cases = []
     for ufunc, rule in UFUNC_RULES.items():
-        if ufunc not in FORWARD_RULES or ufunc is np.matmul or getattr(np, ufunc.__name__, None) is not ufunc:
+        if ufunc not in FORWARD_RULES or ufunc.signature is not None or getattr(np, ufunc.__name__, None) is not ufunc:
             continue
         cases.append(ufunc)
     return sorted(cases, key=lambda u: u.__name__)

@@ -345,10 +345,24 @@ def test_a_tracked_out_argument_is_a_functional_update():
 
 def test_a_missing_rule_names_the_function_where_the_user_found_it():
     special = pytest.importorskip("scipy.special")
-    for name in ("ellipkm1", "itj0y0"):  # ufuncs of scipy.special, not numpy
+    from pullback.rules.inventory import NOT_YET
+
+    not_yet = sorted(
+        name.rsplit(".", 1)[1]
+        for name in NOT_YET
+        if name.startswith("scipy.special.") and isinstance(getattr(special, name.rsplit(".", 1)[1], None), np.ufunc)
+    )
+    assert not_yet, "no scipy.special ufunc is listed as not yet covered; pick another example"
+    for name in not_yet[:3]:  # ufuncs of scipy.special, not numpy
         ufunc = getattr(special, name)
+        args = (np.array([0.3]),) + (0.7,) * (ufunc.nin - 1)
+
+        def f(x):
+            y = ufunc(x, *args[1:])
+            return np.sum(y[0] if ufunc.nout > 1 else y)
+
         with pytest.raises(NotImplementedError, match=rf"no derivative rule for scipy\.special\.{name}"):
-            pb.gradient(lambda x: np.sum(ufunc(x)[0] if ufunc.nout > 1 else ufunc(x)), np.array([0.3]))
+            pb.gradient(f, args[0])
 
 
 def test_numbers_that_are_not_floats_are_refused_as_arguments():
