@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import options_numpy
+import options_scipy
 import pullback as pb
 from matrices import spd, well_conditioned
 from pullback._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
@@ -415,6 +416,7 @@ NO_OPTIONS = {
     np.linalg.cholesky: "a is positional-only; upper= is keyword-only",
 }
 NO_OPTIONS.update(options_numpy.add_samples(same, C, X, Y, Z))  # the NumPy-coverage rules' samples
+NO_OPTIONS.update(options_scipy.add_samples(same, C, X, Y, Z))  # pullback.scipy's stand-ins' samples
 # The engine's stand-ins for syntax: user code never calls them, the engine always positionally.
 STAND_INS = {key: f"stands for `{name}`" for key, name in _register._STAND_INS.items()}
 UFUNC_REASON = ("a ufunc takes its inputs by position only and its options (dtype=, where=, ...) by keyword "

@@ -447,7 +447,11 @@ def _matrix_function_standin(name):
         if not _any_tracked(A):
             return getattr(linalg, name)(A, *args, **kwargs)
         _square_2d(name, A)
-        return matrix_function(A, name, None)
+        value = matrix_function(A, name, None)
+        if args or kwargs:  # SciPy checks its options; disp=False adds an error estimate to the result
+            exact = getattr(linalg, name)(stop_gradient(A), *args, **kwargs)
+            return (value, exact[1]) if isinstance(exact, tuple) else value
+        return value
 
     standin.__name__ = standin.__qualname__ = name
     standin.__module__ = __name__
@@ -998,7 +1002,8 @@ def _riccati_standin(name, discrete):
             return getattr(linalg, name)(a, b, q, r, e, s, balanced)
         if e is not None or s is not None:
             raise NotImplementedError(f"pullback.scipy.linalg.{name}: e= and s= are not differentiable here.")
-        return riccati(a, b, q, r, discrete)
+        x = riccati(a, b, q, r, discrete)  # balanced=False: SciPy's value for it (rounded differently), same derivative
+        return x if balanced else _agree(x, getattr(linalg, name)(*(_plain(v) for v in (a, b, q, r)), balanced=False), name)
 
     standin.__name__ = standin.__qualname__ = name
     standin.__module__ = __name__
