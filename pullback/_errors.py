@@ -4,6 +4,8 @@ Every message names the construct (the NumPy or SciPy function, the array type, 
 and the fix.
 """
 
+import sys
+
 import numpy as np
 
 from ._arrays import is_foreign_array, type_name
@@ -13,8 +15,6 @@ from ._standins import is_traced
 
 def ufunc_name(ufunc):
     """`numpy.sin`, or `scipy.special.j0` for a SciPy ufunc: where the user found it."""
-    import sys
-
     for module_name in ("numpy", "scipy.special"):
         module = sys.modules.get(module_name)
         if module is not None and getattr(module, ufunc.__name__, None) is ufunc:
@@ -88,11 +88,27 @@ def _public_name(frame):
             break
         parts.append(part)
     name = frame.f_code.co_name
+    name = name if _is_public(parts, name) else _wrapped_name(frame, parts) or name
     owner = frame.f_locals.get("self")
     if owner is not None and not isinstance(owner, type):
         owner_name = getattr(owner, "name", None) or type(owner).__name__.removesuffix("_gen")
         name = f"{owner_name}.{name}"
     return ".".join(parts + [name])
+
+
+def _is_public(parts, name):
+    module = sys.modules.get(".".join(parts))
+    return module is not None and callable(getattr(module, name, None))
+
+
+def _wrapped_name(frame, parts):
+    """For a decorator's inner function (SciPy's `wrapper` around spherical_jn): the public function it wraps,
+    found among the frame's locals and closure variables."""
+    for value in frame.f_locals.values():
+        name = getattr(value, "__name__", None)
+        if callable(value) and isinstance(name, str) and _is_public(parts, name):
+            return name
+    return None
 
 
 def library_advice(name):

@@ -326,6 +326,9 @@ def test_scipy_functions_that_convert_their_input_name_the_stand_in_or_the_wrapp
     stats = pytest.importorskip("scipy.stats")
     with pytest.raises(TypeError, match=r"scipy\.stats\.norm\.logpdf converts.*Use pullback\.scipy\.stats\.norm\.logpdf"):
         pb.gradient(lambda x: np.sum(stats.norm.logpdf(x)), np.array([1.0, 2.0]))
+    # SciPy wraps spherical_jn in a decorator: the message names the function the user called, not `wrapper`
+    with pytest.raises(TypeError, match=r"scipy\.special\.spherical_jn converts.*Use pullback\.scipy\.special\.spherical_jn"):
+        pb.gradient(lambda x: np.sum(special.spherical_jn(1, x)), np.array([1.0, 2.0]))
 
 
 def test_a_tracked_out_argument_is_a_functional_update():

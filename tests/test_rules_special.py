@@ -343,6 +343,10 @@ def test_spherical_bessel_functions(kind):
             gradcheck(lambda z: ours(n, z, derivative), z)
         gradcheck(lambda z: np.sum(pb.gradient(lambda y: project(ours(2, y, derivative)), z)[0]), z, rtol=1e-4,
                   atol=1e-7)
+    for z32 in (z.astype(np.float32), np.abs(z).astype(np.float32)):  # SciPy's dtype too (float32 → float64 for most)
+        value, expected = pb.pullback(lambda z: ours(1, z), z32)[0], theirs(1, z32)
+        assert value.dtype == expected.dtype
+        np.testing.assert_array_equal(value, expected)
     if kind == "kn":
         with pytest.raises(ValueError, match="negative z"):
             pb.gradient(lambda z: ours(1, z), -1.0)

@@ -51,6 +51,11 @@ def _t(a):
     return np.swapaxes(a, -1, -2)
 
 
+def _h(a):
+    """The conjugate transpose (the transpose, for a real matrix)."""
+    return np.conj(_t(a)) if np.iscomplexobj(stop_gradient(a)) else _t(a)
+
+
 def _plain(value):
     return stop_gradient(value) if isinstance(value, Traced) else value
 
@@ -74,9 +79,10 @@ def _agree(value, exact, what):
 
 
 def _aligned(vectors, exact, axis=-2):
-    """`vectors` with each vector's sign flipped to match SciPy's `exact` (the sign is arbitrary)."""
-    signs = np.sign(np.sum(np.asarray(stop_gradient(vectors)) * exact, axis=axis, keepdims=True))
-    return vectors * np.where(signs == 0, 1.0, signs)
+    """`vectors` with each vector's sign (phase, for complex ones) turned to match SciPy's `exact` (it is arbitrary)."""
+    inner = np.sum(np.conj(np.asarray(stop_gradient(vectors))) * exact, axis=axis, keepdims=True)
+    size = np.abs(inner)
+    return vectors * np.where(size == 0, 1.0, inner / np.where(size == 0, 1.0, size))
 
 
 def _square_2d(name, a):
@@ -88,7 +94,7 @@ def _square_2d(name, a):
 
 # --- SciPy's versions of NumPy's decompositions and solves ------------------------------------
 _STRUCTURES = {"gen": "general", "general": "general", "sym": "symmetric", "symmetric": "symmetric",
-               "her": "symmetric", "hermitian": "symmetric", "pos": "symmetric", "positive definite": "symmetric",
+               "her": "hermitian", "hermitian": "hermitian", "pos": "hermitian", "positive definite": "hermitian",
                "diagonal": "diagonal", "tridiagonal": "tridiagonal", "upper triangular": "upper",
                "lower triangular": "lower", "banded": "general"}
 
@@ -100,6 +106,8 @@ def _read(a, assume_a, lower):
         raise ValueError(f"{assume_a!r} is not a recognized matrix structure")
     if kind == "symmetric":
         return np.tril(a) + _t(np.tril(a, -1)) if lower else np.triu(a) + _t(np.triu(a, 1))
+    if kind == "hermitian":
+        return _hermitian(a, lower)
     if kind == "diagonal":
         return np.tril(np.triu(a))
     if kind == "tridiagonal":
@@ -109,6 +117,16 @@ def _read(a, assume_a, lower):
     if kind == "lower":
         return np.tril(a)
     return a
+
+
+def _hermitian(a, lower):
+    """The Hermitian matrix LAPACK's Hermitian routines read from one triangle of `a`: the other mirrored and
+    conjugated, the diagonal's imaginary part ignored (symmetric, for a real matrix)."""
+    strict = np.tril(a, -1) if lower else np.triu(a, 1)
+    diagonal = np.tril(np.triu(a))
+    if np.iscomplexobj(stop_gradient(a)):
+        return strict + _h(strict) + np.real(diagonal)
+    return strict + _t(strict) + diagonal
 
 
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
@@ -288,7 +306,7 @@ def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False, check_finite=T
     if not _any_tracked(a):
         return linalg.pinvh(a, atol, rtol, lower, return_rank, check_finite)
     exact, rank = linalg.pinvh(stop_gradient(a), atol, rtol, lower, True)
-    symmetric = _read(a, "sym", lower)
+    symmetric = _read(a, "her", lower)
     w = np.linalg.eigvalsh(stop_gradient(symmetric))
     largest = float(np.max(np.abs(w))) if w.size else 0.0
     keep = np.sort(np.abs(w))[::-1][rank - 1] if rank > 0 else largest
@@ -306,7 +324,9 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
                                            lapack_driver=lapack_driver)
     x = _agree(np.linalg.lstsq(a, b, rcond=cond)[0], x0, "lstsq")
     if np.size(residues0):
-        residues = _agree(np.sum((b - a @ x) ** 2, axis=0), residues0, "lstsq")
+        residual = b - a @ x
+        squares = np.real(residual * np.conj(residual)) if np.iscomplexobj(x0) else residual ** 2
+        residues = _agree(np.sum(squares, axis=0), residues0, "lstsq")
     else:
         residues = residues0
     s = None if s0 is None else _agree(np.linalg.svd(a, compute_uv=False), s0, "lstsq")
@@ -407,12 +427,12 @@ _MATRIX_FUNCTIONS = ("sqrtm", "logm", "cosm", "sinm", "tanm", "coshm", "sinhm", 
 
 @primitive
 def matrix_function(a, name, power):
-    """`scipy.linalg.<name>(a)` (`fractional_matrix_power(a, power)`), real."""
+    """`scipy.linalg.<name>(a)` (`fractional_matrix_power(a, power)`): real for a real `a`, or an error."""
     linalg = _linalg()
     y = linalg.fractional_matrix_power(a, power) if name == "fractional_matrix_power" else getattr(linalg, name)(a)
     if isinstance(y, tuple):  # sqrtm, logm and signm with disp=False give (value, error estimate)
         y = y[0]
-    if np.iscomplexobj(y):  # SciPy may return a complex array for a real result (imaginary parts at rounding level)
+    if np.iscomplexobj(y) and not np.iscomplexobj(a):  # SciPy may return a complex array for a real result (imaginary parts at rounding level)
         if np.any(np.abs(np.imag(y)) > 1e-10 * max(float(np.max(np.abs(y))), 1e-300)):
             raise ValueError(f"pullback.scipy.linalg.{name}: the result is complex (the matrix has eigenvalues on the "
                              "negative real axis); pullback differentiates real matrix functions only.")
@@ -431,7 +451,7 @@ def _frechet(a, e, name, power):
 
 @rrule(matrix_function)
 def matrix_function_rule(a, name, power):
-    # f has real coefficients, so f(Aᵀ) = f(A)ᵀ and the adjoint of L_f(A, ·) is L_f(Aᵀ, ·).
+    # f has real coefficients, so f(Aᵀ) = f(A)ᵀ and the transpose of L_f(A, ·) is L_f(Aᵀ, ·) (for complex A too).
     return matrix_function(a, name, power), lambda g: (Thunk(lambda: _frechet(_t(a), g, name, power)), None, None)
 
 
@@ -455,7 +475,8 @@ def _matrix_function_standin(name):
 
     standin.__name__ = standin.__qualname__ = name
     standin.__module__ = __name__
-    standin.__doc__ = f"`scipy.linalg.{name}`, differentiable in both modes and to any order (real results)."
+    standin.__doc__ = (f"`scipy.linalg.{name}`, differentiable in both modes and to any order (complex matrices too; "
+                       "a real matrix must have a real result).")
     return standin
 
 
@@ -530,7 +551,7 @@ def solve_continuous_lyapunov(a, q):
     linalg = _linalg()
     if not _any_tracked(a, q):
         return linalg.solve_continuous_lyapunov(a, q)
-    return _agree(sylvester(a, _t(a), q), linalg.solve_continuous_lyapunov(_plain(a), _plain(q)),
+    return _agree(sylvester(a, _h(a), q), linalg.solve_continuous_lyapunov(_plain(a), _plain(q)),
                   "solve_continuous_lyapunov")
 
 
@@ -544,14 +565,14 @@ def solve_discrete_lyapunov(a, q, method=None):
     if method is None:
         method = "direct" if n < 10 else "bilinear"
     if method == "direct":
-        lhs = np.eye(n * n) - np.kron(a, a)
+        lhs = np.eye(n * n) - np.kron(a, np.conj(a) if np.iscomplexobj(exact) else a)
         x = np.reshape(np.linalg.solve(lhs, np.reshape(q, (-1,))), np.shape(stop_gradient(q)))
     elif method == "bilinear":
         eye = np.eye(n)
-        inverse_ah = np.linalg.inv(_t(a) + eye)
-        b = (_t(a) - eye) @ inverse_ah
+        inverse_ah = np.linalg.inv(_h(a) + eye)
+        b = (_h(a) - eye) @ inverse_ah
         c = 2.0 * np.linalg.inv(a + eye) @ q @ inverse_ah
-        x = sylvester(_t(b), b, -c)
+        x = sylvester(_h(b), b, -c)
     else:
         raise ValueError(f"Unknown solve_discrete_lyapunov method {method!r}")
     return _agree(x, exact, "solve_discrete_lyapunov")
@@ -570,7 +591,7 @@ def toeplitz(c, r=None):
         return linalg.toeplitz(c, r)
     exact = linalg.toeplitz(_plain(c), _plain(r))
     c = np.atleast_1d(c)
-    r = c if r is None else np.atleast_1d(r)
+    r = np.conj(c) if r is None and np.iscomplexobj(exact) else c if r is None else np.atleast_1d(r)
     n, m = np.shape(stop_gradient(c))[-1], np.shape(stop_gradient(r))[-1]
     values = np.concatenate([np.broadcast_to(r[..., :0:-1], np.shape(stop_gradient(c))[:-1] + (m - 1,)), c], axis=-1)
     index = (m - 1) + np.arange(n)[:, None] - np.arange(m)[None, :]
@@ -720,12 +741,9 @@ def _dense_from_band(ab, lower_count, upper_count, n):
 
 
 def _symmetric_from_band(ab, lower, n):
+    """The Hermitian (real: symmetric) matrix of one triangle in band storage."""
     u = np.shape(stop_gradient(ab))[0] - 1
-    if lower:
-        triangle = _dense_from_band(ab, u, 0, n)
-        return triangle + _t(np.tril(triangle, -1))
-    triangle = _dense_from_band(ab, 0, u, n)
-    return triangle + _t(np.triu(triangle, 1))
+    return _hermitian(_dense_from_band(ab, u, 0, n) if lower else _dense_from_band(ab, 0, u, n), lower)
 
 
 def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
@@ -776,10 +794,11 @@ def cho_solve_banded(cb_and_lower, b, overwrite_b=False, check_finite=True):
     exact = linalg.cho_solve_banded((_plain(cb), lower), _plain(b), check_finite=check_finite)
     rows, n = np.shape(stop_gradient(cb))
     factor = _dense_from_band(cb, rows - 1, 0, n) if lower else _dense_from_band(cb, 0, rows - 1, n)
-    if lower:  # A = L Lᵀ
-        x = triangular_solve(factor, triangular_solve(factor, b, False, True, False), True, True, False)
-    else:  # A = Uᵀ U
-        x = triangular_solve(factor, triangular_solve(factor, b, True, False, False), False, False, False)
+    conjugate = np.conj(factor) if np.iscomplexobj(exact) else factor
+    if lower:  # A = L Lᴴ
+        x = triangular_solve(conjugate, triangular_solve(factor, b, False, True, False), True, True, False)
+    else:  # A = Uᴴ U
+        x = triangular_solve(factor, triangular_solve(conjugate, b, True, False, False), False, False, False)
     return _agree(x, exact, "cho_solve_banded")
 
 

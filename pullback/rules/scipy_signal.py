@@ -93,14 +93,15 @@ def _input_cotangent(g, a, b, mode, axes, kind, first):
 def convolution_rule(a, b, mode, axes, kind):
     y = convolution(a, b, mode, axes, kind)
     correlate = kind.startswith("correlate:")
-    plain_b = np.flip(b, axis=_axes_of(b, axes)) if correlate else b  # correlate(a, b) = convolve(a, flip(b))
+    # correlate(a, b) = convolve(a, conj(flip(b))): linear in conj(b), so b's cotangent is conjugated back
+    plain_b = np.conj(np.flip(b, axis=_axes_of(b, axes))) if correlate else b
 
     def back(g):
         ga = Thunk(lambda: _input_cotangent(g, a, plain_b, mode, axes, kind, True))
 
         def gb():
             grad = _input_cotangent(g, a, plain_b, mode, axes, kind, False)
-            return np.flip(grad, axis=_axes_of(b, axes)) if correlate else grad
+            return np.conj(np.flip(grad, axis=_axes_of(b, axes))) if correlate else grad
 
         return ga, Thunk(gb), None, None, None
 
@@ -143,7 +144,7 @@ def correlate(in1, in2, mode="full", method="auto"):
     if not _any_tracked(in1, in2):
         return _signal().correlate(in1, in2, mode, method)
     if _both_scalars(in1, in2):
-        return in1 * in2  # as SciPy does (real values)
+        return in1 * np.conj(in2)  # as SciPy does
     return convolution(in1, in2, mode, None, f"correlate:{method}")
 
 

@@ -1168,10 +1168,12 @@ def _not_differentiable(name, position, what):
                               "has no derivative here; pass it as a plain number.")
 
 
-def _standin_of_outputs(name, outputs):
+def _standin_of_outputs(name, outputs, real_only=None):
     def standin(*args):
         if not _any_tracked(*args):
             return getattr(_scipy_special(), name)(*args)
+        if real_only and any(np.iscomplexobj(stop_gradient(a)) for a in args):
+            raise TypeError(f"scipy.special.{name} of complex values is not differentiable by pullback: {real_only}")
         return tuple(output(*args) for output in outputs)
 
     standin.__name__ = standin.__qualname__ = name
@@ -1209,7 +1211,9 @@ pbdv = _standin_of_outputs("pbdv", _split_outputs("pbdv", ("d", "dp"), 1, (
 _ROOT = lambda x: np.sqrt(np.maximum(x, 0.0))  # noqa: E731
 airye = _standin_of_outputs("airye", _split_outputs("airye", ("eai", "eaip", "ebi", "ebip"), 0, (
     lambda a, o, sp: o[1]() + _ROOT(a[0]) * o[0](), lambda a, o, sp: a[0] * o[0]() + _ROOT(a[0]) * o[1](),
-    lambda a, o, sp: o[3]() - _ROOT(a[0]) * o[2](), lambda a, o, sp: a[0] * o[2]() - _ROOT(a[0]) * o[3]())))
+    lambda a, o, sp: o[3]() - _ROOT(a[0]) * o[2](), lambda a, o, sp: a[0] * o[2]() - _ROOT(a[0]) * o[3]())),
+    real_only="for complex z SciPy scales Bi by exp(-|Re ζ|), which has no complex derivative. Use airy(z) times "
+              "np.exp of the scale you need.")
 pbvv = _standin_of_outputs("pbvv", _split_outputs("pbvv", ("v", "vp"), 1, (
     lambda a, o, sp: o[1](), lambda a, o, sp: (0.25 * a[1] ** 2 - a[0] - 0.5) * o[0]()), {0: "the order v"}))
 pbwa = _standin_of_outputs("pbwa", _split_outputs("pbwa", ("w", "wp"), 1, (
@@ -1234,7 +1238,10 @@ def _spherical_standin(kind, sign_n_even):
         ufunc = getattr(sp._ufuncs, f"_spherical_{kind}" + ("_d" if derivative else ""))
         negative = stop_gradient(z) < 0
         if not np.any(negative):
-            return ufunc(n, z)
+            value = ufunc(n, z)
+            # SciPy's reflection multiplies by an integer sign array (also where z ≥ 0): float32 comes back float64
+            real = sign_n_even is not None and not np.iscomplexobj(stop_gradient(value))
+            return value.astype(np.result_type(stop_gradient(value), np.int64)) if real else value
         if sign_n_even is None:
             raise ValueError(f"pullback.scipy.special.spherical_{kind}: negative z gives a complex intermediate in SciPy; "
                              "it is not supported on traced values.")
