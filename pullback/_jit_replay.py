@@ -3,7 +3,8 @@
 The generated function calls the recorded NumPy functions directly on plain arrays: no
 Symbols, no dispatch, no closures. Memory is planned once per trace: an elementwise ufunc
 whose input is a buffer the program owns (made by an earlier elementwise ufunc), used for
-the last time, not shared with any live view, and of the result's shape and dtype, writes
+the last time, not shared with any live view nor read through a view by the same call, and of
+the result's shape and dtype, writes
 its result into that buffer (`out=`) instead of allocating. Guards follow the node they
 depend on and raise `Retrace` when the replay's value differs from the trace's.
 
@@ -22,6 +23,7 @@ import threading
 
 import numpy as np
 
+from ._jit_parallel import PARTS, operand_source, splittable
 from ._jit_trace import Ref
 
 
@@ -78,10 +80,12 @@ class _Planner:
             return None
         key = (result.shape, result.dtype)
         k = None
-        for slot in node.slots_read():
+        read = node.slots_read()
+        for slot in read:
             held = self.buffer_of.get(slot)
-            if held is not None and self.buffer_death[held] == index and key == self.buffers[held]:
-                k = held
+            if held is not None and self.buffer_death[held] == index and key == self.buffers[held] \
+                    and not any(other != slot and slot in self.roots.get(other, ()) for other in read):
+                k = held  # not when another operand is a view of it: a part would overwrite its rows
                 break
         if k is None:
             pool = self.free.get(key)
@@ -123,24 +127,34 @@ def compile_trace(trace, output_slots):
         guards_after.setdefault(guard.after, []).append(g_index)
         namespace[f"convert{g_index}"] = guard.convert
         namespace[f"expected{g_index}"] = guard.expected
-    n_in_place = 0
+    placed = {index: planner.place(trace.nodes[index], index) for index in sorted(live)
+              if not isinstance(trace.nodes[index].outputs, tuple)}
+    n_in_place = sum(k is not None and any(planner.buffer_of.get(slot) == k for slot in trace.nodes[index].slots_read())
+                     for index, k in placed.items())
+    segment_of = _segments(trace, live, guards_after, planner, placed)
+    segments = {}  # first index -> [(index, node, buffer k or None)]
+    parts_source = []
     for index, node in enumerate(trace.nodes):
         for g_index in guards_after.get(index, ()):
             body.append(_guard_line(trace.guards[g_index], g_index))
         if index not in live:
             continue
         namespace[f"f{index}"] = node.fn
-        arguments = _call_arguments(node, trace, namespace, f"c{index}")
         if isinstance(node.outputs, tuple):
             names = ", ".join(f"s{s}" for s in node.outputs) + ("," if len(node.outputs) == 1 else "")
-            body.append(f"    {names} = f{index}({arguments})")
+            body.append(f"    {names} = f{index}({_call_arguments(node, trace, namespace, f'c{index}')})")
             continue
-        k = planner.place(node, index)
+        k = placed[index]
+        if index in segment_of:
+            first, last = segment_of[index]
+            segments.setdefault(first, []).append((index, node, k))
+            if index == last:
+                _emit_segment(segments[first], trace, namespace, body, parts_source)
+            continue
+        arguments = _call_arguments(node, trace, namespace, f"c{index}")
         if k is None:
             body.append(f"    s{node.outputs} = f{index}({arguments})  # {node.name}")
         else:
-            if any(planner.buffer_of.get(slot) == k for slot in node.slots_read()):
-                n_in_place += 1
             out = f"b{k}" if _positional_out(node) else f"out=b{k}"
             body.append(f"    s{node.outputs} = f{index}({arguments}{', ' if arguments else ''}{out})  # {node.name}")
     for g_index in guards_after.get(len(trace.nodes), ()):
@@ -159,10 +173,70 @@ def compile_trace(trace, output_slots):
         head.append(f"    b{k} = empty({shape!r}, dtype{k})")
     namespace["empty"] = np.empty
     outs = ", ".join(f"s{s}" for s in output_slots)
-    source = "\n".join(head + body + [f"    return [{outs}]"])
+    source = "\n".join(parts_source + head + body + [f"    return [{outs}]"])
     exec(compile(source, "<pb.jit program>", "exec"), namespace)
     return Program(namespace["program"], source, len(live), n_in_place,
                    [planner.buffers[k] for k in arena])
+
+
+def _segments(trace, live, guards_after, planner, placed):
+    """index -> (first, last) index of its segment: a run of consecutive live nodes that can run in
+    parts (see `pullback._jit_parallel`), of one result shape, with no guard inside, in which no
+    buffer is written that an operand reads through a view (at other rows than the part's)."""
+    if PARTS.count < 2:
+        return {}
+    runs, run, shape = [], [], None
+    written, seen = set(), set()  # the run's buffers written, and those read through views
+    for index in sorted(live):
+        node = trace.nodes[index]
+        if not splittable(node, trace):
+            runs.append(run)
+            run = []
+            continue
+        viewed = {planner.buffer_of[root] for slot in node.slots_read()
+                  for root in planner.roots.get(slot, ()) if root != slot and root in planner.buffer_of}
+        guarded = run and any(after in guards_after for after in range(run[-1] + 1, index + 1))
+        if run and (trace.values[node.outputs].shape != shape or guarded or viewed & written
+                    or placed[index] in seen | viewed):
+            runs.append(run)
+            run = []
+        if not run:
+            written, seen = set(), set()
+        run.append(index)
+        written.add(placed[index])
+        seen |= viewed
+        shape = trace.values[node.outputs].shape
+    runs.append(run)
+    return {index: (run[0], run[-1]) for run in runs if run for index in run}
+
+
+def _emit_segment(members, trace, namespace, body, parts_source):
+    """The calls of one segment: its results' arrays made whole first, then `parts(part_j, rows, ...)`
+    running a part function, defined in `parts_source`, over the rows in every core."""
+    name = f"part{members[0][0]}"
+    slots, lines = [], []
+    for index, node, k in members:
+        result = trace.values[node.outputs]
+        if k is None:
+            namespace[f"dtype_s{node.outputs}"] = result.dtype
+            body.append(f"    s{node.outputs} = empty({result.shape!r}, dtype_s{node.outputs})")
+        else:
+            body.append(f"    s{node.outputs} = b{k}")
+        reads = []
+        for position, arg in enumerate(_typed_args(node, trace)):
+            rendered = _render(arg, namespace, f"c{index}_{position}")
+            reads.append(operand_source(arg, trace, result, rendered))
+            slots += node.slots_read()
+        slots.append(node.outputs)
+        out = f"s{node.outputs}[lo:hi]"
+        lines.append(f"    f{index}({', '.join(reads)}, {out if _positional_out(node) else 'out=' + out})"
+                     f"  # {node.name}")
+    params = "".join(f", s{slot}" for slot in dict.fromkeys(slots))
+    functions = "".join(f", f{index}=f{index}" for index, _, _ in members)
+    parts_source += [f"def {name}(lo, hi{params}, *{functions}):"] + lines + [""]
+    rows = trace.values[members[0][1].outputs].shape[0]
+    namespace["parts"] = PARTS
+    body.append(f"    parts({name}, {rows}{params})")
 
 
 def _guard_line(guard, g_index):
@@ -171,24 +245,27 @@ def _guard_line(guard, g_index):
 
 def _positional_out(node):
     """Whether the output buffer can follow the inputs positionally (NumPy parses it faster)."""
-    return isinstance(node.fn, np.ufunc) and not node.kwargs and len(node.args) == node.fn.nin
+    return (isinstance(node.fn, np.ufunc) and not node.kwargs and len(node.args) == node.fn.nin
+            and node.fn not in (np.maximum, np.minimum))  # NumPy deprecates a positional out for these two
 
 
 def _call_arguments(node, trace, namespace, name):
-    """The source of a call's arguments: `s1, c3_1, axis=None`.
-
-    A Python float beside arrays of the result's float dtype is passed as a scalar of that
-    dtype: NumPy casts it so anyway (a Python float is weakly typed), and a typed scalar
-    is parsed faster."""
-    args = node.args
-    if node.elementwise and not isinstance(node.outputs, tuple):
-        dtype = getattr(trace.values[node.outputs], "dtype", None)
-        if dtype is not None and dtype.kind == "f":
-            args = tuple(dtype.type(v) if type(v) is float else v for v in args)
-    parts = [_render(v, namespace, f"{name}_{i}") for i, v in enumerate(args)]
+    """The source of a call's arguments: `s1, c3_1, axis=None`."""
+    parts = [_render(v, namespace, f"{name}_{i}") for i, v in enumerate(_typed_args(node, trace))]
     parts += [f"{k}={_render(v, namespace, f'{name}_{k}')}" if k.isidentifier() else f"**{{{k!r}: "
               f"{_render(v, namespace, f'{name}_{k}')}}}" for k, v in node.kwargs.items()]
     return ", ".join(parts)
+
+
+def _typed_args(node, trace):
+    """`node.args`, with a Python float beside arrays of the result's float dtype as a scalar of that
+    dtype: NumPy casts it so anyway (a Python float is weakly typed), and a typed scalar is parsed
+    faster."""
+    if node.elementwise and not isinstance(node.outputs, tuple):
+        dtype = getattr(trace.values[node.outputs], "dtype", None)
+        if dtype is not None and dtype.kind == "f":
+            return tuple(dtype.type(v) if type(v) is float else v for v in node.args)
+    return node.args
 
 
 def _render(x, namespace, name):

@@ -1,6 +1,9 @@
 """pb.jit: traced once per signature, replayed as straight-line NumPy, equal to eager pullback."""
 
+import contextlib
+import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -441,3 +444,169 @@ def test_a_python_number_beside_differentiation_gives_eager_results(fn):
         got, want = jf(x, a), fn(x, a)
         for g, w in zip(pb.tree.leaves(got), pb.tree.leaves(want)):
             np.testing.assert_allclose(g, w, rtol=1e-14)
+
+
+# --- elementwise segments run in parts, one per core -----------------------------------------------
+@contextlib.contextmanager
+def parts_for_small_arrays(count=3, parts=None):
+    """Segments of arrays of every size run in `count` parts (they normally wait for large arrays
+    and take one part per core), so that small, quick tests exercise the cutting, with uneven parts."""
+    from pullback import _jit_parallel, _jit_replay
+
+    saved = _jit_parallel.MIN_SIZE, _jit_replay.PARTS
+    _jit_parallel.MIN_SIZE, _jit_replay.PARTS = 1, parts or _jit_parallel.Parts(count)
+    try:
+        yield
+    finally:
+        _jit_parallel.MIN_SIZE, _jit_replay.PARTS = saved
+
+
+def _sources(jitted):
+    return [program.source for variants in jitted._cache.values() for program, _ in variants]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_chain_gradient_run_in_parts_equals_eager(dtype):
+    from pullback.bench.workloads import chain
+
+    loss = lambda v: chain(v, 20, np)  # noqa: E731
+    x = np.linspace(-1.0, 1.0, 50).astype(dtype)
+    with parts_for_small_arrays():
+        jf = pb.jit(lambda x: pb.withgradient(loss, x))
+        jf(x)
+        value, (g,) = jf(x * 0.5)
+    ref_value, (ref_g,) = pb.withgradient(loss, x * 0.5)
+    assert any("parts(" in source for source in _sources(jf))
+    assert g.dtype == ref_g.dtype == dtype
+    np.testing.assert_array_equal(g, ref_g)  # the same NumPy kernels, element by element
+    assert value == ref_value
+
+
+def test_operands_that_broadcast_or_are_strided_are_read_right_in_parts():
+    def f(x, y, bias, n):
+        a = np.sin(x) * np.float64(0.5)  # float32 beside a float64 scalar: NumPy gives float64
+        b = np.exp(a + y[:1])  # a (1, 4) operand, read whole by every part
+        c = b * b.T.T + bias  # a strided operand cut by rows, a bias broadcast along the rows
+        d = c[::-1] * c  # a reversed view: a segment ends before it
+        return d / (1.0 + n), n * 3 + 1  # an integer array
+    x = np.linspace(0.0, 1.0, 28, dtype=np.float32).reshape(7, 4)
+    y, bias, n = np.ones((7, 4), np.float32), np.arange(4.0), np.arange(28).reshape(7, 4)
+    with parts_for_small_arrays():
+        jf = pb.jit(f)
+        jf(x, y, bias, n)
+        got = jf(x + 1.0, y, bias, n)
+    assert any("parts(" in source for source in _sources(jf))
+    for g, e in zip(got, f(x + 1.0, y, bias, n)):
+        assert g.dtype == e.dtype
+        np.testing.assert_array_equal(g, e)
+
+
+VIEW_PROGRAMS = {
+    "a dying buffer read through a reversed view": lambda x, y: np.exp(x)[::-1] * np.exp(x) + (1.0 + y),
+    "a dying buffer's first row read by every part": lambda x, y: (lambda a: a * a[:1])(np.exp(x)),
+    "a transpose of a buffer beside it": lambda x, y: (lambda a: np.sin(a) * a.T + a)(np.exp(x[:4])),
+    "a view kept while the buffer's rows are overwritten": lambda x, y: (lambda a: (np.sin(a) + 1.0, a[1:] * 2.0))(np.exp(y)),
+}
+
+
+class PartsInOrder:
+    """Runs the parts one after another in a fixed order: a part that overwrites rows another part
+    still has to read then gives a wrong result every time, not only when the threads race."""
+
+    def __init__(self, count, backwards):
+        self.count, self.backwards = count, backwards
+
+    def __call__(self, segment, rows, *arrays):
+        bounds = [rows * k // self.count for k in range(self.count + 1)]
+        order = range(self.count)[::-1] if self.backwards else range(self.count)
+        for k in order:
+            segment(bounds[k], bounds[k + 1], *arrays)
+
+
+@pytest.mark.parametrize("backwards", [False, True])
+@pytest.mark.parametrize("name", VIEW_PROGRAMS)
+def test_a_buffer_read_through_a_view_is_not_overwritten_by_another_part(name, backwards):
+    f = VIEW_PROGRAMS[name]
+    x = np.linspace(0.0, 1.0, 28).reshape(7, 4)
+    y = np.cos(x)
+    with parts_for_small_arrays(parts=PartsInOrder(3, backwards)):
+        jf = pb.jit(f)
+        jf(x, y)
+        got = jf(x + 0.5, y - 0.5)
+    assert any("parts(" in source for source in _sources(jf))
+    for g, e in zip(*[r if isinstance(r, tuple) else (r,) for r in (got, f(x + 0.5, y - 0.5))]):
+        np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_segments_in_parts_with_threads_of_its_own():
+    from pullback import _jit_parallel
+
+    parts = _jit_parallel.Parts(2)
+    out = np.zeros(8)
+
+    def segment(lo, hi, out):
+        out[lo:hi] = np.arange(lo, hi)
+
+    parts(segment, 8, out)  # the parent's worker thread starts
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if its parts ran (a lost pool would hang here)
+        try:
+            out[:] = 0
+            parts(segment, 8, out)
+            os._exit(0 if out.tolist() == list(range(8)) else 1)
+        finally:
+            os._exit(2)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child's parts never ran")
+
+
+def test_large_arrays_run_in_parts_and_small_ones_in_one_call():
+    from pullback import _jit_parallel, _jit_replay
+
+    if _jit_replay.PARTS.count < 2:
+        pytest.skip("one core: segments run whole")
+    jf = pb.jit(lambda x: np.tanh(np.sin(x) * 2.0 + 1.0))
+    small, large = np.linspace(0, 1, 10), np.linspace(0, 1, _jit_parallel.MIN_SIZE)
+    jf(small), jf(large)
+    assert sorted("parts(" in source for source in _sources(jf)) == [False, True]
+    np.testing.assert_array_equal(jf(large), np.tanh(np.sin(large) * 2.0 + 1.0))
+
+
+def test_an_error_in_a_part_reaches_the_caller():
+    from pullback import _jit_parallel
+
+    def segment(lo, hi, flags):
+        if flags[lo:hi].any():
+            raise FloatingPointError(f"rows {lo}:{hi}")
+
+    parts = _jit_parallel.Parts(3)
+    flags = np.zeros(9, bool)
+    parts(segment, 9, flags)
+    flags[7] = True  # in the last part, run by a worker thread
+    with pytest.raises(FloatingPointError, match="rows 6:9"):
+        parts(segment, 9, flags)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program=st.lists(st.sampled_from(OPS), min_size=1, max_size=8), seed=st.integers(0, 10_000))
+def test_random_programs_give_eager_results_when_run_in_parts(program, seed):
+    rng = np.random.default_rng(seed)
+    x, c = rng.uniform(-1.5, 1.5, 5), float(rng.uniform(0.2, 0.9))
+    with parts_for_small_arrays():
+        jf = pb.jit(lambda x, c: pb.withgradient(lambda x, c: run_program(program, x, c), x, c))
+        jf(x * 0.9, c)
+        val, (g, gc) = jf(x, c)
+    ref_val, (ref_g, ref_gc) = pb.withgradient(lambda x, c: run_program(program, x, c), x, c)
+    assert val == pytest.approx(ref_val, rel=1e-12, abs=1e-300)
+    np.testing.assert_allclose(g, ref_g, rtol=1e-11, atol=1e-300)
+    if gc is not None:
+        assert gc == pytest.approx(ref_gc, rel=1e-11, abs=1e-300)

@@ -1,0 +1,103 @@
+"""Parallel elementwise segments for `pb.jit` replays: NumPy's own kernels on every core.
+
+NumPy runs a ufunc on one core. A replay knows the whole program in advance, so a run of
+consecutive elementwise ufunc calls on large arrays of one shape (a segment: the forward pass
+of a chain, or its backward pass) can be cut along the first axis into one part per core, each
+part running the whole run on its rows in its own thread (NumPy releases the GIL inside its
+loops). Every operand of a segment is either computed in it, at the same rows, or computed
+before it, so the parts never read each other's rows; views and reductions end a segment.
+
+Measured on 2 cores, 1,000,000 float32 elements: sin, tanh and cos twice as fast in two parts;
+numexpr, the other candidate, computes these in float32 three to twenty times slower than
+NumPy's vectorised kernels (sin 2.7 ms against 0.74 ms, tanh 8.8 ms against 0.40 ms).
+
+>>> import numpy as np, pullback as pb
+>>> f = pb.jit(lambda x: np.cos(np.sin(x) * 2.0))
+>>> x = np.linspace(0.0, 1.0, 1 << 18)
+>>> bool(np.allclose(f(f(x)), np.cos(np.sin(np.cos(np.sin(x) * 2.0)) * 2.0)))
+True
+"""
+
+import os
+import threading
+
+import numpy as np
+
+from ._jit_trace import Ref
+
+# below this many elements per call, handing a part to another thread costs more than it saves
+MIN_SIZE = 1 << 17
+
+
+def part_count():
+    """The number of parts a segment is cut into: the cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def splittable(node, trace):
+    """Whether `node` can run in parts: a plain elementwise ufunc call on a large array whose
+    operands either have the result's shape (cut like it) or broadcast along its first axis
+    (read whole)."""
+    fn = node.fn
+    if not (isinstance(fn, np.ufunc) and fn.signature is None and fn.nout == 1) or node.kwargs:
+        return False
+    if isinstance(node.outputs, tuple) or len(node.args) != fn.nin:
+        return False
+    result = trace.values[node.outputs]
+    if not (type(result) is np.ndarray and result.ndim and result.size >= MIN_SIZE and result.shape[0] >= 2):
+        return False
+    return all(_operand_kind(arg, trace, result) is not None for arg in node.args)
+
+
+def _operand_kind(arg, trace, result):
+    """'cut' (the result's shape: take the part's rows), 'whole' (broadcast along the first
+    axis, or a number), or None (anything else)."""
+    value = trace.values[arg.slot] if isinstance(arg, Ref) else arg
+    shape = np.shape(value)
+    if isinstance(arg, Ref) and shape == result.shape:
+        return "cut"
+    if len(shape) < result.ndim or (len(shape) == result.ndim and shape[0] == 1):
+        return "whole"
+    return None
+
+
+def operand_source(arg, trace, result, rendered):
+    """How a segment's part function reads one operand: its rows `[lo:hi]`, or all of it."""
+    return f"{rendered}[lo:hi]" if _operand_kind(arg, trace, result) == "cut" else rendered
+
+
+class Parts:
+    """Runs `segment(lo, hi, *arrays)` over `count` row ranges, one in the calling thread and the
+    others in worker threads kept for the purpose (started on first use)."""
+
+    def __init__(self, count):
+        self.count = count
+        self._pool, self._pid = None, None
+        self._lock = threading.Lock()
+
+    def __call__(self, segment, rows, *arrays):
+        pool = self._workers()
+        bounds = [rows * k // self.count for k in range(self.count + 1)]
+        futures = [pool.submit(segment, bounds[k], bounds[k + 1], *arrays) for k in range(1, self.count)]
+        try:
+            segment(bounds[0], bounds[1], *arrays)
+        finally:
+            for future in futures:
+                future.result()
+
+    def _workers(self):
+        # a forked child inherits the pool without its threads: it starts its own
+        if self._pool is None or self._pid != os.getpid():
+            with self._lock:
+                if self._pool is None or self._pid != os.getpid():
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self._pool = ThreadPoolExecutor(self.count - 1, thread_name_prefix="pb.jit")
+                    self._pid = os.getpid()
+        return self._pool
+
+
+PARTS = Parts(part_count())
