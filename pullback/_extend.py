@@ -55,6 +55,10 @@ def primitive(fn):
                 if rule is None:
                     raise missing_rule(fn)
                 return apply(rule, args, kwargs)
+        for a in (*args, *kwargs.values()):
+            record = getattr(a, "record_primitive", None)  # a pb.jit Symbol: recorded whole
+            if record is not None:
+                return record(fn, qualified_name(fn), args, kwargs)
         return fn(*args, **kwargs)
 
     call._pullback_primitive = True

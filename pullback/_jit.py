@@ -5,7 +5,8 @@ call (see `pullback._jit_trace`), including those pullback's own rules make whil
 differentiating, so `pb.jit(lambda m, x: pb.withgradient(loss, m, x))` replays the forward
 and the backward pass alike. Later calls with the same signature run the recording compiled
 to one Python function of plain NumPy calls, with buffers reused in place where the plan
-allows (see `pullback._jit_replay`).
+allows (see `pullback._jit_replay`); a replay run often on small arrays is fused into
+compiled kernels in the background when numba is installed (see `pullback._jit_fuse`).
 
 The signature is the structure of the arguments (containers, field names, the types of
 leaves), the shape, dtype and type of each array, and the value of every leaf that is not an
@@ -79,6 +80,23 @@ class Jitted:
 
     def cache_info(self):
         return CacheInfo(self._counts["traces"], self._counts["replays"], self._counts["retraces"], len(self._cache))
+
+    def wait_for_fusion(self, timeout=None):
+        """Wait until the replays being fused in the background (see `docs/jit.md`) are; returns
+        the number of replays that run fused kernels. A benchmark calls it before timing.
+
+        >>> import numpy as np, pullback as pb
+        >>> f = pb.jit(lambda x: np.tanh(np.sin(x) * 2.0 + 1.0))
+        >>> for _ in range(3):
+        ...     y = f(np.ones(4))
+        >>> f.wait_for_fusion()  # three calls: too few to fuse
+        0
+        """
+        programs = [program for variants in self._cache.values() for program, _ in variants]
+        for program in programs:
+            if program.fusing is not None:
+                program.fusing.join(timeout)
+        return sum(program.fused is not None for program in programs)
 
     def __call__(self, *args, **kwargs):
         arrays, key, traced = _signature(args, kwargs)

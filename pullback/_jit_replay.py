@@ -19,32 +19,49 @@ array([1.7745201 , 1.93910285])
 """
 
 import heapq
+import re
 import threading
 
 import numpy as np
 
+from . import _jit_fuse
 from ._jit_parallel import PARTS, operand_source, splittable
-from ._jit_trace import Ref
+from ._jit_trace import Ref, setitem_copy
 
 
 class Retrace(Exception):
     """A guard of the replayed trace failed: the function must be traced again."""
 
 
+# replays of one program before its small-array segments are fused (see `pullback._jit_fuse`)
+FUSE_AFTER_CALLS = 20
+
+
 class Program:
     """A compiled trace: `program(*input_arrays) -> list of output arrays` (raises `Retrace`).
 
     `arena` holds the buffers the plan reuses from call to call; a call that finds them in
-    use by another thread gets buffers of its own."""
+    use by another thread gets buffers of its own. A program with `fuse` (a function making
+    its fused version) makes that version in a background thread once it has run
+    `FUSE_AFTER_CALLS` times, and from then on runs it (unfused under a raising `np.errstate`)."""
 
-    def __init__(self, run, source, n_nodes, n_in_place, arena_specs):
+    def __init__(self, run, source, n_nodes, n_in_place, arena_specs, fuse=None):
         self.run, self.source = run, source
         self.n_nodes, self.n_in_place = n_nodes, n_in_place
         self._specs = arena_specs
         self._arena = None
         self._lock = threading.Lock()
+        self._fuse, self._calls = fuse, 0
+        self.fused, self.fusing = None, None  # the fused Program once ready; the thread making it
 
     def __call__(self, *inputs):
+        if self._fuse is not None:
+            self._calls += 1
+            if self._calls >= FUSE_AFTER_CALLS:
+                self.start_fusing()
+        fused = self.fused
+        if fused is not None and not _errors_raise():
+            return fused(*inputs)
         if not self._lock.acquire(blocking=False):
             return self.run(self._new_arena(), *inputs)
         try:
@@ -54,8 +71,30 @@ class Program:
         finally:
             self._lock.release()
 
+    def start_fusing(self):
+        """Make the fused version in a background thread (once); `self.fusing` is that thread."""
+        fuse, self._fuse = self._fuse, None
+        if fuse is None:
+            return
+        self.fusing = threading.Thread(target=self._make_fused, args=(fuse,), name="pb.jit fuse", daemon=True)
+        self.fusing.start()
+
+    def _make_fused(self, fuse):
+        try:
+            self.fused = fuse()
+        except Exception as exc:  # the unfused replay goes on: slower, never wrong
+            import warnings
+
+            warnings.warn(f"pb.jit: fusing a replay's small-array operations failed, so it stays unfused: "
+                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=1)
+
     def _new_arena(self):
         return [np.empty(shape, dtype) for shape, dtype in self._specs]
+
+
+def _errors_raise():
+    """Whether NumPy is set to act on floating-point errors, which a fused kernel does not report."""
+    return any(mode in ("raise", "call", "log") for mode in np.geterr().values())
 
 
 class _Planner:
@@ -115,8 +154,9 @@ class _Planner:
                     self.per_call.add(self.buffer_of[slot])
 
 
-def compile_trace(trace, output_slots):
-    """The `Program` replaying `trace` from its input slots to `output_slots`."""
+def compile_trace(trace, output_slots, fuse=False):
+    """The `Program` replaying `trace` from its input slots to `output_slots`; with `fuse`, its
+    runs of elementwise operations on small arrays become fused kernels (see `pullback._jit_fuse`)."""
     live = _needed_nodes(trace, output_slots)
     last_use = _last_uses(trace, output_slots, live)
     planner = _Planner(trace, last_use)
@@ -131,20 +171,35 @@ def compile_trace(trace, output_slots):
               if not isinstance(trace.nodes[index].outputs, tuple)}
     n_in_place = sum(k is not None and any(planner.buffer_of.get(slot) == k for slot in trace.nodes[index].slots_read())
                      for index, k in placed.items())
-    segment_of = _segments(trace, live, guards_after, planner, placed)
+    kernel_of = _segments(trace, live, guards_after, planner, placed, _jit_fuse.fusible,
+                          _jit_fuse.MIN_LENGTH, dtype=True) if fuse else {}
+    segment_of = _segments(trace, live - set(kernel_of), guards_after, planner, placed, splittable) \
+        if PARTS.count > 1 else {}
     segments = {}  # first index -> [(index, node, buffer k or None)]
     parts_source = []
+    slabs = _jit_fuse.Slabs()
+    # slots read by code outside the kernels: a kernel's stored result is then given a name
+    outside = set(output_slots) | {guard.slot for guard in trace.guards} | {
+        slot for index in live - set(kernel_of) for slot in trace.nodes[index].slots_read()}
+    # slots an output may share memory with: a slab row is copied out before it becomes one
+    copied = {slot for out in output_slots for slot in planner.roots.get(out, {out})}
     for index, node in enumerate(trace.nodes):
         for g_index in guards_after.get(index, ()):
             body.append(_guard_line(trace.guards[g_index], g_index))
         if index not in live:
             continue
-        namespace[f"f{index}"] = node.fn
+        namespace[f"f{index}"] = _setitem_in_place if _writes_in_place(node, index, trace, planner) else node.fn
         if isinstance(node.outputs, tuple):
             names = ", ".join(f"s{s}" for s in node.outputs) + ("," if len(node.outputs) == 1 else "")
             body.append(f"    {names} = f{index}({_call_arguments(node, trace, namespace, f'c{index}')})")
             continue
         k = placed[index]
+        if index in kernel_of:
+            first, last = kernel_of[index]
+            segments.setdefault(first, []).append((index, node, k))
+            if index == last:
+                _emit_kernel(segments[first], trace, namespace, body, slabs, outside, copied)
+            continue
         if index in segment_of:
             first, last = segment_of[index]
             segments.setdefault(first, []).append((index, node, k))
@@ -160,14 +215,17 @@ def compile_trace(trace, output_slots):
     for g_index in guards_after.get(len(trace.nodes), ()):
         body.append(_guard_line(trace.guards[g_index], g_index))
     planner.mark_outputs(output_slots)
-    arena = [k for k in range(len(planner.buffers)) if k not in planner.per_call]
+    # the buffers and functions the body names (a fused kernel replaces the calls of its segment)
+    named = set(re.findall(r"\b[bf]\d+\b", "\n".join(body)))
+    arena = [k for k in range(len(planner.buffers)) if k not in planner.per_call and f"b{k}" in named]
     # the called functions become default arguments: local names, the fastest to look up
-    functions = "".join(f", f{i}=f{i}" for i in sorted(live))
+    functions = "".join(f", f{i}=f{i}" for i in sorted(live) if f"f{i}" in named)
     inputs = "".join(f", s{s}" for s in trace.inputs)
-    head = [f"def program(arena{inputs}{', *' if live else ''}{functions}):"]
-    if arena:
-        head.append(f"    {', '.join(f'b{k}' for k in arena)}, = arena")
-    for k in sorted(planner.per_call):
+    head = [f"def program(arena{inputs}{', *' if functions else ''}{functions}):"]
+    slab_names, slab_specs = slabs.specs()
+    if arena or slab_names:
+        head.append(f"    {', '.join([f'b{k}' for k in arena] + slab_names)}, = arena")
+    for k in sorted(k for k in planner.per_call if f"b{k}" in named):
         shape, dtype = planner.buffers[k]
         namespace[f"dtype{k}"] = dtype
         head.append(f"    b{k} = empty({shape!r}, dtype{k})")
@@ -175,28 +233,32 @@ def compile_trace(trace, output_slots):
     outs = ", ".join(f"s{s}" for s in output_slots)
     source = "\n".join(parts_source + head + body + [f"    return [{outs}]"])
     exec(compile(source, "<pb.jit program>", "exec"), namespace)
+    make_fused = None
+    if not fuse and _jit_fuse.available() and _jit_fuse.worth_keeping(trace) and _segments(trace, live, guards_after, planner, placed, _jit_fuse.fusible,
+                                                         _jit_fuse.MIN_LENGTH, dtype=True):
+        def make_fused():
+            return compile_trace(trace, output_slots, fuse=True)
     return Program(namespace["program"], source, len(live), n_in_place,
-                   [planner.buffers[k] for k in arena])
+                   [planner.buffers[k] for k in arena] + slab_specs, make_fused)
 
 
-def _segments(trace, live, guards_after, planner, placed):
-    """index -> (first, last) index of its segment: a run of consecutive live nodes that can run in
-    parts (see `pullback._jit_parallel`), of one result shape, with no guard inside, in which no
-    buffer is written that an operand reads through a view (at other rows than the part's)."""
-    if PARTS.count < 2:
-        return {}
+def _segments(trace, live, guards_after, planner, placed, joins, min_length=1, dtype=False):
+    """index -> (first, last) index of its segment: a run of at least `min_length` consecutive live
+    nodes for which `joins(node, trace)` holds (run in parts, or fused), of one result shape (and
+    dtype), with no guard inside, in which no buffer is written that an operand reads through a
+    view (so at other elements than the one being computed)."""
     runs, run, shape = [], [], None
     written, seen = set(), set()  # the run's buffers written, and those read through views
     for index in sorted(live):
         node = trace.nodes[index]
-        if not splittable(node, trace):
+        if not joins(node, trace):
             runs.append(run)
             run = []
             continue
         viewed = {planner.buffer_of[root] for slot in node.slots_read()
                   for root in planner.roots.get(slot, ()) if root != slot and root in planner.buffer_of}
         guarded = run and any(after in guards_after for after in range(run[-1] + 1, index + 1))
-        if run and (trace.values[node.outputs].shape != shape or guarded or viewed & written
+        if run and (_kind(trace.values[node.outputs], dtype) != shape or guarded or viewed & written
                     or placed[index] in seen | viewed):
             runs.append(run)
             run = []
@@ -205,9 +267,29 @@ def _segments(trace, live, guards_after, planner, placed):
         run.append(index)
         written.add(placed[index])
         seen |= viewed
-        shape = trace.values[node.outputs].shape
+        shape = _kind(trace.values[node.outputs], dtype)
     runs.append(run)
-    return {index: (run[0], run[-1]) for run in runs if run for index in run}
+    return {index: (run[0], run[-1]) for run in runs if len(run) >= max(min_length, 1) for index in run}
+
+
+def _kind(value, dtype):
+    return (value.shape, value.dtype) if dtype else value.shape
+
+
+def _emit_kernel(members, trace, namespace, body, slabs, outside, copied):
+    """The call of one fused kernel, then a name for each result that code outside the kernels
+    reads (its row of the slab, copied if an output may share its memory)."""
+    kernel = _jit_fuse.Kernel([(index, node) for index, node, _ in members], trace, slabs)
+    name = f"kernel{members[0][0]}"
+    namespace[name] = kernel.compile(trace)
+    flat = "" if len(kernel.shape) == 1 else ".reshape(-1)"
+    args = [kernel.slab] + [f"s{slot}" + (flat if type(trace.values[slot]) is np.ndarray else "")
+                            for slot in kernel.inputs]
+    body.append(f"    {name}({', '.join(args)}, {kernel.size})  # fused: " + ", ".join(n.name for _, n, _ in members))
+    for slot, row in kernel.rows.items():
+        if slot in outside:
+            view = f"{kernel.slab}[{row}]" + ("" if len(kernel.shape) == 1 else f".reshape({kernel.shape!r})")
+            body.append(f"    s{slot} = {view}" + (".copy()" if slot in copied else ""))
 
 
 def _emit_segment(members, trace, namespace, body, parts_source):
@@ -237,6 +319,22 @@ def _emit_segment(members, trace, namespace, body, parts_source):
     rows = trace.values[members[0][1].outputs].shape[0]
     namespace["parts"] = PARTS
     body.append(f"    parts({name}, {rows}{params})")
+
+
+def _writes_in_place(node, index, trace, planner):
+    """Whether a recorded `x[i] = v` may write into x instead of a copy: x is read for the last
+    time, is an array the program made (not an input, a planned buffer or a view) and nothing
+    that views it is read later."""
+    if node.fn is not setitem_copy or not isinstance(node.args[0], Ref):
+        return False
+    slot = node.args[0].slot
+    return (slot not in trace.inputs and slot not in planner.buffer_of and planner.roots.get(slot) == {slot}
+            and planner.death.get(slot) == index)
+
+
+def _setitem_in_place(x, index, value):
+    x[index] = value
+    return x
 
 
 def _guard_line(guard, g_index):

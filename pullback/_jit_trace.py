@@ -268,6 +268,11 @@ class Symbol:
     def _concrete(self):
         return self.owner.values[self.slot]
 
+    def record_primitive(self, fn, name, args, kwargs):
+        """A `pb.primitive` called on this Symbol: recorded as one call of its NumPy code (which
+        the replay runs on plain arrays), not traced through."""
+        return self.owner.call(fn, name, args, kwargs)
+
     # --- NumPy's protocols -------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if any(_defers(x) for x in inputs + tuple(kwargs.get("out", None) or ())):
@@ -343,7 +348,7 @@ class Symbol:
         return result
 
     def __setitem__(self, index, value):
-        result = self.owner.call(_setitem, "setitem", (self, index, value), {})
+        result = self.owner.call(setitem_copy, "setitem", (self, index, value), {})
         _rebind((self,), result, "x[index] = value")
 
     def reshape(self, *shape, **kwargs):
@@ -512,7 +517,7 @@ def _write_through(view, new):
     base = base_ref()
     if base is None or base.slot != base_slot:  # the base is gone, or was rebound since
         return None
-    written = base.owner.call(_setitem, "setitem", (base, index, new), {})
+    written = base.owner.call(setitem_copy, "setitem", (base, index, new), {})
     base.slot = written.slot
     view.view = (base_ref, index, base.slot)
     return base
@@ -539,7 +544,9 @@ def _getitem(x, index):
     return x[index]
 
 
-def _setitem(x, index, value):
+def setitem_copy(x, index, value):
+    """`x[index] = value` as a function: a copy of x with the write (the replay writes in place
+    where x is no longer read)."""
     y = x.copy()
     y[index] = value
     return y

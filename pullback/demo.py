@@ -108,14 +108,17 @@ class Progress:
         self.stream.flush()
 
 
-def train(epochs=12, batch_size=32, lr=3e-3, seed=0, stream=None, workers=0):
+def train(epochs=12, batch_size=32, lr=3e-3, seed=0, stream=None, workers=0, jit=False):
     """Train on the digits; returns `(model, state, history, test_set)`.
 
     `history` holds per-epoch lists: `loss`, `train_accuracy`, `test_loss`, `test_accuracy`,
-    and `samples_per_second`. With `workers` > 0 each batch is split into that many shards
-    whose gradients are computed on a local Dask cluster of `workers` processes
-    (`pb.distributed.step`; BatchNorm then normalises each shard by its own statistics).
+    `samples_per_second` and `epoch_seconds`. With `workers` > 0 each batch is split into that
+    many shards whose gradients are computed on a local Dask cluster of `workers` processes
+    (`pb.distributed.step`; BatchNorm then normalises each shard by its own statistics). With
+    `jit`, the training step (gradient and update) runs under `pb.jit`.
     """
+    if jit and workers:
+        raise ValueError("train: jit and workers do not combine (the workers compute the gradients)")
     stream = sys.stderr if stream is None else stream
     rng = np.random.default_rng(seed)
     (x_train, y_train), (x_test, y_test) = split(*load_digits(), 0.2, rng)
@@ -128,7 +131,15 @@ def train(epochs=12, batch_size=32, lr=3e-3, seed=0, stream=None, workers=0):
         logits = model(x)
         return nn.logitcrossentropy(logits, y), pb.stop_gradient(logits)
 
-    history = {k: [] for k in ("loss", "train_accuracy", "test_loss", "test_accuracy", "samples_per_second")}
+    def step(model, state, x, y):
+        (loss, logits), (grad,) = pb.withgradient(lambda m: loss_and_logits(m, x, y), model)
+        state, model = pb.optim.update(state, model, grad)
+        return model, state, loss, logits
+
+    if jit:
+        step = pb.jit(step)
+    history = {k: [] for k in ("loss", "train_accuracy", "test_loss", "test_accuracy", "samples_per_second",
+                               "epoch_seconds")}
     progress = Progress(stream, len(y_train), epochs)
     with _cluster(workers) as client:
         for epoch in range(1, epochs + 1):
@@ -140,8 +151,7 @@ def train(epochs=12, batch_size=32, lr=3e-3, seed=0, stream=None, workers=0):
                 idx = order[first:first + batch_size]
                 xb, yb = shifted(x_train[idx], rng), y_train[idx]
                 if client is None:
-                    (loss, logits), (grad,) = pb.withgradient(lambda m: loss_and_logits(m, xb, yb), model)
-                    state, model = pb.optim.update(state, model, grad)
+                    model, state, loss, logits = step(model, state, xb, yb)
                 else:
                     shards = list(zip(np.array_split(xb, workers), np.array_split(yb, workers)))
                     model, state, (loss, parts) = pb.distributed.step(client, loss_and_logits, model, state, shards,
@@ -151,10 +161,11 @@ def train(epochs=12, batch_size=32, lr=3e-3, seed=0, stream=None, workers=0):
                 loss_sum += float(loss) * len(idx)
                 correct += int(np.sum(np.argmax(logits, axis=1) == yb))
                 progress.update(epoch, seen, loss_sum / seen, correct / seen, seen / (time.perf_counter() - start))
-            rate = seen / (time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            rate = seen / seconds
             test_loss, test_accuracy = evaluate(nn.testmode(model), x_test, y_test)
             nn.trainmode(model, "auto")
-            for key, value in zip(history, (loss_sum / seen, correct / seen, test_loss, test_accuracy, rate)):
+            for key, value in zip(history, (loss_sum / seen, correct / seen, test_loss, test_accuracy, rate, seconds)):
                 history[key].append(value)
             progress.end_epoch(epoch, loss_sum / seen, correct / seen, test_accuracy, rate)
     return model, state, history, (x_test, y_test)
@@ -250,6 +261,9 @@ def _parser():
     parser.add_argument("--workers", type=int, default=0,
                         help="train data-parallel on a local Dask cluster of this many processes, each batch split "
                         'among them (pb.distributed; pip install "pullback[dask]"; default 0: in this process)')
+    parser.add_argument("--jit", action="store_true",
+                        help="run the training step (gradient and Adam update) under pb.jit; the summary gives the "
+                        "epoch time, to compare with a run without it")
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run for CI: 3 epochs, target {100 * QUICK_TARGET:.0f}%% test accuracy")
     return parser
@@ -264,11 +278,14 @@ def main(argv=None):
         raise SystemExit("--epochs and --batch-size must be at least 1")
     if args.workers < 0:
         raise SystemExit("--workers must be 0 (train in this process) or more")
+    if args.jit and args.workers:
+        raise SystemExit("--jit and --workers do not combine: the workers compute the gradients")
     os.makedirs(args.out, exist_ok=True)
     began = time.perf_counter()
-    where = f", {args.workers} Dask workers" if args.workers else ""
+    where = f", {args.workers} Dask workers" if args.workers else ", pb.jit" if args.jit else ""
     print(f"pullback {pb.__version__} demo: handwritten digits, {epochs} epochs, batch {args.batch_size}, seed {args.seed}{where}")
-    model, state, history, (x_test, y_test) = train(epochs, args.batch_size, args.lr, args.seed, None, args.workers)
+    model, state, history, (x_test, y_test) = train(epochs, args.batch_size, args.lr, args.seed, None, args.workers,
+                                                    args.jit)
     trained_in = time.perf_counter() - began
     test_loss, test_accuracy = evaluate(nn.testmode(model), x_test, y_test)
     nn.trainmode(model, "auto")
@@ -284,6 +301,9 @@ def main(argv=None):
 
     print(f"test accuracy {100 * test_accuracy:.2f}% (target {100 * target:.0f}%), test loss {test_loss:.4f}, "
           f"trained in {trained_in:.1f} s")
+    seconds = history["epoch_seconds"]
+    later = f", later epochs {float(np.median(seconds[1:])):.2f} s (median)" if len(seconds) > 1 else ""
+    print(f"epoch time ({'pb.jit' if args.jit else 'eager'}): first epoch {seconds[0]:.2f} s{later}")
     print(f"checkpoint: {checkpoint} (reloaded: test accuracy {100 * restored_accuracy:.2f}%)")
     print(f"learning curves: {numbers}" + (f", chart: {chart}" if chart else ""))
     if chart is None:

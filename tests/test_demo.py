@@ -16,7 +16,8 @@ from pullback.__main__ import main
 from pullback.data import load_digits
 
 HISTORY = {"loss": [1.5, 0.6, 0.3], "train_accuracy": [0.5, 0.8, 0.9], "test_loss": [1.0, 0.5, 0.35],
-           "test_accuracy": [0.6, 0.85, 0.95], "samples_per_second": [1000.0, 1100.0, 1200.0]}
+           "test_accuracy": [0.6, 0.85, 0.95], "samples_per_second": [1000.0, 1100.0, 1200.0],
+           "epoch_seconds": [1.5, 1.3, 1.2]}
 
 
 def test_quick_demo_reaches_its_target(tmp_path, capsys):
@@ -40,6 +41,23 @@ def test_quick_demo_reaches_its_target(tmp_path, capsys):
     images, labels = load_digits()
     x = (images[:200].astype(np.float32) / 16)[..., None]
     assert np.mean(np.argmax(pb.nn.testmode(model)(x), axis=1) == labels[:200]) > 0.9
+
+
+def test_quick_demo_under_jit_reaches_its_target_and_reports_its_epoch_time(tmp_path, capsys):
+    status = main(["demo", "--quick", "--jit", "--out", str(tmp_path), "--seed", "1"])
+    out = capsys.readouterr()
+    assert status == 0, out.out + out.err
+    assert "pb.jit" in out.out.splitlines()[0]
+    assert float(re.search(r"test accuracy ([\d.]+)%", out.out).group(1)) >= 100 * demo.QUICK_TARGET
+    seconds = re.search(r"epoch time \(pb.jit\): first epoch ([\d.]+) s, later epochs ([\d.]+) s", out.out)
+    assert seconds and float(seconds.group(2)) > 0
+    with open(tmp_path / "learning-curves.csv", newline="") as f:
+        assert len([float(row["epoch_seconds"]) for row in csv.DictReader(f)]) == 3
+
+
+def test_jit_and_workers_do_not_combine():
+    with pytest.raises(SystemExit, match="--jit and --workers"):
+        main(["demo", "--jit", "--workers", "2"])
 
 
 def test_learning_curves_chart_draws_the_history_and_is_a_png_matplotlib_reads_back(tmp_path):

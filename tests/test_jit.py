@@ -245,6 +245,85 @@ def test_writes_into_an_index_view_reach_its_base():
             np.testing.assert_array_equal(got, want)
 
 
+def _functions_called(jitted):
+    (program, _), = [v for variants in jitted._cache.values() for v in variants]
+    return [v for k, v in program.run.__globals__.items() if k[0] == "f" and k[1:].isdigit()]
+
+
+def test_writes_into_an_array_the_program_made_happen_in_place_when_its_old_value_is_dead():
+    from pullback import _jit_replay
+
+    def scatter(x):
+        y = np.zeros_like(x, shape=(3, x.size))  # made by the program: written in place
+        for i in range(3):
+            y[i] = x * (i + 1)
+        z = x * 1.0  # a planned buffer: written through a copy
+        z[0] = 7.0
+        return y, z
+
+    jf = pb.jit(scatter)
+    for x in (np.arange(4.0), np.ones(4) * 0.5):
+        for got, want in zip(jf(x), scatter(x)):
+            np.testing.assert_array_equal(got, want)
+    assert _functions_called(jf).count(_jit_replay._setitem_in_place) == 3
+
+
+def test_a_primitive_is_recorded_as_one_call_of_its_numpy_code():
+    @pb.primitive
+    def scale_of(x):  # Python control flow on values: traced through, it would be a guard
+        return np.full_like(x, 2.0 if float(x.max()) > 0 else -3.0)
+
+    @pb.primitive
+    def signed_scale(x):
+        return x * scale_of(x)
+
+    @pb.rrule(signed_scale)
+    def signed_scale_rule(x):
+        return signed_scale(x), lambda dy: (dy * scale_of(x),)
+
+    jf = pb.jit(lambda x: pb.withgradient(lambda x: np.sum(signed_scale(x) ** 2), x))
+    for x in (np.array([1.0, -2.0]), np.array([-1.0, -2.0]), np.array([0.5, 3.0])):
+        val, (g,) = jf(x)
+        ref_val, (ref_g,) = pb.withgradient(lambda x: np.sum(signed_scale(x) ** 2), x)
+        assert val == ref_val
+        np.testing.assert_array_equal(g, ref_g)
+    assert jf.cache_info().retraces == 0  # no guard on x.max(): the primitive runs whole
+    assert signed_scale.__wrapped__ in _functions_called(jf)  # its NumPy code, called whole
+
+
+def test_a_convolutional_training_step_equals_eager_steps():
+    from pullback.demo import build_model
+
+    def step(model, state, x, y):
+        (loss, logits), (grad,) = pb.withgradient(
+            lambda m: (lambda z: (pb.nn.logitcrossentropy(z, y), pb.stop_gradient(z)))(m(x)), model)
+        state, model = pb.optim.update(state, model, grad)
+        return model, state, loss, logits
+
+    def run(step_fn):
+        model = build_model(np.random.default_rng(0))  # convolutions, batch norm, max pooling, dropout
+        state = pb.optim.setup(pb.optim.Adam(1e-3), model)
+        data = np.random.default_rng(1)
+        losses = []
+        for _ in range(4):
+            x, y = data.normal(size=(16, 8, 8, 1)).astype(np.float32), data.integers(0, 10, 16)
+            model, state, loss, _ = step_fn(model, state, x, y)
+            losses.append(float(loss))
+        return model, losses
+
+    jitted = pb.jit(step)
+    (model, losses), (ref_model, ref_losses) = run(jitted), run(step)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    leaves = pb.tree.leaves_with_path(model)
+    ref_leaves = pb.tree.leaves_with_path(ref_model)
+    assert [str(p) for p, _ in leaves] == [str(p) for p, _ in ref_leaves]
+    for (path, a), (_, b) in zip(leaves, ref_leaves):  # parameters and running statistics
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=str(path))
+    assert jitted.cache_info().traces == 1
+    assert any(getattr(f, "__name__", "") == "_conv" for f in _functions_called(jitted))
+
+
 def test_multiple_outputs_and_lists():
     def f(x):
         a, b = np.split(x, 2)

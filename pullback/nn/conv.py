@@ -243,9 +243,10 @@ def _filter_from_columns(cols, g2, w_shape, groups):
     return dw.transpose(1, 0, 2).reshape(w_shape)
 
 
-# --- the same three operations for arrays of other libraries (CuPy, Dask) ----------------------
+# --- the same three operations for arrays of other libraries (CuPy, Dask, pb.jit's traces) ------
 # im2col reads windows through NumPy's strides, which other array types do not share; these
-# add up one product per kernel offset instead, with slicing, padding and einsum only.
+# build the columns by slicing and concatenating (one matrix product, as im2col gives), or,
+# for grouped convolutions, add up one product per kernel offset with einsum.
 def _other_library(*arrays):
     return any(type(a) is not np.ndarray and speaks_nep18(type(a)) for a in arrays)
 
@@ -260,8 +261,17 @@ def _tap(patch, w_ij, groups):
     return by_group.reshape(n, oh, ow, o)
 
 
+def _sliced_columns(x, kernel, stride, padding, dilation, out_hw):
+    """im2col by slicing: `(n, oh, ow, kh * kw * c)`, kernel offsets in row-major order."""
+    xp = np.pad(x, ((0, 0), *padding, (0, 0))) if any(any(p) for p in padding) else x
+    taps = [xp[:, rows, cols, :] for _, _, rows, cols in _offsets(kernel, stride, dilation, out_hw)]
+    return taps[0] if len(taps) == 1 else np.concatenate(taps, axis=3)
+
+
 def _conv_any(x, w, stride, padding, dilation, groups):
     out_hw = _output_hw(x.shape, w.shape[:2], stride, padding, dilation)
+    if groups == 1:
+        return _sliced_columns(x, w.shape[:2], stride, padding, dilation, out_hw) @ w.reshape(-1, w.shape[3])
     xp = np.pad(x, ((0, 0), *padding, (0, 0))) if any(any(p) for p in padding) else x
     terms = [_tap(xp[:, rows, cols, :], w[i, j], groups) for i, j, rows, cols in _offsets(w.shape[:2], stride, dilation, out_hw)]
     return _total(terms)
@@ -272,15 +282,23 @@ def _conv_transpose_any(g, w, in_shape, stride, padding, dilation, groups):
     (top, bottom), (left, right) = padding
     kh, kw, cg, o = w.shape
     dxp = np.zeros_like(g, shape=(n, h + top + bottom, wd + left + right, c))
+    if groups == 1:
+        dcols = g @ w.reshape(-1, o).T  # (n, oh, ow, kh * kw * c)
+        for t, (_, _, rows, cols) in enumerate(_offsets(w.shape[:2], stride, dilation, g.shape[1:3])):
+            dxp[:, rows, cols] += dcols[..., t * c:(t + 1) * c]
+        return dxp[:, top:top + h, left:left + wd]
     flipped = w.reshape(kh, kw, cg, groups, o // groups).transpose(0, 1, 4, 3, 2).reshape(kh, kw, o // groups, groups * cg)
     for i, j, rows, cols in _offsets(w.shape[:2], stride, dilation, g.shape[1:3]):
-        dxp[:, rows, cols] += _tap(g, flipped[i, j] if groups > 1 else w[i, j].T, groups)
+        dxp[:, rows, cols] += _tap(g, flipped[i, j], groups)
     return dxp[:, top:top + h, left:left + wd]
 
 
 def _conv_filter_any(x, g, kernel, stride, padding, dilation, groups):
-    xp = np.pad(x, ((0, 0), *padding, (0, 0))) if any(any(p) for p in padding) else x
     n, oh, ow, o = g.shape
+    if groups == 1:
+        cols = _sliced_columns(x, kernel, stride, padding, dilation, (oh, ow))
+        return (cols.reshape(-1, cols.shape[3]).T @ g.reshape(-1, o)).reshape(kernel[0], kernel[1], x.shape[3], o)
+    xp = np.pad(x, ((0, 0), *padding, (0, 0))) if any(any(p) for p in padding) else x
     cg = x.shape[3] // groups
     taps = []
     for i, j, rows, cols in _offsets(kernel, stride, dilation, (oh, ow)):
@@ -542,10 +560,11 @@ def _max_and_argmax(x, kernel, stride, padding, with_argmax=True):
     """Max pooling and, for each output, the first kernel offset (row-major) holding the
     maximum (PyTorch's choice on ties), in one sweep over the offsets."""
     out_hw = _pool_out(x.shape, kernel, stride, padding)
-    y = np.full((x.shape[0], *out_hw, x.shape[3]), -np.inf, dtype=x.dtype)
+    # *_like: arrays of x's type (and traced under pb.jit, so the writes below are recorded)
+    y = np.full_like(x, -np.inf, shape=(x.shape[0], *out_hw, x.shape[3]))
     kind = np.uint8 if kernel[0] * kernel[1] < 2**8 else np.int32
-    arg = np.zeros(y.shape, dtype=kind) if with_argmax else None
-    better = np.empty(y.shape, dtype=bool) if with_argmax else None
+    arg = np.zeros_like(x, dtype=kind, shape=y.shape) if with_argmax else None
+    better = np.empty_like(x, dtype=bool, shape=y.shape) if with_argmax else None
     for k, out_block, in_block in _pool_taps(x.shape[1:3], out_hw, kernel, stride, padding):
         window, y_block = x[in_block], y[out_block]
         if with_argmax:
@@ -566,8 +585,8 @@ def _argmax_offsets(x, kernel, stride, padding):
 @primitive
 def _pool_scatter(g, arg, *, in_shape, kernel, stride, padding):
     """Send each output's cotangent to the input its `arg` offset names (max pooling's backward)."""
-    dx = np.zeros(in_shape, dtype=g.dtype)
-    mask, share = np.empty(arg.shape, dtype=bool), np.empty_like(g)
+    dx = np.zeros_like(g, shape=in_shape)
+    mask, share = np.empty_like(arg, dtype=bool), np.empty_like(g)
     for k, out_block, in_block in _pool_taps(in_shape[1:3], g.shape[1:3], kernel, stride, padding):
         m, sh = mask[out_block], share[out_block]
         np.equal(arg[out_block], k, out=m)

@@ -36,7 +36,7 @@ def _aggregate(losses, agg):
 def _targets(y, like, axis):
     """`y` as probabilities shaped like `like` (integer labels become one-hot of `like`'s dtype)."""
     y_plain = stop_gradient(y)
-    if isinstance(y_plain, np.ndarray) and y_plain.dtype.kind in "iub":
+    if getattr(getattr(y_plain, "dtype", None), "kind", "") in ("i", "u", "b"):  # any array type
         classes = np.shape(like)[axis]
         expected = tuple(np.delete(np.shape(like), axis % np.ndim(like)))
         if y_plain.shape != expected:
