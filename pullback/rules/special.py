@@ -1054,15 +1054,21 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
         import scipy.special as sp
 
         return sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
-    peak = np.max(stop_gradient(a), axis=axis, keepdims=True)
+    # shifted by the largest real part, as SciPy's is (a complex maximum would rotate the sum)
+    peak = np.max(np.real(stop_gradient(a)), axis=axis, keepdims=True)
     peak = np.where(np.isfinite(peak), peak, 0.0)
     terms = np.exp(a - peak)
     if b is not None:
         terms = terms * b
     total = np.sum(terms, axis=axis, keepdims=True)
     if return_sign:
-        sign = np.sign(stop_gradient(total))
-        out = np.log(np.abs(total)) + peak
+        magnitude = np.abs(total)
+        # a real sign is piecewise constant; a complex one, total / |total|, moves with a and b
+        if np.iscomplexobj(stop_gradient(total)):
+            sign = total / np.where(stop_gradient(magnitude) == 0, 1.0, magnitude)  # 0 for a zero sum, as SciPy's
+        else:
+            sign = np.sign(stop_gradient(total))
+        out = np.log(magnitude) + peak
     else:
         out = np.log(total) + peak
     if not keepdims:
