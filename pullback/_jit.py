@@ -81,19 +81,24 @@ class Jitted:
     def cache_info(self):
         return CacheInfo(self._counts["traces"], self._counts["replays"], self._counts["retraces"], len(self._cache))
 
-    def wait_for_fusion(self, timeout=None):
+    def wait_for_fusion(self, timeout=None, start=False):
         """Wait until the replays being fused in the background (see `docs/jit.md`) are; returns
-        the number of replays that run fused kernels. A benchmark calls it before timing.
+        the number of replays that run fused kernels. With `start`, replays that could be fused
+        are fused now, without waiting for their calls to add up. A benchmark calls it before
+        timing.
 
         >>> import numpy as np, pullback as pb
         >>> f = pb.jit(lambda x: np.tanh(np.sin(x) * 2.0 + 1.0))
-        >>> for _ in range(3):
-        ...     y = f(np.ones(4))
-        >>> f.wait_for_fusion()  # three calls: too few to fuse
+        >>> y = f(np.ones(4))
+        >>> f.wait_for_fusion()  # one call: too few to fuse
         0
+        >>> f.wait_for_fusion(start=True) == (1 if pb._jit_fuse.available() else 0)
+        True
         """
         programs = [program for variants in self._cache.values() for program, _ in variants]
         for program in programs:
+            if start:
+                program.start_fusing()
             if program.fusing is not None:
                 program.fusing.join(timeout)
         return sum(program.fused is not None for program in programs)

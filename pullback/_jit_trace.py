@@ -113,8 +113,16 @@ def _collect_refs(x, found):
         _collect_refs((x.start, x.stop, x.step), found)
 
 
+# a value no Symbol holds any more is kept as a stand-in of its shape and dtype when it is this large
+_KEEP_BYTES = 1 << 16
+
+
 class Trace:
-    """The recording of one call: input slots, nodes, guards, and each slot's concrete value."""
+    """The recording of one call: input slots, nodes, guards, and each slot's concrete value.
+
+    Once no Symbol holds a slot, nothing reads its value again but for its shape and dtype, so
+    a large one is replaced by a stand-in without memory (a trace then holds about what the
+    eager call would, not every intermediate value)."""
 
     def __init__(self):
         self.values = []  # slot -> concrete value during the trace
@@ -122,6 +130,21 @@ class Trace:
         self.guards = []
         self.inputs = []
         self.symbols = []  # weak references to the Symbols user code may still hold
+        self.holders = {}  # slot -> the number of Symbols naming it
+
+    def hold(self, symbol, slot):
+        """Point `symbol` at `slot` (a new Symbol, or one rebound by an in-place write)."""
+        old = getattr(symbol, "slot", None)
+        symbol.slot = slot
+        self.holders[slot] = self.holders.get(slot, 0) + 1
+        if old is not None:
+            self.let_go(old)
+
+    def let_go(self, slot):
+        left = self.holders[slot] = self.holders[slot] - 1
+        value = self.values[slot]
+        if not left and type(value) is np.ndarray and value.nbytes >= _KEEP_BYTES and slot not in self.inputs:
+            self.values[slot] = np.broadcast_to(np.zeros((), value.dtype), value.shape)
 
     def new_slot(self, value):
         self.values.append(value)
@@ -262,8 +285,15 @@ class Symbol:
     __array_priority__ = 1000.0
 
     def __init__(self, trace, slot):
-        self.owner, self.slot = trace, slot
+        self.owner = trace
+        trace.hold(self, slot)
         self.view = None  # (weak reference to the base Symbol, index, the base's slot then) for x[index] views
+
+    def __del__(self):
+        try:
+            self.owner.let_go(self.slot)
+        except Exception:  # at interpreter exit, or a half-made Symbol: nothing to keep track of
+            pass
 
     def _concrete(self):
         return self.owner.values[self.slot]
@@ -504,7 +534,7 @@ def _rebind(out, result, construct):
         if target.owner.shares_memory_with_live(target, besides=base):
             raise JitError(f"pb.jit: {construct} writes into an array that shares memory with another (a view); "
                            "the replay could not keep them in step. Write y = x + v (a new array) instead.")
-        target.slot = new.slot
+        target.owner.hold(target, new.slot)
     return outs[0] if len(outs) == 1 else outs
 
 
@@ -518,7 +548,7 @@ def _write_through(view, new):
     if base is None or base.slot != base_slot:  # the base is gone, or was rebound since
         return None
     written = base.owner.call(setitem_copy, "setitem", (base, index, new), {})
-    base.slot = written.slot
+    base.owner.hold(base, written.slot)
     view.view = (base_ref, index, base.slot)
     return base
 

@@ -324,6 +324,29 @@ def test_a_convolutional_training_step_equals_eager_steps():
     assert any(getattr(f, "__name__", "") == "_conv" for f in _functions_called(jitted))
 
 
+def test_a_trace_keeps_only_the_large_values_still_named():
+    held = []
+
+    def f(x):
+        for _ in range(20):
+            x = np.sin(x) * 0.5 + 1.0
+        held.append(sum(type(v) is np.ndarray and v.nbytes >= 1 << 16 and all(v.strides) for v in x.owner.values))
+        return x
+
+    x = np.linspace(0.0, 1.0, 100_000)
+    jf = pb.jit(f)
+    first = jf(x)
+    assert held == [2]  # the input and the result: the 59 values between are shape-and-dtype stand-ins
+    np.testing.assert_array_equal(first, _eager_chain(x))
+    np.testing.assert_array_equal(jf(x + 1.0), _eager_chain(x + 1.0))
+
+
+def _eager_chain(x):
+    for _ in range(20):
+        x = np.sin(x) * 0.5 + 1.0
+    return x
+
+
 def test_multiple_outputs_and_lists():
     def f(x):
         a, b = np.split(x, 2)

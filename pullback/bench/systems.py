@@ -141,13 +141,11 @@ class PullbackJit(System):
 
 
 def _settled(step, *args):
-    """`step(*args)` as a function of nothing, called often enough to be fused and waited for
+    """`step(*args)` as a function of nothing, traced, replayed once and fused where it can be
     (see `Jitted.wait_for_fusion`), so the timings are of the replay a long run would use."""
-    from pullback._jit_replay import FUSE_AFTER_CALLS
-
-    for _ in range(FUSE_AFTER_CALLS + 1):
-        step(*args)
-    step.wait_for_fusion()
+    step(*args)
+    step(*args)
+    step.wait_for_fusion(start=True)
     return lambda: step(*args)
 
 
