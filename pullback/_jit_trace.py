@@ -66,17 +66,21 @@ class Node:
     `args`/`kwargs` hold `Ref(slot)` where a Symbol was; `outputs` are the slots of the
     results (one per output of a multi-output function, in its order, or a single slot)."""
 
-    __slots__ = ("fn", "name", "args", "kwargs", "outputs", "structure", "elementwise", "aliases")
+    __slots__ = ("fn", "name", "args", "kwargs", "outputs", "structure", "elementwise", "aliases", "_read")
 
     def __init__(self, fn, name, args, kwargs, outputs, structure, elementwise):
         self.fn, self.name, self.args, self.kwargs = fn, name, args, kwargs
         self.outputs, self.structure, self.elementwise = outputs, structure, elementwise
+        self._read = None
 
     def slots_read(self):
-        found = []
-        _collect_refs(self.args, found)
-        _collect_refs(self.kwargs, found)
-        return found
+        """The slots the call reads (found once: a compilation asks many times)."""
+        if self._read is None:
+            found = []
+            _collect_refs(self.args, found)
+            _collect_refs(self.kwargs, found)
+            self._read = tuple(found)
+        return self._read
 
 
 class Ref:
