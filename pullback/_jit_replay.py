@@ -234,10 +234,10 @@ def compile_trace(trace, output_slots, fuse=False):
     source = "\n".join(parts_source + head + body + [f"    return [{outs}]"])
     exec(compile(source, "<pb.jit program>", "exec"), namespace)
     make_fused = None
-    if not fuse and _jit_fuse.available() and _jit_fuse.worth_keeping(trace) and _segments(trace, live, guards_after, planner, placed, _jit_fuse.fusible,
-                                                         _jit_fuse.MIN_LENGTH, dtype=True):
-        def make_fused():
-            return compile_trace(trace, output_slots, fuse=True)
+    if not fuse and _jit_fuse.available() and _jit_fuse.worth_keeping(trace):
+        if _segments(trace, live, guards_after, planner, placed, _jit_fuse.fusible, _jit_fuse.MIN_LENGTH, dtype=True):
+            def make_fused():
+                return compile_trace(trace, output_slots, fuse=True)
     return Program(namespace["program"], source, len(live), n_in_place,
                    [planner.buffers[k] for k in arena] + slab_specs, make_fused)
 
@@ -308,7 +308,7 @@ def _emit_segment(members, trace, namespace, body, parts_source):
         for position, arg in enumerate(_typed_args(node, trace)):
             rendered = _render(arg, namespace, f"c{index}_{position}")
             reads.append(operand_source(arg, trace, result, rendered))
-            slots += node.slots_read()
+        slots += node.slots_read()
         slots.append(node.outputs)
         out = f"s{node.outputs}[lo:hi]"
         lines.append(f"    f{index}({', '.join(reads)}, {out if _positional_out(node) else 'out=' + out})"

@@ -560,7 +560,7 @@ def _max_and_argmax(x, kernel, stride, padding, with_argmax=True):
     """Max pooling and, for each output, the first kernel offset (row-major) holding the
     maximum (PyTorch's choice on ties), in one sweep over the offsets."""
     out_hw = _pool_out(x.shape, kernel, stride, padding)
-    # *_like: arrays of x's type (and traced under pb.jit, so the writes below are recorded)
+    # *_like: arrays of x's own type (Dask, CuPy)
     y = np.full_like(x, -np.inf, shape=(x.shape[0], *out_hw, x.shape[3]))
     kind = np.uint8 if kernel[0] * kernel[1] < 2**8 else np.int32
     arg = np.zeros_like(x, dtype=kind, shape=y.shape) if with_argmax else None
