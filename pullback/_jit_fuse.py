@@ -74,7 +74,10 @@ def fusible(node, trace):
     result = trace.values[node.outputs]
     if not (type(result) is np.ndarray and result.dtype in (np.float32, np.float64) and 0 < result.size <= MAX_SIZE):
         return False
-    return all(_operand_kind(arg, trace, result) is not None for arg in node.args)
+    kinds = [_operand_kind(arg, trace, result) for arg in node.args]
+    if node.fn is np.power and kinds[1] != "array":
+        return False  # NumPy computes x ** 0.5, x ** 2, x ** -1 as sqrt, square, reciprocal (sqrt(-inf) is nan)
+    return None not in kinds
 
 
 def _operand_kind(arg, trace, result):

@@ -81,7 +81,9 @@ class Parts:
     def __call__(self, segment, rows, *arrays):
         pool = self._workers()
         bounds = [rows * k // self.count for k in range(self.count + 1)]
-        futures = [pool.submit(segment, bounds[k], bounds[k + 1], *arrays) for k in range(1, self.count)]
+        errors = (np.geterr(), np.geterrcall())  # NumPy's error handling is per thread: the caller's holds
+        futures = [pool.submit(_handling, errors, segment, bounds[k], bounds[k + 1], *arrays)
+                   for k in range(1, self.count)]
         try:
             segment(bounds[0], bounds[1], *arrays)
         finally:
@@ -98,6 +100,13 @@ class Parts:
                     self._pool = ThreadPoolExecutor(self.count - 1, thread_name_prefix="pb.jit")
                     self._pid = os.getpid()
         return self._pool
+
+
+def _handling(errors, segment, *args):
+    """`segment(*args)` with the floating-point error handling `errors` (from `np.geterr`, `np.geterrcall`)."""
+    modes, call = errors
+    with np.errstate(call=call, **modes):
+        segment(*args)
 
 
 PARTS = Parts(part_count())

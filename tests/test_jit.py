@@ -683,6 +683,24 @@ def test_large_arrays_run_in_parts_and_small_ones_in_one_call():
     np.testing.assert_array_equal(jf(large), np.tanh(np.sin(large) * 2.0 + 1.0))
 
 
+def test_numpy_error_handling_of_the_caller_holds_in_every_part():
+    jf_raw = lambda x, y: np.sin(x) / y + 1.0  # noqa: E731
+    x, y = np.linspace(0.5, 1.0, 9), np.ones(9)
+    y[8] = 0.0  # a division by zero in the last part, run by a worker thread
+    with parts_for_small_arrays():
+        jf = pb.jit(jf_raw)
+        with np.errstate(divide="ignore"):
+            jf(x, np.ones(9))
+            assert np.isinf(jf(x, y)[8])
+        with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
+            jf(x, y)
+        seen = []
+        with np.errstate(divide="call", call=lambda kind, flag: seen.append(kind)):
+            jf(x, y)
+        assert seen == ["divide by zero"]
+    assert any("parts(" in source for source in _sources(jf))
+
+
 def test_an_error_in_a_part_reaches_the_caller():
     from pullback import _jit_parallel
 

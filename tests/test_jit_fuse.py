@@ -46,24 +46,56 @@ UNARY_DOMAIN = {np.arccosh: (1.1, 3.0), np.arcsin: (-0.9, 0.9), np.arccos: (-0.9
                 np.sqrt: (0.1, 3.0)}
 
 
+SPECIAL = [-np.inf, -1e30, -3.5, -1.0, -0.5, -0.0, 0.0, 1e-30, 0.5, 1.0, 3.5, 1e30, np.inf, np.nan]
+
+
+def assert_same_floats(got, expected, rtol):
+    """Equal to `rtol`, and the same NaNs, infinities and signs of zero."""
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(expected)], expected[~finite & ~np.isnan(expected)])
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=rtol, atol=0)
+    zeros = expected == 0
+    np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(expected[zeros]))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("ufunc", list(_jit_fuse.SCALAR_SOURCE), ids=lambda u: u.__name__)
 def test_every_fusible_ufunc_computes_numpy_s_values(ufunc, dtype):
     lo, hi = UNARY_DOMAIN.get(ufunc, (-1.5, 1.5))
-    x = np.linspace(lo, hi, 12).astype(dtype)
-    y = np.linspace(0.5, 1.5, 12).astype(dtype)
+    x = np.linspace(lo, hi, 14).astype(dtype)
+    y = np.linspace(0.5, 1.5, 14).astype(dtype)
 
     def f(x, y):
-        a = x * 1.0 + 0.0  # exact: the segment starts before the function under test
+        a = x * 1.0  # exact: the segment starts before the function under test
         b = ufunc(a) if ufunc.nin == 1 else ufunc(a, y)
         return b * 2.0
 
     jf = pb.jit(f)
     assert "kernel" in fused(jf, x, y)
-    got = jf(x, y)
-    expected = f(x, y)
-    assert got.dtype == expected.dtype == dtype
-    np.testing.assert_allclose(got, expected, rtol=4e-7 if dtype is np.float32 else 1e-14)
+    rtol = 4e-7 if dtype is np.float32 else 1e-14
+    assert_same_floats(jf(x, y), f(x, y), rtol)
+    # every pair of special values (infinities, NaN, signed zeros, huge and tiny numbers)
+    grid_x, grid_y = (np.array(v, dtype) for v in zip(*[(a, b) for a in SPECIAL for b in SPECIAL]))
+    with np.errstate(all="ignore"):
+        for x, y in zip(grid_x.reshape(-1, 14), grid_y.reshape(-1, 14)):
+            assert_same_floats(jf(x, y), f(x, y), rtol)
+
+
+def test_a_power_with_a_number_exponent_is_left_to_numpy():
+    # NumPy computes x ** 0.5 as sqrt(x) (nan at -inf, where C's pow gives inf), x ** 2 as x * x
+    def f(x):
+        a = (x * 1.0 + 0.0) * 1.0  # a fused run before the powers
+        return (a ** 0.5) * 1.0, (a ** 2) * 1.0, (a ** -1) * 1.0, np.power(a, 0.5) + 0.0
+
+    x = np.array(SPECIAL)
+    jf = pb.jit(f)
+    with np.errstate(all="ignore"):
+        source = fused(jf, x)
+        assert not [line for line in source.splitlines() if "# fused:" in line and "power" in line]
+        for got, expected in zip(jf(x), f(x)):
+            assert_same_floats(got, expected, 1e-15)
 
 
 def test_arithmetic_with_python_numbers_is_cast_as_numpy_casts_it():
