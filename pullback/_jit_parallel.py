@@ -49,6 +49,8 @@ def splittable(node, trace):
     result = trace.values[node.outputs]
     if not (type(result) is np.ndarray and result.ndim and result.size >= MIN_SIZE and result.shape[0] >= 2):
         return False
+    if result.dtype.hasobject:  # Python objects: their methods hold the GIL and run in row order
+        return False
     return all(_operand_kind(arg, trace, result) is not None for arg in node.args)
 
 

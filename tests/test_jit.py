@@ -701,6 +701,25 @@ def test_numpy_error_handling_of_the_caller_holds_in_every_part():
     assert any("parts(" in source for source in _sources(jf))
 
 
+def test_arrays_of_python_objects_are_not_cut_into_parts():
+    calls = []
+
+    class Logged(int):
+        def __add__(self, other):
+            calls.append(int(self))
+            return Logged(int(self) + other)
+
+    x = np.array([Logged(k) for k in range(9)], dtype=object)
+    with parts_for_small_arrays():
+        jf = pb.jit(lambda x: (x + 1) + 1)
+        jf(x)
+        calls.clear()
+        result = jf(x)
+    assert calls == list(range(9)) + list(range(1, 10))  # in NumPy's order, as eagerly
+    assert list(result) == list(range(2, 11))
+    assert not any("parts(" in source for source in _sources(jf))
+
+
 def test_an_error_in_a_part_reaches_the_caller():
     from pullback import _jit_parallel
 
