@@ -261,9 +261,14 @@ def _tap(patch, w_ij, groups):
     return by_group.reshape(n, oh, ow, o)
 
 
+def _pad_any(x, padding):
+    """`_pad` through `np.pad`, which every array type implements."""
+    return np.pad(x, ((0, 0), *padding, (0, 0))) if any(any(p) for p in padding) else x
+
+
 def _sliced_columns(x, kernel, stride, padding, dilation, out_hw):
     """im2col by slicing: `(n, oh, ow, kh * kw * c)`, kernel offsets in row-major order."""
-    xp = np.pad(x, ((0, 0), *padding, (0, 0))) if any(any(p) for p in padding) else x
+    xp = _pad_any(x, padding)
     taps = [xp[:, rows, cols, :] for _, _, rows, cols in _offsets(kernel, stride, dilation, out_hw)]
     return taps[0] if len(taps) == 1 else np.concatenate(taps, axis=3)
 
@@ -272,7 +277,7 @@ def _conv_any(x, w, stride, padding, dilation, groups):
     out_hw = _output_hw(x.shape, w.shape[:2], stride, padding, dilation)
     if groups == 1:
         return _sliced_columns(x, w.shape[:2], stride, padding, dilation, out_hw) @ w.reshape(-1, w.shape[3])
-    xp = np.pad(x, ((0, 0), *padding, (0, 0))) if any(any(p) for p in padding) else x
+    xp = _pad_any(x, padding)
     terms = [_tap(xp[:, rows, cols, :], w[i, j], groups) for i, j, rows, cols in _offsets(w.shape[:2], stride, dilation, out_hw)]
     return _total(terms)
 
@@ -298,7 +303,7 @@ def _conv_filter_any(x, g, kernel, stride, padding, dilation, groups):
     if groups == 1:
         cols = _sliced_columns(x, kernel, stride, padding, dilation, (oh, ow))
         return (cols.reshape(-1, cols.shape[3]).T @ g.reshape(-1, o)).reshape(kernel[0], kernel[1], x.shape[3], o)
-    xp = np.pad(x, ((0, 0), *padding, (0, 0))) if any(any(p) for p in padding) else x
+    xp = _pad_any(x, padding)
     cg = x.shape[3] // groups
     taps = []
     for i, j, rows, cols in _offsets(kernel, stride, dilation, (oh, ow)):
