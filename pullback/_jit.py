@@ -3,8 +3,9 @@
 The first call with a new signature runs `fn` on stand-in arrays that record every NumPy
 call (see `pullback._jit_trace`), including those pullback's own rules make while
 differentiating, so `pb.jit(lambda m, x: pb.withgradient(loss, m, x))` replays the forward
-and the backward pass alike. Later calls with the same signature run the recording compiled
-to one Python function of plain NumPy calls, with buffers reused in place where the plan
+and the backward pass alike; its results are those the trace computed. Later calls with the
+same signature run the recording compiled (at the first of them) to one Python function of
+plain NumPy calls, with buffers reused in place where the plan
 allows (see `pullback._jit_replay`); a replay run often on small arrays is fused into
 compiled kernels in the background when numba is installed (see `pullback._jit_fuse`).
 
@@ -37,7 +38,7 @@ import functools
 import numpy as np
 
 from . import tree
-from ._jit_replay import Retrace, compile_trace
+from ._jit_replay import Deferred, Retrace
 from ._jit_trace import JitError, Number, RandomSource, Symbol, Trace
 
 __all__ = ["jit", "JitError"]
@@ -95,7 +96,9 @@ class Jitted:
         >>> f.wait_for_fusion(start=True) == (1 if pb._jit_fuse.available() else 0)
         True
         """
-        programs = [program for variants in self._cache.values() for program, _ in variants]
+        # a program not yet replayed has nothing to fuse unless fusing is to start now
+        programs = [program for variants in self._cache.values() for program, _ in variants
+                    if start or program.compiled]
         for program in programs:
             if start:
                 program.start_fusing()
@@ -140,7 +143,7 @@ class Jitted:
         if foreign:
             raise JitError("pb.jit: the function returned a value traced by another pb.jit call.")
         order = {id(v): i for i, v in enumerate(out_leaves)}
-        program = compile_trace(trace, [v.slot for v in out_leaves])
+        program = Deferred(trace, [v.slot for v in out_leaves])
 
         if isinstance(result, Symbol):
             def rebuild(outputs):

@@ -42,12 +42,12 @@ class Program:
 
     `arena` holds the buffers the plan reuses from call to call; a call that finds them in
     use by another thread gets buffers of its own. A program with `fuse` (a function making
-    its fused version) makes that version in a background thread once it has run
+    its fused version, or None if it would fuse nothing) makes that version in a background thread once it has run
     `FUSE_AFTER_CALLS` times, and from then on runs it (unfused under a raising `np.errstate`)."""
 
-    def __init__(self, run, source, n_nodes, n_in_place, arena_specs, fuse=None):
+    def __init__(self, run, source, n_nodes, n_in_place, arena_specs, fuse=None, n_kernels=0):
         self.run, self.source = run, source
-        self.n_nodes, self.n_in_place = n_nodes, n_in_place
+        self.n_nodes, self.n_in_place, self.n_kernels = n_nodes, n_in_place, n_kernels
         self._specs = arena_specs
         self._arena = None
         self._lock = threading.Lock()
@@ -90,6 +90,32 @@ class Program:
 
     def _new_arena(self):
         return [np.empty(shape, dtype) for shape, dtype in self._specs]
+
+
+class Deferred:
+    """A trace whose `Program` is compiled at its first replay: the call that traced already has its
+    results, so the first call costs the trace alone and a function called once is never compiled.
+    Reading a `Program` attribute (`source`, `run`, `fused`, ...) compiles it."""
+
+    def __init__(self, trace, output_slots):
+        self._recording, self._program = (trace, output_slots), None
+
+    @property
+    def compiled(self):
+        return self._program is not None
+
+    @property
+    def program(self):
+        if self._program is None:
+            self._program = compile_trace(*self._recording)
+            self._recording = None
+        return self._program
+
+    def __call__(self, *inputs):
+        return self.program(*inputs)
+
+    def __getattr__(self, name):
+        return getattr(self.program, name)
 
 
 def _errors_raise():
@@ -235,11 +261,12 @@ def compile_trace(trace, output_slots, fuse=False):
     exec(compile(source, "<pb.jit program>", "exec"), namespace)
     make_fused = None
     if not fuse and _jit_fuse.available() and _jit_fuse.worth_keeping(trace):
-        if _segments(trace, live, guards_after, planner, placed, _jit_fuse.fusible, _jit_fuse.MIN_LENGTH, dtype=True):
-            def make_fused():
-                return compile_trace(trace, output_slots, fuse=True)
+        def make_fused():  # None when nothing is fused
+            fused = compile_trace(trace, output_slots, fuse=True)
+            return fused if fused.n_kernels else None
     return Program(namespace["program"], source, len(live), n_in_place,
-                   [planner.buffers[k] for k in arena] + slab_specs, make_fused)
+                   [planner.buffers[k] for k in arena] + slab_specs, make_fused,
+                   n_kernels=len({first for first, _ in kernel_of.values()}))
 
 
 def _segments(trace, live, guards_after, planner, placed, joins, min_length=1, dtype=False):

@@ -44,6 +44,9 @@ _NUMBER_COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, 
 _NUMBER_UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs}
 
 
+# argument types that hold no traced value
+_LEAVES = frozenset((int, float, complex, bool, str, type(None), np.float32, np.float64))
+
 # functions whose result depends only on shapes, dtypes and types (fixed by the signature)
 _STATIC = frozenset((np.ndim, np.shape, np.size, np.iscomplexobj, np.isrealobj, np.result_type))
 
@@ -183,9 +186,9 @@ class Trace:
         A Python-number argument (`Number`) is an operand of an elementwise call, replayed with
         each call's value; anywhere else (an axis, a shape, an index) it is fixed by a guard."""
         args = args if elementwise else self._freeze(args)
-        kwargs = self._freeze(kwargs)
+        kwargs = self._freeze(kwargs) if kwargs else kwargs
         concrete_args, ref_args = self._split(args)
-        concrete_kwargs, ref_kwargs = self._split(kwargs)
+        concrete_kwargs, ref_kwargs = self._split(kwargs) if kwargs else ({}, {})
         result = fn(*concrete_args, **concrete_kwargs)
         if isinstance(result, (bool, int, float, complex)) and not isinstance(result, np.generic):
             # A Python number computed from arrays (np.allclose, ...): replayed and guarded.
@@ -198,7 +201,8 @@ class Trace:
         if outputs is None:  # no array in the result (a shape, a dtype): nothing to replay
             return result
         node = Node(fn, name, ref_args, ref_kwargs, outputs, structure, elementwise)
-        node.aliases = self._aliases(result, concrete_args, ref_args)
+        # an elementwise ufunc (its `out` taken away) always returns new arrays
+        node.aliases = () if elementwise else self._aliases(result, concrete_args, ref_args)
         self.nodes.append(node)
         return wrapped
 
@@ -241,6 +245,13 @@ class Trace:
 
     def _split(self, x):
         """(concrete, with Refs) copies of an argument structure."""
+        if type(x) is Symbol:  # the common case first
+            if x.owner is not self:
+                raise JitError("A value traced by another pb.jit call reached this one; "
+                               "return it from the inner function instead of capturing it.")
+            return self.values[x.slot], Ref(x.slot)
+        if type(x) in _LEAVES:
+            return x, x
         if isinstance(x, (Symbol, RandomSource, Number)):
             if x.owner is not self:
                 raise JitError("A value traced by another pb.jit call reached this one; "

@@ -32,6 +32,19 @@ def test_replay_equals_eager_on_new_values_and_counts_traces():
     assert (info.traces, info.replays, info.signatures) == (1, 3, 1)
 
 
+def test_the_first_call_returns_the_trace_s_results_and_the_first_replay_compiles():
+    calls = []
+    f = pb.jit(lambda x: calls.append(1) or pb.gradient(lambda x: np.sum(np.sin(x) * x), x)[0])
+    x = np.array([0.5, -1.0, 2.0])
+    want = np.cos(x) * x + np.sin(x)
+    np.testing.assert_allclose(f(x), want, rtol=1e-15)
+    ((program, _),) = list(f._cache.values())[0]
+    assert not program.compiled  # a function called once is never compiled
+    np.testing.assert_allclose(f(2 * x), np.cos(2 * x) * 2 * x + np.sin(2 * x), rtol=1e-15)
+    assert program.compiled and len(calls) == 1
+    assert f.cache_info()[:2] == (1, 1)
+
+
 def test_replayed_program_has_no_tracing_machinery():
     f = pb.jit(lambda x: pb.gradient(lambda x: np.sum(np.sin(x) * x), x)[0])
     f(np.ones(3))

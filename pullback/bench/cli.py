@@ -7,7 +7,7 @@ installed peer in one run, prints a markdown table per workload, and writes
 gradient or an adapter broke.
 
 Parts (select with `--only a,b`): the timed workloads chain-small, chain-large, mlp,
-resnet18-b1, resnet18-b8 (mlp and the ResNets also in fresh processes: time to first
+resnet18-b1, resnet18-b8 (chain-small, mlp and the ResNets also in fresh processes: time to first
 gradient and peak memory, unless `--no-fresh`); `import` (import time in fresh
 processes), `scaling` (gradient cost against 10^2..10^5 operations), `memory` (memory
 held by a finished gradient). `--profile` adds, for the selected ResNets, where
@@ -45,7 +45,7 @@ def parse_args(argv):
     parser.add_argument("--pause", type=float, default=None, help="seconds of sleep before each sample (default 0.3; 0.05 with --quick)")
     parser.add_argument("--out", default="bench-results", help="folder for report.md, results.json and chart.png")
     parser.add_argument("--profile", action="store_true", help="profile pullback's ResNet gradient (where time goes, GFLOP/s)")
-    parser.add_argument("--no-fresh", action="store_true", help="skip the fresh-process measurements of mlp and the ResNets")
+    parser.add_argument("--no-fresh", action="store_true", help="skip the fresh-process measurements of chain-small, mlp and the ResNets")
     parser.add_argument("--list", action="store_true", help="list the parts and systems, then exit")
     args = parser.parse_args(argv)
     if args.samples is not None and args.samples < 1:

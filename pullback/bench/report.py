@@ -93,15 +93,15 @@ def fresh_markdown(name, rows):
     out = []
     for r in rows:
         if not r.ran:
-            out.append([r.name, "–", "–", "–", "–", "–", "–", r.note])
+            out.append([r.name, "–", "–", "–", "–", "–", "–", "–", r.note])
             continue
         ratio = f"{base.median('total_s') / r.median('total_s'):.2f}" if base else "–"
         peak, extra = r.median("peak_mib"), r.median("peak_mib") - r.median("base_mib")
         out.append([r.name, fmt_seconds(r.median("import_s")), fmt_seconds(r.median("build_s")),
                     fmt_seconds(r.median("first_s")), fmt_seconds(r.median("total_s")), ratio,
-                    f"{peak:.0f} (+{extra:.0f})", f"{len(r.runs)} process(es)"])
+                    fmt_seconds(r.median("second_s")), f"{peak:.0f} (+{extra:.0f})", f"{len(r.runs)} process(es)"])
     header = ["system", "import", "build model", "first gradient", "time to first gradient", "pullback / system",
-              "peak RSS MiB (+ over data)", "note"]
+              "second gradient", "peak RSS MiB (+ over data)", "note"]
     return "\n".join([f"### {name}: fresh process", "", _table(header, out), ""])
 
 

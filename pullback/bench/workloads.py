@@ -50,7 +50,7 @@ def workloads(quick=False):
     image, batches = (64, (1, 2)) if quick else (224, (1, 8))
     found = [
         Workload("chain-small", "100-op elementwise chain, 10 float32 elements (µs per op)", "chain",
-                 {"elements": 10, "ops": 100}, per_op=100),
+                 {"elements": 10, "ops": 100}, per_op=100, fresh=True),
         Workload("chain-large", f"100-op elementwise chain, {chain_large:,} float32 elements", "chain",
                  {"elements": chain_large, "ops": 100}, samples=11),
         Workload("mlp", "MLP 784-512-512-10, batch 128, softmax cross-entropy", "mlp",
