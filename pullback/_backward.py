@@ -6,7 +6,7 @@ from ._arrays import is_foreign_array_type
 from ._registry import FUNCTIONS
 from ._reverse import collector_paused
 from ._standins import astype, dtype_of
-from ._tangents import InplaceableThunk, Thunk, accum
+from ._tangents import CARRIED, FACTOR_RANGE, InplaceableThunk, Scaled, Thunk, accum
 from ._values import Traced
 
 
@@ -26,6 +26,7 @@ def _sweep(tape, seeds):
     for i, seed in seeds.items():
         grads[i] = accum(grads[i], seed)
     owned = set()  # ids whose cotangent is a buffer this sweep allocated, safe to add into
+    factors = {}  # id -> a real factor still to multiply into its cotangent (see `Scaled`)
     for i in range(len(nodes) - 1, -1, -1):
         g = grads[i]
         if g is None:
@@ -37,20 +38,64 @@ def _sweep(tape, seeds):
         if not (type(g) is np.ndarray and type(like) is tuple and g.shape == like[0] and g.dtype == like[1]):
             g = fit(g, like)
             if g is None:  # a thunk that turned out to be zero
+                factors.pop(i, None)
                 continue
+        factor = factors.pop(i, 1.0) if factors else 1.0
+        if factor != 1.0 and not _carries(g, in_ids, nodes):
+            g, factor = g * factor, 1.0
         cotangents = back(g)
         if len(in_ids) == 1:  # the common unary case, without the loop
             j, ct = in_ids[0], cotangents[0]
             if j >= 0 and ct is not None:
-                current = grads[j]
-                grads[j] = ct if current is None else _add(current, ct, nodes[j][0], j, owned)
+                if factor == 1.0 and type(ct) is not Scaled and j not in factors:
+                    current = grads[j]
+                    grads[j] = ct if current is None else _add(current, ct, nodes[j][0], j, owned)
+                else:
+                    _send(grads, nodes, owned, factors, j, ct, factor)
             continue
         for j, ct in zip(in_ids, cotangents):
             if j < 0 or ct is None:
                 continue
-            current = grads[j]
-            grads[j] = ct if current is None else _add(current, ct, nodes[j][0], j, owned)
+            if factor == 1.0 and type(ct) is not Scaled and j not in factors:
+                current = grads[j]
+                grads[j] = ct if current is None else _add(current, ct, nodes[j][0], j, owned)
+            else:
+                _send(grads, nodes, owned, factors, j, ct, factor)
+    for i, factor in factors.items():  # inputs whose cotangent has a factor pending
+        grads[i] = Scaled(grads[i], factor)
     return grads
+
+
+def _carries(g, in_ids, nodes):
+    """Whether a factor pending on `g` may be passed on to the cotangents computed from it: `g` and
+    the inputs it goes to are NumPy arrays of a dtype in `CARRIED`."""
+    if type(g) is not np.ndarray or g.dtype not in CARRIED:
+        return False
+    return all(j < 0 or (type(nodes[j][0]) is tuple and nodes[j][0][1] in CARRIED) for j in in_ids)
+
+
+def _send(grads, nodes, owned, factors, j, ct, factor):
+    """Add cotangent `ct`, with `factor` pending on it, into node `j`'s.
+
+    The first cotangent sent to `j` sets the factor pending on `j`; a later one with the same
+    factor is added as it is; with another, both factors are multiplied out first."""
+    if type(ct) is Scaled:
+        ct, factor = ct.args[0], ct.args[1] * factor
+    if factor != 1.0 and not FACTOR_RANGE[0] <= abs(factor) <= FACTOR_RANGE[1]:
+        ct, factor = Scaled(ct, factor), 1.0
+    current = grads[j]
+    if current is None:
+        grads[j] = ct
+        if factor != 1.0:
+            factors[j] = factor
+        return
+    pending = factors.get(j, 1.0)
+    if pending != factor:
+        if pending != 1.0:
+            current = Scaled(current, factors.pop(j))
+        if factor != 1.0:
+            ct = Scaled(ct, factor)
+    grads[j] = _add(current, ct, nodes[j][0], j, owned)
 
 
 def _add(current, ct, like, j, owned):

@@ -53,6 +53,49 @@ class InplaceableThunk(Thunk):
         return self
 
 
+# dtypes a pending factor may be carried on: wide enough that leaving a cotangent unscaled for a
+# while cannot overflow where the scaled one would not (float16 is not)
+CARRIED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
+# the largest factor carried, and the smallest (by magnitude)
+FACTOR_RANGE = (2.0 ** -10, 2.0 ** 10)
+# below this many elements a multiplication costs less than carrying its factor
+MIN_CARRIED_SIZE = 1 << 14
+
+
+def _times(g, factor):
+    return np.multiply(g.unthunk() if isinstance(g, Thunk) else g, factor)
+
+
+class Scaled(Thunk):
+    """The cotangent `base * factor` for a real Python float `factor`, not yet multiplied out.
+
+    Pullbacks are linear, so the reverse sweep passes the factor on to the cotangents the next
+    rules compute from `base` and multiplies the product of many factors in once: a chain of
+    constant scales and negations costs no memory pass. Anything else evaluates it as a thunk.
+    Make one with `scaled`.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, base, factor):
+        return super().__new__(cls, _times, base, factor)
+
+
+def scaled(g, factor):
+    """The cotangent `g * factor`, as a `Scaled` when the sweep can carry `factor` on, else multiplied now.
+
+    >>> import numpy as np
+    >>> scaled(np.ones(1 << 14, np.float32), -1.0).unthunk()[:2]
+    array([-1., -1.], dtype=float32)
+    >>> scaled(np.ones(2, np.float32), -1.0)  # small: multiplied now
+    array([-1., -1.], dtype=float32)
+    """
+    if type(g) is np.ndarray and g.size >= MIN_CARRIED_SIZE and g.dtype in CARRIED and type(factor) is float \
+            and FACTOR_RANGE[0] <= abs(factor) <= FACTOR_RANGE[1]:
+        return Scaled(g, factor)
+    return g * factor
+
+
 def unthunk(x):
     """Evaluate every thunk in `x`, recursing through tuples, lists, dicts and Tangents.
 

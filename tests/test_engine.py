@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback import _api, _reverse
+from pullback import _api, _reverse, _tangents
 
 
 # --- thunks and accumulation ---------------------------------------------------------
@@ -129,6 +129,77 @@ def test_inplaceable_thunk_adds_into_an_owned_buffer():
     (g,) = pb.gradient(lambda x: sum(pick(x, i) * (i + 1.0) for i in range(5)), x)
     np.testing.assert_allclose(g, [1, 2, 3, 4, 5])
     assert len(added) >= 3  # after the first two contributions, the rest add in place
+
+
+# --- constant factors carried through the sweep -----------------------------------------------
+BIG = _tangents.MIN_CARRIED_SIZE  # arrays this large carry a constant factor instead of multiplying it in
+
+
+def _counting_factor_multiplications(monkeypatch):
+    counted = []
+    times = _tangents._times
+
+    def counting(g, factor):
+        counted.append(factor)
+        return times(g, factor)
+
+    monkeypatch.setattr(_tangents, "_times", counting)
+    return counted
+
+
+def test_constant_scales_and_negations_are_multiplied_in_once_at_the_end(monkeypatch):
+    counted = _counting_factor_multiplications(monkeypatch)
+    x = np.linspace(-1.0, 1.0, BIG)
+
+    def f(x):
+        for _ in range(4):
+            x = -np.cos(np.sin(x) * 0.9)
+        return np.sum(x)
+
+    (g,) = pb.gradient(f, x)
+    assert len(counted) == 1 and counted[0] == pytest.approx((0.9 * -1.0 * -1.0) ** 4)  # cos' is -sin
+    assert type(g) is np.ndarray and g.dtype == np.float64
+    want, h = np.ones_like(x), x.copy()
+    for _ in range(4):  # the chain rule by hand
+        u = np.sin(h) * 0.9
+        want = want * (np.sin(u) * 0.9 * np.cos(h))
+        h = -np.cos(u)
+    np.testing.assert_allclose(g, want, rtol=1e-13)
+
+
+def test_cotangents_with_different_factors_are_multiplied_out_before_they_are_added():
+    x = np.linspace(-2.0, 2.0, BIG)
+    (g,) = pb.gradient(lambda x: np.sum(-x) + np.sum(x * 0.5) + np.sum(np.cos(x) * 3.0) + np.sum(x * 0.5), x)
+    np.testing.assert_allclose(g, -1.0 + 0.5 - 3.0 * np.sin(x) + 0.5, rtol=1e-14, atol=1e-15)
+
+
+def test_a_product_of_factors_out_of_range_is_multiplied_in(monkeypatch):
+    counted = _counting_factor_multiplications(monkeypatch)
+    x = np.ones(BIG, np.float32)
+    (big,) = pb.gradient(lambda x: np.sum(x * 1000.0 * 1000.0 * 1000.0), x)
+    (small,) = pb.gradient(lambda x: np.sum(x * 1e-3 * 1e-3 * 1e-3), x)
+    np.testing.assert_allclose(big, 1e9, rtol=1e-6)
+    np.testing.assert_allclose(small, 1e-9, rtol=1e-6)
+    assert all(2.0 ** -10 <= abs(f) <= 2.0 ** 10 or abs(f) in (1e6, 1e-6) for f in counted)
+
+
+def test_a_factor_is_not_carried_into_float16_where_the_unscaled_cotangent_would_overflow():
+    x = np.full(BIG, 0.5, np.float16)
+    w = np.full(BIG, 1e5, np.float32)
+    # x * 2's cotangent is 1e5 * 2**-10 = 97.7; unscaled, 1e5 would overflow float16 on the way
+    (g,) = pb.gradient(lambda x: np.sum((x * 2.0).astype(np.float32) * w * 2.0 ** -10), x)
+    assert g.dtype == np.float16 and np.all(np.isfinite(g))
+    np.testing.assert_allclose(g.astype(np.float64), 2e5 / 1024, rtol=1e-3)
+
+
+def test_carried_factors_in_forward_mode_and_second_derivatives():
+    x = np.linspace(-1.0, 1.0, BIG)
+    t = np.cos(x)
+    y, dy = pb.jvp(lambda x: np.cos(-x) * 0.5, (x,), (t,))
+    assert type(dy) is np.ndarray
+    np.testing.assert_allclose(dy, 0.5 * np.sin(-x) * t, rtol=1e-14, atol=1e-16)
+    (gg,) = pb.gradient(lambda x: np.sum(pb.gradient(lambda x: np.sum(np.cos(x) * 0.5), x)[0] * -2.0), x)
+    np.testing.assert_allclose(gg, np.cos(x), rtol=1e-14)
 
 
 # --- the tape --------------------------------------------------------------------------

@@ -13,6 +13,7 @@ own error.
 """
 
 import math
+import operator
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from .._arrays import zeros_as
 from .._extend import primitive, rrule
 from .._inplace import ViewLink, holds_array, register_view
 from .._standins import dtype_of
-from .._tangents import Thunk
+from .._tangents import Thunk, scaled, unthunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, composite, forward_rule, rule, without_gradient
 
@@ -41,7 +42,7 @@ def unary(ufunc, derivative, notes=""):
     def forward(primals, tangents):
         (x,), (t,) = primals, tangents
         y = ufunc(x)
-        return y, None if t is None else derivative(t, x, y)
+        return y, None if t is None else unthunk(derivative(t, x, y))
 
 
 def binary(ufunc, da, db, notes=""):
@@ -74,7 +75,7 @@ _PYTHON_NUMBERS = (int, bool, float)
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
-unary(np.negative, lambda g, x, y: -g)
+unary(np.negative, lambda g, x, y: scaled(g, -1.0))
 unary(np.positive, lambda g, x, y: g)
 unary(np.exp, lambda g, x, y: g * y)
 unary(np.exp2, lambda g, x, y: g * y * LN2)
@@ -88,7 +89,7 @@ unary(np.cbrt, lambda g, x, y: g / (3.0 * y * y))
 unary(np.square, lambda g, x, y: 2.0 * g * x)
 unary(np.reciprocal, lambda g, x, y: -g * y * y)
 unary(np.sin, lambda g, x, y: g * np.cos(x))
-unary(np.cos, lambda g, x, y: -g * np.sin(x))
+unary(np.cos, lambda g, x, y: scaled(g * np.sin(x), -1.0))
 unary(np.tan, lambda g, x, y: g * (1.0 + y * y))
 unary(np.arcsin, lambda g, x, y: g / np.sqrt(1.0 - x * x))
 unary(np.arccos, lambda g, x, y: -g / np.sqrt(1.0 - x * x))
@@ -173,7 +174,7 @@ def add_frule(primals, tangents):
 @rule(np.subtract, args="x1, x2")
 def subtract_rule(a, b):
     y = a - b
-    return y, lambda g: (g, None if type(b) in _CONSTANTS else Thunk(lambda: -g))
+    return y, lambda g: (g, None if type(b) in _CONSTANTS else scaled(g, -1.0))
 
 
 @forward_rule(np.subtract)
@@ -182,7 +183,29 @@ def subtract_frule(primals, tangents):
     return a - b, add_tangents(ta, None if tb is None else -tb)
 
 
-binary(np.multiply, lambda g, a, b, y: g * b, lambda g, a, b, y: g * a)
+@rule(np.multiply, args="x1, x2")
+def multiply_rule(a, b):
+    y = a * b
+
+    def back(g):
+        return (None if type(a) in _CONSTANTS else _times(g, b),
+                None if type(b) in _CONSTANTS else _times(g, a))
+
+    return y, back
+
+
+def _times(g, c):
+    """The cotangent `g * c`: carried on as a pending factor when `c` is a Python float (the common
+    `x * 0.5`), else a thunk."""
+    return scaled(g, c) if type(c) is float else Thunk(operator.mul, g, c)
+
+
+@forward_rule(np.multiply)
+def multiply_frule(primals, tangents):
+    (a, b), (ta, tb) = primals, tangents
+    return a * b, add_tangents(None if ta is None else ta * b, None if tb is None else tb * a)
+
+
 binary(np.true_divide, lambda g, a, b, y: g / b, lambda g, a, b, y: -g * y / b)
 
 
