@@ -99,6 +99,7 @@ class Deferred:
 
     def __init__(self, trace, output_slots):
         self._recording, self._program = (trace, output_slots), None
+        self._lock = threading.Lock()  # threads replaying it at once compile it once
 
     @property
     def compiled(self):
@@ -107,8 +108,10 @@ class Deferred:
     @property
     def program(self):
         if self._program is None:
-            self._program = compile_trace(*self._recording)
-            self._recording = None
+            with self._lock:
+                if self._program is None:
+                    self._program = compile_trace(*self._recording)
+                    self._recording = None
         return self._program
 
     def __call__(self, *inputs):

@@ -155,6 +155,8 @@ def time_systems(prepared, reference, *, tolerance, samples, pause, min_sample_s
     for name, p in list(prepared.items()):
         r = results[name]
         try:
+            if p.settle is not None:
+                p.settle()
             grads = p.to_numpy(p.step())
             r.error = relative_error(grads, reference, smallest)
             r.same = r.error <= tolerance

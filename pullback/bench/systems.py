@@ -34,8 +34,14 @@ class Unsupported(Exception):
 
 @dataclass
 class Prepared:
+    """`step()` computes the gradient; `to_numpy` turns it into the agreed list of arrays;
+    `settle()`, if given, brings `step` to the state a long run would time (a JIT's replay
+    compiled and fused). The steady-state timing settles first; a fresh process does not,
+    so its first gradient is a cold one."""
+
     step: Callable[[], Any]
     to_numpy: Callable[[Any], list]
+    settle: Callable[[], Any] | None = None
 
 
 class System:
@@ -115,7 +121,7 @@ class PullbackJit(System):
 
         x, n = problem["x"], problem["ops"]
         step = pb.jit(lambda x: pb.gradient(lambda v: chain(v, n, np), x)[0])
-        return Prepared(_settled(step, x), lambda g: [g])
+        return _settled(step, [x], lambda g: [g])
 
     def mlp(self, problem):
         import pullback as pb
@@ -127,7 +133,7 @@ class PullbackJit(System):
             return mlp_loss([p[k] for k in MLP_KEYS], x, onehot, np)
 
         step = pb.jit(lambda p, x, onehot: pb.gradient(loss, p, x, onehot)[0])
-        return Prepared(_settled(step, params, x, onehot), lambda g: [g[k] for k in MLP_KEYS])
+        return _settled(step, [params, x, onehot], lambda g: [g[k] for k in MLP_KEYS])
 
     def resnet(self, problem):
         import pullback as pb
@@ -137,16 +143,18 @@ class PullbackJit(System):
         model = nn.trainmode(nn.resnet(18, num_classes=spec.num_classes, rng=np.random.default_rng(0)))
         load_params(model, problem["params"])
         step = pb.jit(lambda m, x, onehot: pb.gradient(lambda m: resnet_loss(m, x, onehot), m)[0])
-        return Prepared(_settled(step, model, x, onehot), lambda g: model_gradients(model, g))
+        return _settled(step, [model, x, onehot], lambda g: model_gradients(model, g))
 
 
-def _settled(step, *args):
-    """`step(*args)` as a function of nothing, traced, replayed once and fused where it can be
-    (see `Jitted.wait_for_fusion`), so the timings are of the replay a long run would use."""
-    step(*args)
-    step(*args)
-    step.wait_for_fusion(start=True)
-    return lambda: step(*args)
+def _settled(step, args, to_numpy):
+    """Prepared `step(*args)`, whose settling replays it once (compiling the trace) and fuses it
+    where it can be (see `Jitted.wait_for_fusion`), so the timings are of the replay a long run uses."""
+    def settle():
+        step(*args)
+        step(*args)
+        step.wait_for_fusion(start=True)
+
+    return Prepared(lambda: step(*args), to_numpy, settle)
 
 
 def pullback_nn():
