@@ -6,7 +6,7 @@ from ._arrays import is_foreign_array_type
 from ._registry import FUNCTIONS
 from ._reverse import collector_paused
 from ._standins import astype, dtype_of
-from ._tangents import CARRIED, FACTOR_RANGE, InplaceableThunk, Scaled, Thunk, accum
+from ._tangents import CARRIED, FACTOR_RANGE, FACTOR_TYPES, InplaceableThunk, Scaled, Thunk, accum
 from ._values import Traced
 
 
@@ -68,8 +68,8 @@ def _sweep(tape, seeds):
 
 def _carries(g, in_ids, nodes):
     """Whether a factor pending on `g` may be passed on to the cotangents computed from it: `g` and
-    the inputs it goes to are NumPy arrays of a dtype in `CARRIED`."""
-    if type(g) is not np.ndarray or g.dtype not in CARRIED:
+    the inputs it goes to are arrays (of `FACTOR_TYPES`) of a dtype in `CARRIED`."""
+    if type(g) not in FACTOR_TYPES or g.dtype not in CARRIED:
         return False
     return all(j < 0 or (type(nodes[j][0]) is tuple and nodes[j][0][1] in CARRIED) for j in in_ids)
 

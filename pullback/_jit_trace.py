@@ -21,6 +21,8 @@ import weakref
 
 import numpy as np
 
+from . import _tangents
+
 # ndarray methods that are NumPy functions with the array first
 _METHODS = (
     "all", "any", "argmax", "argmin", "argsort", "clip", "conj", "conjugate", "cumprod", "cumsum", "diagonal",
@@ -449,6 +451,11 @@ class RandomSource:
             return getattr(self.owner.values[self.slot], name)
         draw = _draw(name)
         return lambda *args, **kwargs: self.owner.call(draw, f"Generator.{name}", (self, *args), kwargs)
+
+
+# A reverse sweep traced by pb.jit carries constant factors as an eager one does (see
+# `pullback._tangents.Scaled`), so the replay makes the same few memory passes.
+_tangents.FACTOR_TYPES.add(Symbol)
 
 
 def _same(value):

@@ -60,6 +60,8 @@ CARRIED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, 
 FACTOR_RANGE = (2.0 ** -10, 2.0 ** 10)
 # below this many elements a multiplication costs less than carrying its factor
 MIN_CARRIED_SIZE = 1 << 14
+# the array types a factor is carried on: NumPy's, and pb.jit's traced arrays (which add theirs)
+FACTOR_TYPES = {np.ndarray}
 
 
 def _times(g, factor):
@@ -90,7 +92,7 @@ def scaled(g, factor):
     >>> scaled(np.ones(2, np.float32), -1.0)  # small: multiplied now
     array([-1., -1.], dtype=float32)
     """
-    if type(g) is np.ndarray and g.size >= MIN_CARRIED_SIZE and g.dtype in CARRIED and type(factor) is float \
+    if type(g) in FACTOR_TYPES and g.size >= MIN_CARRIED_SIZE and g.dtype in CARRIED and type(factor) is float \
             and FACTOR_RANGE[0] <= abs(factor) <= FACTOR_RANGE[1]:
         return Scaled(g, factor)
     return g * factor
