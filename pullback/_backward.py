@@ -78,10 +78,13 @@ def _send(grads, nodes, owned, factors, j, ct, factor):
     """Add cotangent `ct`, with `factor` pending on it, into node `j`'s.
 
     The first cotangent sent to `j` sets the factor pending on `j`; a later one with the same
-    factor is added as it is; with another, both factors are multiplied out first."""
+    factor is added as it is; with another, both factors are multiplied out first. A factor out
+    of `FACTOR_RANGE`, or sent to a node whose dtype is not in `CARRIED`, is multiplied out."""
     if type(ct) is Scaled:
         ct, factor = ct.args[0], ct.args[1] * factor
-    if factor != 1.0 and not FACTOR_RANGE[0] <= abs(factor) <= FACTOR_RANGE[1]:
+    like = nodes[j][0]
+    if factor != 1.0 and not (FACTOR_RANGE[0] <= abs(factor) <= FACTOR_RANGE[1]
+                              and type(like) is tuple and like[1] in CARRIED):
         ct, factor = Scaled(ct, factor), 1.0
     current = grads[j]
     if current is None:
@@ -95,7 +98,7 @@ def _send(grads, nodes, owned, factors, j, ct, factor):
             current = Scaled(current, factors.pop(j))
         if factor != 1.0:
             ct = Scaled(ct, factor)
-    grads[j] = _add(current, ct, nodes[j][0], j, owned)
+    grads[j] = _add(current, ct, like, j, owned)
 
 
 def _add(current, ct, like, j, owned):

@@ -4,6 +4,7 @@
 """
 
 import functools
+import operator
 from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from typing import Any
 
@@ -84,18 +85,18 @@ class Scaled(Thunk):
 
 
 def scaled(g, factor):
-    """The cotangent `g * factor`, as a `Scaled` when the sweep can carry `factor` on, else multiplied now.
+    """The cotangent `g * factor`, lazily: a `Scaled` when the sweep can carry `factor` on, else a thunk.
 
     >>> import numpy as np
-    >>> scaled(np.ones(1 << 14, np.float32), -1.0).unthunk()[:2]
-    array([-1., -1.], dtype=float32)
-    >>> scaled(np.ones(2, np.float32), -1.0)  # small: multiplied now
+    >>> type(scaled(np.ones(1 << 14, np.float32), -1.0)).__name__
+    'Scaled'
+    >>> scaled(np.ones(2, np.float32), -1.0).unthunk()  # small: a plain thunk
     array([-1., -1.], dtype=float32)
     """
     if type(g) in FACTOR_TYPES and g.size >= MIN_CARRIED_SIZE and g.dtype in CARRIED and type(factor) is float \
             and FACTOR_RANGE[0] <= abs(factor) <= FACTOR_RANGE[1]:
         return Scaled(g, factor)
-    return g * factor
+    return Thunk(operator.mul, g, factor)
 
 
 def unthunk(x):
