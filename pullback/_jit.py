@@ -5,9 +5,9 @@ call (see `pullback._jit_trace`), including those pullback's own rules make whil
 differentiating, so `pb.jit(lambda m, x: pb.withgradient(loss, m, x))` replays the forward
 and the backward pass alike; its results are those the trace computed. Later calls with the
 same signature run the recording compiled (at the first of them) to one Python function of
-plain NumPy calls, with buffers reused in place where the plan
-allows (see `pullback._jit_replay`); a replay run often on small arrays is fused into
-compiled kernels in the background when numba is installed (see `pullback._jit_fuse`).
+plain NumPy calls, with buffers reused in place where the plan allows (see
+`pullback._jit_replay`); a replay run often on small arrays is fused into compiled kernels
+in the background when numba is installed (see `pullback._jit_fuse`).
 
 The signature is the structure of the arguments (containers, field names, the types of
 leaves), the shape, dtype and type of each array, and the value of every leaf that is not an

@@ -42,8 +42,9 @@ class Program:
 
     `arena` holds the buffers the plan reuses from call to call; a call that finds them in
     use by another thread gets buffers of its own. A program with `fuse` (a function making
-    its fused version, or None if it would fuse nothing) makes that version in a background thread once it has run
-    `FUSE_AFTER_CALLS` times, and from then on runs it (unfused under a raising `np.errstate`)."""
+    its fused version, or None if it would fuse nothing) makes that version in a background
+    thread once it has run `FUSE_AFTER_CALLS` times, and from then on runs it (unfused under
+    a raising `np.errstate`)."""
 
     def __init__(self, run, source, n_nodes, n_in_place, arena_specs, fuse=None, n_kernels=0):
         self.run, self.source = run, source

@@ -7,8 +7,8 @@ installed peer in one run, prints a markdown table per workload, and writes
 gradient or an adapter broke.
 
 Parts (select with `--only a,b`): the timed workloads chain-small, chain-large, mlp,
-resnet18-b1, resnet18-b8 (chain-small, mlp and the ResNets also in fresh processes: time to first
-gradient and peak memory, unless `--no-fresh`); `import` (import time in fresh
+resnet18-b1, resnet18-b8 (chain-small, mlp and the ResNets also in fresh processes: time
+to first gradient and peak memory, unless `--no-fresh`); `import` (import time in fresh
 processes), `scaling` (gradient cost against 10^2..10^5 operations), `memory` (memory
 held by a finished gradient). `--profile` adds, for the selected ResNets, where
 pullback's time goes and the matmul GFLOP/s against this machine's float32 peak.
