@@ -90,6 +90,27 @@ def step(client: Any, loss_fn: Any, model: Any, state: Any, shards: Any, *, redu
     total = sum(p.size for p in parts)
     if total == 0:
         raise ValueError("pb.distributed.step: every shard is empty; there is nothing to train on")
+    for attempt in range(retries + 1):
+        try:
+            result = _gradient_on_workers(client, loss_fn, model, parts, total, reduction, has_aux, retries)
+            break
+        except _ModelLost:
+            # A worker died before the model's copies had reached the others: nothing was
+            # applied, so the whole step runs again with the model sent afresh.
+            if attempt == retries:
+                raise
+    new_state, new_model = update(state, model, result.grad)
+    _write_back(model, result)
+    loss = (result.loss, [aux for _, aux in result.aux]) if has_aux else result.loss
+    return new_model, new_state, loss
+
+
+class _ModelLost(ShardError):
+    """Every copy of the model sent for a step was lost with the workers holding it."""
+
+
+def _gradient_on_workers(client, loss_fn, model, parts, total, reduction, has_aux, retries):
+    """The summed `_Partial` of every shard, computed on the workers from one broadcast of the model."""
     try:
         [model_future] = client.scatter([model], broadcast=True, hash=False)
     except Exception as error:
@@ -112,11 +133,7 @@ def step(client: Any, loss_fn: Any, model: Any, state: Any, shards: Any, *, redu
         for future in summed:
             what[future.key] = "a sum of shard gradients"
         futures = summed + futures[len(futures) - len(futures) % 2:]
-    result = _result(futures[0], tasks, what)
-    new_state, new_model = update(state, model, result.grad)
-    _write_back(model, result)
-    loss = (result.loss, [aux for _, aux in result.aux]) if has_aux else result.loss
-    return new_model, new_state, loss
+    return _result(futures[0], tasks, what)
 
 
 @dataclass
@@ -329,7 +346,8 @@ def _result(future, tasks, what):
             reason = ("the workers running it died every time it ran (Dask re-runs a task whose worker dies up to "
                       "distributed.scheduler.allowed-failures times)")
         elif tasks[0].status != "finished":
-            name, reason = "the model", "every worker holding a copy of it died during the step"
+            raise _ModelLost(f"the model: every worker holding a copy of it died during the step; the model and "
+                             f"state are unchanged. Dask said: {type(cause).__name__}: {cause}") from error
         elif "cancel" in type(cause).__name__.lower():
             reason = ("data it needed was lost with a worker (data sent with client.scatter cannot be recomputed: "
                       "pass NumPy shards, futures of tasks or Dask arrays, or replicate scattered shards)")

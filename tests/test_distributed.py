@@ -173,6 +173,36 @@ def test_a_worker_killed_in_a_step_loses_no_step_and_applies_none_twice(client, 
     assert s.layers[1].bias.state[2] == undisturbed_state.layers[1].bias.state[2] == 3
 
 
+def test_a_step_whose_model_copies_were_all_lost_runs_again_then_says_so(client, monkeypatch):
+    model = make_mlp()
+    state = pb.optim.setup(pb.optim.Adam(0.05), model)
+    x, y = make_batch()
+    want, _, want_loss = pb.distributed.step(client, mean_loss, model, state, split(x, y))
+    real, attempts = pb.distributed._gradient_on_workers, []
+
+    def lost_once(*args):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise pb.distributed._ModelLost("the model: every worker holding a copy of it died during the step")
+        return real(*args)
+
+    monkeypatch.setattr(pb.distributed, "_gradient_on_workers", lost_once)
+    got, _, loss = pb.distributed.step(client, mean_loss, model, state, split(x, y))
+    assert len(attempts) == 2 and loss == want_loss
+    for a, b in zip(parameters(got), parameters(want)):
+        np.testing.assert_array_equal(a, b)
+
+    def always_lost(*args):
+        attempts.append(1)
+        raise pb.distributed._ModelLost("the model: every worker holding a copy of it died during the step")
+
+    attempts.clear()
+    monkeypatch.setattr(pb.distributed, "_gradient_on_workers", always_lost)
+    with pytest.raises(pb.distributed.ShardError, match="every worker holding a copy"):
+        pb.distributed.step(client, mean_loss, model, state, split(x, y), retries=1)
+    assert len(attempts) == 2
+
+
 def test_checkpoint_saved_during_distributed_training_is_the_local_one(client, tmp_path):
     model = make_mlp()
     state = pb.optim.setup(pb.optim.Adam(0.05), model)
