@@ -85,7 +85,8 @@ class Scaled(Thunk):
 
 
 def scaled(g, factor):
-    """The cotangent `g * factor`, lazily: a `Scaled` when the sweep can carry `factor` on, else a thunk.
+    """The cotangent `g * factor`, lazily: a `Scaled` when the sweep can carry `factor` on (a Python
+    float, on a large float32/float64 array), else a thunk.
 
     >>> import numpy as np
     >>> type(scaled(np.ones(1 << 14, np.float32), -1.0)).__name__

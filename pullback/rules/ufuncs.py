@@ -13,7 +13,6 @@ own error.
 """
 
 import math
-import operator
 
 import numpy as np
 
@@ -188,16 +187,11 @@ def multiply_rule(a, b):
     y = a * b
 
     def back(g):
-        return (None if type(a) in _CONSTANTS else _times(g, b),
-                None if type(b) in _CONSTANTS else _times(g, a))
+        # lazily; a Python-float factor (the common `x * 0.5`) may be carried on by the sweep
+        return (None if type(a) in _CONSTANTS else scaled(g, b),
+                None if type(b) in _CONSTANTS else scaled(g, a))
 
     return y, back
-
-
-def _times(g, c):
-    """The cotangent `g * c`: carried on as a pending factor when `c` is a Python float (the common
-    `x * 0.5`), else a thunk."""
-    return scaled(g, c) if type(c) is float else Thunk(operator.mul, g, c)
 
 
 @forward_rule(np.multiply)
