@@ -28,13 +28,14 @@ def gradient(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...
     >>> pb.gradient(lambda x, n: np.sum(x ** n), np.array([1.0, 2.0]), 3)
     (array([ 3., 12.]), None)
     """
-    tape, out, plans = trace_call(f, args, kwargs, range(len(args)))
-    try:
-        if isinstance(out, tuple):
-            raise TypeError("Output should be scalar, not a tuple; use withgradient to return auxiliary values.")
-        return _gradients(tape, out, plans)
-    finally:
-        _release(tape)
+    with collector_paused():  # until the tape is released: see `_release`
+        tape, out, plans = trace_call(f, args, kwargs, range(len(args)))
+        try:
+            if isinstance(out, tuple):
+                raise TypeError("Output should be scalar, not a tuple; use withgradient to return auxiliary values.")
+            return _gradients(tape, out, plans)
+        finally:
+            _release(tape)
 
 
 def withgradient(f: Callable[..., Any], *args: Any, **kwargs: Any) -> "WithGradient":
@@ -47,12 +48,13 @@ def withgradient(f: Callable[..., Any], *args: Any, **kwargs: Any) -> "WithGradi
     >>> val, g
     ((np.float64(9.0), 'aux'), array([6.]))
     """
-    tape, out, plans = trace_call(f, args, kwargs, range(len(args)))
-    try:
-        grads = _gradients(tape, out[0] if isinstance(out, tuple) else out, plans)
-        return WithGradient(_untrack(out, tape), grads)
-    finally:
-        _release(tape)
+    with collector_paused():
+        tape, out, plans = trace_call(f, args, kwargs, range(len(args)))
+        try:
+            grads = _gradients(tape, out[0] if isinstance(out, tuple) else out, plans)
+            return WithGradient(_untrack(out, tape), grads)
+        finally:
+            _release(tape)
 
 
 def pullback(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
@@ -119,19 +121,20 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_
 
     def value_and_gradient_of_f(*args, **kwargs):
         positions = [a % len(args) if -len(args) <= a < len(args) else _bad_argnum(a, len(args)) for a in wanted]
-        tape, out, plans = trace_call(f, args, kwargs, positions)
-        try:
-            if has_aux:
-                if not (isinstance(out, tuple) and len(out) == 2):
-                    raise TypeError("With has_aux=True, f must return a pair (value, aux).")
-                primary = out[0]
-            else:
-                primary = out
-            grads = _gradients(tape, primary, plans)
-            picked = tuple(grads[p] for p in positions)
-            return _untrack(out, tape), picked[0] if single else picked
-        finally:
-            _release(tape)
+        with collector_paused():
+            tape, out, plans = trace_call(f, args, kwargs, positions)
+            try:
+                if has_aux:
+                    if not (isinstance(out, tuple) and len(out) == 2):
+                        raise TypeError("With has_aux=True, f must return a pair (value, aux).")
+                    primary = out[0]
+                else:
+                    primary = out
+                grads = _gradients(tape, primary, plans)
+                picked = tuple(grads[p] for p in positions)
+                return _untrack(out, tape), picked[0] if single else picked
+            finally:
+                _release(tape)
 
     return value_and_gradient_of_f
 
@@ -233,7 +236,10 @@ def _untrack(out, tape):
 
 
 def _release(tape):
-    """Drop everything the tape holds, so a finished gradient keeps nothing alive."""
+    """Drop everything the tape holds, so a finished gradient keeps nothing alive.
+
+    Called while the garbage collector is still paused: the tape's containers are then freed
+    before it resumes, instead of being scanned by the collection its resumption would start."""
     tape.nodes.clear()
 
 

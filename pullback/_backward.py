@@ -6,7 +6,7 @@ from ._arrays import is_foreign_array_type
 from ._registry import FUNCTIONS
 from ._reverse import collector_paused
 from ._standins import astype, dtype_of
-from ._tangents import CARRIED, FACTOR_RANGE, FACTOR_TYPES, InplaceableThunk, Scaled, Thunk, accum
+from ._tangents import ARRAY_TYPES, CARRIED, FACTOR_RANGE, InplaceableThunk, Scaled, Thunk, accum
 from ._values import Traced
 
 
@@ -68,8 +68,8 @@ def _sweep(tape, seeds):
 
 def _carries(g, in_ids, nodes):
     """Whether a factor pending on `g` may be passed on to the cotangents computed from it: `g` and
-    the inputs it goes to are arrays (of `FACTOR_TYPES`) of a dtype in `CARRIED`."""
-    if type(g) not in FACTOR_TYPES or g.dtype not in CARRIED:
+    the inputs it goes to are arrays (of `ARRAY_TYPES`) of a dtype in `CARRIED`."""
+    if type(g) not in ARRAY_TYPES or g.dtype not in CARRIED:
         return False
     return all(j < 0 or (type(nodes[j][0]) is tuple and nodes[j][0][1] in CARRIED) for j in in_ids)
 
@@ -147,7 +147,7 @@ def fit(g, like):
         weak = type(like) is float or type(like) is complex  # a Python number is weak
         dtype = None if weak else dtype_of(like)
         real = type(like) is float if weak else dtype.kind != "c"
-    if type(g) is np.ndarray:
+    if type(g) is np.ndarray or type(g) in ARRAY_TYPES:
         if g.shape != shape:
             g = unbroadcast(g, shape)
         if real and g.dtype.kind == "c":

@@ -48,6 +48,8 @@ _NUMBER_UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs}
 
 # argument types that hold no traced value
 _LEAVES = frozenset((int, float, complex, bool, str, type(None), np.float32, np.float64))
+# operands of an elementwise call that are recorded as they are
+_NUMBERS = frozenset((int, float, complex, bool, np.float32, np.float64))
 
 # functions whose result depends only on shapes, dtypes and types (fixed by the signature)
 _STATIC = frozenset((np.ndim, np.shape, np.size, np.iscomplexobj, np.isrealobj, np.result_type))
@@ -142,12 +144,11 @@ class Trace:
         self.holders = {}  # slot -> the number of Symbols naming it
 
     def hold(self, symbol, slot):
-        """Point `symbol` at `slot` (a new Symbol, or one rebound by an in-place write)."""
-        old = getattr(symbol, "slot", None)
+        """Point `symbol` at `slot` instead of the one it named (an in-place write rebinds it)."""
+        old = symbol.slot
         symbol.slot = slot
         self.holders[slot] = self.holders.get(slot, 0) + 1
-        if old is not None:
-            self.let_go(old)
+        self.let_go(old)
 
     def let_go(self, slot):
         left = self.holders[slot] = self.holders[slot] - 1
@@ -205,6 +206,26 @@ class Trace:
         node = Node(fn, name, ref_args, ref_kwargs, outputs, structure, elementwise)
         # an elementwise ufunc (its `out` taken away) always returns new arrays
         node.aliases = () if elementwise else self._aliases(result, concrete_args, ref_args)
+        self.nodes.append(node)
+        return wrapped
+
+    def ufunc_call(self, ufunc, inputs):
+        """`call` for `ufunc(*inputs)` with no options, when each input is a Symbol of this trace or a
+        plain number: the common case, kept short. None (nothing run) for any other input."""
+        values, refs = [], []
+        for x in inputs:
+            kind = type(x)
+            if kind is Symbol and x.owner is self:
+                values.append(self.values[x.slot])
+                refs.append(Ref(x.slot))
+            elif kind in _NUMBERS:
+                values.append(x)
+                refs.append(x)
+            else:
+                return None
+        outputs, structure, wrapped = self._wrap(ufunc(*values))
+        node = Node(ufunc, ufunc.__name__, tuple(refs), {}, outputs, structure, True)
+        node.aliases = ()  # an elementwise call returns new arrays
         self.nodes.append(node)
         return wrapped
 
@@ -303,7 +324,9 @@ class Symbol:
 
     def __init__(self, trace, slot):
         self.owner = trace
-        trace.hold(self, slot)
+        self.slot = slot
+        holders = trace.holders
+        holders[slot] = holders.get(slot, 0) + 1
         self.view = None  # (weak reference to the base Symbol, index, the base's slot then) for x[index] views
 
     def __del__(self):
@@ -322,6 +345,10 @@ class Symbol:
 
     # --- NumPy's protocols -------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "__call__" and not kwargs:
+            recorded = self.owner.ufunc_call(ufunc, inputs)
+            if recorded is not None:
+                return recorded
         if any(_defers(x) for x in inputs + tuple(kwargs.get("out", None) or ())):
             return NotImplemented  # a differentiated value among the inputs: its type handles the call
         out = kwargs.pop("out", None)
@@ -453,9 +480,9 @@ class RandomSource:
         return lambda *args, **kwargs: self.owner.call(draw, f"Generator.{name}", (self, *args), kwargs)
 
 
-# A reverse sweep traced by pb.jit carries constant factors as an eager one does (see
-# `pullback._tangents.Scaled`), so the replay makes the same few memory passes.
-_tangents.FACTOR_TYPES.add(Symbol)
+# A reverse sweep traced by pb.jit treats a Symbol as it does an array: it carries constant factors
+# on it (see `pullback._tangents.Scaled`), so the replay makes the same few memory passes.
+_tangents.ARRAY_TYPES.add(Symbol)
 
 
 def _same(value):

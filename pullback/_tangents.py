@@ -61,8 +61,10 @@ CARRIED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, 
 FACTOR_RANGE = (2.0 ** -10, 2.0 ** 10)
 # below this many elements a multiplication costs less than carrying its factor
 MIN_CARRIED_SIZE = 1 << 14
-# the array types a factor is carried on: NumPy's, and pb.jit's traced arrays (which add theirs)
-FACTOR_TYPES = {np.ndarray}
+# the array types that act as NumPy's do in a sweep (shape, dtype, `.real`, `.astype`, arithmetic):
+# NumPy's, and pb.jit's traced arrays (which add theirs). Factors are carried on them, and the
+# sweep fits their cotangents by NumPy's short path.
+ARRAY_TYPES = {np.ndarray}
 
 
 def _times(g, factor):
@@ -94,7 +96,7 @@ def scaled(g, factor):
     >>> scaled(np.ones(2, np.float32), -1.0).unthunk()  # small: a plain thunk
     array([-1., -1.], dtype=float32)
     """
-    if type(g) in FACTOR_TYPES and g.size >= MIN_CARRIED_SIZE and g.dtype in CARRIED and type(factor) is float \
+    if type(g) in ARRAY_TYPES and g.size >= MIN_CARRIED_SIZE and g.dtype in CARRIED and type(factor) is float \
             and FACTOR_RANGE[0] <= abs(factor) <= FACTOR_RANGE[1]:
         return Scaled(g, factor)
     return Thunk(operator.mul, g, factor)

@@ -212,6 +212,17 @@ def test_converting_a_traced_array_to_numpy_is_refused_naming_the_fix():
         jf(np.ones(2))
 
 
+def test_a_value_leaked_from_another_trace_is_refused_naming_the_fix():
+    leaked = []
+    pb.jit(lambda x: leaked.append(x) or x * 2.0)(np.ones(2))
+    for uses in (lambda y: np.sin(y) + leaked[0],  # a ufunc (the short recording path)
+                 lambda y: y * 2.0 - leaked[0],  # an operator
+                 lambda y: np.maximum(y, leaked[0], dtype=np.float64),  # a ufunc with options
+                 lambda y: np.stack([y, leaked[0]])):  # an array function
+        with pytest.raises(pb.JitError, match="another pb.jit call"):
+            pb.jit(uses)(np.ones(2))
+
+
 def test_in_place_writes_are_replayed_and_writes_through_views_refused():
     def writes(x):
         y = x * 1.0
