@@ -148,6 +148,11 @@ class Jitted:
         if isinstance(result, Symbol):
             def rebuild(outputs):
                 return outputs[0]
+        elif type(result) in (tuple, list) and all(isinstance(v, Symbol) for v in result):
+            kind, positions = type(result), [order[id(v)] for v in result]  # a gradient's tuple: no walk
+
+            def rebuild(outputs):
+                return kind([outputs[k] for k in positions])
         else:
             def rebuild(outputs):
                 return tree.fmap(lambda leaf: outputs[order[id(leaf)]] if id(leaf) in order else _fresh(leaf), result)

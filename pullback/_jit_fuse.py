@@ -144,16 +144,17 @@ class Kernel:
         self.function = None
 
     def compile(self, trace):
-        """The numba function, compiled now for arguments like the trace's."""
+        """The numba function, compiled now, once: for any 1-D array inputs of the trace's dtypes
+        (strided, broadcast or read-only alike, as a replay may pass) and numbers of its types."""
         import numba
+        from numba import types
 
         namespace = {"np": np, self.dtype.name: self.dtype.type}
         exec(compile(self.source, "<pb.jit fused kernel>", "exec"), namespace)
-        self.function = numba.njit(nogil=True, error_model="numpy")(namespace["kernel"])
-        slab = np.zeros((max(self.rows.values()) + 1, self.size), self.dtype)
-        samples = [np.ascontiguousarray(value).reshape(-1) if type(value) is np.ndarray else value
-                   for value in (trace.values[slot] for slot in self.inputs)]
-        self.function(slab, *samples, self.size)
+        inputs = [types.Array(numba.from_dtype(value.dtype), 1, "A", readonly=True) if type(value) is np.ndarray
+                  else numba.typeof(value) for value in (trace.values[slot] for slot in self.inputs)]
+        signature = (types.Array(numba.from_dtype(self.dtype), 2, "C"), *inputs, types.int64)
+        self.function = numba.njit(signature, nogil=True, error_model="numpy")(namespace["kernel"])
         return self.function
 
 

@@ -125,6 +125,24 @@ def test_two_dimensional_arrays_and_operands_that_broadcast():
         np.testing.assert_allclose(got, expected, rtol=1e-14)
 
 
+def test_each_kernel_is_compiled_once_for_strided_broadcast_and_read_only_inputs():
+    # A chain gradient's backward kernel reads the broadcast seed; callers may pass strided or
+    # read-only arrays of the traced shape. No call after fusion compiles a kernel again (a
+    # compilation in the caller's thread, seconds long).
+    f = lambda x: pb.gradient(lambda v: np.sum(chain(v, 10, np)), x)[0]  # noqa: E731
+    x = np.linspace(-1.0, 1.0, 10).astype(np.float32)
+    jf = pb.jit(f)
+    fused(jf, x)
+    (program, _), = [v for variants in jf._cache.values() for v in variants]
+    kernels = [v for k, v in program.fused.run.__globals__.items() if k.startswith("kernel")]
+    assert len(kernels) == 2
+    read_only = x.copy()
+    read_only.flags.writeable = False
+    for point in (x, np.linspace(-1.0, 1.0, 20).astype(np.float32)[::2], read_only):
+        np.testing.assert_allclose(jf(point), f(point), rtol=2e-4)
+    assert [len(kernel.signatures) for kernel in kernels] == [1, 1]
+
+
 def test_outputs_are_not_overwritten_by_the_next_call():
     jf = pb.jit(lambda x: (np.sin(x) * 2.0 + 1.0, (np.sin(x) * 2.0 + 1.0).reshape(2, 2)))
     x = np.linspace(0, 1, 4)

@@ -20,7 +20,9 @@ def reduced_axes(axis, ndim):
 
 def expand_to(g, shape, axis, keepdims):
     """Broadcast a reduced cotangent back over the reduced axes of `shape`."""
-    if not keepdims:
+    if np.shape(g) == shape:  # nothing was reduced (a 0-d input, or no axes)
+        return g
+    if not keepdims and axis is not None:  # a full reduction's 0-d cotangent broadcasts as it is
         g = np.reshape(g, _kept_shape(shape, axis))
     return np.broadcast_to(g, shape)
 
