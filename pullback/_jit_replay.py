@@ -245,13 +245,13 @@ def compile_trace(trace, output_slots, fuse=False):
     for g_index in guards_after.get(len(trace.nodes), ()):
         body.append(_guard_line(trace.guards[g_index], g_index))
     planner.mark_outputs(output_slots)
-    # the buffers and functions the body names (a fused kernel replaces the calls of its segment)
-    named = set(re.findall(r"\b[bf]\d+\b", "\n".join(body)))
+    # the buffers the body names (a fused kernel replaces the calls of its segment)
+    named = set(re.findall(r"\bb\d+\b", "\n".join(body)))
     arena = [k for k in range(len(planner.buffers)) if k not in planner.per_call and f"b{k}" in named]
-    # the called functions become default arguments: local names, the fastest to look up
-    functions = "".join(f", f{i}=f{i}" for i in sorted(live) if f"f{i}" in named)
+    # The called functions stay globals of the generated code: as keyword defaults (local names)
+    # each call would first copy hundreds of them into its frame, which costs more than it saves.
     inputs = "".join(f", s{s}" for s in trace.inputs)
-    head = [f"def program(arena{inputs}{', *' if functions else ''}{functions}):"]
+    head = [f"def program(arena{inputs}):"]
     slab_names, slab_specs = slabs.specs()
     if arena or slab_names:
         head.append(f"    {', '.join([f'b{k}' for k in arena] + slab_names)}, = arena")
@@ -345,8 +345,7 @@ def _emit_segment(members, trace, namespace, body, parts_source):
         lines.append(f"    f{index}({', '.join(reads)}, {out if _positional_out(node) else 'out=' + out})"
                      f"  # {node.name}")
     params = "".join(f", s{slot}" for slot in dict.fromkeys(slots))
-    functions = "".join(f", f{index}=f{index}" for index, _, _ in members)
-    parts_source += [f"def {name}(lo, hi{params}, *{functions}):"] + lines + [""]
+    parts_source += [f"def {name}(lo, hi{params}):"] + lines + [""]
     rows = trace.values[members[0][1].outputs].shape[0]
     namespace["parts"] = PARTS
     body.append(f"    parts({name}, {rows}{params})")
