@@ -147,7 +147,7 @@ def fit(g, like):
         weak = type(like) is float or type(like) is complex  # a Python number is weak
         dtype = None if weak else dtype_of(like)
         real = type(like) is float if weak else dtype.kind != "c"
-    if type(g) is np.ndarray or type(g) in ARRAY_TYPES:
+    if type(g) in ARRAY_TYPES:
         if g.shape != shape:
             g = unbroadcast(g, shape)
         if real and g.dtype.kind == "c":

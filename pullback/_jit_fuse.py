@@ -112,8 +112,8 @@ class Kernel:
     """One segment as a numba function `kernel(slab, inputs..., n)`: each call of the segment in
     turn, as a loop over the elements writing its own row of the slab (a loop per call, not a
     call per element: the elements' computations then overlap in the processor). It reads
-    `inputs` (arrays, flattened, and numbers) from outside the slab and earlier kernels' rows;
-    `rows` maps each result to its row."""
+    `inputs` (arrays, flattened, and numbers, cast to its dtype: see `arguments`) from outside
+    the slab and earlier kernels' rows; `rows` maps each result to its row."""
 
     def __init__(self, members, trace, slabs):
         result = trace.values[members[0][1].outputs]
@@ -126,13 +126,8 @@ class Kernel:
                                          if slot not in produced and slot not in rows))
         dtype = self.dtype.name
         lines = [f"def kernel(slab, {''.join(f'i{slot}, ' for slot in self.inputs)}n):"]
-        operand = {}
-        for slot in self.inputs:
-            if type(trace.values[slot]) is np.ndarray:
-                operand[slot] = f"i{slot}[i]"
-            else:  # a Python number: cast once, as NumPy casts a weakly typed scalar
-                lines.append(f"    c{slot} = {dtype}(i{slot})")
-                operand[slot] = f"c{slot}"
+        operand = {slot: f"i{slot}[i]" if type(trace.values[slot]) is np.ndarray else f"i{slot}"
+                   for slot in self.inputs}
         for _, node in members:
             operands = [operand.get(arg.slot, f"slab[{rows.get(arg.slot)}, i]") if isinstance(arg, Ref)
                         else _literal(arg, dtype) for arg in node.args]
@@ -143,17 +138,26 @@ class Kernel:
         self.source = "\n".join(lines)
         self.function = None
 
+    def arguments(self, trace):
+        """The source of a call's arguments after the slab, reading slot `k` as `sk`: each array
+        flattened, each number cast to the kernel's dtype (named by its name) as NumPy casts a
+        weakly typed scalar, so a Python int of any size converts, or overflows, as in NumPy."""
+        flat = "" if len(self.shape) == 1 else ".reshape(-1)"
+        return [f"s{slot}{flat}" if type(trace.values[slot]) is np.ndarray else f"{self.dtype.name}(s{slot})"
+                for slot in self.inputs]
+
     def compile(self, trace):
         """The numba function, compiled now, once: for any 1-D array inputs of the trace's dtypes
-        (strided, broadcast or read-only alike, as a replay may pass) and numbers of its types."""
+        (strided, broadcast or read-only alike, as a replay may pass) and numbers of its dtype."""
         import numba
         from numba import types
 
         namespace = {"np": np, self.dtype.name: self.dtype.type}
         exec(compile(self.source, "<pb.jit fused kernel>", "exec"), namespace)
+        number = numba.from_dtype(self.dtype)
         inputs = [types.Array(numba.from_dtype(value.dtype), 1, "A", readonly=True) if type(value) is np.ndarray
-                  else numba.typeof(value) for value in (trace.values[slot] for slot in self.inputs)]
-        signature = (types.Array(numba.from_dtype(self.dtype), 2, "C"), *inputs, types.int64)
+                  else number for value in (trace.values[slot] for slot in self.inputs)]
+        signature = (types.Array(number, 2, "C"), *inputs, types.int64)
         self.function = numba.njit(signature, nogil=True, error_model="numpy")(namespace["kernel"])
         return self.function
 

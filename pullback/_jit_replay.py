@@ -313,9 +313,8 @@ def _emit_kernel(members, trace, namespace, body, slabs, outside, copied):
     kernel = _jit_fuse.Kernel([(index, node) for index, node, _ in members], trace, slabs)
     name = f"kernel{members[0][0]}"
     namespace[name] = kernel.compile(trace)
-    flat = "" if len(kernel.shape) == 1 else ".reshape(-1)"
-    args = [kernel.slab] + [f"s{slot}" + (flat if type(trace.values[slot]) is np.ndarray else "")
-                            for slot in kernel.inputs]
+    namespace[kernel.dtype.name] = kernel.dtype.type
+    args = [kernel.slab] + kernel.arguments(trace)
     body.append(f"    {name}({', '.join(args)}, {kernel.size})  # fused: " + ", ".join(n.name for _, n, _ in members))
     for slot, row in kernel.rows.items():
         if slot in outside:
@@ -453,7 +452,7 @@ def _memory(trace, last_use):
     death = dict(last_use)
     for node in trace.nodes:
         shared = set()
-        for slot in getattr(node, "aliases", ()):
+        for slot in node.aliases:
             shared |= roots.get(slot, {slot})
         for out in node.outputs if isinstance(node.outputs, tuple) else (node.outputs,):
             roots[out] = {out} | shared

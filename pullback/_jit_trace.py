@@ -75,9 +75,10 @@ class Node:
 
     __slots__ = ("fn", "name", "args", "kwargs", "outputs", "structure", "elementwise", "aliases", "_read")
 
-    def __init__(self, fn, name, args, kwargs, outputs, structure, elementwise):
+    def __init__(self, fn, name, args, kwargs, outputs, structure, elementwise, aliases=()):
         self.fn, self.name, self.args, self.kwargs = fn, name, args, kwargs
         self.outputs, self.structure, self.elementwise = outputs, structure, elementwise
+        self.aliases = aliases  # the input slots whose memory the results may share (views)
         self._read = None
 
     def slots_read(self):
@@ -203,10 +204,9 @@ class Trace:
         outputs, structure, wrapped = self._wrap(result)
         if outputs is None:  # no array in the result (a shape, a dtype): nothing to replay
             return result
-        node = Node(fn, name, ref_args, ref_kwargs, outputs, structure, elementwise)
         # an elementwise ufunc (its `out` taken away) always returns new arrays
-        node.aliases = () if elementwise else self._aliases(result, concrete_args, ref_args)
-        self.nodes.append(node)
+        aliases = () if elementwise else self._aliases(result, concrete_args, ref_args)
+        self.nodes.append(Node(fn, name, ref_args, ref_kwargs, outputs, structure, elementwise, aliases))
         return wrapped
 
     def ufunc_call(self, ufunc, inputs):
@@ -224,9 +224,7 @@ class Trace:
             else:
                 return None
         outputs, structure, wrapped = self._wrap(ufunc(*values))
-        node = Node(ufunc, ufunc.__name__, tuple(refs), {}, outputs, structure, True)
-        node.aliases = ()  # an elementwise call returns new arrays
-        self.nodes.append(node)
+        self.nodes.append(Node(ufunc, ufunc.__name__, tuple(refs), {}, outputs, structure, True))
         return wrapped
 
     def _aliases(self, result, concrete_args, ref_args):
@@ -250,7 +248,6 @@ class Trace:
         if type(result) in (bool, int, float, complex):
             slot = self.new_slot(result)
             self.nodes.append(Node(fn, name, refs, {}, slot, None, False))
-            self.nodes[-1].aliases = ()
             return Number(self, slot)
         return self.call(fn, name, args, {})
 

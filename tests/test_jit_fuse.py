@@ -105,10 +105,12 @@ def test_arithmetic_with_python_numbers_is_cast_as_numpy_casts_it():
     x = np.linspace(-1, 1, 16, dtype=np.float32)
     jf = pb.jit(f)
     assert "kernel" in fused(jf, x, 0.3, 2)
-    for c, k in [(0.3, 2), (1e-3, -7), (3.7, 0)]:
+    for c, k in [(0.3, 2), (1e-3, -7), (3.7, 0), (0.5, 2**70)]:  # 2**70: beyond int64, as NumPy casts it
         got = jf(x, c, k)
         assert got.dtype == np.float32
         np.testing.assert_array_equal(got, f(x, c, k))  # + - * / and ** 2 round the same in both
+    with pytest.raises(OverflowError):  # too large for any float, as in NumPy
+        jf(x, 0.5, 2**2000)
 
 
 def test_two_dimensional_arrays_and_operands_that_broadcast():
