@@ -12,6 +12,7 @@ import numpy as np
 
 from ._arrays import is_foreign_array_type
 from ._standins import dtype_of
+from ._tangents import PerOperand
 from ._values import Traced, Tracked, new_level
 
 
@@ -54,6 +55,8 @@ class Tape:
                 values.append(a)
                 ids.append(-1)
         y, back = rule(*values, **kwargs)
+        if type(back) is PerOperand:
+            back.drop_untraced(ids)
         return self.record(y, back, ids)
 
     def record(self, y, back, ids):

@@ -54,6 +54,37 @@ class InplaceableThunk(Thunk):
         return self
 
 
+class PerOperand(list):
+    """A rule's pullback made of one function per operand, `g -> cotangent` (None: no gradient).
+
+    The tape drops the functions of the operands it does not trace (`drop_untraced`), so a
+    value that only an untraced operand's gradient reads is freed with the forward pass: in
+    `x * 0.5` or `x * mask`, `x` is needed only for the gradient of the constant, so it is not
+    kept. (A list, so that dropping costs no new object.)
+
+    >>> import numpy as np
+    >>> back = PerOperand([lambda g: g * 2.0, lambda g: g * 3.0])
+    >>> back(np.ones(1))
+    (array([2.]), array([3.]))
+    >>> back.drop_untraced((7, -1)); back(np.ones(1))
+    (array([2.]), None)
+    """
+
+    __slots__ = ()
+
+    def __call__(self, g):
+        if len(self) == 2:  # the common case, without the loop
+            back_a, back_b = self
+            return None if back_a is None else back_a(g), None if back_b is None else back_b(g)
+        return tuple([None if back is None else back(g) for back in self])
+
+    def drop_untraced(self, ids):
+        """Drop the functions of the operands whose id is -1 (not traced at this level)."""
+        for j, i in enumerate(ids):
+            if i < 0:
+                self[j] = None
+
+
 # dtypes a pending factor may be carried on: wide enough that leaving a cotangent unscaled for a
 # while cannot overflow where the scaled one would not (float16 is not)
 CARRIED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))

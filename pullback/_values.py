@@ -27,6 +27,7 @@ from ._errors import (
 from ._inplace import FlatView, holds_array, in_place, rebind, set_item
 from ._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
 from ._standins import astype, dtype_of, getitem, index_update
+from ._tangents import PerOperand
 
 _level_numbers = itertools.count(1)
 NO_KWARGS = {}
@@ -431,17 +432,23 @@ def apply2(rule, a, b):
                 tape = b._tape
                 y, back = rule(a, b._value)
                 ids = (-1, b._id)
+                if type(back) is PerOperand:
+                    back[0] = None
             elif kind_b not in _PLAIN and kind_b is not Tracked and _foreign(b):
                 return NotImplemented
             else:
                 y, back = rule(a._value, b)
                 ids = (a._id, -1)
+                if type(back) is PerOperand:
+                    back[1] = None  # see PerOperand
         elif kind_b is Tracked and kind_a is not Dual:
             if kind_a not in _PLAIN and _foreign(a):
                 return NotImplemented
             tape = b._tape
             y, back = rule(a, b._value)
             ids = (-1, b._id)
+            if type(back) is PerOperand:
+                back[0] = None
         else:
             return apply(rule, (a, b))
     except (TypeError, ValueError) as error:  # arrays of two libraries, or shapes that do not line up

@@ -256,6 +256,48 @@ def test_pullback_keeps_its_tape_only_while_back_lives():
     assert seen[0]() is None
 
 
+def _kept_by_the_tape(f, *args):
+    """Run `f(*args, keep)` under `pb.pullback`, where `keep(v)` notes an intermediate `v`; return which
+    of those the recording still holds once `f` has returned, and the recording's `back`."""
+    refs = []
+
+    def keep(v):
+        refs.append(weakref.ref(pb.stop_gradient(v)))
+        return v
+
+    _, back = pb.pullback(lambda *a: f(*a, keep), *args)
+    gc.collect()
+    return [r() is not None for r in refs], back
+
+
+@pytest.mark.parametrize("name, f, kept", [
+    ("sin keeps its input, not its output", lambda x, keep: np.sum(keep(np.sin(keep(x * 1.5)))), [True, False]),
+    ("exp keeps its output, not its input", lambda x, keep: np.sum(keep(np.exp(keep(x * 1.5)))), [False, True]),
+    ("tanh keeps its output", lambda x, keep: np.sum(keep(np.tanh(keep(x * 1.5)))), [False, True]),
+    ("a factor times a Python float", lambda x, keep: np.sum(keep(np.cos(x)) * 0.5), [False]),
+    ("a constant mask times a factor", lambda x, keep: np.sum(np.arange(4.0) * keep(np.cos(x))), [False]),
+    ("a factor divided by a constant", lambda x, keep: np.sum(keep(np.cos(x)) / 3.0), [False]),
+    ("relu keeps its input, not its output", lambda x, keep: np.sum(keep(np.maximum(keep(x * 1.5), 0.0)) * 2.0),
+     [True, False]),
+    ("a product of two traced factors keeps both", lambda x, keep: np.sum(keep(np.sin(x)) * keep(np.cos(x))),
+     [True, True]),
+])
+def test_the_tape_keeps_only_the_values_the_traced_operands_gradients_read(name, f, kept):
+    x = np.linspace(-1.0, 1.0, 4)
+    held, back = _kept_by_the_tape(f, x)
+    assert held == kept, name
+    h = 1e-6
+    numeric = [(f(x + h * e, lambda v: v) - f(x - h * e, lambda v: v)) / (2 * h) for e in np.eye(4)]
+    np.testing.assert_allclose(back(1.0)[0], numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_a_traced_python_float_factor_still_gets_its_gradient():
+    x = np.linspace(-1.0, 1.0, 4)
+    gx, gs = pb.gradient(lambda x, s: np.sum(np.cos(x) * s / 3.0 - s * np.sin(x)), x, 2.0)
+    np.testing.assert_allclose(gx, 2.0 * (-np.sin(x) / 3.0 - np.cos(x)))
+    assert gs == pytest.approx(np.sum(np.cos(x) / 3.0 - np.sin(x)))
+
+
 def test_a_tracked_value_escaping_f_cannot_be_used_later():
     leaked = []
     pb.gradient(lambda x: leaked.append(x * 2.0) or np.sum(x), np.ones(2))

@@ -482,3 +482,12 @@ def test_heaviside_step_has_no_gradient_away_from_zero():
     gradcheck(f, x, h)
     _, dot = pb.jvp(f, (x, h), (np.ones(4), np.ones(4)))
     assert dot is None or dot == 0.0
+
+
+def test_a_derivative_naming_a_value_the_rule_does_not_have_is_refused_at_registration():
+    from pullback.rules.ufuncs import _reads
+
+    assert _reads(lambda g, y: g * y, ("x", "y")) == (1,)
+    assert _reads(lambda g, a, y: g * a / y, ("a", "b", "y")) == (0, 2)
+    with pytest.raises(TypeError, match=r"takes \['z'\]; a derivative takes g and any of \('x', 'y'\)"):
+        _reads(lambda g, z: g * z, ("x", "y"))

@@ -20,51 +20,83 @@ from .._arrays import zeros_as
 from .._extend import primitive, rrule
 from .._inplace import ViewLink, holds_array, register_view
 from .._standins import dtype_of
-from .._tangents import Thunk, scaled, unthunk
+from .._tangents import PerOperand, Thunk, scaled, unthunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, composite, forward_rule, rule, without_gradient
 
 
 def unary(ufunc, derivative, notes=""):
-    """Register `ufunc(x)` with local derivative `derivative(g, x, y)` (linear in g, elementwise).
+    """Register `ufunc(x)` with local derivative `derivative(g, x)`, `(g, y)` or `(g, x, y)`, where
+    `y = ufunc(x)` (linear in g, elementwise). Its parameter names say which of `x` and `y` it
+    reads, and the tape keeps only those (`exp` keeps its output, `sin` its input).
 
     The same local derivative serves both modes: cotangent `derivative(dy, ...)` in reverse,
     tangent `derivative(dx, ...)` in forward, as the Jacobian of an elementwise map is diagonal.
     """
+    reads = _reads(derivative, ("x", "y"))
+    reads_one = reads[0] if len(reads) == 1 else None
 
     @rule(ufunc, args="x", notes=notes)
     def reverse(x):
         y = ufunc(x)
-        return y, lambda g: (derivative(g, x, y),)
+        if reads_one == 0:
+            return y, lambda g: (derivative(g, x),)
+        if reads_one == 1:
+            return y, lambda g: (derivative(g, y),)
+        if reads:
+            return y, lambda g: (derivative(g, x, y),)
+        return y, lambda g: (derivative(g),)
 
     @forward_rule(ufunc)
     def forward(primals, tangents):
         (x,), (t,) = primals, tangents
         y = ufunc(x)
-        return y, None if t is None else unthunk(derivative(t, x, y))
+        return y, None if t is None else unthunk(derivative(t, *_pick(reads, (x, y))))
 
 
 def binary(ufunc, da, db, notes=""):
-    """Register `ufunc(a, b)`; `da(g, a, b, y)` and `db(...)` (None: no gradient) run only if needed."""
+    """Register `ufunc(a, b)` with cotangent maps `da(g, ...)` and `db(g, ...)` (None: no gradient),
+    run only if needed; after `g` each takes the values it reads of `a`, `b` and `y = ufunc(a, b)`,
+    by those names, and the tape keeps only the values the traced operands' maps read."""
+    reads_a = _reads(da, ("a", "b", "y"))
+    reads_b = None if db is None else _reads(db, ("a", "b", "y"))
 
     @rule(ufunc, args="x1" if db is None else "x1, x2", notes=notes)
     def reverse(a, b):
         y = ufunc(a, b)
-
-        def back(g):
-            return (
-                None if type(a) in _CONSTANTS else Thunk(da, g, a, b, y),
-                None if db is None or type(b) in _CONSTANTS else Thunk(db, g, a, b, y),
-            )
-
-        return y, back
+        values = (a, b, y)
+        return y, PerOperand([
+            None if type(a) in _CONSTANTS else _thunk_of(da, _pick(reads_a, values)),
+            None if reads_b is None or type(b) in _CONSTANTS else _thunk_of(db, _pick(reads_b, values)),
+        ])
 
     @forward_rule(ufunc)
     def forward(primals, tangents):
         (a, b), (ta, tb) = primals, tangents
         y = ufunc(a, b)
-        dot_b = None if tb is None or db is None else db(tb, a, b, y)  # db None: zero almost everywhere
-        return y, add_tangents(None if ta is None else da(ta, a, b, y), dot_b)
+        values = (a, b, y)
+        dot_a = None if ta is None else da(ta, *_pick(reads_a, values))
+        dot_b = None if tb is None or db is None else db(tb, *_pick(reads_b, values))  # db None: zero a.e.
+        return y, add_tangents(dot_a, dot_b)
+
+
+def _reads(derivative, names):
+    """The positions in `names` of the values `derivative(g, ...)` takes after `g`, by its parameter names."""
+    code = derivative.__code__
+    taken = code.co_varnames[1:code.co_argcount]
+    unknown = [n for n in taken if n not in names]
+    if unknown:
+        raise TypeError(f"{derivative.__qualname__} takes {unknown}; a derivative takes g and any of {names}")
+    return tuple(names.index(n) for n in taken)
+
+
+def _pick(positions, values):
+    return tuple([values[k] for k in positions])
+
+
+def _thunk_of(derivative, values):
+    """`g -> Thunk(derivative, g, *values)`: the cotangent map of one operand, holding only `values`."""
+    return lambda g: Thunk(derivative, g, *values)
 
 
 # Python ints are never tracked, so their cotangent is never wanted. (Python floats can be:
@@ -74,36 +106,36 @@ _PYTHON_NUMBERS = (int, bool, float)
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
-unary(np.negative, lambda g, x, y: scaled(g, -1.0))
-unary(np.positive, lambda g, x, y: g)
-unary(np.exp, lambda g, x, y: g * y)
-unary(np.exp2, lambda g, x, y: g * y * LN2)
-unary(np.expm1, lambda g, x, y: g * (y + 1.0))
-unary(np.log, lambda g, x, y: g / x)
-unary(np.log2, lambda g, x, y: g / (x * LN2))
-unary(np.log10, lambda g, x, y: g / (x * LN10))
-unary(np.log1p, lambda g, x, y: g / (x + 1.0))
-unary(np.sqrt, lambda g, x, y: g / (2.0 * y))
-unary(np.cbrt, lambda g, x, y: g / (3.0 * y * y))
-unary(np.square, lambda g, x, y: 2.0 * g * x)
-unary(np.reciprocal, lambda g, x, y: -g * y * y)
-unary(np.sin, lambda g, x, y: g * np.cos(x))
-unary(np.cos, lambda g, x, y: scaled(g * np.sin(x), -1.0))
-unary(np.tan, lambda g, x, y: g * (1.0 + y * y))
-unary(np.arcsin, lambda g, x, y: g / np.sqrt(1.0 - x * x))
-unary(np.arccos, lambda g, x, y: -g / np.sqrt(1.0 - x * x))
-unary(np.arctan, lambda g, x, y: g / (1.0 + x * x))
-unary(np.sinh, lambda g, x, y: g * np.cosh(x))
-unary(np.cosh, lambda g, x, y: g * np.sinh(x))
-unary(np.tanh, lambda g, x, y: g * (1.0 - y * y))
-unary(np.arcsinh, lambda g, x, y: g / np.sqrt(x * x + 1.0))
-unary(np.arccosh, lambda g, x, y: g / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0) if _is_complex(x) else np.sqrt(x * x - 1.0)))
-unary(np.arctanh, lambda g, x, y: g / (1.0 - x * x))
-unary(np.fabs, lambda g, x, y: g * np.sign(x), "Gradient 0 at 0 (a subgradient).")
-unary(np.deg2rad, lambda g, x, y: g * (math.pi / 180.0))
-unary(np.rad2deg, lambda g, x, y: g * (180.0 / math.pi))
-unary(np.radians, lambda g, x, y: g * (math.pi / 180.0))
-unary(np.degrees, lambda g, x, y: g * (180.0 / math.pi))
+unary(np.negative, lambda g: scaled(g, -1.0))
+unary(np.positive, lambda g: g)
+unary(np.exp, lambda g, y: g * y)
+unary(np.exp2, lambda g, y: g * y * LN2)
+unary(np.expm1, lambda g, y: g * (y + 1.0))
+unary(np.log, lambda g, x: g / x)
+unary(np.log2, lambda g, x: g / (x * LN2))
+unary(np.log10, lambda g, x: g / (x * LN10))
+unary(np.log1p, lambda g, x: g / (x + 1.0))
+unary(np.sqrt, lambda g, y: g / (2.0 * y))
+unary(np.cbrt, lambda g, y: g / (3.0 * y * y))
+unary(np.square, lambda g, x: 2.0 * g * x)
+unary(np.reciprocal, lambda g, y: -g * y * y)
+unary(np.sin, lambda g, x: g * np.cos(x))
+unary(np.cos, lambda g, x: scaled(g * np.sin(x), -1.0))
+unary(np.tan, lambda g, y: g * (1.0 + y * y))
+unary(np.arcsin, lambda g, x: g / np.sqrt(1.0 - x * x))
+unary(np.arccos, lambda g, x: -g / np.sqrt(1.0 - x * x))
+unary(np.arctan, lambda g, x: g / (1.0 + x * x))
+unary(np.sinh, lambda g, x: g * np.cosh(x))
+unary(np.cosh, lambda g, x: g * np.sinh(x))
+unary(np.tanh, lambda g, y: g * (1.0 - y * y))
+unary(np.arcsinh, lambda g, x: g / np.sqrt(x * x + 1.0))
+unary(np.arccosh, lambda g, x: g / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0) if _is_complex(x) else np.sqrt(x * x - 1.0)))
+unary(np.arctanh, lambda g, x: g / (1.0 - x * x))
+unary(np.fabs, lambda g, x: g * np.sign(x), "Gradient 0 at 0 (a subgradient).")
+unary(np.deg2rad, lambda g: g * (math.pi / 180.0))
+unary(np.rad2deg, lambda g: g * (180.0 / math.pi))
+unary(np.radians, lambda g: g * (math.pi / 180.0))
+unary(np.degrees, lambda g: g * (180.0 / math.pi))
 
 
 # --- functions of a complex value that are not holomorphic: one rule per mode ------------------
@@ -172,8 +204,9 @@ def add_frule(primals, tangents):
 
 @rule(np.subtract, args="x1, x2")
 def subtract_rule(a, b):
-    y = a - b
-    return y, lambda g: (g, None if type(b) in _CONSTANTS else scaled(g, -1.0))
+    if type(b) in _CONSTANTS:
+        return a - b, lambda g: (g, None)
+    return a - b, lambda g: (g, scaled(g, -1.0))
 
 
 @forward_rule(np.subtract)
@@ -184,14 +217,9 @@ def subtract_frule(primals, tangents):
 
 @rule(np.multiply, args="x1, x2")
 def multiply_rule(a, b):
-    y = a * b
-
-    def back(g):
-        # lazily; a Python-float factor (the common `x * 0.5`) may be carried on by the sweep
-        return (None if type(a) in _CONSTANTS else scaled(g, b),
-                None if type(b) in _CONSTANTS else scaled(g, a))
-
-    return y, back
+    # lazily; a Python-float factor (the common `x * 0.5`) may be carried on by the sweep
+    return a * b, PerOperand([None if type(a) in _CONSTANTS else lambda g: scaled(g, b),
+                              None if type(b) in _CONSTANTS else lambda g: scaled(g, a)])
 
 
 @forward_rule(np.multiply)
@@ -200,10 +228,10 @@ def multiply_frule(primals, tangents):
     return a * b, add_tangents(None if ta is None else ta * b, None if tb is None else tb * a)
 
 
-binary(np.true_divide, lambda g, a, b, y: g / b, lambda g, a, b, y: -g * y / b)
+binary(np.true_divide, lambda g, b: g / b, lambda g, b, y: -g * y / b)
 
 
-def _power_da(g, a, b, y):
+def _power_da(g, a, b):
     if type(b) is int and b == 2:  # the common square, kept cheap
         return 2.0 * g * a
     # b * a**(b - 1), with the exponent moved to 0 where b == 0 so that 0 ** -1 never appears.
@@ -240,24 +268,24 @@ def _balanced(g, win, tie):
 
 
 _TIES = "Where x1 == x2 each gets half of the gradient."
-binary(np.maximum, lambda g, a, b, y: _balanced(g, a > b, a == b), lambda g, a, b, y: _balanced(g, b > a, a == b),
+binary(np.maximum, lambda g, a, b: _balanced(g, a > b, a == b), lambda g, a, b: _balanced(g, b > a, a == b),
        _TIES)
-binary(np.minimum, lambda g, a, b, y: _balanced(g, a < b, a == b), lambda g, a, b, y: _balanced(g, b < a, a == b),
+binary(np.minimum, lambda g, a, b: _balanced(g, a < b, a == b), lambda g, a, b: _balanced(g, b < a, a == b),
        _TIES)
-binary(np.fmax, lambda g, a, b, y: _balanced(g, a > b, a == b), lambda g, a, b, y: _balanced(g, b > a, a == b),
+binary(np.fmax, lambda g, a, b: _balanced(g, a > b, a == b), lambda g, a, b: _balanced(g, b > a, a == b),
        _TIES)
-binary(np.fmin, lambda g, a, b, y: _balanced(g, a < b, a == b), lambda g, a, b, y: _balanced(g, b < a, a == b),
+binary(np.fmin, lambda g, a, b: _balanced(g, a < b, a == b), lambda g, a, b: _balanced(g, b < a, a == b),
        _TIES)
-binary(np.arctan2, lambda g, a, b, y: g * b / (a * a + b * b), lambda g, a, b, y: -g * a / (a * a + b * b))
-binary(np.hypot, lambda g, a, b, y: g * a / y, lambda g, a, b, y: g * b / y)
-binary(np.logaddexp, lambda g, a, b, y: g * np.exp(a - y), lambda g, a, b, y: g * np.exp(b - y))
-binary(np.logaddexp2, lambda g, a, b, y: g * np.exp2(a - y), lambda g, a, b, y: g * np.exp2(b - y))
-binary(np.remainder, lambda g, a, b, y: g, lambda g, a, b, y: -g * np.floor_divide(a, b),
+binary(np.arctan2, lambda g, a, b: g * b / (a * a + b * b), lambda g, a, b: -g * a / (a * a + b * b))
+binary(np.hypot, lambda g, a, y: g * a / y, lambda g, b, y: g * b / y)
+binary(np.logaddexp, lambda g, a, y: g * np.exp(a - y), lambda g, b, y: g * np.exp(b - y))
+binary(np.logaddexp2, lambda g, a, y: g * np.exp2(a - y), lambda g, b, y: g * np.exp2(b - y))
+binary(np.remainder, lambda g: g, lambda g, a, b: -g * np.floor_divide(a, b),
        "Derivatives of the smooth pieces; none exists at the jumps (x1 / x2 an integer).")
-binary(np.fmod, lambda g, a, b, y: g, lambda g, a, b, y: -g * np.trunc(a / b),
+binary(np.fmod, lambda g: g, lambda g, a, b: -g * np.trunc(a / b),
        "Derivatives of the smooth pieces; none exists at the jumps.")
-binary(np.copysign, lambda g, a, b, y: g * np.sign(a) * np.sign(y), None, "The sign x2 carries no gradient.")
-binary(np.ldexp, lambda g, a, b, y: np.ldexp(g, b), None, "The exponent x2 is an integer.")  # g * 2**b, exactly
+binary(np.copysign, lambda g, a, y: g * np.sign(a) * np.sign(y), None, "The sign x2 carries no gradient.")
+binary(np.ldexp, lambda g, b: np.ldexp(g, b), None, "The exponent x2 is an integer.")  # g * 2**b, exactly
 
 
 @rule(np.heaviside, args="x2", notes="""x2 is the value at x1 == 0, so d/dx2 is 1 there and 0
