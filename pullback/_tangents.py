@@ -80,7 +80,7 @@ class PerOperand(list):
 
     def drop_untraced(self, ids):
         """Drop the functions of the operands whose id is -1 (not traced at this level)."""
-        for j, i in enumerate(ids):
+        for j, i in zip(range(len(self)), ids):
             if i < 0:
                 self[j] = None
 

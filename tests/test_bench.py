@@ -272,6 +272,31 @@ def test_systems_alternate_with_rotating_start_and_pause_before_each_sample(monk
     assert sleeps == [0.25] * 9
 
 
+def test_page_faults_per_call_are_counted_and_reported(monkeypatch):
+    faults = [0]
+
+    def touching(pages):  # a step that makes the OS map `pages` new pages
+        return lambda: (faults.__setitem__(0, faults[0] + pages), [np.ones(2)])[1]
+
+    monkeypatch.setattr(runner, "_page_faults", lambda: faults[0])
+    r = runner.time_systems({"pullback": Prepared(touching(0), list), "fresh": Prepared(touching(250), list)},
+                            [np.ones(2)], tolerance=1e-6, samples=3, pause=0.0, min_sample_s=0.0)
+    assert r["fresh"].faults == [250.0] * 3 and r["pullback"].faults == [0.0] * 3
+    table = report.workload_markdown(runner.WorkloadResult(workloads.workloads(quick=True)["chain-small"],
+                                                           list(r.values())))
+    assert "| page faults / call |" in table.splitlines()[2] and "| 250 |" in table
+    assert r["fresh"].as_dict()["page_faults_per_call"] == [250.0] * 3
+
+
+@pytest.mark.skipif(runner._page_faults() is None, reason="the OS does not report page faults")
+def test_the_page_fault_counter_sees_fresh_memory_being_touched():
+    # in a fresh process: a library loaded here (as the suite's peers are) may keep freed memory mapped
+    code = ("import numpy as np; from pullback.bench.runner import _page_faults; before = _page_faults(); "
+            "block = np.empty(64 * 2**20, np.uint8); block[::4096] = 1; print(_page_faults() - before)")
+    counted = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert counted >= 0.9 * 32  # 64 MiB: at least one fault per 2 MiB huge page (16,384 with 4 KiB pages)
+
+
 def test_pullback_unsupported_skips_the_workload_before_peers_are_prepared():
     calls = []
     result = _run([_Fake("pullback", None, unsupported=True), _Fake("b", _right_gradient(), calls)])

@@ -11,6 +11,7 @@ pullback takes less time than that system; above 1, more.
 import json
 import math
 import os
+import statistics
 from dataclasses import dataclass, field
 
 from .. import _plot
@@ -76,15 +77,16 @@ def workload_markdown(result):
     rows = []
     for s in result.systems:
         if not s.ran:
-            rows.append([s.name, "–", "–", "–", "–", "–", s.note])
+            rows.append([s.name, "–", "–", "–", "–", "–", "–", s.note])
             continue
         ratio = f"{s.ratio(base):.2f}" if base is not None and base.ran else "–"
         check = ("same" if s.same else "**DIFFERENT**") + f" ({s.error:.1e})"
+        faults = f"{statistics.median(s.faults):,.0f}" if s.faults else "–"
         rows.append([s.name, _fmt_time(s.median, w.per_op),
                      f"{_fmt_time(min(s.times), w.per_op)}–{_fmt_time(max(s.times), w.per_op)}",
-                     ratio, check, s.dtype, s.note or f"{len(s.times)}×{s.repeats}"])
+                     ratio, check, s.dtype, faults, s.note or f"{len(s.times)}×{s.repeats}"])
     header = ["system", f"median {unit}", "min–max", "pullback / system", "gradient (rel. err. vs float64)", "dtype",
-              "note (samples×calls)"]
+              "page faults / call", "note (samples×calls)"]
     return "\n".join(lines + [_table(header, rows), ""])
 
 

@@ -5,7 +5,10 @@ compilation) and compare its gradient with the float64 reference; pick per syste
 repeat count so that one sample lasts about `min_sample_s`; then take `samples` rounds,
 each round visiting every system once (the starting system rotates), sleeping `pause`
 seconds before each sample so that the previous library's BLAS/OpenMP threads stop
-spinning, and collecting garbage outside the timed region.
+spinning, and collecting garbage outside the timed region. Each sample also counts the
+process's minor page faults per call (where the OS reports them): fresh memory is
+expensive on a virtual machine, and whether a system's large arrays come back from the
+allocator's free lists or as new pages can change its time by a factor of two or three.
 
 >>> import time
 >>> from pullback.bench.systems import Prepared
@@ -40,6 +43,7 @@ class SystemResult:
     error: float = math.nan  # largest relative difference from the float64 reference, over all arrays
     same: bool = False
     note: str = ""  # why it was skipped, failed, or what to know
+    faults: list = field(default_factory=list)  # minor page faults per call, one number per sample
 
     @property
     def ran(self):
@@ -56,7 +60,7 @@ class SystemResult:
     def as_dict(self):
         out = {"name": self.name, "times_s": self.times, "repeats": self.repeats, "dtype": self.dtype,
                "max_relative_error": None if math.isnan(self.error) else self.error, "same_gradient": self.same,
-               "note": self.note}
+               "note": self.note, "page_faults_per_call": self.faults}
         if self.ran:
             out.update(median_s=self.median, min_s=min(self.times), max_s=max(self.times))
         return out
@@ -119,6 +123,15 @@ def _measure(step, repeats):
     return (time.perf_counter() - start) / repeats
 
 
+def _page_faults():
+    """The process's minor page faults so far, or None where the OS does not report them."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def prepare_systems(kind, problem, systems, skip=None):
     """`(prepared, results)`: a Prepared per system that can run, a SystemResult (with a note) for all.
 
@@ -176,7 +189,10 @@ def time_systems(prepared, reference, *, tolerance, samples, pause, min_sample_s
         for name in names[k:] + names[:k]:
             gc.collect()
             time.sleep(pause)
+            before = _page_faults()
             results[name].times.append(_measure(prepared[name].step, repeats[name]))
+            if before is not None:
+                results[name].faults.append((_page_faults() - before) / repeats[name])
     return results
 
 
