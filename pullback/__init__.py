@@ -11,7 +11,7 @@ from ._api import WithGradient, grad, gradient, pullback, value_and_grad, vjp, w
 from ._derivatives import WithJacobian, hessian, hvp, jacobian, jvp, withjacobian
 from ._extend import composite, frule, nondifferentiable, primitive, rrule
 from ._jit import JitError, jit
-from ._tangents import InplaceableThunk, Tangent, Thunk, accum, unthunk
+from ._tangents import InplaceableThunk, PerOperand, Tangent, Thunk, accum, unthunk
 from ._values import stop_gradient
 from .testing import GradientCheck, check_gradient
 
@@ -50,7 +50,7 @@ __all__ = [
     "gradient", "withgradient", "pullback", "vjp", "grad", "value_and_grad", "WithGradient",
     "check_gradient", "GradientCheck", "jvp", "jacobian", "withjacobian", "WithJacobian", "hessian", "hvp",
     "primitive", "rrule", "frule", "composite", "nondifferentiable", "stop_gradient",
-    "Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent", "tree", "testing",
+    "Thunk", "InplaceableThunk", "PerOperand", "unthunk", "accum", "Tangent", "tree", "testing",
     "optim", "destructure", "save", "load", "state_dict", "load_state_dict", "nn", "scipy", "distributed",
     "jit", "JitError",
 ]

@@ -72,7 +72,9 @@ def rrule(fn, *, view=False):
     `__array_function__`) or a `pb.primitive`. The rule takes the plain positional
     and keyword arguments of a call and returns `(y, back)`, where `back(dy)` returns one
     cotangent per positional argument: a value, `None`, a `pb.Thunk` or a
-    `pb.InplaceableThunk`. Cotangents may keep the broadcast shape of `y`: pullback
+    `pb.InplaceableThunk`; or `back` is a `pb.PerOperand` of one function per positional
+    argument, so that what only an untraced argument's gradient reads is not kept for the
+    backward pass. Cotangents may keep the broadcast shape of `y`: pullback
     sums them down to each input's shape and casts them to its dtype. Arguments a caller
     names (`np.sum(a=x, axis=0)`) reach the rule in their positions, as far as they
     continue the positional ones. With `view=True` the result is marked as sharing memory

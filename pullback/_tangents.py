@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Thunk", "InplaceableThunk", "unthunk", "accum", "Tangent"]
+__all__ = ["Thunk", "InplaceableThunk", "PerOperand", "unthunk", "accum", "Tangent"]
 
 
 class Thunk(functools.partial):
@@ -62,12 +62,17 @@ class PerOperand(list):
     `x * 0.5` or `x * mask`, `x` is needed only for the gradient of the constant, so it is not
     kept. (A list, so that dropping costs no new object.)
 
-    >>> import numpy as np
-    >>> back = PerOperand([lambda g: g * 2.0, lambda g: g * 3.0])
-    >>> back(np.ones(1))
-    (array([2.]), array([3.]))
-    >>> back.drop_untraced((7, -1)); back(np.ones(1))
-    (array([2.]), None)
+    A reverse rule of `a * b` (see `pb.rrule`) that keeps `a` only while `b` is traced:
+
+    >>> import numpy as np, pullback as pb
+    >>> @pb.primitive
+    ... def times(a, b):
+    ...     return a * b
+    >>> @pb.rrule(times)
+    ... def times_rule(a, b):
+    ...     return a * b, pb.PerOperand([lambda g: g * b, lambda g: g * a])
+    >>> pb.gradient(lambda x: np.sum(times(np.sin(x), 2.0)), np.zeros(2))
+    (array([2., 2.]),)
     """
 
     __slots__ = ()

@@ -291,6 +291,28 @@ def test_the_tape_keeps_only_the_values_the_traced_operands_gradients_read(name,
     np.testing.assert_allclose(back(1.0)[0], numeric, rtol=1e-6, atol=1e-8)
 
 
+@pb.primitive
+def _times(a, b):
+    return a * b
+
+
+@pb.rrule(_times)
+def _times_rule(a, b):
+    return a * b, pb.PerOperand([lambda g: g * b, lambda g: g * a])
+
+
+def test_a_user_rule_returning_per_operand_functions_keeps_only_what_traced_operands_read():
+    x, w = np.linspace(-1.0, 1.0, 4), np.arange(4.0)
+    held, back = _kept_by_the_tape(lambda x, keep: np.sum(_times(keep(np.sin(x)), w)), x)
+    assert held == [False]
+    np.testing.assert_allclose(back(1.0)[0], np.cos(x) * w)
+    held, back = _kept_by_the_tape(lambda x, w, keep: np.sum(_times(keep(np.sin(x)), w)), x, w)
+    assert held == [True]  # w is traced now: its gradient reads sin(x)
+    gx, gw = back(1.0)
+    np.testing.assert_allclose(gx, np.cos(x) * w)
+    np.testing.assert_allclose(gw, np.sin(x))
+
+
 def test_a_traced_python_float_factor_still_gets_its_gradient():
     x = np.linspace(-1.0, 1.0, 4)
     gx, gs = pb.gradient(lambda x, s: np.sum(np.cos(x) * s / 3.0 - s * np.sin(x)), x, 2.0)
