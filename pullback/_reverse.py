@@ -16,6 +16,9 @@ from ._tangents import PerOperand
 from ._values import Traced, Tracked, new_level
 
 
+_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)  # the dtypes of most arrays, checked first
+
+
 class Tape:
     """The nodes of one recording, in order: `(spec, back, in_ids)`, with `back` None for inputs.
 
@@ -62,12 +65,12 @@ class Tape:
     def record(self, y, back, ids):
         """Put `y` on the tape if it can carry a gradient (float or complex); return what the user sees."""
         if type(y) is np.ndarray:
-            kind = y.dtype.kind
-            if (kind == "f" or kind == "c") and not self.closed:  # the hot path, kept short
+            dtype = y.dtype
+            if (dtype is _FLOAT32 or dtype is _FLOAT64 or dtype.kind in "fc") and not self.closed:  # the hot path
                 nodes = self.nodes
-                nodes.append(((y.shape, y.dtype), back, ids))
+                nodes.append(((y.shape, dtype), back, ids))
                 return Tracked(y, self, len(nodes) - 1)
-            if kind == "f" or kind == "c":
+            if dtype.kind in "fc":
                 self.push(y, back, ids)  # raises the closed-tape error
         elif isinstance(y, (Traced, float, complex, np.inexact)) or is_foreign_array_type(type(y)):  # Dask, CuPy, ...
             kind = dtype_of(y).kind
