@@ -124,6 +124,8 @@ class Arguments:
             if id(x) in trainable:
                 names = tree.trainable_names(x, old)
                 for k, child in old.items():
+                    if type(child) is np.ndarray:  # an array was a leaf of the walk: nothing left to do
+                        continue
                     if names is None or k in names:
                         part = tree.child_of(parts[0], k) if parts else None
                         new[k] = self._scalar(child, path.child(k, kind.fields), part, wrap, (id(x), k), new[k])

@@ -15,7 +15,6 @@ from ._standins import dtype_of
 from ._tangents import PerOperand
 from ._values import Traced, Tracked, new_level
 
-
 _FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)  # the dtypes of most arrays, checked first
 
 

@@ -433,13 +433,15 @@ def walk(x: Any, leaf: Callable[..., Any], node: Callable[..., Any], *, ys: tupl
     shells: dict[int, Any] = {}
     box: dict[Any, Any] = {}
     stack: list[tuple[Any, ...]] = [(_ENTER, x, tuple(ys), ROOT, box, None)]
+    kinds, speaks = _KIND_OF_CLASS, _SPEAKS_NUMPY  # kind_of and _speaks_numpy, inlined for the cached classes
     while stack:
         item = stack.pop()
         if item[0] == _EXIT:
-            _, value, kind, old, new, parts, path, dest, key = item
+            _, value, kind, old, new, parts, path, dest, key, reorder = item
             ident = id(value)
             in_progress.discard(ident)
-            new = {k: new[k] for k in old}  # frozen children arrived first; restore the order
+            if reorder:  # frozen children arrived first; restore the order
+                new = {k: new[k] for k in old}
             result = node(value, kind, old, new, parts, path, shells.pop(ident, None))
             cache[ident] = result
             dest[key] = result
@@ -450,10 +452,19 @@ def walk(x: Any, leaf: Callable[..., Any], node: Callable[..., Any], *, ys: tupl
             first = cache[ident]
             dest[key] = first if repeat is None else repeat(value, first, parts, path)
             continue
-        kind = None if exclude is not None and exclude(value) else kind_of(value)
+        cls = type(value)
+        if exclude is not None and exclude(value):
+            kind = None
+        else:
+            kind = kinds.get(cls, _UNSEEN)
+            if kind is _UNSEEN:
+                kind = kind_of(value)
         if kind is None:
             result = leaf(value, parts, path)
-            if _speaks_numpy(type(value)) or (exclude is not None and kind_of(value) is not None):
+            numpy_like = speaks.get(cls)
+            if numpy_like is None:
+                numpy_like = _speaks_numpy(cls)
+            if numpy_like or (exclude is not None and kind_of(value) is not None):
                 cache[ident] = result  # arrays (and containers taken as leaves) keep their identity
             dest[key] = result
             continue
@@ -466,16 +477,24 @@ def walk(x: Any, leaf: Callable[..., Any], node: Callable[..., Any], *, ys: tupl
         old = kind.children(value)
         names = trainable_names(value, old) if trainable_only else None
         new = {}
-        stack.append((_EXIT, value, kind, old, new, parts, path, dest, key))
+        exit_item = [_EXIT, value, kind, old, new, parts, path, dest, key, False]
+        stack.append(exit_item)
+        fields = kind.fields
         for k in reversed(list(old)):
             child = old[k]
-            child_path = path.child(k, kind.fields)
+            child_path = _new_path(Path)  # path.child(k, fields), without the call
+            child_path.parent, child_path.key, child_path.is_field, child_path.length = path, k, fields, path.length + 1
             child_parts = tuple([child_of(y, k) for y in parts]) if parts else ()
             if names is not None and k not in names:
                 new[k] = child if frozen is None else frozen(child, child_parts, child_path)
+                exit_item[-1] = True
             else:
                 stack.append((_ENTER, child, child_parts, child_path, new, k))
     return box[None]
+
+
+_UNSEEN = object()
+_new_path = object.__new__
 
 
 def _placeholder(value, kind, path, cycle):

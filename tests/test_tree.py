@@ -214,3 +214,24 @@ def test_array_types_of_other_libraries_are_leaves():
 
     assert tree.kind_of(ArrayLike()) is None
     assert tree.kind_of(pb.stop_gradient(np.ones(1))) is None
+
+
+def test_a_node_gets_its_children_in_their_own_order_when_a_frozen_one_comes_first():
+    class Half:
+        def __init__(self):
+            self.stats, self.w, self.b = np.zeros(1), np.ones(1), np.ones(1)
+
+        def trainable(self):
+            return ("w", "b")
+
+    seen = []
+
+    def node(value, kind, old, new, parts, path, shell):
+        seen.append(list(new))
+        return new
+
+    tree.walk(Half(), lambda v, parts, path: v * 2, node, trainable_only=True)
+    tree.walk({"a": 1.0, "b": [2.0, 3.0]}, lambda v, parts, path: v, node)
+    assert seen == [["stats", "w", "b"], [0, 1], ["a", "b"]]
+    new = tree.fmap(lambda v: v + 1, Half(), trainable_only=True)
+    assert list(vars(new)) == ["stats", "w", "b"] and new.stats[0] == 0.0 and new.w[0] == 2.0
