@@ -432,7 +432,7 @@ def walk(x: Any, leaf: Callable[..., Any], node: Callable[..., Any], *, ys: tupl
     in_progress: set[int] = set()
     shells: dict[int, Any] = {}
     box: dict[Any, Any] = {}
-    stack: list[tuple[Any, ...]] = [(_ENTER, x, tuple(ys), ROOT, box, None)]
+    stack: list[Any] = [(_ENTER, x, tuple(ys), ROOT, box, None)]  # entry tuples; exit lists (see `reorder`)
     kinds, speaks = _KIND_OF_CLASS, _SPEAKS_NUMPY  # kind_of and _speaks_numpy, inlined for the cached classes
     while stack:
         item = stack.pop()
