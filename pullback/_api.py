@@ -11,6 +11,7 @@ from ._arrays import dtype_kind, is_foreign_array
 from ._backward import backward
 from ._leaves import Arguments
 from ._reverse import Tape, collector_paused
+from ._tangents import ARRAY_TYPES
 from ._values import Traced, Tracked
 
 __all__ = ["gradient", "withgradient", "pullback", "vjp", "grad", "value_and_grad"]
@@ -202,8 +203,10 @@ def _one_like(spec, value):
     """A seed of 1 in the output's dtype and array type; `spec` is what the tape kept of the output `value`."""
     if type(spec) is float:
         return 1.0
-    if is_foreign_array(value):  # a Dask or CuPy output gets a seed of its own library
+    if is_foreign_array(value) and type(value) not in ARRAY_TYPES:  # a Dask or CuPy output: a seed of its library
         return np.ones_like(value, shape=())
+    # a constant, also for pb.jit's traced arrays: a replay of a gradient that does not return
+    # the output then never computes it
     return np.ones((), dtype=spec[1] if type(spec) is tuple else spec.dtype)
 
 

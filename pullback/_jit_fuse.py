@@ -81,11 +81,13 @@ def fusible(node, trace):
 
 
 def _operand_kind(arg, trace, result):
-    """'array' (the result's shape and dtype), 'number' (a Python number, or a NumPy scalar of the
-    result's dtype), or None."""
+    """'array' (a value of the trace with the result's shape and dtype), 'number' (a Python number,
+    or a NumPy scalar of the result's dtype), or None (a constant array among them: its call stays
+    a NumPy call)."""
     value = trace.values[arg.slot] if isinstance(arg, Ref) else arg
     if type(value) is np.ndarray:
-        return "array" if value.shape == result.shape and value.dtype == result.dtype else None
+        fits = isinstance(arg, Ref) and value.shape == result.shape and value.dtype == result.dtype
+        return "array" if fits else None
     if type(value) is float or (type(value) is int and abs(value) <= 2**53) \
             or (isinstance(value, np.floating) and value.dtype == result.dtype):
         return "number"

@@ -127,6 +127,34 @@ def test_two_dimensional_arrays_and_operands_that_broadcast():
         np.testing.assert_allclose(got, expected, rtol=1e-14)
 
 
+def test_a_constant_array_operand_ends_a_fused_run_and_the_rest_is_fused():
+    weights = np.linspace(0.0, 1.0, 10)  # captured: a constant of the trace, not an input
+
+    def f(x):
+        return np.cos(np.tanh(np.sin(x) * 2.0 + 1.0) * weights) * 0.5 - x * x + 3.0
+
+    x = np.linspace(-1.0, 1.0, 10)
+    jf = pb.jit(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a failed fusion warns
+        assert fused(jf, x).count("# fused:") == 2
+    np.testing.assert_allclose(jf(x + 0.25), f(x + 0.25), rtol=1e-14)
+
+
+def test_a_jitted_gradient_does_not_compute_the_loss_it_does_not_return():
+    loss = lambda v: chain(v, 10, np)  # noqa: E731  (ends in cos, then sum: neither needed for the gradient)
+    x = np.linspace(-1.0, 1.0, 10).astype(np.float32)
+    jf = pb.jit(lambda x: pb.gradient(loss, x)[0])
+    jf(x)
+    jf(x)
+    (program, _), = [v for variants in jf._cache.values() for v in variants]
+    # forward: the first group's cos only; backward: one cos for each sin (and no cos of the last step, no sum)
+    assert program.source.count("# cos") == 3 and "# sum" not in program.source
+    np.testing.assert_allclose(jf(x * 0.5), pb.gradient(loss, x * 0.5)[0], rtol=1e-6)
+    assert fused(jf, x).count("# fused:") == 2
+    np.testing.assert_allclose(jf(x * 0.5), pb.gradient(loss, x * 0.5)[0], rtol=2e-4)
+
+
 def test_each_kernel_is_compiled_once_for_strided_broadcast_and_read_only_inputs():
     # A chain gradient's backward kernel reads the broadcast seed; callers may pass strided or
     # read-only arrays of the traced shape. No call after fusion compiles a kernel again (a
