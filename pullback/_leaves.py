@@ -295,7 +295,8 @@ def leaf_gradient(g, primal, returned):
     """The user-facing gradient of a leaf: fitted to the primal's shape and dtype, an array the caller owns."""
     from ._backward import fit  # the sweep's one broadcasting helper
 
-    g = fit(g, as_numpy(primal))
+    like = (primal.shape, primal.dtype) if type(primal) is np.ndarray else as_numpy(primal)  # the sweep's fast form
+    g = fit(g, like)
     if g is None or _is_tracked_value(g):  # a nested call: this result is itself being differentiated
         return g
     if is_foreign_array(primal) or is_foreign_array(g):  # its library's array, as the rules left it
