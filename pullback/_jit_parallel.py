@@ -8,9 +8,9 @@ loops). Every operand of a segment is either computed in it, at the same rows, o
 before it, so the parts never read each other's rows; views and reductions end a segment.
 
 Measured on 2 virtual cores, 1,000,000 float32 elements: sin, tanh and cos up to twice as fast
-in two parts when the second core is free, 1.1 to 1.3 times when the host shares it (the
-vector units of AVX-512 `sin` are then the limit); numexpr, the other candidate, computes these in float32 three to twenty times slower than
-NumPy's vectorised kernels (sin 2.7 ms against 0.74 ms, tanh 8.8 ms against 0.40 ms).
+in two parts when the second core is free, 1.1 to 1.3 times when the host shares it. numexpr,
+the other candidate, computes these in float32 three to twenty times slower than NumPy's
+vectorised kernels (sin 2.7 ms against 0.74 ms, tanh 8.8 ms against 0.40 ms).
 
 >>> import numpy as np, pullback as pb
 >>> f = pb.jit(lambda x: np.cos(np.sin(x) * 2.0))
