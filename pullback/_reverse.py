@@ -57,8 +57,8 @@ class Tape:
                 values.append(a)
                 ids.append(-1)
         y, back = rule(*values, **kwargs)
-        if type(back) is PerOperand:
-            back.drop_untraced(ids)
+        if type(back) is PerOperand and -1 in ids:
+            back = back.traced_only(ids)
         return self.record(y, back, ids)
 
     def record(self, y, back, ids):

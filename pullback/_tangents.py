@@ -54,13 +54,13 @@ class InplaceableThunk(Thunk):
         return self
 
 
-class PerOperand(list):
+class PerOperand(tuple):
     """A rule's pullback made of one function per operand, `g -> cotangent` (None: no gradient).
 
-    The tape drops the functions of the operands it does not trace (`drop_untraced`), so a
-    value that only an untraced operand's gradient reads is freed with the forward pass: in
+    The tape keeps only the functions of the operands it traces (`traced_only`), so a value
+    that only an untraced operand's gradient reads is freed with the forward pass: in
     `x * 0.5` or `x * mask`, `x` is needed only for the gradient of the constant, so it is not
-    kept. (A list, so that dropping costs no new object.)
+    kept.
 
     A reverse rule of `a * b` (see `pb.rrule`) that keeps `a` only while `b` is traced:
 
@@ -83,11 +83,10 @@ class PerOperand(list):
             return None if back_a is None else back_a(g), None if back_b is None else back_b(g)
         return tuple([None if back is None else back(g) for back in self])
 
-    def drop_untraced(self, ids):
-        """Drop the functions of the operands whose id is -1 (not traced at this level)."""
-        for j, i in zip(range(len(self)), ids):
-            if i < 0:
-                self[j] = None
+    def traced_only(self, ids):
+        """A copy without the functions of the operands whose id is -1 (not traced at this level);
+        a copy, so that a pullback a rule hands out more than once is never changed."""
+        return PerOperand([back if j >= len(ids) or ids[j] >= 0 else None for j, back in enumerate(self)])
 
 
 # dtypes a pending factor may be carried on: wide enough that leaving a cotangent unscaled for a

@@ -313,6 +313,33 @@ def test_a_user_rule_returning_per_operand_functions_keeps_only_what_traced_oper
     np.testing.assert_allclose(gw, np.sin(x))
 
 
+_SHARED_BACK = {}
+
+
+@pb.primitive
+def _shared_times(a, b):
+    return a * b
+
+
+@pb.rrule(_shared_times)
+def _shared_times_rule(a, b):
+    # one pullback object handed out by every call whose operands are the same arrays
+    key = (id(a), id(b))
+    if key not in _SHARED_BACK:
+        _SHARED_BACK[key] = pb.PerOperand([lambda g: g * b, lambda g: g * a])
+    return a * b, _SHARED_BACK[key]
+
+
+def test_a_pullback_handed_out_twice_is_not_changed_by_the_call_that_traces_one_operand():
+    x, w = np.linspace(-1.0, 1.0, 4), np.arange(4.0)
+    (gx,) = pb.gradient(lambda x: np.sum(_shared_times(x, w)), x)  # w untraced: its function is left out
+    gx2, gw = pb.gradient(lambda x, w: np.sum(_shared_times(x, w)), x, w)  # the same object, both traced
+    np.testing.assert_allclose(gx, w)
+    np.testing.assert_allclose(gx2, w)
+    np.testing.assert_allclose(gw, x)
+    assert all(f is not None for back in _SHARED_BACK.values() for f in back)
+
+
 def test_a_traced_python_float_factor_still_gets_its_gradient():
     x = np.linspace(-1.0, 1.0, 4)
     gx, gs = pb.gradient(lambda x, s: np.sum(np.cos(x) * s / 3.0 - s * np.sin(x)), x, 2.0)
