@@ -86,6 +86,8 @@ class PerOperand(tuple):
     def traced_only(self, ids):
         """A copy without the functions of the operands whose id is -1 (not traced at this level);
         a copy, so that a pullback a rule hands out more than once is never changed."""
+        if len(self) == 2 and len(ids) == 2:  # the common case, without the loop
+            return PerOperand((self[0] if ids[0] >= 0 else None, self[1] if ids[1] >= 0 else None))
         return PerOperand([back if j >= len(ids) or ids[j] >= 0 else None for j, back in enumerate(self)])
 
 

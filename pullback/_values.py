@@ -432,25 +432,21 @@ def apply2(rule, a, b):
                 tape = b._tape
                 y, back = rule(a, b._value)
                 ids = (-1, b._id)
-                if type(back) is PerOperand:
-                    back = PerOperand((None, back[1]))
             elif kind_b not in _PLAIN and kind_b is not Tracked and _foreign(b):
                 return NotImplemented
             else:
                 y, back = rule(a._value, b)
                 ids = (a._id, -1)
-                if type(back) is PerOperand:
-                    back = PerOperand((back[0], None))  # see PerOperand
         elif kind_b is Tracked and kind_a is not Dual:
             if kind_a not in _PLAIN and _foreign(a):
                 return NotImplemented
             tape = b._tape
             y, back = rule(a, b._value)
             ids = (-1, b._id)
-            if type(back) is PerOperand:
-                back = PerOperand((None, back[1]))
         else:
             return apply(rule, (a, b))
+        if type(back) is PerOperand and -1 in ids:
+            back = back.traced_only(ids)
     except (TypeError, ValueError) as error:  # arrays of two libraries, or shapes that do not line up
         named = mixed_arrays_error(rule, (a, b), error)
         if named is None:

@@ -432,8 +432,7 @@ def walk(x: Any, leaf: Callable[..., Any], node: Callable[..., Any], *, ys: tupl
     in_progress: set[int] = set()
     shells: dict[int, Any] = {}
     box: dict[Any, Any] = {}
-    stack: list[Any] = [(_ENTER, x, tuple(ys), ROOT, box, None)]  # entry tuples; exit lists (see `reorder`)
-    kinds, speaks = _KIND_OF_CLASS, _SPEAKS_NUMPY  # kind_of and _speaks_numpy, inlined for the cached classes
+    stack: list[tuple[Any, ...]] = [(_ENTER, x, tuple(ys), ROOT, box, None)]
     while stack:
         item = stack.pop()
         if item[0] == _EXIT:
@@ -452,19 +451,10 @@ def walk(x: Any, leaf: Callable[..., Any], node: Callable[..., Any], *, ys: tupl
             first = cache[ident]
             dest[key] = first if repeat is None else repeat(value, first, parts, path)
             continue
-        cls = type(value)
-        if exclude is not None and exclude(value):
-            kind = None
-        else:
-            kind = kinds.get(cls, _UNSEEN)
-            if kind is _UNSEEN:
-                kind = kind_of(value)
+        kind = None if exclude is not None and exclude(value) else kind_of(value)
         if kind is None:
             result = leaf(value, parts, path)
-            numpy_like = speaks.get(cls)
-            if numpy_like is None:
-                numpy_like = _speaks_numpy(cls)
-            if numpy_like or (exclude is not None and kind_of(value) is not None):
+            if _speaks_numpy(type(value)) or (exclude is not None and kind_of(value) is not None):
                 cache[ident] = result  # arrays (and containers taken as leaves) keep their identity
             dest[key] = result
             continue
@@ -477,24 +467,17 @@ def walk(x: Any, leaf: Callable[..., Any], node: Callable[..., Any], *, ys: tupl
         old = kind.children(value)
         names = trainable_names(value, old) if trainable_only else None
         new = {}
-        exit_item = [_EXIT, value, kind, old, new, parts, path, dest, key, False]
-        stack.append(exit_item)
-        fields = kind.fields
+        reorder = names is not None and any(k not in names for k in old)
+        stack.append((_EXIT, value, kind, old, new, parts, path, dest, key, reorder))
         for k in reversed(list(old)):
             child = old[k]
-            child_path = _new_path(Path)  # path.child(k, fields), without the call
-            child_path.parent, child_path.key, child_path.is_field, child_path.length = path, k, fields, path.length + 1
+            child_path = path.child(k, kind.fields)
             child_parts = tuple([child_of(y, k) for y in parts]) if parts else ()
             if names is not None and k not in names:
                 new[k] = child if frozen is None else frozen(child, child_parts, child_path)
-                exit_item[-1] = True
             else:
                 stack.append((_ENTER, child, child_parts, child_path, new, k))
     return box[None]
-
-
-_UNSEEN = object()
-_new_path = object.__new__
 
 
 def _placeholder(value, kind, path, cycle):
