@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from pullback import _plot
-from pullback.bench import cli, fresh, report, runner, systems, workloads
+from pullback.bench import cli, fresh, heap, report, runner, systems, workloads
 from pullback.bench.systems import Prepared, System, Unsupported
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def test_quick_run_succeeds_and_writes_the_numbers_and_with_matplotlib_the_chart
 
 
 def test_quick_run_covers_every_part(quick):
-    assert list(quick["workloads"]) == ["chain-small", "chain-large", "mlp", "resnet18-b1"]
+    assert list(quick["workloads"]) == ["chain-small", "chain-large", "chain-large-fresh", "mlp", "resnet18-b1"]
     assert set(quick["data"]["fresh"]) == {"chain-small", "mlp", "resnet18-b1"}
     assert quick["data"]["imports"] and quick["data"]["scaling"] and quick["data"]["memory"]
     assert list(quick["data"]["profiles"]) == ["resnet18-b1"]
@@ -295,6 +295,49 @@ def test_the_page_fault_counter_sees_fresh_memory_being_touched():
             "block = np.empty(64 * 2**20, np.uint8); block[::4096] = 1; print(_page_faults() - before)")
     counted = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert counted >= 0.9 * 32  # 64 MiB: at least one fault per 2 MiB huge page (16,384 with 4 KiB pages)
+
+
+def test_fresh_memory_workloads_release_the_heap_before_every_sample_and_others_never(monkeypatch):
+    released = []
+    monkeypatch.setattr(runner.heap, "release_freed_memory", lambda: released.append(True))
+    pair = {"pullback": Prepared(lambda: [np.ones(2)], list), "b": Prepared(lambda: [np.ones(2)], list)}
+    runner.time_systems(dict(pair), [np.ones(2)], tolerance=1e-6, samples=3, pause=0.0, min_sample_s=0.0)
+    assert released == []
+    runner.time_systems(dict(pair), [np.ones(2)], tolerance=1e-6, samples=3, pause=0.0, min_sample_s=0.0,
+                        fresh_memory=True)
+    assert len(released) == 6  # 3 samples of 2 systems
+    chosen = workloads.workloads()
+    assert chosen["chain-large-fresh"].fresh_memory and not chosen["chain-large"].fresh_memory
+    assert chosen["chain-large-fresh"].sizes == chosen["chain-large"].sizes
+
+
+@pytest.mark.skipif(not heap.is_glibc(), reason="the heap settings are glibc's")
+def test_the_heap_keeps_freed_memory_until_it_is_released():
+    # in a fresh process: the settings last for the life of the process
+    code = """if True:
+        import os, numpy as np
+        from pullback.bench import heap
+        def rss_mib():
+            return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        assert heap.keep_freed_memory()
+        base = rss_mib()
+        blocks = [np.ones(2**20, np.float32) for _ in range(32)]  # 128 MiB in 4 MiB arrays
+        touched = rss_mib()
+        del blocks
+        kept = rss_mib()
+        assert heap.release_freed_memory()
+        print(touched - base, kept - base, rss_mib() - base)
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    touched, kept, released = map(float, out.split())
+    assert touched > 120 and kept > 120  # freed, but still held by the process for reuse
+    assert released < 20  # handed back to the kernel
+
+
+def test_the_report_says_what_the_heap_did(quick):
+    line = quick["data"]["meta"]["heap"]
+    assert line.startswith("glibc keeps freed memory" if heap.is_glibc() else "the C library's default")
+    assert f"Heap during the samples: {line}." in (quick["out"] / "report.md").read_text()
 
 
 def test_pullback_unsupported_skips_the_workload_before_peers_are_prepared():

@@ -6,12 +6,14 @@ installed peer in one run, prints a markdown table per workload, and writes
 `chart.png` to `--out`. Exits with status 1 when a system computed a different
 gradient or an adapter broke.
 
-Parts (select with `--only a,b`): the timed workloads chain-small, chain-large, mlp,
-resnet18-b1, resnet18-b8 (chain-small, mlp and the ResNets also in fresh processes: time
-to first gradient and peak memory, unless `--no-fresh`); `import` (import time in fresh
-processes), `scaling` (gradient cost against 10^2..10^5 operations), `memory` (memory
-held by a finished gradient). `--profile` adds, for the selected ResNets, where
-pullback's time goes and the matmul GFLOP/s against this machine's float32 peak.
+Parts (select with `--only a,b`): the timed workloads chain-small, chain-large,
+chain-large-fresh (the same chain on fresh memory each call), mlp, resnet18-b1, resnet18-b8
+(chain-small, mlp and the ResNets also in fresh processes: time to first gradient and peak
+memory, unless `--no-fresh`); `import` (import time in fresh processes), `scaling`
+(gradient cost against 10^2..10^5 operations), `memory` (memory held by a finished
+gradient). `--profile` adds, for the selected ResNets, where pullback's time goes and the
+matmul GFLOP/s against this machine's float32 peak. The C heap keeps freed memory during
+the run (see `pullback.bench.heap`), so no system's time depends on where its buffers land.
 
     python -m pullback bench --quick --out /tmp/bench      # CI: checks that it runs, < 1 minute
                                                            # (small sizes; resnet18-b8 only if named in --only)
@@ -28,7 +30,7 @@ import sys
 import time
 
 from .. import _plot
-from . import fresh, report, runner, scaling, systems, workloads
+from . import fresh, heap, report, runner, scaling, systems, workloads
 from .memory import mlp_memory
 from .report import Suite
 
@@ -137,6 +139,7 @@ def run(args):
     chosen = selected_systems(args.systems)
     floor = systems.by_name("numpy-floor")
     suite = Suite(meta=meta(args))
+    suite.meta["heap"] = heap.describe(heap.keep_freed_memory())
     all_workloads = workloads.workloads(quick)
     clock = _Clock()
 

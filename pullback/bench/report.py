@@ -173,6 +173,8 @@ def markdown(suite):
              "medians from the same run (below 1: pullback is faster). Every gradient is checked against a "
              "float64 hand-written reference: the largest ||g − ref|| / ||ref|| over the gradient's arrays "
              "(the numpy-floor row shows what plain float32 arithmetic loses).", ""]
+    if meta.get("heap"):
+        parts += [f"Heap during the samples: {meta['heap']}.", ""]
     if suite.workloads:
         parts += ["## Steady-state gradient time", ""] + [workload_markdown(w) for w in suite.workloads]
     if suite.fresh or suite.imports:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import heap
 from .systems import Unsupported
 
 
@@ -157,11 +158,12 @@ def prepare_systems(kind, problem, systems, skip=None):
 
 
 def time_systems(prepared, reference, *, tolerance, samples, pause, min_sample_s, results=None, expect_dtype=None,
-                 smallest=0.0):
+                 smallest=0.0, fresh_memory=False):
     """Check and time every prepared system; returns `{name: SystemResult}`.
 
     `smallest` bounds the scale of the relative error from below: gradients whose norm is
-    under it compare as absolute differences.
+    under it compare as absolute differences. With `fresh_memory`, the heap hands its freed
+    memory back to the kernel before each sample (see `heap`).
     """
     results = results if results is not None else {name: SystemResult(name) for name in prepared}
     repeats = {}
@@ -188,6 +190,8 @@ def time_systems(prepared, reference, *, tolerance, samples, pause, min_sample_s
         k = round_ % len(names) if names else 0
         for name in names[k:] + names[:k]:
             gc.collect()
+            if fresh_memory:
+                heap.release_freed_memory()
             time.sleep(pause)
             before = _page_faults()
             results[name].times.append(_measure(prepared[name].step, repeats[name]))
@@ -221,5 +225,6 @@ def run_workload(workload, systems, reference_system, *, samples, pause, min_sam
     reference = reference_system.prepare(workload.kind, as_float64(problem))
     reference = reference.to_numpy(reference.step())
     time_systems(prepared, reference, tolerance=workload.tolerance, samples=samples, pause=pause,
-                 min_sample_s=min_sample_s, results=results, expect_dtype=str(problem["x"].dtype))
+                 min_sample_s=min_sample_s, results=results, expect_dtype=str(problem["x"].dtype),
+                 fresh_memory=workload.fresh_memory)
     return out

@@ -42,6 +42,7 @@ class Workload:
     tolerance: float = 1e-3
     samples: int = 15
     fresh: bool = False  # also measure time-to-first-gradient and peak memory in fresh processes
+    fresh_memory: bool = False  # the heap releases freed memory before each sample (see `heap`)
 
 
 def workloads(quick=False):
@@ -53,6 +54,8 @@ def workloads(quick=False):
                  {"elements": 10, "ops": 100}, per_op=100, fresh=True),
         Workload("chain-large", f"100-op elementwise chain, {chain_large:,} float32 elements", "chain",
                  {"elements": chain_large, "ops": 100}, samples=11),
+        Workload("chain-large-fresh", f"the same chain, {chain_large:,} elements, on fresh memory each call", "chain",
+                 {"elements": chain_large, "ops": 100}, samples=11, fresh_memory=True),
         Workload("mlp", "MLP 784-512-512-10, batch 128, softmax cross-entropy", "mlp",
                  {"batch": 128}, samples=15, fresh=True),
     ]
