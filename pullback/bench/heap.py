@@ -6,13 +6,14 @@ whether it does depends on what else happens to be allocated: in one process eve
 pays ~60,000 page faults for fresh memory, in another none. The same code then runs 2-3x
 slower or faster, so ratios swing from run to run.
 
-The suite fixes the state for every system alike: `keep_freed_memory()` (called once, at
-the start) makes glibc keep freed memory for reuse, and a workload marked `fresh_memory`
-calls `release_freed_memory()` before each sample, so every call of every system starts
-from a heap that holds nothing (what a process that returned its memory pays).
+The suite fixes the state for every system alike. `keep_freed_memory()`, called once at the
+start, makes glibc keep freed memory for reuse for the rest of the process. A workload
+marked `fresh_memory` calls `release_freed_memory()` before each sample, so every call of
+every system starts from a heap that holds nothing (what a process that returned its memory
+pays).
 
->>> describe(kept=False)[:30]
-"the C library's default (not "
+>>> describe(kept=True)
+'glibc keeps freed memory (mallopt); `fresh memory` workloads release it before each sample'
 """
 
 import ctypes
