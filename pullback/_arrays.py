@@ -97,6 +97,8 @@ def zeros_as(like, shape, dtype=None):
     >>> zeros_as(np.ones(2, np.float32), (2, 2)).dtype
     dtype('float32')
     """
+    if type(like) in (list, tuple):  # a nested sequence of numbers (np.result_type would read it as a dtype spec)
+        like = np.asarray(like)
     if type(like) is np.ndarray or not speaks_nep18(type(like)):
         return np.zeros(shape, dtype=np.result_type(like) if dtype is None else dtype)
     return np.zeros_like(like, shape=shape, dtype=dtype)

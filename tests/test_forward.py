@@ -71,6 +71,9 @@ CASES = {
     "concatenate": (lambda a, b: np.concatenate([a, b], axis=1), [(2, 3), (2, 2)]),
     "concatenate flat": (lambda a, b: np.concatenate([a, b], axis=None), [(2, 3), (2,)]),
     "stack": (lambda a, b: np.stack([a, b], axis=-1), [(2, 3), (2, 3)]),
+    # plain Python lists among the parts: their zero tangents once crashed forward mode
+    "concatenate with lists": (lambda a: np.concatenate([[0.0], a, [1, 2]]), [(3,)]),
+    "stack with a list": (lambda a: np.stack([[0.5, 1.5], a]), [(2,)]),
     "getitem basic": (lambda x: x[1:, ::-1], [(3, 4)]),
     "getitem advanced": (lambda x: x[[0, 2, 0]], [(3, 4)]),
     "setitem": (lambda x, v: _set(x, v), [(4,), (2,)]),
