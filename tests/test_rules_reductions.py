@@ -9,7 +9,7 @@ from hypothesis.extra import numpy as hnp
 
 import pullback as pb
 from pullback.rules import reductions
-from rule_checks import dtypes, gradcheck, seeds
+from rule_checks import check_against_numpy, dtypes, gradcheck, seeds
 
 SETTINGS = settings(max_examples=25, deadline=None)
 
@@ -161,12 +161,75 @@ def test_mean_with_integer_count_dtype_and_float32():
     np.testing.assert_allclose(g, np.broadcast_to(np.array([1.0, 2.0, 3.0])[None, :, None] / 8, x.shape))
 
 
-def test_reductions_with_unsupported_keywords_raise():
+MASK = np.array([[True, False, True, True], [False, False, False, True], [True, True, False, False]])
+X34 = np.array([[0.3, -1.2, 0.8, 2.0], [1.1, 0.4, -0.6, 0.9], [-0.2, 1.7, 0.5, -1.4]])
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: np.sum(x, where=MASK),
+    lambda x: np.sum(x, axis=1, where=MASK[0]),  # a mask that broadcasts
+    lambda x: np.sum(x * x, axis=0, initial=1.5, where=MASK, keepdims=True),
+    lambda x: np.sum(x, 1, None, None, False, 2.0, MASK),  # every option by position
+    lambda x: np.mean(x, where=MASK),
+    lambda x: np.mean(x, axis=1, where=MASK),
+    lambda x: np.max(x, initial=0.5),
+    lambda x: np.max(x, axis=0, initial=-5.0, where=MASK),
+    lambda x: np.min(x, axis=1, initial=5.0, where=MASK, keepdims=True),
+    lambda x: np.amin(x, axis=1, initial=0.0),
+    lambda x: np.prod(x, axis=1, where=MASK),
+    lambda x: np.prod(x, axis=0, initial=-0.5, where=MASK),
+    lambda x: x.sum(axis=0, where=MASK),
+    lambda x: x.max(axis=1, initial=1.0),
+], ids=["sum where", "sum broadcast mask", "sum initial where keepdims", "sum positional", "mean where",
+        "mean where axis", "max initial", "max initial where", "min initial where keepdims", "amin initial",
+        "prod where", "prod initial where", "method sum where", "method max initial"])
+def test_reductions_with_where_and_initial_match_numpy_and_central_differences(call):
+    check_against_numpy(lambda x: call(x) * np.arange(1.0, np.size(call(X34)) + 1).reshape(np.shape(call(X34))), X34)
+    assert np.array_equal(pb.pullback(call, X34)[0], call(X34))  # the very value NumPy computes
+
+
+def test_where_and_initial_gradients_by_hand():
+    x = np.array([1.0, 3.0, 2.0, 3.0])
+    mask = np.array([True, False, True, True])
+    (g,) = pb.gradient(lambda x: np.sum(x * x, where=mask, initial=10.0), x)
+    np.testing.assert_array_equal(g, [2.0, 0.0, 4.0, 6.0])
+    (g,) = pb.gradient(lambda x: np.mean(x, where=mask), x)
+    np.testing.assert_array_equal(g, [1 / 3, 0.0, 1 / 3, 1 / 3])
+    (g,) = pb.gradient(lambda x: np.max(x, where=mask, initial=0.0), x)  # the masked-out 3.0 ties, not chosen
+    np.testing.assert_array_equal(g, [0.0, 0.0, 0.0, 1.0])
+    (g,) = pb.gradient(lambda x: np.max(x, initial=5.0), x)  # initial wins: no gradient to x
+    np.testing.assert_array_equal(g, [0.0, 0.0, 0.0, 0.0])
+    (g,) = pb.gradient(lambda x: np.max(x, initial=3.0), x)  # two elements and initial tie: thirds
+    np.testing.assert_allclose(g, [0.0, 1 / 3, 0.0, 1 / 3])
+    (g,) = pb.gradient(lambda x: np.prod(x, where=mask, initial=2.0), x)  # 2 * x0 * x2 * x3
+    np.testing.assert_array_equal(g, [12.0, 0.0, 6.0, 4.0])
+    empty = np.array([[True, True], [False, False]])
+    (g,) = pb.gradient(lambda x: np.sum(np.nan_to_num(np.mean(x, axis=1, where=empty))), np.ones((2, 2)))
+    np.testing.assert_array_equal(g, [[0.5, 0.5], [0.0, 0.0]])  # an empty slice sends nothing, and no NaN
+
+
+def test_a_traced_initial_by_position_gets_its_gradient():
+    x, mask = np.array([1.0, 3.0, 2.0]), np.array([True, False, True])
+    _, s_bar = pb.gradient(lambda x, s: np.sum(np.sum(x[None] * np.ones((2, 1)), 1, None, None, False, s) ** 2), x, 0.5)
+    assert s_bar == pytest.approx(2 * (6.5 + 6.5))  # d/ds of 2 (6 + s)^2
+    _, s_bar = pb.gradient(lambda x, s: np.max(x, None, None, False, s * s), x, 2.0)
+    assert s_bar == pytest.approx(4.0)  # initial 4 wins: d(s^2)/ds
+    _, s_bar = pb.gradient(lambda x, s: np.prod(x, None, None, None, False, s, mask), x, 3.0)
+    assert s_bar == pytest.approx(2.0)  # x0 * x2
+    result = pb.testing.check_gradient(lambda x, s: np.min(x, 0, None, False, s, mask), x, 1.5, modes=("rev",))
+    assert result, result
+
+
+def test_reductions_refuse_out_and_a_traced_keyword_initial_with_the_fix():
     x = np.ones(3)
-    with pytest.raises(TypeError, match="where="):
-        pb.gradient(lambda x: np.sum(x, where=np.array([True, False, True])), x)
-    with pytest.raises(TypeError, match="initial="):
-        pb.gradient(lambda x: np.max(x, initial=0.0), x)
+    with pytest.raises(TypeError, match="out="):
+        pb.gradient(lambda x: np.sum(x, out=np.empty(())), x)
+    with pytest.raises(TypeError, match=r"initial= given by keyword .* pass it by position"):
+        pb.gradient(lambda x, s: np.sum(x, initial=s), x, 2.0)
+    with pytest.raises(TypeError, match=r"initial= given by keyword"):
+        pb.gradient(lambda x, s: np.max(x, initial=s), x, 2.0)
+    with pytest.raises(ValueError, match="does not have an identity"):  # NumPy's own error, unchanged
+        pb.gradient(lambda x: np.max(x, where=np.array([True, False, True])), x)
 
 
 def test_argmax_is_plain():

@@ -2,6 +2,7 @@
 both modes, over random shapes; hand-derived values, and second order through the composites."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -105,3 +106,37 @@ def test_second_order_through_the_composites():
     second_order(lambda x: (np.nanmean(x ** 3, axis=0), np.nansum(x ** 3, axis=1)), x)
     second_order(lambda x: (np.ptp(x ** 3, axis=0), np.trace(x[:, :3] ** 3)), x)
     second_order(lambda w: np.sum(np.average(x, axis=1, weights=w ** 2) ** 2), w)
+
+
+MASK = np.array([[True, False, True, True], [False, True, True, True]])
+X24 = np.array([[0.3, -1.2, 0.8, 2.0], [0.5, 1.5, -0.7, 0.1]])
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: np.var(x, where=MASK),
+    lambda x: np.var(x, axis=1, where=MASK, ddof=1),
+    lambda x: np.std(x, axis=1, where=MASK[0], keepdims=True),  # a mask that broadcasts
+    lambda x: np.std(x, 1, None, None, 1, True, where=MASK),  # options by position
+    lambda x: np.var(x * (1 + 2j), axis=1, where=MASK),  # complex: the mean of |a - mean|^2
+    lambda x: x.std(axis=1, where=MASK),
+], ids=["var", "var axis ddof", "std broadcast mask", "std positional", "var complex", "method std"])
+def test_var_and_std_with_where_match_numpy_and_central_differences(call):
+    result = pb.testing.check_gradient(call, X24, order=2)
+    assert result, result
+    assert np.array_equal(pb.pullback(call, X24)[0], call(X24))  # the very value NumPy computes
+
+
+def test_var_with_where_by_hand_and_left_out_elements_get_zero_even_in_a_nan_slice():
+    x = np.array([1.0, 5.0, 3.0, 2.0])
+    (g,) = pb.gradient(lambda x: np.var(x, where=np.array([True, False, True, False])), x)
+    np.testing.assert_array_equal(g, [-1.0, 0.0, 1.0, 0.0])  # 2 (x - 2) / 2 for the selected 1 and 3
+    column_empty = np.array([True, False, True])
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):  # NumPy warns about the empty slice
+        (g,) = pb.gradient(lambda x: np.sum(np.nan_to_num(np.std(x, axis=0, where=column_empty))), np.eye(3) + 1.0)
+    assert np.all(np.isfinite(g)) and np.all(g[:, 1] == 0.0)
+
+
+def test_var_refuses_mean_and_a_traced_mask_with_the_fix():
+    x = np.array([1.0, 2.0, 4.0])
+    with pytest.raises(TypeError, match="mean= is not supported"):
+        pb.gradient(lambda x: np.var(x, mean=np.mean(x, keepdims=True)), x)

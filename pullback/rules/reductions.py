@@ -4,6 +4,8 @@ the reductions to a bool or a count (all, any, ...), which carry no gradient."""
 
 import numpy as np
 
+from .._tangents import Thunk
+from .._values import Traced
 from ._register import composite, forward_in_first, linear_forward, rule, without_gradient
 
 _NO = np._NoValue
@@ -47,68 +49,118 @@ def _kept_shape(shape, axis):
     return tuple(1 if k in axes else n for k, n in enumerate(shape))
 
 
-def _check_plain(name, out, where, initial=None):
-    if out is not None or where is not True or initial is not None:
-        raise TypeError(f"numpy.{name}: out=, where= and initial= are not supported on tracked values")
+_OPTIONS = "`where=` and `initial=` as in NumPy (an `initial` being differentiated goes by position)."
 
 
-@rule(np.sum, args="a")
+def _check_plain(name, out, initial=None, where=True):
+    """Refuse `out=`, and an `initial=` or `where=` that is being differentiated (given by
+    keyword, so the rule cannot send it a gradient)."""
+    if out is not None:
+        raise TypeError(f"numpy.{name}: out= is not supported on tracked values; assign the result instead.")
+    if isinstance(initial, Traced):
+        raise TypeError(f"numpy.{name}: initial= given by keyword is a value being differentiated, and its "
+                        f"gradient would be lost; combine it after the reduction (np.{name}(x) and then the value), "
+                        "or pass it by position.")
+    if isinstance(where, Traced):
+        raise TypeError(f"numpy.{name}: where= takes a boolean mask, not a value being differentiated.")
+
+
+def _options(initial, where):
+    """`initial=` and `where=` as NumPy takes them: initial=None would drop a sum's identity, so it is left out."""
+    return {"where": where} if initial is None else {"initial": initial, "where": where}
+
+
+def _masked(g, where):
+    """`g` where the mask selects, zero elsewhere (the mask broadcasts over `g`)."""
+    return g if where is True else np.where(where, g, 0.0)
+
+
+def _selected(where, shape, axis):
+    """How many elements of each slice the mask selects (keepdims shape), as an int64 array."""
+    return np.sum(np.broadcast_to(where, shape), axis=axis, keepdims=True, dtype=np.int64)
+
+
+@rule(np.sum, args="a, initial", notes=_OPTIONS)
 def sum_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
-    _check_plain("sum", out, where, initial)
-    y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    _check_plain("sum", out, initial, where)
+    y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims, **_options(initial, where))
     shape = np.shape(x)
-    return y, lambda g: (expand_to(g, shape, axis, keepdims),)
+    if initial is None:
+        return y, lambda g: (_masked(expand_to(g, shape, axis, keepdims), where),)
+    # initial (position 5) is added once to every result element
+    return y, lambda g: (_masked(expand_to(g, shape, axis, keepdims), where), None, None, None, None, Thunk(np.sum, g))
 
 
-linear_forward(np.sum)
+@forward_in_first(np.sum)
+def sum_frule(t, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
+    y = sum_rule(x, axis, dtype, out, keepdims, initial, where)[0]
+    return y, np.sum(t, axis=axis, dtype=dtype, keepdims=keepdims, where=where)
 
 
-@rule(np.mean, args="a")
+@rule(np.mean, args="a", notes="`where=` as in NumPy; an empty slice sends no gradient.")
 def mean_rule(x, axis=None, dtype=None, out=None, keepdims=False, where=True):
-    _check_plain("mean", out, where)
-    y = np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    _check_plain("mean", out, where=where)
+    y = np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims, where=where)
     shape = np.shape(x)
-    count = np.prod([shape[k] for k in reduced_axes(axis, len(shape))], dtype=np.int64)
-    return y, lambda g: (expand_to(g / float(count), shape, axis, keepdims),)
+    if where is True:
+        count = np.prod([shape[k] for k in reduced_axes(axis, len(shape))], dtype=np.int64)
+        return y, lambda g: (expand_to(g / float(count), shape, axis, keepdims),)
+    # an empty slice's mean is NaN, and no element of it is selected: it sends no gradient
+    count = np.maximum(_selected(where, shape, axis), 1)
+    return y, lambda g: (_masked(expand_to(g, shape, axis, keepdims) / count, where),)
 
 
 linear_forward(np.mean)
 
-_TIES = "Tied extreme elements share the gradient equally (a subgradient)."
+_TIES = "Tied extreme elements share the gradient equally (a subgradient), with `initial=` where it ties. " + _OPTIONS
 
 
-@rule(np.max, np.amax, args="a", notes=_TIES)
+@rule(np.max, np.amax, args="a, initial", notes=_TIES)
 def max_rule(x, axis=None, out=None, keepdims=False, initial=None, where=True):
     return _extreme(np.max, x, axis, keepdims, out, initial, where)
 
 
-@rule(np.min, np.amin, args="a", notes=_TIES)
+@rule(np.min, np.amin, args="a, initial", notes=_TIES)
 def min_rule(x, axis=None, out=None, keepdims=False, initial=None, where=True):
     return _extreme(np.min, x, axis, keepdims, out, initial, where)
 
 
 def _extreme(reduce, x, axis, keepdims, out, initial, where):
-    _check_plain(reduce.__name__, out, where, initial)
-    kept = reduce(x, axis=axis, keepdims=True)
+    _check_plain(reduce.__name__, out, initial, where)
+    kept = reduce(x, axis=axis, keepdims=True, **_options(initial, where))
     y = kept if keepdims else np.reshape(kept, _reduced_shape(np.shape(x), axis))
 
     def back(g):
-        # Ties share the cotangent equally, so the result is a valid subgradient.
-        hit = x == kept
-        share = np.sum(hit, axis=axis, keepdims=True, dtype=kept.dtype)  # a count in float32 keeps g float32
+        # Ties share the cotangent equally (initial= too, where it ties), so the result is a valid subgradient.
+        hit, share = _ties(x, kept, axis, initial, where)
         g = g if keepdims else np.reshape(g, np.shape(kept))
-        return (np.where(hit, g / share, 0.0),)
+        if initial is None:
+            return (np.where(hit, g / share, 0.0),)
+        return (np.where(hit, g / share, 0.0), None, None, None,
+                Thunk(lambda: np.sum(np.where(kept == initial, g / share, 0.0))))
 
     return y, back
+
+
+def _ties(x, kept, axis, initial, where):
+    """The elements equal to the extreme `kept`, and how many share it in each slice (initial= counts
+    as one where it ties; a float count, at least 1, keeps the cotangent's dtype)."""
+    hit = x == kept
+    if where is not True:
+        hit = hit & where
+    share = np.sum(hit, axis=axis, keepdims=True, dtype=kept.dtype)
+    if initial is not None:
+        share = share + (kept == initial)
+    return hit, share if initial is None and where is True else np.maximum(share, 1)
 
 
 def _extreme_frule(rule_fn, reduce, *fns):
     @forward_in_first(*fns)
     def frule(t, x, axis=None, out=None, keepdims=False, initial=None, where=True):
         y = rule_fn(x, axis, out, keepdims, initial, where)[0]
-        kept = reduce(x, axis=axis, keepdims=True)
-        hit = x == kept  # ties share the tangent equally, matching the reverse subgradient
-        dot = np.sum(np.where(hit, t, 0.0), axis=axis, keepdims=True) / np.sum(hit, axis=axis, keepdims=True)
+        kept = reduce(x, axis=axis, keepdims=True, **_options(initial, where))
+        hit, share = _ties(x, kept, axis, initial, where)  # the tangent splits as the reverse subgradient does
+        dot = np.sum(np.where(hit, t, 0.0), axis=axis, keepdims=True) / share
         return y, dot if keepdims else np.reshape(dot, np.shape(y))
 
 
@@ -121,20 +173,32 @@ def _reduced_shape(shape, axis):
     return tuple(n for k, n in enumerate(shape) if k not in axes)
 
 
-@rule(np.prod, args="a", notes="Exact also where the input has zeros, to every order.")
+@rule(np.prod, args="a, initial", notes="Exact also where the input has zeros, to every order. " + _OPTIONS)
 def prod_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
-    _check_plain("prod", out, where, initial)
-    y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    _check_plain("prod", out, initial, where)
+    y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims, **_options(initial, where))
     shape = np.shape(x)
 
-    return y, lambda g: (expand_to(g, shape, axis, keepdims) * product_of_others(x, axis),)
+    def back(g):
+        factors = x if where is True else np.where(where, x, 1.0)  # unselected elements count as one
+        others = product_of_others(factors, axis)
+        g_x = expand_to(g, shape, axis, keepdims) * (others if initial is None else others * initial)
+        if initial is None:
+            return (_masked(g_x, where),)
+        # initial (position 5) multiplies every result element
+        return _masked(g_x, where), None, None, None, None, Thunk(
+            lambda: np.sum(g * np.prod(factors, axis=axis, dtype=dtype, keepdims=keepdims)))
+
+    return y, back
 
 
 @forward_in_first(np.prod)
 def prod_frule(t, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
-    _check_plain("prod", out, where, initial)
-    y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
-    return y, np.sum(t * product_of_others(x, axis), axis=axis, keepdims=keepdims)
+    y = prod_rule(x, axis, dtype, out, keepdims, initial, where)[0]
+    factors = x if where is True else np.where(where, x, 1.0)
+    others = product_of_others(factors, axis)
+    dot = np.sum(_masked(t * others, where), axis=axis, keepdims=keepdims)
+    return y, dot if initial is None else dot * initial
 
 
 def product_of_others(x, axis):

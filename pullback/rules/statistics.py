@@ -55,9 +55,9 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=_NO, *, where=_NO):
     return total / np.asarray(count, dtype=np.result_type(total.dtype, np.float16))
 
 
-def _ddof(name, ddof, correction, mean, where):
-    if mean is not _NO or (where is not _NO and where is not True):
-        raise TypeError(f"numpy.{name}: mean= and where= are not supported on tracked values")
+def _ddof(name, ddof, correction, mean):
+    if mean is not _NO:
+        raise TypeError(f"numpy.{name}: mean= is not supported on tracked values; let NumPy compute the mean.")
     if correction is not _NO:
         if ddof != 0:
             raise ValueError("ddof and correction can't be provided simultaneously.")
@@ -65,24 +65,53 @@ def _ddof(name, ddof, correction, mean, where):
     return ddof
 
 
+def _mask(name, where):
+    """`where=` as a mask (True when not given); refused when it is a value being differentiated."""
+    if isinstance(where, Traced):
+        raise TypeError(f"numpy.{name}: where= takes a boolean mask, not a value being differentiated.")
+    return True if where is _NO else where
+
+
 def _conj_if_complex(v):
     """conj(v) for complex v: the variance of complex values is the mean of |a - mean|**2."""
     return np.conj(v) if np.iscomplexobj(v) else v
 
 
-@rule(np.var, args="a", notes="`ddof`, `correction`, `axis` and `keepdims` as in NumPy; `mean=` and `where=` are "
-      "refused.")
+def _centred(a, axis, ddof, where):
+    """`(c, inverse)`: conj(a - mean) over the elements `where` selects (zero elsewhere), and
+    1 / (selected count - ddof) of each slice (a number without a mask, keepdims-shaped with
+    one; NaN where no degree of freedom is left, as NumPy's variance is then NaN or inf)."""
+    if where is True:
+        n = reduced_size(np.shape(a), axis) - ddof
+        return _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True)), (1.0 / n if n > 0 else np.nan)
+    centred = np.where(where, _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True, where=where)), 0.0)
+    n = np.sum(np.broadcast_to(where, np.shape(a)), axis=axis, keepdims=True, dtype=np.int64) - ddof
+    return centred, 1.0 / np.where(n > 0, n, np.nan)
+
+
+def _masked(g, where):
+    """`g` where the mask selects, zero elsewhere (elements left out of a reduction get no gradient,
+    also when their slice's result is NaN)."""
+    return g if where is True else np.where(where, g, 0.0)
+
+
+def _reduced_like(dot, y, keep):
+    """A keepdims reduction `dot` shaped like the result `y`."""
+    return dot if keep else np.reshape(dot, np.shape(y))
+
+
+@rule(np.var, args="a", notes="`ddof`, `correction`, `axis`, `keepdims` and `where` as in NumPy; `mean=` is refused.")
 def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
     refuse_out("var", out)
-    ddof = _ddof("var", ddof, correction, mean, where)
+    ddof = _ddof("var", ddof, correction, mean)
+    where = _mask("var", where)
     keep = keepdims is True
-    y = np.var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keep)
+    y = np.var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keep, where=where)
     shape = np.shape(a)
-    scale = 2.0 / (reduced_size(shape, axis) - ddof)
 
     def back(g):
-        centred = _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True))
-        return (expand_to(g, shape, axis, keep) * centred * scale,)
+        centred, inverse = _centred(a, axis, ddof, where)
+        return (_masked(expand_to(g, shape, axis, keep) * centred * (2.0 * inverse), where),)
 
     return y, back
 
@@ -90,27 +119,26 @@ def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
 @forward_in_first(np.var)
 def var_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **options):
     y = var_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
-    ddof = _ddof("var", ddof, options.get("correction", _NO), _NO, _NO)
-    centred = _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True))
-    scale = 2.0 / (reduced_size(np.shape(a), axis) - ddof)
-    return y, np.sum(centred * t, axis=axis, keepdims=keepdims is True) * scale
+    ddof = _ddof("var", ddof, options.get("correction", _NO), _NO)
+    centred, inverse = _centred(a, axis, ddof, _mask("var", options.get("where", _NO)))
+    return y, _reduced_like(np.sum(centred * t, axis=axis, keepdims=True) * (2.0 * inverse), y, keepdims is True)
 
 
 @rule(np.std, args="a", notes="Where the spread is zero the gradient is taken as 0 (the derivative does not exist).")
 def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
     refuse_out("std", out)
-    ddof = _ddof("std", ddof, correction, mean, where)
+    ddof = _ddof("std", ddof, correction, mean)
+    where = _mask("std", where)
     keep = keepdims is True
-    y = np.std(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keep)
+    y = np.std(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keep, where=where)
     shape = np.shape(a)
-    count = float(reduced_size(shape, axis) - ddof)
 
     def back(g):
-        centred = _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True))
+        centred, inverse = _centred(a, axis, ddof, where)
         spread = expand_to(y, shape, axis, keep)
         flat = spread == 0
-        share = np.where(flat, 0.0, expand_to(g, shape, axis, keep) / np.where(flat, 1.0, spread * count))
-        return (share * centred,)
+        share = np.where(flat, 0.0, expand_to(g, shape, axis, keep) * inverse / np.where(flat, 1.0, spread))
+        return (_masked(share * centred, where),)
 
     return y, back
 
@@ -118,12 +146,12 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
 @forward_in_first(np.std)
 def std_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **options):
     y = std_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
-    ddof = _ddof("std", ddof, options.get("correction", _NO), _NO, _NO)
-    centred = _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True))
-    count = float(reduced_size(np.shape(a), axis) - ddof)
-    flat = y == 0
-    pairing = np.sum(centred * t, axis=axis, keepdims=keepdims is True)
-    return y, np.where(flat, 0.0, pairing / np.where(flat, 1.0, y * count))
+    ddof = _ddof("std", ddof, options.get("correction", _NO), _NO)
+    centred, inverse = _centred(a, axis, ddof, _mask("std", options.get("where", _NO)))
+    pairing = np.sum(centred * t, axis=axis, keepdims=True)
+    spread = np.reshape(y, np.shape(pairing))
+    flat = spread == 0
+    return y, _reduced_like(np.where(flat, 0.0, pairing * inverse / np.where(flat, 1.0, spread)), y, keepdims is True)
 
 
 @composite(np.ptp, args="a", notes="max - min; ties share the gradient equally.")
@@ -135,7 +163,7 @@ def ptp(a, axis=None, out=None, keepdims=_NO):
 
 def _nan_moments(name, a, axis, dtype, out, ddof, keepdims, where, mean, correction):
     refuse_out(name, out, where)
-    ddof = _ddof(name, ddof, correction, mean, _NO)
+    ddof = _ddof(name, ddof, correction, mean)
     keep = keepdims is True
     missing = np.isnan(a)
     count = np.sum(~missing, axis=axis, keepdims=True)
