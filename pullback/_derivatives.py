@@ -207,6 +207,9 @@ def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
     >>> pb.hvp(lambda x: np.sum(x ** 3), np.array([1.0, 2.0]), np.array([1.0, 0.0]))
     array([6., 0.])
     """
+    if isinstance(x, (np.ndarray, np.generic)):
+        _check_float_argument("hvp", x)
+
     def gradient_of_f(x):
         (g,) = gradient(f, x)
         return np.zeros_like(x) if g is None else g
@@ -217,6 +220,18 @@ def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
     return h_v
 
 
+def _check_float_argument(name, x):
+    """Refuse an array `x` that carries no derivative: integers (whose Hessian would come out
+    as zeros), booleans, or objects (a dict or a list of arrays turned into one)."""
+    kind = dtype_of(x).kind
+    if kind == "O":
+        raise TypeError(f"{name} takes one float array or float; for a dict, list or object of arrays, "
+                        "use pb.hvp (which takes any structure) or concatenate them into one array.")
+    if kind not in "fc":
+        raise TypeError(f"{name}: x has dtype {dtype_of(x)}, which carries no derivative (its Hessian would "
+                        "read as zeros); pass floats, e.g. x.astype(float).")
+
+
 def hessian(f: Callable[..., Any], x: Any) -> Any:
     """The Hessian of scalar `f` at array (or float) `x`, shaped `x.shape + x.shape`.
 
@@ -225,14 +240,18 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
     array([[0., 1.],
            [1., 0.]])
     """
-    if np.iscomplexobj(x):
-        raise TypeError("hessian: x is complex, and a real function of a complex argument has no complex Hessian. "
-                        "Pass the real and imaginary parts as separate float arrays and build z = x + 1j * y inside f.")
     if type(stop_gradient(x)) is float:  # a Python float, or one an outer derivative is tracing
         h = hvp(f, x, 1.0)
         return h if is_traced(h) else float(h)
     if not (isinstance(x, np.ndarray) or is_traced(x) or is_foreign_array(x)):  # a list, a NumPy scalar
-        x = np.asarray(x)
+        try:
+            x = np.asarray(x)
+        except ValueError:  # a ragged list of arrays
+            x = np.asarray(None)
+    if dtype_of(x).kind == "c":
+        raise TypeError("hessian: x is complex, and a real function of a complex argument has no complex Hessian. "
+                        "Pass the real and imaginary parts as separate float arrays and build z = x + 1j * y inside f.")
+    _check_float_argument("hessian", x)
     columns = [hvp(f, x, _basis(x, j)) for j in range(x.size)]
     return np.stack([np.reshape(c, -1) for c in columns], axis=-1).reshape(x.shape + x.shape)
 

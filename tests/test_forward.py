@@ -208,6 +208,28 @@ def test_hvp_without_forming_the_hessian():
     np.testing.assert_allclose(pb.hvp(f, x, v), (grad(x + eps * v) - grad(x - eps * v)) / (2 * eps), rtol=1e-5)
 
 
+def test_hvp_takes_structures_and_matches_the_hand_derivation():
+    f = lambda p: np.sum(p["a"] ** 3) * p["s"]  # d2f/da2 = diag(6 a s), d2f/da ds = 3 a^2
+    p, v = {"a": np.array([1.0, 2.0]), "s": 3.0}, {"a": np.array([1.0, 0.0]), "s": 1.0}
+    h_v = pb.hvp(f, p, v)
+    np.testing.assert_allclose(h_v["a"], [6 * 1 * 3 * 1 + 3 * 1, 3 * 4 * 1])
+    assert h_v["s"] == pytest.approx(3 * 1 * 1)
+
+
+@pytest.mark.parametrize("x, match", [
+    (np.arange(3), "dtype int64, which carries no derivative"),  # its Hessian would read as zeros
+    (np.array([True, False]), "dtype bool"),
+    ({"a": np.ones(2)}, "use pb.hvp"),
+    ([np.ones(2), np.ones(3)], "use pb.hvp"),
+])
+def test_hessian_refuses_arguments_without_a_derivative_and_names_the_fix(x, match):
+    with pytest.raises(TypeError, match=match):
+        pb.hessian(lambda x: np.sum(x ** 3), x)
+    if isinstance(x, np.ndarray):
+        with pytest.raises(TypeError, match=match):
+            pb.hvp(lambda x: np.sum(x ** 3), x, np.ones(x.shape))
+
+
 # --- nesting in any mix of modes ---------------------------------------------------------
 D = lambda f: (lambda x: pb.jvp(f, (x,), (1.0,))[1])
 G = lambda f: (lambda x: pb.gradient(f, x)[0])
