@@ -18,7 +18,8 @@ replay whose value differs traces again. Rules for the jitted function, as in JA
 
 - it is pure: it returns its results and does not write into its arguments or globals;
 - arrays it reads from closures or globals are constants of the trace, read by reference;
-- randomness comes from arrays passed in, not from a generator called inside;
+- randomness comes from a generator passed in (its draws are recorded) or from arrays passed
+  in; a generator it reaches through a closure or a global is refused (see `_jit_random`);
 - it keeps array computations in NumPy calls: `np.asarray` of a traced array is refused.
 
 >>> import numpy as np, pullback as pb
@@ -37,7 +38,7 @@ import functools
 
 import numpy as np
 
-from . import tree
+from . import _jit_random, tree
 from ._jit_replay import Deferred, Retrace
 from ._jit_trace import JitError, Number, RandomSource, Symbol, Trace
 
@@ -137,7 +138,15 @@ class Jitted:
         # match them by position, as equal numbers may be one object.
         symbols = iter([trace.input(a) for a in arrays])
         symbolic = tree.fmap(lambda leaf: next(symbols) if _is_input(leaf) else leaf, (args, kwargs))
+        generators = _jit_random.snapshot(self.fn, [a for a in arrays if isinstance(a, _jit_random.GENERATORS)])
         result = self.fn(*symbolic[0], **symbolic[1])
+        hidden = _jit_random.advanced(generators)
+        if hidden:
+            raise JitError(
+                f"pb.jit: the function drew random numbers from {' and from '.join(hidden)}, which the trace "
+                "cannot see, so every replay would repeat the same draws. Pass a np.random.Generator as an "
+                "argument (pb.jit records its draws, and a replay draws afresh), or draw outside the jitted "
+                "function and pass the arrays in.")
         out_leaves = [v for _, v in tree.leaves_with_path(result) if isinstance(v, (Symbol, RandomSource, Number))]
         foreign = [v for v in out_leaves if v.owner is not trace]
         if foreign:

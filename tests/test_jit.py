@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import re
 import threading
 import time
 
@@ -527,6 +528,45 @@ def test_dropout_in_a_jitted_gradient_draws_new_masks_each_call():
     x = np.ones(8)
     for _ in range(3):
         np.testing.assert_array_equal(jf(layer, x), pb.gradient(lambda x: np.sum(twin(x) * x), x)[0])
+
+
+NOISE = np.random.default_rng(7)
+
+
+def _closure_noise():
+    noise = np.random.default_rng(3)
+    return lambda x: x + noise.normal(size=x.shape)
+
+
+@pytest.mark.parametrize("fn, named", [
+    (lambda x: x + NOISE.normal(size=x.shape), "`NOISE` (a global that"),
+    (_closure_noise(), "`noise` (in the closure of"),
+    (lambda x: x + np.random.rand(*x.shape), "NumPy's global generator"),
+    (lambda x: MODEL_WITH_DROPOUT(x), "`MODEL_WITH_DROPOUT.layers[1].rng`"),
+    (lambda x: pb.gradient(lambda x: np.sum(_noisy_global(x)), x)[0], "`NOISE` (a global that _noisy_global"),
+], ids=["global generator", "closure generator", "np.random functions", "dropout in a global model",
+        "through a function the gradient calls"])
+def test_random_draws_the_trace_cannot_see_are_refused_naming_the_generator(fn, named):
+    # a replay would repeat the traced draws: constant "random" numbers
+    with pytest.raises(pb.JitError, match=re.escape(named) + ".*Pass a np.random.Generator as an argument"):
+        pb.jit(fn)(np.ones(3))
+
+
+def _noisy_global(x):
+    return x * NOISE.random()
+
+
+MODEL_WITH_DROPOUT = pb.nn.Chain(pb.nn.Dense(3, 3, rng=np.random.default_rng(0)),
+                                 pb.nn.Dropout(0.5, rng=np.random.default_rng(1), training=True))
+
+
+def test_a_generator_passed_in_and_also_seen_in_a_closure_is_an_input_not_an_error():
+    rng = np.random.default_rng(5)
+    jf = pb.jit(lambda x, g: x + g.normal(size=3) if rng is not None else x)  # rng, in the closure, is g
+    first, second = jf(np.zeros(3), rng), jf(np.zeros(3), rng)
+    assert not np.array_equal(first, second)  # drawn afresh
+    unused = np.random.default_rng(6)
+    assert pb.jit(lambda x: x * 2 if unused is not None else x)(np.ones(2))[0] == 2.0  # never drawn from: fine
 
 
 def test_an_ndarray_subclass_argument_is_refused_naming_it():

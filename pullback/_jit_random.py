@@ -1,0 +1,109 @@
+"""Random draws a `pb.jit` trace cannot replay: generators reached outside the arguments.
+
+A generator passed as an argument is an input: the trace records its draws, and a replay
+draws afresh. One read from a closure or a global is invisible to the trace, so every
+replay would repeat the traced draws: "random" numbers that never change. `snapshot`
+records the state of every generator the function reaches that way (in the closures and
+globals of the function and of the functions and objects those hold, a few levels deep),
+and of NumPy's global generator (`np.random.rand`, `np.random.normal`, ...); `advanced`
+names those the trace moved, so that `pb.jit` refuses the trace and names the fix.
+
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> noisy = lambda x: x + rng.normal()
+>>> before = snapshot(noisy, inputs=())
+>>> _ = noisy(1.0)
+>>> advanced(before)
+['`rng` (a global that <lambda> reads)']
+"""
+
+import types
+
+import numpy as np
+
+GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
+GLOBAL = "NumPy's global generator (np.random.rand, np.random.normal, ...)"
+_DEPTH = 4  # functions and objects followed from the jitted function
+_BUDGET = 2000  # values looked at in all (a large dataset held in a global is not walked whole)
+_SKIPPED = (types.ModuleType, type, np.ndarray, np.generic, str, bytes, int, float, complex, bool, type(None))
+
+
+def snapshot(fn, inputs):
+    """`{where: (generator, state)}` for each generator `fn` reaches outside `inputs`, and NumPy's global one."""
+    found = {GLOBAL: (None, _state_of(None))}
+    skip = {id(g) for g in inputs}
+    seen = set()
+    budget = [_BUDGET]
+
+    def look(value, path, origin, depth):
+        if isinstance(value, _SKIPPED) or id(value) in seen or budget[0] <= 0 or depth > _DEPTH:
+            return
+        seen.add(id(value))
+        budget[0] -= 1
+        if isinstance(value, GENERATORS):
+            if id(value) not in skip:
+                found[f"`{path}` ({origin})"] = (value, _state_of(value))
+        elif isinstance(value, types.FunctionType):
+            look_into_function(value, depth + 1)
+        elif isinstance(value, types.MethodType):
+            look(value.__func__, path, origin, depth)
+            look(value.__self__, path, origin, depth)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            for k, item in enumerate(value):
+                look(item, f"{path}[{k}]", origin, depth + 1)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                look(item, f"{path}[{key!r}]", origin, depth + 1)
+        else:
+            for name, item in getattr(value, "__dict__", {}).items():
+                look(item, f"{path}.{name}", origin, depth + 1)
+            call = getattr(type(value), "__call__", None)
+            if isinstance(call, types.FunctionType):  # a callable object: what its __call__ reads
+                look(call, path, origin, depth)
+
+    def look_into_function(f, depth):
+        name = f.__qualname__
+        for var, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
+            try:
+                contents = cell.cell_contents
+            except ValueError:  # a cell not yet filled
+                continue
+            look(contents, var, f"in the closure of {name}", depth)
+        for var in _global_names(f.__code__):
+            if var in f.__globals__:
+                look(f.__globals__[var], var, f"a global that {name} reads", depth)
+
+    look(fn, "the function", "the function itself", 0)
+    return found
+
+
+def advanced(states):
+    """Where the generators of a `snapshot` are that have drawn since (in the snapshot's order)."""
+    return [where for where, (generator, state) in states.items() if not _same(_state_of(generator), state)]
+
+
+def _global_names(code):
+    """The global names `code` and the functions defined in it may read."""
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names += _global_names(const)
+    return names
+
+
+def _state_of(generator):
+    if generator is None:
+        return np.random.get_state(legacy=False)
+    if isinstance(generator, np.random.Generator):
+        return generator.bit_generator.state
+    if isinstance(generator, np.random.RandomState):
+        return generator.get_state(legacy=False)
+    return generator.state
+
+
+def _same(a, b):
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    return a == b
