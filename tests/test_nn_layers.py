@@ -99,6 +99,20 @@ def test_dense_fields_dtype_and_repr():
         d(np.ones((4, 5)))
 
 
+@pytest.mark.parametrize("build, message", [
+    (lambda: pb.nn.Conv((3, 3), 3, 4), r"Conv: in_channels must be a positive int; got \(3, 3\). The order is Conv\("),
+    (lambda: pb.nn.ConvTranspose(3, 0, 3), "ConvTranspose: out_channels must be a positive int; got 0"),
+    (lambda: pb.nn.Dense(4.0, 3), "Dense: in_features must be a positive int; got 4.0"),
+    (lambda: pb.nn.Dense(4, -1), "Dense: out_features must be a positive int; got -1"),
+    (lambda: pb.nn.BatchNorm((4,)), r"BatchNorm: channels must be a positive int; got \(4,\)"),
+    (lambda: pb.nn.Embedding(10, True), "Embedding: dim must be a positive int; got True"),
+], ids=["conv kernel first", "conv transpose zero", "dense float", "dense negative", "batchnorm tuple", "embedding bool"])
+def test_layer_sizes_that_are_not_positive_ints_are_refused_with_the_argument_order(build, message):
+    with pytest.raises(TypeError, match=message):
+        build()
+    assert pb.nn.Dense(np.int64(3), 2).weight.shape == (2, 3)  # NumPy integers are sizes too
+
+
 def test_same_seed_same_weights():
     a, b = pb.nn.Dense(5, 4, rng=np.random.default_rng(3)), pb.nn.Dense(5, 4, rng=np.random.default_rng(3))
     np.testing.assert_array_equal(a.weight, b.weight)

@@ -12,7 +12,7 @@ from numpy.typing import DTypeLike
 
 from . import init as initialisers
 from .conv import Padding, as_pair, conv2d, conv_geometry, conv_transpose2d, max_pool2d, mean_pool2d, pool_geometry
-from .layers import as_generator, name_of
+from .layers import as_generator, check_sizes, name_of
 
 __all__ = ["Conv", "ConvTranspose", "MaxPool", "MeanPool", "GlobalMeanPool"]
 
@@ -52,6 +52,9 @@ class Conv:
         dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True, dtype: DTypeLike = np.float32,
         rng: np.random.Generator | int | None = None, init: initialisers.Initialiser = initialisers.glorot_uniform,
     ) -> None:
+        name = type(self).__name__
+        check_sizes(name, f"{name}(in_channels, out_channels, kernel_size, activation)", in_channels=in_channels,
+                    out_channels=out_channels)
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
         kernel = as_pair(kernel_size, "kernel_size")
@@ -107,6 +110,8 @@ class ConvTranspose(Conv):
         dtype: DTypeLike = np.float32, rng: np.random.Generator | int | None = None,
         init: initialisers.Initialiser = initialisers.glorot_uniform,
     ) -> None:
+        check_sizes("ConvTranspose", "ConvTranspose(in_channels, out_channels, kernel_size, activation)",
+                    in_channels=in_channels, out_channels=out_channels)
         super().__init__(out_channels, in_channels, kernel_size, activation, stride=stride, padding=padding,
                          dilation=dilation, groups=groups, bias=False, dtype=dtype, rng=rng, init=init)
         self.bias = np.zeros(out_channels, dtype=dtype) if bias else None

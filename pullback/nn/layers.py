@@ -28,6 +28,18 @@ def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
     return rng
 
 
+def check_sizes(layer: str, usage: str, **sizes: Any) -> None:
+    """Refuse a size that is not a positive int, showing the layer's argument order (`usage`).
+
+    >>> check_sizes("Dense", "Dense(in_features, out_features)", in_features=(3,), out_features=2)
+    Traceback (most recent call last):
+    TypeError: Dense: in_features must be a positive int; got (3,). The order is Dense(in_features, out_features).
+    """
+    for name, n in sizes.items():
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise TypeError(f"{layer}: {name} must be a positive int; got {n!r}. The order is {usage}.")
+
+
 def name_of(fn: Any) -> str:
     """A short name for an activation or connection in a repr."""
     return getattr(fn, "__name__", None) or repr(fn)
@@ -50,6 +62,8 @@ class Dense:
         dtype: DTypeLike = np.float32, rng: np.random.Generator | int | None = None,
         init: initialisers.Initialiser = initialisers.glorot_uniform,
     ) -> None:
+        check_sizes("Dense", "Dense(in_features, out_features, activation)", in_features=in_features,
+                    out_features=out_features)
         self.weight = init(as_generator(rng), (out_features, in_features), dtype)
         self.bias = np.zeros(out_features, dtype=dtype) if bias else None
         self.activation = activation
@@ -202,6 +216,7 @@ class Embedding:
         self, num_embeddings: int, dim: int, *, dtype: DTypeLike = np.float32, rng: np.random.Generator | int | None = None,
         init: initialisers.Initialiser | None = None,
     ) -> None:
+        check_sizes("Embedding", "Embedding(num_embeddings, dim)", num_embeddings=num_embeddings, dim=dim)
         rng = as_generator(rng)
         shape = (num_embeddings, dim)
         self.weight = rng.standard_normal(shape).astype(dtype) if init is None else init(rng, shape, dtype)

@@ -13,6 +13,7 @@ from numpy.typing import DTypeLike
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._values import stop_gradient
+from .layers import check_sizes
 from .modes import is_training
 
 __all__ = ["BatchNorm", "LayerNorm", "batch_norm"]
@@ -114,6 +115,7 @@ class BatchNorm:
         self, channels: int, activation: Callable[[Any], Any] | None = None, *, eps: float = 1e-5, momentum: float = 0.1,
         affine: bool = True, dtype: DTypeLike = np.float32, training: bool | None = None,
     ) -> None:
+        check_sizes("BatchNorm", "BatchNorm(channels, activation)", channels=channels)
         self.scale = np.ones(channels, dtype=dtype) if affine else None
         self.shift = np.zeros(channels, dtype=dtype) if affine else None
         self.running_mean = np.zeros(channels, dtype=dtype)
