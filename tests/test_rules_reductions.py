@@ -222,8 +222,11 @@ def test_a_traced_initial_by_position_gets_its_gradient():
 
 def test_reductions_refuse_out_and_a_traced_keyword_initial_with_the_fix():
     x = np.ones(3)
-    with pytest.raises(TypeError, match="out="):
+    with pytest.raises(TypeError, match="out= is not supported .* assign the result instead"):
         pb.gradient(lambda x: np.sum(x, out=np.empty(())), x)
+    for write_into_self in (lambda y: np.cumsum(y, out=y), lambda y: np.clip(y, 0.0, 1.0, out=y)):
+        with pytest.raises(TypeError, match="assign the result instead"):
+            pb.gradient(lambda x: np.sum(write_into_self(x * 1.0)), x)
     with pytest.raises(TypeError, match=r"initial= given by keyword .* pass it by position"):
         pb.gradient(lambda x, s: np.sum(x, initial=s), x, 2.0)
     with pytest.raises(TypeError, match=r"initial= given by keyword"):

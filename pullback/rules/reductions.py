@@ -39,9 +39,12 @@ def reduced_size(shape, axis):
 
 def refuse_out(name, out=None, where=_NO, initial=_NO):
     """Refuse `out=`, `where=` and `initial=` (given as anything but their defaults) on tracked values."""
-    if out is not None or (where is not _NO and where is not True) or (initial is not _NO and initial is not None):
-        raise TypeError(f"numpy.{name}: out=, where= and initial= are not supported on tracked values; "
-                        "compute the plain result and select with np.where instead.")
+    if out is not None:
+        raise TypeError(f"numpy.{name}: out= is not supported on tracked values; assign the result instead "
+                        f"(y = np.{name}(...)).")
+    if (where is not _NO and where is not True) or (initial is not _NO and initial is not None):
+        raise TypeError(f"numpy.{name}: where= and initial= are not supported on tracked values; compute the "
+                        "plain result and select with np.where instead.")
 
 
 def _kept_shape(shape, axis):

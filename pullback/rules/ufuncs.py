@@ -361,7 +361,8 @@ def clip_frule(primals, tangents):
            equals a bound the gradient goes to `a`. As in NumPy, `a_max` wins where the bounds cross.""")
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
     if out is not None or kwargs:
-        raise TypeError("numpy.clip: out= and other keyword arguments are not supported on tracked values")
+        raise TypeError(f"numpy.clip: {'out=' if out is not None else ', '.join(f'{k}=' for k in kwargs)} is not "
+                        "supported on tracked values; assign the result instead (y = np.clip(y, lo, hi)).")
     low = a_min if min is None else min
     high = a_max if max is None else max
     return clamp(a, low, high)
