@@ -58,8 +58,7 @@ _OPTIONS = "`where=` and `initial=` as in NumPy (an `initial` being differentiat
 def _check_plain(name, out, initial=None, where=True):
     """Refuse `out=`, and an `initial=` or `where=` that is being differentiated (given by
     keyword, so the rule cannot send it a gradient)."""
-    if out is not None:
-        raise TypeError(f"numpy.{name}: out= is not supported on tracked values; assign the result instead.")
+    refuse_out(name, out)
     if isinstance(initial, Traced):
         raise TypeError(f"numpy.{name}: initial= given by keyword is a value being differentiated, and its "
                         f"gradient would be lost; combine it after the reduction (np.{name}(x) and then the value), "
