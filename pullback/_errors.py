@@ -81,14 +81,14 @@ def _library_caller():
 
 def _public_name(frame):
     """`scipy.special.logsumexp` for a frame in `scipy.special._logsumexp`; `scipy.stats.norm.logpdf`
-    for a method of SciPy's `norm_gen` object."""
-    parts = []
-    for part in frame.f_globals.get("__name__", "").split("."):
-        if part.startswith("_"):
-            break
-        parts.append(part)
+    for a method of SciPy's `norm_gen` object; `scipy.linalg.cho_solve` for the `wrapper` frame
+    of a decorator (in `scipy._lib`) around it."""
+    parts = _public_parts(frame.f_globals.get("__name__", ""))
     name = frame.f_code.co_name
-    name = name if _is_public(parts, name) else _wrapped_name(frame, parts) or name
+    if not _is_public(parts, name):
+        wrapped = _wrapped(frame)
+        if wrapped is not None:
+            return wrapped
     owner = frame.f_locals.get("self")
     if owner is not None and not isinstance(owner, type):
         owner_name = getattr(owner, "name", None) or type(owner).__name__.removesuffix("_gen")
@@ -96,18 +96,30 @@ def _public_name(frame):
     return ".".join(parts + [name])
 
 
+def _public_parts(module):
+    """The leading public parts of a module's dotted name: `scipy.linalg` for `scipy.linalg._basic`."""
+    parts = []
+    for part in module.split("."):
+        if part.startswith("_"):
+            break
+        parts.append(part)
+    return parts
+
+
 def _is_public(parts, name):
     module = sys.modules.get(".".join(parts))
     return module is not None and callable(getattr(module, name, None))
 
 
-def _wrapped_name(frame, parts):
-    """For a decorator's inner function (SciPy's `wrapper` around spherical_jn): the public function it wraps,
-    found among the frame's locals and closure variables."""
+def _wrapped(frame):
+    """For a decorator's inner function (SciPy's `wrapper` around spherical_jn or cho_solve): the public
+    name of the function it wraps, found among the frame's locals and closure variables."""
     for value in frame.f_locals.values():
         name = getattr(value, "__name__", None)
-        if callable(value) and isinstance(name, str) and _is_public(parts, name):
-            return name
+        if callable(value) and isinstance(name, str):
+            parts = _public_parts(getattr(value, "__module__", None) or frame.f_globals.get("__name__", ""))
+            if _is_public(parts, name):
+                return ".".join(parts + [name])
     return None
 
 

@@ -329,6 +329,13 @@ def test_scipy_functions_that_convert_their_input_name_the_stand_in_or_the_wrapp
     # SciPy wraps spherical_jn in a decorator: the message names the function the user called, not `wrapper`
     with pytest.raises(TypeError, match=r"scipy\.special\.spherical_jn converts.*Use pullback\.scipy\.special\.spherical_jn"):
         pb.gradient(lambda x: np.sum(special.spherical_jn(1, x)), np.array([1.0, 2.0]))
+    # ... and a function of another module behind a decorator of scipy._lib (SciPy's batching wrapper)
+    linalg = pytest.importorskip("scipy.linalg")
+    a = np.array([[2.0, 0.3], [0.3, 1.0]])
+    for call, name in [(lambda a: linalg.svd(a, compute_uv=False), "svd"), (lambda a: linalg.logm(a), "logm"),
+                       (lambda a: linalg.solve_triangular(a, np.ones(2)), "solve_triangular")]:
+        with pytest.raises(TypeError, match=rf"scipy\.linalg\.{name} converts.*Use pullback\.scipy\.linalg\.{name}"):
+            pb.gradient(lambda a: np.sum(call(a)), a)
 
 
 def test_a_tracked_out_argument_is_a_functional_update():
