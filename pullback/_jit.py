@@ -16,7 +16,8 @@ Python numbers are inputs, replayed with Python's own arithmetic. Python values 
 during the trace (`if loss > 0:`, `float(x)`, a number used as an axis) become guards: a
 replay whose value differs traces again. Rules for the jitted function, as in JAX:
 
-- it is pure: it returns its results and does not write into its arguments or globals;
+- it is pure: it returns its results and does not change its arguments' objects or globals; a
+  write into an argument array is followed (the call writes the final value into the caller's array);
 - arrays it reads from closures or globals are constants of the trace, read by reference;
 - randomness comes from a generator passed in (its draws are recorded) or from arrays passed
   in; a generator it reaches through a closure or a global is refused (see `_jit_random`);
@@ -120,7 +121,7 @@ class Jitted:
                 except Retrace:
                     continue
                 self._counts["replays"] += 1
-                return rebuild(outputs)
+                return rebuild(outputs, arrays)
             self._counts["retraces"] += 1
         result, compiled = self._trace(args, kwargs, arrays)
         variants = self._cache.setdefault(key, [])
@@ -152,21 +153,33 @@ class Jitted:
         if foreign:
             raise JitError("pb.jit: the function returned a value traced by another pb.jit call.")
         order = {id(v): i for i, v in enumerate(out_leaves)}
-        program = Deferred(trace, [v.slot for v in out_leaves])
+        # Inputs written in place: their final values are outputs too, written into the caller's arrays.
+        written = [(trace.inputs.index(slot), symbol.slot) for slot, symbol in trace.written_inputs.items()]
+        n_results = len(out_leaves)
+        program = Deferred(trace, [v.slot for v in out_leaves] + [slot for _, slot in written])
 
         if isinstance(result, Symbol):
-            def rebuild(outputs):
+            def build(outputs):
                 return outputs[0]
         elif type(result) in (tuple, list) and all(isinstance(v, Symbol) for v in result):
             kind, positions = type(result), [order[id(v)] for v in result]  # a gradient's tuple: no walk
 
-            def rebuild(outputs):
+            def build(outputs):
                 return kind([outputs[k] for k in positions])
         else:
-            def rebuild(outputs):
+            def build(outputs):
                 return tree.fmap(lambda leaf: outputs[order[id(leaf)]] if id(leaf) in order else _fresh(leaf), result)
 
-        concrete = rebuild([trace.values[v.slot] for v in out_leaves])
+        if written:
+            def rebuild(outputs, arrays):
+                for j, (k, _) in enumerate(written):
+                    np.copyto(arrays[k], outputs[n_results + j])
+                return build(outputs)
+        else:
+            def rebuild(outputs, arrays):
+                return build(outputs)
+
+        concrete = rebuild([trace.values[v.slot] for v in out_leaves] + [trace.values[slot] for _, slot in written], arrays)
         return concrete, (program, rebuild)
 
 

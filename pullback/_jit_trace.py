@@ -141,6 +141,7 @@ class Trace:
         self.nodes = []
         self.guards = []
         self.inputs = []
+        self.written_inputs = {}  # input slot -> the Symbol naming that array's current value
         self.symbols = []  # weak references to the Symbols user code may still hold
         self.holders = {}  # slot -> the number of Symbols naming it
 
@@ -150,6 +151,14 @@ class Trace:
         symbol.slot = slot
         self.holders[slot] = self.holders.get(slot, 0) + 1
         self.let_go(old)
+
+    def rebind(self, symbol, slot):
+        """`hold` for an in-place write: a write into an input array is remembered, so that the
+        call writes the array's final value into the caller's array, as the call without pb.jit
+        would have written into it."""
+        if symbol.slot in self.inputs:
+            self.written_inputs.setdefault(symbol.slot, symbol)
+        self.hold(symbol, slot)
 
     def let_go(self, slot):
         left = self.holders[slot] = self.holders[slot] - 1
@@ -580,7 +589,7 @@ def _rebind(out, result, construct):
         if target.owner.shares_memory_with_live(target, besides=base):
             raise JitError(f"pb.jit: {construct} writes into an array that shares memory with another (a view); "
                            "the replay could not keep them in step. Write y = x + v (a new array) instead.")
-        target.owner.hold(target, new.slot)
+        target.owner.rebind(target, new.slot)
     return outs[0] if len(outs) == 1 else outs
 
 
@@ -594,7 +603,7 @@ def _write_through(view, new):
     if base is None or base.slot != base_slot:  # the base is gone, or was rebound since
         return None
     written = base.owner.call(setitem_copy, "setitem", (base, index, new), {})
-    base.owner.hold(base, written.slot)
+    base.owner.rebind(base, written.slot)
     view.view = (base_ref, index, base.slot)
     return base
 

@@ -270,6 +270,44 @@ def test_writes_into_an_index_view_reach_its_base():
             np.testing.assert_array_equal(got, want)
 
 
+def test_writes_into_the_arrays_it_was_given_reach_the_callers_arrays_as_without_jit():
+    def f(x, y):
+        x[0] = x[1] * 3.0  # into an argument
+        y[1:] *= 2.0  # through a view of one
+        return np.sum(x) + y[0]
+
+    jf = pb.jit(f)
+    for k in range(3):  # the trace, then replays
+        x, y = np.array([1.0, 2.0 + k]), np.array([1.0, 2.0, 3.0 + k])
+        x_ref, y_ref = x.copy(), y.copy()
+        assert jf(x, y) == f(x_ref, y_ref)
+        np.testing.assert_array_equal(x, x_ref)
+        np.testing.assert_array_equal(y, y_ref)
+    assert jf.cache_info().traces == 1
+
+
+def test_batch_norm_running_statistics_update_under_jit_without_returning_the_model():
+    layer = pb.nn.trainmode(pb.nn.BatchNorm(3))
+    twin = pb.nn.trainmode(pb.nn.BatchNorm(3))
+    jf = pb.jit(lambda m, x: np.sum(m(x) ** 2))
+    data = np.random.default_rng(4)
+    for _ in range(3):
+        x = data.normal(size=(8, 3)).astype(np.float32)
+        assert jf(layer, x) == pytest.approx(float(np.sum(twin(x) ** 2)), rel=1e-6)
+    np.testing.assert_allclose(layer.running_mean, twin.running_mean, rtol=1e-6)
+    np.testing.assert_allclose(layer.running_var, twin.running_var, rtol=1e-6)
+    assert not np.allclose(layer.running_mean, 0.0)
+
+
+def test_update_in_place_is_refused_under_jit_before_anything_changes():
+    model = {"w": np.array([1.0, 2.0])}
+    state = pb.optim.setup(pb.optim.Adam(0.1), model)  # its step counter is a Python int
+    step = pb.jit(lambda st, m: pb.optim.update_(st, m, pb.gradient(lambda m: np.sum(m["w"] ** 2), m)[0]))
+    with pytest.raises(pb.JitError, match="inside pb.jit use optim.update"):
+        step(state, model)
+    np.testing.assert_array_equal(model["w"], [1.0, 2.0])
+
+
 def _functions_called(jitted):
     (program, _), = [v for variants in jitted._cache.values() for v in variants]
     return [v for k, v in program.run.__globals__.items() if k[0] == "f" and k[1:].isdigit()]

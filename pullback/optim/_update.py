@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .. import Tangent, Thunk, tree, unthunk
+from .._jit_trace import JitError, Symbol
 from ._state import Leaf, copy_value, mirror
 from ._walk import describe, entries, is_array, is_param, name, nothing
 
@@ -82,7 +83,10 @@ def _steps(state, model, grad, in_place=False):
         if leaf.frozen or g is None:
             steps.append((leaf, x, leaf.state, None))
             continue
-        if in_place and not x.flags.writeable:
+        if in_place and isinstance(x, Symbol):
+            raise JitError("optim.update_ changes the state's objects in place, which a pb.jit replay cannot "
+                           "repeat; inside pb.jit use optim.update and return the new state and model.")
+        if in_place and isinstance(x, np.ndarray) and not x.flags.writeable:
             raise ValueError(f"update_ cannot write into {name(paths[0])}: the array is read-only. Use update, which returns new arrays.")
         dx = g.astype(x.dtype, copy=False) if is_array(g) else np.asarray(g, dtype=x.dtype)
         if dx.dtype.kind == "c":
