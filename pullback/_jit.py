@@ -140,7 +140,9 @@ class Jitted:
         symbols = iter([trace.input(a) for a in arrays])
         symbolic = tree.fmap(lambda leaf: next(symbols) if _is_input(leaf) else leaf, (args, kwargs))
         generators = _jit_random.snapshot(self.fn, [a for a in arrays if isinstance(a, _jit_random.GENERATORS)])
+        given = _leaf_ids(symbolic)
         result = self.fn(*symbolic[0], **symbolic[1])
+        _refuse_changed_arguments(given, _leaf_ids(symbolic))
         hidden = _jit_random.advanced(generators)
         if hidden:
             raise JitError(
@@ -181,6 +183,23 @@ class Jitted:
 
         concrete = rebuild([trace.values[v.slot] for v in out_leaves] + [trace.values[slot] for _, slot in written], arrays)
         return concrete, (program, rebuild)
+
+
+def _leaf_ids(arguments):
+    """`{path: id(leaf)}` of the leaves of `(args, kwargs)` (a write into an array keeps its leaf)."""
+    args, kwargs = arguments
+    return {path.format(root): id(leaf) for root, part in (("args", args), ("kwargs", kwargs))
+            for path, leaf in tree.leaves_with_path(part)}
+
+
+def _refuse_changed_arguments(before, after):
+    """Refuse a trace whose function put new values into its arguments' objects: the call without
+    pb.jit changes the caller's objects, which a replay cannot do."""
+    changed = [path for path in before.keys() | after.keys() if before.get(path) != after.get(path)]
+    if changed:
+        raise JitError(f"pb.jit: the function changed {', '.join(sorted(changed)[:3])} of its arguments (an "
+                       "attribute set, an entry added or replaced), which a replay cannot do to the caller's "
+                       "objects. Return the new values instead, or write into the arrays themselves (x[...] = v).")
 
 
 def _fresh(leaf):

@@ -308,6 +308,23 @@ def test_update_in_place_is_refused_under_jit_before_anything_changes():
     np.testing.assert_array_equal(model["w"], [1.0, 2.0])
 
 
+class _Counter:
+    def __init__(self):
+        self.w, self.calls = np.ones(2), 0
+
+
+@pytest.mark.parametrize("fn, args, named", [
+    (lambda m, x: (setattr(m, "calls", m.calls + 1), np.sum(m.w * x))[1], (_Counter(), np.ones(2)), "args[0].calls"),
+    (lambda m, x: (setattr(m, "w", m.w * 2.0), np.sum(m.w * x))[1], (_Counter(), np.ones(2)), "args[0].w"),
+    (lambda d, x: (d.__setitem__("seen", x), x)[1], ({"a": np.ones(2)}, np.ones(2)), "args[0]['seen']"),
+    (lambda x, log: (log.append(1.0), x * 2.0)[1], (np.ones(2), [0.0]), "args[1][1]"),
+], ids=["counter attribute", "array attribute replaced", "dict entry added", "list appended"])
+def test_changes_to_the_arguments_objects_are_refused_naming_them(fn, args, named):
+    # the call without pb.jit changes the caller's objects; a replay could not
+    with pytest.raises(pb.JitError, match=re.escape(named) + ".*Return the new values instead"):
+        pb.jit(fn)(*args)
+
+
 def _functions_called(jitted):
     (program, _), = [v for variants in jitted._cache.values() for v in variants]
     return [v for k, v in program.run.__globals__.items() if k[0] == "f" and k[1:].isdigit()]

@@ -67,9 +67,13 @@ def _check_plain(name, out, initial=None, where=True):
         raise TypeError(f"numpy.{name}: where= takes a boolean mask, not a value being differentiated.")
 
 
-def _options(initial, where):
-    """`initial=` and `where=` as NumPy takes them: initial=None would drop a sum's identity, so it is left out."""
-    return {"where": where} if initial is None else {"initial": initial, "where": where}
+def given_options(initial=None, where=True):
+    """`initial=` and `where=` for NumPy, only where given: initial=None would drop a sum's identity,
+    and other array libraries (Dask) take neither."""
+    options = {} if initial is None else {"initial": initial}
+    if where is not True:
+        options["where"] = where
+    return options
 
 
 def _masked(g, where):
@@ -85,7 +89,7 @@ def _selected(where, shape, axis):
 @rule(np.sum, args="a, initial", notes=_OPTIONS)
 def sum_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     _check_plain("sum", out, initial, where)
-    y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims, **_options(initial, where))
+    y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims, **given_options(initial, where))
     shape = np.shape(x)
     if initial is None:
         return y, lambda g: (_masked(expand_to(g, shape, axis, keepdims), where),)
@@ -96,13 +100,13 @@ def sum_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, w
 @forward_in_first(np.sum)
 def sum_frule(t, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     y = sum_rule(x, axis, dtype, out, keepdims, initial, where)[0]
-    return y, np.sum(t, axis=axis, dtype=dtype, keepdims=keepdims, where=where)
+    return y, np.sum(t, axis=axis, dtype=dtype, keepdims=keepdims, **given_options(where=where))
 
 
 @rule(np.mean, args="a", notes="`where=` as in NumPy; an empty slice sends no gradient.")
 def mean_rule(x, axis=None, dtype=None, out=None, keepdims=False, where=True):
     _check_plain("mean", out, where=where)
-    y = np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims, where=where)
+    y = np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims, **given_options(where=where))
     shape = np.shape(x)
     if where is True:
         count = np.prod([shape[k] for k in reduced_axes(axis, len(shape))], dtype=np.int64)
@@ -129,7 +133,7 @@ def min_rule(x, axis=None, out=None, keepdims=False, initial=None, where=True):
 
 def _extreme(reduce, x, axis, keepdims, out, initial, where):
     _check_plain(reduce.__name__, out, initial, where)
-    kept = reduce(x, axis=axis, keepdims=True, **_options(initial, where))
+    kept = reduce(x, axis=axis, keepdims=True, **given_options(initial, where))
     y = kept if keepdims else np.reshape(kept, _reduced_shape(np.shape(x), axis))
 
     def back(g):
@@ -160,7 +164,7 @@ def _extreme_frule(rule_fn, reduce, *fns):
     @forward_in_first(*fns)
     def frule(t, x, axis=None, out=None, keepdims=False, initial=None, where=True):
         y = rule_fn(x, axis, out, keepdims, initial, where)[0]
-        kept = reduce(x, axis=axis, keepdims=True, **_options(initial, where))
+        kept = reduce(x, axis=axis, keepdims=True, **given_options(initial, where))
         hit, share = _ties(x, kept, axis, initial, where)  # the tangent splits as the reverse subgradient does
         dot = np.sum(np.where(hit, t, 0.0), axis=axis, keepdims=True) / share
         return y, dot if keepdims else np.reshape(dot, np.shape(y))
@@ -178,7 +182,7 @@ def _reduced_shape(shape, axis):
 @rule(np.prod, args="a, initial", notes="Exact also where the input has zeros, to every order. " + _OPTIONS)
 def prod_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     _check_plain("prod", out, initial, where)
-    y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims, **_options(initial, where))
+    y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims, **given_options(initial, where))
     shape = np.shape(x)
 
     def back(g):

@@ -9,7 +9,7 @@ import numpy as np
 from .._arrays import like_input
 from .._values import Traced, stop_gradient
 from ._register import composite, forward_in_first, rule
-from .reductions import expand_to, reduced_size, refuse_out
+from .reductions import expand_to, given_options, reduced_size, refuse_out
 
 _NO = np._NoValue
 
@@ -106,7 +106,7 @@ def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
     ddof = _ddof("var", ddof, correction, mean)
     where = _mask("var", where)
     keep = keepdims is True
-    y = np.var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keep, where=where)
+    y = np.var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keep, **given_options(where=where))
     shape = np.shape(a)
 
     def back(g):
@@ -130,7 +130,7 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
     ddof = _ddof("std", ddof, correction, mean)
     where = _mask("std", where)
     keep = keepdims is True
-    y = np.std(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keep, where=where)
+    y = np.std(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keep, **given_options(where=where))
     shape = np.shape(a)
 
     def back(g):
