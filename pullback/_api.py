@@ -219,6 +219,11 @@ def _collect_seeds(out, dy, tape, seeds):
             return
         if np.shape(d) not in ((), v.shape):
             raise ValueError(f"Cotangent of shape {np.shape(d)} does not match output{path} of shape {v.shape}")
+        if np.iscomplexobj(d) and not np.iscomplexobj(v._value):
+            # Re(c * dy) would drop the imaginary part of c silently: a complex cotangent for a real
+            # output is almost always a mistake (JAX refuses it too)
+            raise TypeError(f"The cotangent of output{path} is complex, but the output is real ({v._value.dtype}); "
+                            "pass a real cotangent (np.real(c) if the imaginary part is meant to be dropped).")
         seeds[v._id] = d if v._id not in seeds else seeds[v._id] + d
 
     def node(v, kind, old, new, parts, path, shell):

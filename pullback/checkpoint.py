@@ -333,6 +333,8 @@ def _encode_value(value, arrays, where):
 def write_atomically(path, write):
     """Run `write(file, temporary_path)` on a temporary file next to `path`, sync it, then move it over `path`."""
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a folder; give the file to write, e.g. {os.path.join(path, 'model.ckpt')}")
     folder = os.path.dirname(os.path.abspath(path))
     temporary = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)

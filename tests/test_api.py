@@ -90,6 +90,15 @@ def test_pullback_rejects_mismatched_seed_shape():
         back(np.ones(2))
 
 
+def test_pullback_refuses_a_complex_seed_for_a_real_output():
+    # its imaginary part would be dropped without a word (Re(c * dy) of a real dy): zeros here
+    _, back = pb.pullback(lambda x: x * 2, np.ones(2))
+    with pytest.raises(TypeError, match=r"cotangent of output is complex, but the output is real .*np\.real"):
+        back(np.ones(2) * 1j)
+    _, back = pb.pullback(lambda z: z * 2j, np.array([1 + 2j, 0.5j]))  # a complex output takes it
+    np.testing.assert_allclose(back(np.ones(2) + 1j)[0], [-2 + 2j, -2 + 2j])
+
+
 def test_grad_and_value_and_grad_argnums_and_aux():
     x, y = np.array([1.0, 2.0]), np.array([3.0, 4.0])
     f = lambda x, y: np.sum(x * y)

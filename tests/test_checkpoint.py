@@ -344,6 +344,12 @@ def test_a_new_file_gets_the_usual_permissions(tmp_path):
     assert (tmp_path / "m.ckpt").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
+def test_a_folder_as_the_path_is_refused_naming_a_file_to_give(tmp_path):
+    with pytest.raises(IsADirectoryError, match=r"is a folder; give the file to write, e\.g\. .*model\.ckpt"):
+        pb.save(tmp_path, {"w": np.zeros(1)})
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+
+
 # --- damaged and mismatched files ---------------------------------------------------------
 def rewrite(path, manifest_edit=None, drop=(), replace=None):
     """Rewrite a checkpoint as a valid ZIP (correct CRCs) with some change."""
