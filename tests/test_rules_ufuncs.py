@@ -400,6 +400,17 @@ def test_power_at_zero_by_hand():
     np.testing.assert_array_equal(g, [0.0, 0.0])
 
 
+def test_hypot_at_the_origin_has_the_zero_subgradient_of_the_norm():
+    a, b = np.array([0.0, 3.0]), np.array([0.0, 4.0])
+    ga, gb = pb.gradient(lambda a, b: np.sum(np.hypot(a, b)), a, b)
+    np.testing.assert_array_equal(ga, [0.0, 0.6])  # not 0 / 0
+    np.testing.assert_array_equal(gb, [0.0, 0.8])
+    norm_grad = pb.gradient(lambda v: np.linalg.norm(v), np.zeros(2))[0]
+    np.testing.assert_array_equal(norm_grad, [0.0, 0.0])  # the same choice
+    _, tangent = pb.jvp(lambda a: np.hypot(a, b), (a,), (np.ones(2),))
+    np.testing.assert_array_equal(tangent, [0.0, 0.6])
+
+
 # --- clip, maximum/minimum ------------------------------------------------------------------
 def separated(rng, shape, offset):
     """Multiples of 0.1 plus `offset`: values of different offsets never tie, so kinks are avoided."""

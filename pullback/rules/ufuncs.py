@@ -106,6 +106,11 @@ _PYTHON_NUMBERS = (int, bool, float)
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
+
+def _nonzero(y):
+    """`y` with its zeros replaced by ones: a divisor whose numerator is zero where `y` is."""
+    return np.where(y == 0, 1.0, y)
+
 unary(np.negative, lambda g: scaled(g, -1.0))
 unary(np.positive, lambda g: g)
 unary(np.exp, lambda g, y: g * y)
@@ -277,7 +282,9 @@ binary(np.fmax, lambda g, a, b: _balanced(g, a > b, a == b), lambda g, a, b: _ba
 binary(np.fmin, lambda g, a, b: _balanced(g, a < b, a == b), lambda g, a, b: _balanced(g, b < a, a == b),
        _TIES)
 binary(np.arctan2, lambda g, a, b: g * b / (a * a + b * b), lambda g, a, b: -g * a / (a * a + b * b))
-binary(np.hypot, lambda g, a, y: g * a / y, lambda g, b, y: g * b / y)
+# At (0, 0) the gradient is 0, the subgradient np.linalg.norm takes at zero (a / y would be 0 / 0).
+binary(np.hypot, lambda g, a, y: g * a / _nonzero(y), lambda g, b, y: g * b / _nonzero(y),
+       "At (0, 0) the gradient is 0 (a subgradient, as for np.linalg.norm).")
 binary(np.logaddexp, lambda g, a, y: g * np.exp(a - y), lambda g, b, y: g * np.exp(b - y))
 binary(np.logaddexp2, lambda g, a, y: g * np.exp2(a - y), lambda g, b, y: g * np.exp2(b - y))
 binary(np.remainder, lambda g: g, lambda g, a, b: -g * np.floor_divide(a, b),
