@@ -36,6 +36,7 @@ True
 
 import collections
 import functools
+import threading
 
 import numpy as np
 
@@ -80,6 +81,7 @@ class Jitted:
         self.fn, self.cache_size = fn, cache_size
         self._cache = collections.OrderedDict()  # signature -> [(program, rebuild)], one per guard outcome
         self._counts = {"traces": 0, "replays": 0, "retraces": 0}
+        self._tracing = threading.RLock()
 
     def cache_info(self):
         return CacheInfo(self._counts["traces"], self._counts["replays"], self._counts["retraces"], len(self._cache))
@@ -112,26 +114,39 @@ class Jitted:
         arrays, key, traced = _signature(args, kwargs)
         if traced:  # called inside another trace: inline
             return self.fn(*args, **kwargs)
-        variants = self._cache.get(key)
-        if variants is not None:
+        found, result = self._replay(key, arrays)
+        if found:
+            return result
+        with self._tracing:  # threads calling at once with a new signature trace it once
+            found, result = self._replay(key, arrays)
+            if found:
+                return result
+            if key in self._cache:
+                self._counts["retraces"] += 1
+            result, compiled = self._trace(args, kwargs, arrays)
+            variants = self._cache.setdefault(key, [])
+            variants.insert(0, compiled)  # the newest outcome of the guards is tried first
+            del variants[_VARIANTS_PER_SIGNATURE:]
             self._cache.move_to_end(key)
-            for program, rebuild in variants:
-                try:
-                    outputs = program(*arrays)
-                except Retrace:
-                    continue
-                self._counts["replays"] += 1
-                return rebuild(outputs, arrays)
-            self._counts["retraces"] += 1
-        result, compiled = self._trace(args, kwargs, arrays)
-        variants = self._cache.setdefault(key, [])
-        variants.insert(0, compiled)  # the newest outcome of the guards is tried first
-        del variants[_VARIANTS_PER_SIGNATURE:]
-        self._cache.move_to_end(key)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-        self._counts["traces"] += 1
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+            self._counts["traces"] += 1
         return result
+
+    def _replay(self, key, arrays):
+        """`(True, result)` from the first program traced for `key` whose guards hold, else `(False, None)`."""
+        variants = self._cache.get(key)
+        if variants is None:
+            return False, None
+        self._cache.move_to_end(key)
+        for program, rebuild in list(variants):
+            try:
+                outputs = program(*arrays)
+            except Retrace:
+                continue
+            self._counts["replays"] += 1
+            return True, rebuild(outputs, arrays)
+        return False, None
 
     def _trace(self, args, kwargs, arrays):
         trace = Trace()

@@ -3,6 +3,7 @@
 import contextlib
 import os
 import re
+import sys
 import threading
 import time
 
@@ -205,6 +206,31 @@ def test_concurrent_calls_from_eight_threads_each_get_their_own_result():
         t.join()
     for got, want in zip(results, expected):
         np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_threads_calling_at_once_with_a_new_signature_trace_it_once():
+    start = threading.Barrier(6)
+    jf = pb.jit(lambda w, x: pb.gradient(loss, w, x)[0])
+    w, x = RNG.standard_normal(3), RNG.standard_normal((6, 3))
+    results = [None] * 6
+
+    def work(i):
+        start.wait()
+        results[i] = jf(w, x)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, so that the traces would overlap
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert jf.cache_info().traces == 1 and jf.cache_info().replays == 5
+    for got in results:
+        np.testing.assert_allclose(got, pb.gradient(loss, w, x)[0], rtol=1e-13)
 
 
 def test_converting_a_traced_array_to_numpy_is_refused_naming_the_fix():
