@@ -154,7 +154,8 @@ class Jitted:
         # match them by position, as equal numbers may be one object.
         symbols = iter([trace.input(a) for a in arrays])
         symbolic = tree.fmap(lambda leaf: next(symbols) if _is_input(leaf) else leaf, (args, kwargs))
-        generators = _jit_random.snapshot(self.fn, [a for a in arrays if isinstance(a, _jit_random.GENERATORS)])
+        generators = _jit_random.snapshot(self.fn, [a for a in arrays if isinstance(a, _jit_random.GENERATORS)],
+                                          (args, kwargs))
         given = _leaf_ids(symbolic)
         result = self.fn(*symbolic[0], **symbolic[1])
         _refuse_changed_arguments(given, _leaf_ids(symbolic))

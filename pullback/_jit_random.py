@@ -6,7 +6,9 @@ replay would repeat the traced draws: "random" numbers that never change. `snaps
 records the state of every generator the function reaches that way (in the closures and
 globals of the function and of the functions and objects those hold, a few levels deep),
 and of NumPy's global generator (`np.random.rand`, `np.random.normal`, ...); `advanced`
-names those the trace moved, so that `pb.jit` refuses the trace and names the fix.
+names those the trace moved, so that `pb.jit` refuses the trace and names the fix. A legacy
+`np.random.RandomState` passed as an argument is refused the same way when drawn from (only a
+`np.random.Generator` argument is recorded).
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -28,8 +30,10 @@ _BUDGET = 2000  # values looked at in all (a large dataset held in a global is n
 _SKIPPED = (types.ModuleType, type, np.ndarray, np.generic, str, bytes, int, float, complex, bool, type(None))
 
 
-def snapshot(fn, inputs):
-    """`{where: (generator, state)}` for each generator `fn` reaches outside `inputs`, and NumPy's global one."""
+def snapshot(fn, inputs, arguments=((), {})):
+    """`{where: (generator, state)}` for each generator `fn` reaches other than the `inputs` (generators
+    among its `arguments` that a trace records) and NumPy's global one: in its closures and globals,
+    and the legacy `RandomState` objects among its arguments."""
     found = {GLOBAL: (None, _state_of(None))}
     skip = {id(g) for g in inputs}
     seen = set()
@@ -55,7 +59,11 @@ def snapshot(fn, inputs):
             for key, item in value.items():
                 look(item, f"{path}[{key!r}]", origin, depth + 1)
         else:
-            for name, item in getattr(value, "__dict__", {}).items():
+            try:
+                fields = dict(vars(value))
+            except TypeError:  # no __dict__ (slots, C objects): nothing to follow
+                fields = {}
+            for name, item in fields.items():
                 look(item, f"{path}.{name}", origin, depth + 1)
             call = getattr(type(value), "__call__", None)
             if isinstance(call, types.FunctionType):  # a callable object: what its __call__ reads
@@ -73,6 +81,11 @@ def snapshot(fn, inputs):
             if var in f.__globals__:
                 look(f.__globals__[var], var, f"a global that {name} reads", depth)
 
+    args, kwargs = arguments
+    for k, value in enumerate(args):
+        look(value, f"args[{k}]", "an argument", 1)
+    for key, value in kwargs.items():
+        look(value, f"kwargs[{key!r}]", "an argument", 1)
     look(fn, "the function", "the function itself", 0)
     return found
 

@@ -641,6 +641,12 @@ MODEL_WITH_DROPOUT = pb.nn.Chain(pb.nn.Dense(3, 3, rng=np.random.default_rng(0))
                                  pb.nn.Dropout(0.5, rng=np.random.default_rng(1), training=True))
 
 
+def test_a_legacy_random_state_argument_is_refused_when_drawn_from():
+    # only a Generator argument is recorded; a RandomState's draws would be constants of the trace
+    with pytest.raises(pb.JitError, match=r"`args\[1\]` \(an argument\).*Pass a np.random.Generator"):
+        pb.jit(lambda x, r: x + r.normal(size=2))(np.zeros(2), np.random.RandomState(0))
+
+
 def test_a_generator_passed_in_and_also_seen_in_a_closure_is_an_input_not_an_error():
     rng = np.random.default_rng(5)
     jf = pb.jit(lambda x, g: x + g.normal(size=3) if rng is not None else x)  # rng, in the closure, is g
