@@ -124,8 +124,8 @@ def test_float32_model_and_every_kind_of_shard(client):
     for a, b in zip(parameters(reference), parameters(local)):
         assert a.dtype == np.float32
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    whole_futures = client.scatter(split(x, y))  # one future per shard, each holding (x, y)
-    argument_futures = [tuple(client.scatter(list(shard))) for shard in split(x, y)]
+    whole_futures = client.scatter(split(x, y), hash=False)  # one future per shard, each holding (x, y)
+    argument_futures = [tuple(client.scatter(list(shard), hash=False)) for shard in split(x, y)]
     dask_arrays = tuple(client.persist([da.from_array(x, chunks=(SIZES, 4)), da.from_array(y, chunks=(SIZES,))]))
     for shards in (whole_futures, argument_futures, dask_arrays):
         new, _, other_loss = pb.distributed.step(client, mean_loss, model, state, shards)
@@ -143,7 +143,9 @@ def test_each_shard_held_by_a_worker_is_differentiated_on_that_worker(client):
     state = pb.optim.setup(pb.optim.Adam(), model)
     workers = sorted(client.scheduler_info()["workers"])
     placed = [w for _ in range(2) for w in workers]  # shard i lives on worker i % 2
-    shards = [client.scatter(shard, workers=[w]) for shard, w in zip(split(x, y, (5, 5, 5, 5)), placed)]
+    # hash=False: shards with equal contents (the labels) would otherwise share one key, scattered to two
+    # workers at once, and a release of one could cancel the other ("lost dependencies")
+    shards = [client.scatter(shard, workers=[w], hash=False) for shard, w in zip(split(x, y, (5, 5, 5, 5)), placed)]
     _, _, (_, ran_on) = pb.distributed.step(client, loss_and_worker, model, state, shards, has_aux=True)
     assert ran_on == placed
 
@@ -327,7 +329,7 @@ def test_bad_shards_are_refused_before_any_work(client):
     with pytest.raises(ValueError, match=r"argument 0 of shard 1 has samples of shape \(5,\) .* shard 0's has \(4,\)"):
         pb.distributed.step(client, mean_loss, model, state, wide)
     with pytest.raises(ValueError, match=r"argument 0 of shard 1 has samples of shape \(5,\)"):
-        pb.distributed.step(client, mean_loss, model, state, client.scatter(wide))  # checked where the data is
+        pb.distributed.step(client, mean_loss, model, state, client.scatter(wide, hash=False))  # checked where the data is
     with pytest.raises(ValueError, match=r"shard 0: its arrays differ in length \(7, 6 samples\)"):
         pb.distributed.step(client, mean_loss, model, state, [(x[:7], y[:6])])
     with pytest.raises(ValueError, match=r"shard 1 has 1 arrays but shard 0 has 2"):
