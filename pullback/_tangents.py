@@ -178,22 +178,48 @@ def accum(a, b):
         return accum(unthunk(a), unthunk(b))
     kind = type(a)
     if kind is tuple or kind is list:
+        _check_same_kind(a, b)
         return kind(accum(x, y) for x, y in zip(a, b))
     if isinstance(a, tuple) and hasattr(a, "_fields"):
+        _check_same_kind(a, b)
         return kind(*(accum(x, y) for x, y in zip(a, b)))
     if kind is dict:
+        _check_same_kind(a, b)
         keys = dict.fromkeys([*a, *b])
         return {k: accum(a.get(k), b.get(k)) for k in keys}
     if isinstance(a, Tangent):
+        _check_same_kind(a, b)
         keys = dict.fromkeys([*a._entries, *b._entries])
         return Tangent._make(a.primal_type, {k: accum(a._entries.get(k), b._entries.get(k)) for k in keys})
     return a + b
+
+
+def _check_same_kind(a, b):
+    """Refuse to add cotangents that mirror different objects (zip would drop the extra entries)."""
+    if isinstance(a, Tangent):
+        same = isinstance(b, Tangent) and b.primal_type is a.primal_type
+    elif type(a) is dict:
+        same = type(b) is dict
+    else:  # a tuple, list or namedtuple: any of them, of the same length
+        same = isinstance(b, (tuple, list)) and len(a) == len(b)
+    if not same:
+        raise TypeError(f"accum: cannot add {_shape_of(a)} and {_shape_of(b)}: cotangents added together must mirror "
+                        "the same object")
+
+
+def _shape_of(x):
+    if isinstance(x, Tangent):
+        return f"a Tangent[{x.primal_type.__name__}]"
+    if isinstance(x, (tuple, list)):
+        return f"a {type(x).__name__} of {len(x)}"
+    return f"a {type(x).__name__}"
 
 
 class Tangent:
     """The gradient of an object that is not a tuple, list or dict: one entry per child.
 
     Read-only; entries are reached as attributes or items, in the object's own order.
+    Gradients of one object add with `+` and `sum(...)` (that is `pb.accum`).
 
     >>> import numpy as np, pullback as pb
     >>> class Affine:
@@ -234,6 +260,15 @@ class Tangent:
             return self._entries[key]
         except KeyError:
             raise KeyError(f"Tangent[{self.primal_type.__name__}] has no entry {key!r}") from None
+
+    def __add__(self, other: Any) -> "Tangent":
+        """`g1 + g2` is `pb.accum(g1, g2)`: entry by entry, None adding as zero."""
+        return accum(self, other)
+
+    def __radd__(self, other: Any) -> "Tangent":
+        if other is None or (type(other) is int and other == 0):  # sum(gradients) starts from 0
+            return self
+        return accum(other, self)
 
     def __setattr__(self, name, value):
         raise AttributeError("Tangent is read-only")

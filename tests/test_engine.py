@@ -22,6 +22,27 @@ def test_accum_none_is_identity_and_passes_thunks_through():
     assert pb.accum((None, np.ones(1)), (np.ones(1), None))[0][0] == 1.0
 
 
+def test_gradients_of_one_model_add_with_plus_and_sum_and_mismatches_are_refused():
+    class Affine:
+        def __init__(self, w):
+            self.w, self.b = w, np.zeros(2)
+
+    model = Affine(np.array([1.0, 2.0]))
+    grads = [pb.gradient(lambda m: np.sum(m.w * k + m.b * m.w), model)[0] for k in (1.0, 2.0, 3.0)]
+    total = sum(grads)  # starts from 0
+    assert isinstance(total, pb.Tangent) and total.primal_type is Affine
+    np.testing.assert_allclose(total.w, grads[0].w + grads[1].w + grads[2].w)
+    np.testing.assert_allclose((grads[0] + grads[1]).b, grads[0].b + grads[1].b)
+    # zip would have dropped the extra entry, and a Tangent of another type mixed two objects' fields
+    with pytest.raises(TypeError, match="a tuple of 2 and a tuple of 1"):
+        pb.accum((np.ones(1), np.ones(1)), (np.ones(1),))
+    with pytest.raises(TypeError, match=r"a Tangent\[Affine\] and a Tangent\[dict\]"):
+        grads[0] + pb.Tangent(dict, w=np.ones(2))
+    with pytest.raises(TypeError, match="a dict and a list of 1"):
+        pb.accum({"a": 1.0}, [1.0])
+    assert pb.accum([np.ones(1)], (np.ones(1),))[0][0] == 2.0  # a list and a tuple of one length mirror alike
+
+
 def test_unthunk_recurses_through_containers_and_tangents():
     tangent = pb.Tangent(dict, a=pb.Thunk(lambda: 1.0), b=[pb.Thunk(lambda: 2.0)])
     out = pb.unthunk({"t": tangent, "x": (pb.Thunk(lambda: 3.0),)})
