@@ -42,6 +42,11 @@ def conversion_error(x):
     library = _library_caller()
     if library == "numpy.ma":
         return TypeError(subclass_error(np.ma.masked_array([0.0])).args[0])
+    if library == "numpy.vectorize":
+        return TypeError(
+            "numpy.vectorize calls its function on one element at a time, as plain numbers, so the gradient "
+            "would be lost. Call the function on the whole array instead: written with NumPy operations "
+            "(np.where for branches), it is differentiated directly.")
     if library is not None:
         return TypeError(library_advice(library))
     return TypeError(
@@ -68,6 +73,8 @@ def _library_caller():
         module = frame.f_globals.get("__name__", "")
         if module.startswith("numpy.ma"):
             return "numpy.ma"
+        if module.startswith("numpy") and getattr(frame.f_code, "co_qualname", "").startswith("vectorize."):
+            return "numpy.vectorize"
         top = module.partition(".")[0]
         if top not in _NOT_LIBRARIES:
             path = frame.f_code.co_filename

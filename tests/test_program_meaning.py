@@ -338,6 +338,11 @@ def test_scipy_functions_that_convert_their_input_name_the_stand_in_or_the_wrapp
             pb.gradient(lambda a: np.sum(call(a)), a)
 
 
+def test_np_vectorize_is_named_with_the_fix():
+    with pytest.raises(TypeError, match=r"numpy\.vectorize calls its function on one element at a time.*whole array"):
+        pb.gradient(lambda x: np.sum(np.vectorize(lambda a: a * 2.0)(x)), np.ones(3))
+
+
 def test_a_tracked_out_argument_is_a_functional_update():
     def f(x):
         y = x * 1.0
