@@ -38,8 +38,20 @@ def test_interp_second_order_and_refusals():
     x = np.array([0.3, 1.7, 2.2])
     gradcheck(lambda xp: np.sum(pb.gradient(lambda fp: project(np.interp(x, xp, fp) ** 2), fp)[0]), xp, rtol=1e-4)
     second_order(lambda fp: np.interp(x, xp, fp) ** 2, fp)
-    with pytest.raises(NotImplementedError, match="period"):
-        pb.gradient(lambda fp: np.sum(np.interp(x, xp, fp, period=2.0)), fp)
+    with pytest.raises(ValueError, match="period must be a non-zero value"):  # NumPy's own message
+        pb.gradient(lambda fp: np.sum(np.interp(x, xp, fp, period=0)), fp)
+
+
+@pytest.mark.parametrize("period", [5.0, -5.0])
+def test_interp_with_a_period_matches_numpy_and_central_differences(period):
+    # knots in any order, points in several periods: NumPy wraps and sorts, and so does the rule
+    x = np.array([-1.3, 0.2, 2.7, 4.1, 7.9])
+    xp, fp = np.array([2.5, 0.0, 1.0, 4.0]), np.array([1.0, 3.0, 2.0, -1.0])
+    check_against_numpy(lambda x, xp, fp: np.interp(x, xp, fp, period=period), x, xp, fp)
+    assert np.array_equal(pb.pullback(lambda x: np.interp(x, xp, fp, period=period), x)[0],
+                          np.interp(x, xp, fp, period=period))
+    (g,) = pb.gradient(lambda x: np.sum(np.interp(x, [1.0], [2.0], period=3.0)), x)  # one knot: a constant
+    np.testing.assert_array_equal(g, np.zeros(5))
 
 
 def test_only_left_or_right_traced_names_interp_and_the_fix():

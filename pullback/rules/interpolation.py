@@ -10,17 +10,24 @@ from ._register import add_tangents, composite, forward_rule
 from .indexing import unindex
 
 
-@composite(np.interp, args="x, xp, fp, left, right", notes="""Piecewise linear: at a knot the slope
-      of the segment to the right is used. `xp` must be strictly increasing with at least two
-      points; `period` is not supported.""")
+@composite(np.interp, args="x, xp, fp, left, right, period", notes="""Piecewise linear: at a knot the
+      slope of the segment to the right is used. `xp` must be strictly increasing with at least two
+      points (with `period`, any order: it is wrapped and sorted, as NumPy does).""")
 def interp(x, xp, fp, left=None, right=None, period=None):
-    if period is not None:
-        raise NotImplementedError(
-            "numpy.interp(period=...) has no rule on tracked values; map x into one period first."
-        )
     xp, fp = (v if isinstance(v, Traced) else np.asarray(v) for v in (xp, fp))
-    if np.shape(xp) != np.shape(fp) or np.ndim(xp) != 1 or np.shape(xp)[0] < 2:
-        raise ValueError("numpy.interp on tracked values needs 1-D xp and fp of the same length, at least 2.")
+    if np.shape(xp) != np.shape(fp) or np.ndim(xp) != 1 or np.shape(xp)[0] < (1 if period is not None else 2):
+        raise ValueError("numpy.interp on tracked values needs 1-D xp and fp of the same length, at least 2 "
+                         "(1 with period).")
+    if period is not None:
+        # NumPy's own steps: wrap x and xp into one period, sort the knots, repeat one past each end
+        if period == 0:
+            raise ValueError("period must be a non-zero value")
+        period, left, right = abs(period), None, None
+        x, xp = np.mod(x, period), np.mod(xp, period)
+        order = np.argsort(stop_gradient(xp))
+        xp, fp = xp[order], fp[order]
+        xp = np.concatenate((xp[-1:] - period, xp, xp[0:1] + period))
+        fp = np.concatenate((fp[-1:], fp, fp[0:1]))
     return interpolate(x, xp, fp, left, right)
 
 
