@@ -189,10 +189,10 @@ def _basis(primal, j):
 
 
 def _as_dtype(p, dtype):
-    """`p` (plain, or traced by an outer derivative) as an array of `dtype`."""
-    if is_traced(p):
-        return p.astype(dtype) if p.dtype != dtype else p
-    return np.asarray(p, dtype)
+    """`p` (plain, traced by an outer derivative, or a pb.jit stand-in) as an array of `dtype`."""
+    if not is_traced(p) and (isinstance(p, (int, float, complex, np.generic)) or type(p) is np.ndarray):
+        return np.asarray(p, dtype)
+    return p.astype(dtype) if dtype_of(p) != dtype else p
 
 
 def _is_float_output(y):

@@ -501,6 +501,17 @@ def test_jvp_and_hessian_inside_jit():
         np.testing.assert_allclose(jh(x), pb.hessian(f, x), rtol=1e-12)
 
 
+def test_jacobian_inside_jit_in_both_modes():
+    tall = lambda x: np.sin(x) * x[::-1]  # noqa: E731  (forward columns)
+    wide = lambda x: np.sum(np.sin(x)) * x[:2]  # noqa: E731  (reverse rows)
+    for g in (tall, wide):
+        jf = pb.jit(lambda x: pb.jacobian(g, x)[0])
+        for _ in range(2):
+            x = RNG.standard_normal(3)
+            np.testing.assert_allclose(jf(x), pb.jacobian(g, x)[0], rtol=1e-12)
+        assert jf.cache_info().traces == 1
+
+
 def test_a_jitted_function_called_inside_another_is_inlined():
     inner = pb.jit(lambda x: np.sin(x) * 2.0)
     outer = pb.jit(lambda x: inner(x) + 1.0)
