@@ -139,6 +139,9 @@ def test_jacobian_with_dask_data_and_parameters(data):
     np.testing.assert_allclose(np.asarray(J), by_hand, rtol=1e-12)
     (J,) = pb.jacobian(lambda w: np.tanh(Xn[:6] @ w), da.from_array(wn, chunks=2))
     np.testing.assert_allclose(np.asarray(J), by_hand, rtol=1e-12)
+    (J,) = pb.jacobian(lambda x: np.sin(x) * 2.0, da.from_array(wn, chunks=2))  # Dask in, Dask out
+    assert isinstance(J, da.Array)
+    np.testing.assert_allclose(J.compute(), np.diag(2.0 * np.cos(wn)), rtol=1e-12)
 
 
 def test_check_gradient_with_dask_data_and_parameters(data):
