@@ -7,12 +7,11 @@
 
 from . import rules as _rules  # noqa: F401  (registers the built-in rules)
 from . import testing, tree
-from ._api import WithGradient, grad, gradient, pullback, value_and_grad, vjp, withgradient
+from ._api import WithGradient, grad, gradient, pullback, stop_gradient, value_and_grad, vjp, withgradient
 from ._derivatives import WithJacobian, hessian, hvp, jacobian, jvp, withjacobian
 from ._extend import composite, frule, nondifferentiable, primitive, rrule
 from ._jit import JitError, jit
 from ._tangents import InplaceableThunk, PerOperand, Tangent, Thunk, accum, unthunk
-from ._values import stop_gradient
 from .testing import GradientCheck, check_gradient
 
 __version__ = "0.1.0"
