@@ -259,6 +259,19 @@ class Traced:
     def __abs__(self):
         return apply(UFUNC_RULES[np.absolute], (self,))
 
+    def __divmod__(self, other):
+        return FUNCTIONS[np.divmod](self, other)
+
+    def __rdivmod__(self, other):
+        return FUNCTIONS[np.divmod](other, self)
+
+    def __round__(self, ndigits=None):
+        """`round(x)`: an int for a number, as Python's (it carries no gradient); otherwise `np.round`
+        (zero gradient almost everywhere)."""
+        if ndigits is None and np.ndim(self) == 0:
+            return round(stop_gradient(self))
+        return FUNCTIONS[np.round](self, 0 if ndigits is None else ndigits)
+
 
 class Tracked(Traced):
     """A value whose operations are recorded on a tape (reverse mode).

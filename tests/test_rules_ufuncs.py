@@ -400,6 +400,18 @@ def test_power_at_zero_by_hand():
     np.testing.assert_array_equal(g, [0.0, 0.0])
 
 
+def test_builtin_divmod_and_round_on_traced_values():
+    # both failed with "Tracked doesn't define __round__" / "unsupported operand type(s) for divmod()"
+    assert pb.gradient(lambda a: divmod(a, 1.5)[1], 4.0) == (1.0,)  # 4 - 1.5 * floor(4 / 1.5)
+    assert pb.gradient(lambda a: divmod(7.0, a)[1], 2.5) == (-2.0,)  # 7 - a * floor(7 / a)
+    (g,) = pb.gradient(lambda x: np.sum(divmod(x, 1.5)[0] * x), np.array([4.0, 5.0]))
+    np.testing.assert_array_equal(g, [2.0, 3.0])  # the quotient is piecewise constant
+    value, (g,) = pb.withgradient(lambda a: round(a) + a, 2.6)
+    assert value == 5.6 and g == 1.0  # round(a) is Python's int, which carries no gradient
+    (g,) = pb.gradient(lambda x: np.sum(round(x, 1) * x), np.array([0.26, 1.33]))
+    np.testing.assert_allclose(g, [0.3, 1.3])
+
+
 def test_hypot_at_the_origin_has_the_zero_subgradient_of_the_norm():
     a, b = np.array([0.0, 3.0]), np.array([0.0, 4.0])
     ga, gb = pb.gradient(lambda a, b: np.sum(np.hypot(a, b)), a, b)
