@@ -177,18 +177,16 @@ def accum(a, b):
     if isinstance(a, Thunk) or isinstance(b, Thunk):
         return accum(unthunk(a), unthunk(b))
     kind = type(a)
-    if kind is tuple or kind is list:
+    if isinstance(a, (tuple, list, dict, Tangent)):
         _check_same_kind(a, b)
+    if kind is tuple or kind is list:
         return kind(accum(x, y) for x, y in zip(a, b))
     if isinstance(a, tuple) and hasattr(a, "_fields"):
-        _check_same_kind(a, b)
         return kind(*(accum(x, y) for x, y in zip(a, b)))
     if kind is dict:
-        _check_same_kind(a, b)
         keys = dict.fromkeys([*a, *b])
         return {k: accum(a.get(k), b.get(k)) for k in keys}
     if isinstance(a, Tangent):
-        _check_same_kind(a, b)
         keys = dict.fromkeys([*a._entries, *b._entries])
         return Tangent._make(a.primal_type, {k: accum(a._entries.get(k), b._entries.get(k)) for k in keys})
     return a + b

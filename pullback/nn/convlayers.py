@@ -52,8 +52,7 @@ class Conv:
         dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True, dtype: DTypeLike = np.float32,
         rng: np.random.Generator | int | None = None, init: initialisers.Initialiser = initialisers.glorot_uniform,
     ) -> None:
-        name = type(self).__name__
-        check_sizes(name, f"{name}(in_channels, out_channels, kernel_size, activation)", in_channels=in_channels,
+        check_sizes("Conv", "Conv(in_channels, out_channels, kernel_size, activation)", in_channels=in_channels,
                     out_channels=out_channels)
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")

@@ -63,8 +63,14 @@ def _check_plain(name, out, initial=None, where=True):
         raise TypeError(f"numpy.{name}: initial= given by keyword is a value being differentiated, and its "
                         f"gradient would be lost; combine it after the reduction (np.{name}(x) and then the value), "
                         "or pass it by position.")
+    mask_of(name, where)
+
+
+def mask_of(name, where):
+    """`where=` as a mask (True when not given); refused when it is a value being differentiated."""
     if isinstance(where, Traced):
         raise TypeError(f"numpy.{name}: where= takes a boolean mask, not a value being differentiated.")
+    return True if where is _NO else where
 
 
 def given_options(initial=None, where=True):
@@ -76,12 +82,13 @@ def given_options(initial=None, where=True):
     return options
 
 
-def _masked(g, where):
-    """`g` where the mask selects, zero elsewhere (the mask broadcasts over `g`)."""
+def masked(g, where):
+    """`g` where the mask selects, zero elsewhere (the mask broadcasts over `g`): elements left out
+    of a reduction get no gradient, also when their slice's result is NaN."""
     return g if where is True else np.where(where, g, 0.0)
 
 
-def _selected(where, shape, axis):
+def selected_count(where, shape, axis):
     """How many elements of each slice the mask selects (keepdims shape), as an int64 array."""
     return np.sum(np.broadcast_to(where, shape), axis=axis, keepdims=True, dtype=np.int64)
 
@@ -92,9 +99,9 @@ def sum_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, w
     y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims, **given_options(initial, where))
     shape = np.shape(x)
     if initial is None:
-        return y, lambda g: (_masked(expand_to(g, shape, axis, keepdims), where),)
+        return y, lambda g: (masked(expand_to(g, shape, axis, keepdims), where),)
     # initial (position 5) is added once to every result element
-    return y, lambda g: (_masked(expand_to(g, shape, axis, keepdims), where), None, None, None, None, Thunk(np.sum, g))
+    return y, lambda g: (masked(expand_to(g, shape, axis, keepdims), where), None, None, None, None, Thunk(np.sum, g))
 
 
 @forward_in_first(np.sum)
@@ -112,8 +119,8 @@ def mean_rule(x, axis=None, dtype=None, out=None, keepdims=False, where=True):
         count = np.prod([shape[k] for k in reduced_axes(axis, len(shape))], dtype=np.int64)
         return y, lambda g: (expand_to(g / float(count), shape, axis, keepdims),)
     # an empty slice's mean is NaN, and no element of it is selected: it sends no gradient
-    count = np.maximum(_selected(where, shape, axis), 1)
-    return y, lambda g: (_masked(expand_to(g, shape, axis, keepdims) / count, where),)
+    count = np.maximum(selected_count(where, shape, axis), 1)
+    return y, lambda g: (masked(expand_to(g, shape, axis, keepdims) / count, where),)
 
 
 linear_forward(np.mean)
@@ -190,9 +197,9 @@ def prod_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, 
         others = product_of_others(factors, axis)
         g_x = expand_to(g, shape, axis, keepdims) * (others if initial is None else others * initial)
         if initial is None:
-            return (_masked(g_x, where),)
+            return (masked(g_x, where),)
         # initial (position 5) multiplies every result element
-        return _masked(g_x, where), None, None, None, None, Thunk(
+        return masked(g_x, where), None, None, None, None, Thunk(
             lambda: np.sum(g * np.prod(factors, axis=axis, dtype=dtype, keepdims=keepdims)))
 
     return y, back
@@ -203,7 +210,7 @@ def prod_frule(t, x, axis=None, dtype=None, out=None, keepdims=False, initial=No
     y = prod_rule(x, axis, dtype, out, keepdims, initial, where)[0]
     factors = x if where is True else np.where(where, x, 1.0)
     others = product_of_others(factors, axis)
-    dot = np.sum(_masked(t * others, where), axis=axis, keepdims=keepdims)
+    dot = np.sum(masked(t * others, where), axis=axis, keepdims=keepdims)
     return y, dot if initial is None else dot * initial
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from .._arrays import like_input
 from .._values import Traced, stop_gradient
 from ._register import composite, forward_in_first, rule
-from .reductions import expand_to, given_options, reduced_size, refuse_out
+from .reductions import expand_to, given_options, mask_of, masked, reduced_size, refuse_out, selected_count
 
 _NO = np._NoValue
 
@@ -65,13 +65,6 @@ def _ddof(name, ddof, correction, mean):
     return ddof
 
 
-def _mask(name, where):
-    """`where=` as a mask (True when not given); refused when it is a value being differentiated."""
-    if isinstance(where, Traced):
-        raise TypeError(f"numpy.{name}: where= takes a boolean mask, not a value being differentiated.")
-    return True if where is _NO else where
-
-
 def _conj_if_complex(v):
     """conj(v) for complex v: the variance of complex values is the mean of |a - mean|**2."""
     return np.conj(v) if np.iscomplexobj(v) else v
@@ -85,14 +78,8 @@ def _centred(a, axis, ddof, where):
         n = reduced_size(np.shape(a), axis) - ddof
         return _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True)), (1.0 / n if n > 0 else np.nan)
     centred = np.where(where, _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True, where=where)), 0.0)
-    n = np.sum(np.broadcast_to(where, np.shape(a)), axis=axis, keepdims=True, dtype=np.int64) - ddof
+    n = selected_count(where, np.shape(a), axis) - ddof
     return centred, 1.0 / np.where(n > 0, n, np.nan)
-
-
-def _masked(g, where):
-    """`g` where the mask selects, zero elsewhere (elements left out of a reduction get no gradient,
-    also when their slice's result is NaN)."""
-    return g if where is True else np.where(where, g, 0.0)
 
 
 def _reduced_like(dot, y, keep):
@@ -104,14 +91,14 @@ def _reduced_like(dot, y, keep):
 def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
     refuse_out("var", out)
     ddof = _ddof("var", ddof, correction, mean)
-    where = _mask("var", where)
+    where = mask_of("var", where)
     keep = keepdims is True
     y = np.var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keep, **given_options(where=where))
     shape = np.shape(a)
 
     def back(g):
         centred, inverse = _centred(a, axis, ddof, where)
-        return (_masked(expand_to(g, shape, axis, keep) * centred * (2.0 * inverse), where),)
+        return (masked(expand_to(g, shape, axis, keep) * centred * (2.0 * inverse), where),)
 
     return y, back
 
@@ -120,7 +107,7 @@ def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
 def var_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **options):
     y = var_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
     ddof = _ddof("var", ddof, options.get("correction", _NO), _NO)
-    centred, inverse = _centred(a, axis, ddof, _mask("var", options.get("where", _NO)))
+    centred, inverse = _centred(a, axis, ddof, mask_of("var", options.get("where", _NO)))
     return y, _reduced_like(np.sum(centred * t, axis=axis, keepdims=True) * (2.0 * inverse), y, keepdims is True)
 
 
@@ -128,7 +115,7 @@ def var_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **opt
 def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
     refuse_out("std", out)
     ddof = _ddof("std", ddof, correction, mean)
-    where = _mask("std", where)
+    where = mask_of("std", where)
     keep = keepdims is True
     y = np.std(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keep, **given_options(where=where))
     shape = np.shape(a)
@@ -138,7 +125,7 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
         spread = expand_to(y, shape, axis, keep)
         flat = spread == 0
         share = np.where(flat, 0.0, expand_to(g, shape, axis, keep) * inverse / np.where(flat, 1.0, spread))
-        return (_masked(share * centred, where),)
+        return (masked(share * centred, where),)
 
     return y, back
 
@@ -147,7 +134,7 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
 def std_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **options):
     y = std_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
     ddof = _ddof("std", ddof, options.get("correction", _NO), _NO)
-    centred, inverse = _centred(a, axis, ddof, _mask("std", options.get("where", _NO)))
+    centred, inverse = _centred(a, axis, ddof, mask_of("std", options.get("where", _NO)))
     pairing = np.sum(centred * t, axis=axis, keepdims=True)
     spread = np.reshape(y, np.shape(pairing))
     flat = spread == 0
