@@ -59,8 +59,8 @@ class Traced:
                     return apply1(rule, self)
                 if len(inputs) == 2:
                     return apply2(rule, inputs[0], inputs[1])
-                return apply(rule, inputs)
-        return _ufunc_general(ufunc, method, inputs, kwargs)
+                return apply(rule, tuple(_as_operand(x) for x in inputs))
+        return _ufunc_general(ufunc, method, tuple(_as_operand(x) for x in inputs), kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
         for t in types:
@@ -218,6 +218,35 @@ class Traced:
         """`x.sort()` in place, as the functional update `x = np.sort(x)`."""
         rebind(self, FUNCTIONS[np.sort](self, axis=axis, kind=kind, order=order))
 
+    def partition(self, kth, axis=-1, kind="introselect", order=None):
+        """`x.partition(k)` in place, as the functional update `x = np.partition(x, k)`."""
+        rebind(self, FUNCTIONS[np.partition](self, kth, axis=axis, kind=kind, order=order))
+
+    def compress(self, condition, axis=None, out=None):
+        return FUNCTIONS[np.compress](condition, self, axis=axis, out=out)
+
+    def put(self, indices, values, mode="raise"):
+        """`x.put(indices, values)` in place, as `np.put(x, indices, values)`."""
+        FUNCTIONS[np.put](self, indices, values, mode=mode)
+
+    @property
+    def strides(self):
+        return np.asarray(stop_gradient(self)).strides
+
+    @property
+    def device(self):
+        return getattr(stop_gradient(self), "device", "cpu")
+
+    def __getattr__(self, name):
+        """Attributes of ndarray that a value being differentiated does not have: say so, and the way out."""
+        if not name.startswith("_") and hasattr(np.ndarray, name):
+            instead = f" np.{name}(x, ...) works on x itself." if callable(getattr(np, name, None)) else ""
+            raise AttributeError(
+                f"x.{name} is not available on a value being differentiated (its bytes, memory or buffer carry "
+                f"no gradient): pullback.stop_gradient(x).{name} is the plain value's.{instead}"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     @property
     def nbytes(self):
         value = stop_gradient(self)
@@ -352,8 +381,9 @@ def _install_methods():
         "ravel": np.ravel, "copy": np.copy, "clip": np.clip,
         "dot": np.dot, "trace": np.trace, "diagonal": np.diagonal, "repeat": np.repeat,
         "take": np.take, "argmax": np.argmax, "argmin": np.argmin, "argsort": np.argsort,
-        "nonzero": np.nonzero, "round": np.round, 
+        "nonzero": np.nonzero, "round": np.round,
         "all": np.all, "any": np.any, "ptp": np.ptp,
+        "argpartition": np.argpartition, "searchsorted": np.searchsorted,
     }
     for name, fn in names.items():
         setattr(Traced, name, _method(fn))
@@ -445,19 +475,24 @@ def apply2(rule, a, b):
                 tape = b._tape
                 y, back = rule(a, b._value)
                 ids = (-1, b._id)
-            elif kind_b not in _PLAIN and kind_b is not Tracked and _foreign(b):
-                return NotImplemented
+            elif kind_b not in _PLAIN and kind_b is not Tracked:
+                if _foreign(b):
+                    return NotImplemented
+                y, back = rule(a._value, _as_operand(b))
+                ids = (a._id, -1)
             else:
                 y, back = rule(a._value, b)
                 ids = (a._id, -1)
         elif kind_b is Tracked and kind_a is not Dual:
-            if kind_a not in _PLAIN and _foreign(a):
-                return NotImplemented
+            if kind_a not in _PLAIN:
+                if _foreign(a):
+                    return NotImplemented
+                a = _as_operand(a)
             tape = b._tape
             y, back = rule(a, b._value)
             ids = (-1, b._id)
         else:
-            return apply(rule, (a, b))
+            return apply(rule, (_as_operand(a), _as_operand(b)))
         if type(back) is PerOperand and -1 in ids:
             back = back.traced_only(ids)
     except (TypeError, ValueError) as error:  # arrays of two libraries, or shapes that do not line up
@@ -469,6 +504,11 @@ def apply2(rule, a, b):
 
 
 _PLAIN = frozenset((float, int, bool, np.ndarray, np.float64, np.float32, np.int64))
+
+
+def _as_operand(x):
+    """A ufunc operand as NumPy reads it: a list or tuple of numbers becomes an array (np.power([2, 3], x))."""
+    return np.asarray(x) if type(x) is list or type(x) is tuple else x
 
 
 def _foreign(x):

@@ -428,6 +428,33 @@ def test_array_methods_are_supported_or_refused_with_a_reason():
         pb.gradient(lambda x: np.sum(x.view(np.int64)), x)
 
 
+def test_every_ndarray_method_is_followed_or_refused_naming_the_way_out():
+    """The methods NumPy code calls work as on an ndarray (in place where NumPy's are), in both modes;
+    those about bytes and memory raise an AttributeError that says what to use instead."""
+    x = np.array([3.0, 1.0, 2.0, 5.0])
+    w = np.array([1.0, 10.0, 100.0, 1000.0])
+
+    def f(x):
+        p = x * 1.0
+        p.partition(1)  # in place: [1, 2, 3, 5] up to order within the parts
+        q = x * 1.0
+        q.put([0, 2], np.stack([x[3], 7.0]))
+        picked = x[x.argpartition(1)[:2]]
+        kept = x.compress([True, False, True, True])
+        rank = np.sort(x).searchsorted(2.5)
+        return (np.sum(p[:2] * w[:2]) + np.sum(q * w) + np.sum(picked * w[:2])
+                + np.sum(kept ** 2) * rank + x.strides[0] + (x.device == "cpu"))
+
+    val, (g,) = pb.withgradient(f, x)
+    assert val == f(x.copy())
+    assert pb.check_gradient(f, x)
+    for name, why in [("tobytes", "stop_gradient"), ("resize", r"np\.resize\(x"), ("base", "stop_gradient"),
+                      ("ctypes", "stop_gradient")]:
+        with pytest.raises(AttributeError, match=rf"x\.{name} is not available.*{why}"):
+            pb.gradient(lambda x: getattr(x, name), x)
+    assert not hasattr(pb.stop_gradient, "no_such_thing")
+
+
 def test_a_value_that_escaped_a_finished_call_says_so():
     kept = []
     pb.gradient(lambda x: kept.append(x * 2.0) or np.sum(x), np.ones(2))

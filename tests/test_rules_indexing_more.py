@@ -46,6 +46,8 @@ CASES = {
     "apply_along_axis": (lambda x: np.apply_along_axis(lambda v: np.stack([np.sum(v ** 2), np.max(v)]), 1, x), (M,)),
     "apply_along_axis matrix": (lambda x: np.apply_along_axis(lambda v: np.outer(v, v), 0, x), (M,)),
     "apply_along_axis scalar": (lambda x: np.apply_along_axis(np.prod, -1, x), (M,)),
+    "apply_along_axis 1-d": (lambda x: np.apply_along_axis(lambda v: np.cumsum(v) * v, 0, x), (M[0],)),
+    "apply_along_axis 1-d scalar": (lambda x: np.apply_along_axis(lambda v: np.sum(v ** 2), -1, x), (M[1],)),
     "apply_over_axes": (lambda x: np.apply_over_axes(np.sum, x, [0, 1]), (M,)),
     "apply_over_axes mean": (lambda x: np.apply_over_axes(np.mean, x, 1), (M,)),
     "unique_values": (np.unique_values, (D,)),

@@ -102,10 +102,11 @@ BINARY = {
     np.remainder: (dividend, divisor), np.fmod: (dividend, divisor),
     np.copysign: (nonzero, nonzero), np.ldexp: (real, small_int),
     np.heaviside: (nonzero, real),  # x1 away from its step; the value at 0 is tested below
+    np.nextafter: (real, real),
 }
 
 # (ufunc, argument) pairs that carry no gradient: the sign source, the step's position.
-NO_GRADIENT = {(np.copysign, 1), (np.heaviside, 0)}
+NO_GRADIENT = {(np.copysign, 1), (np.heaviside, 0), (np.nextafter, 1)}
 
 # Registered as ufunc rules but with their own test files: the gufuncs (test_rules_products*.py) and the
 # ufuncs with two outputs (test_rules_pointwise.py).

@@ -22,16 +22,17 @@ user should know; both end up in the coverage table, with whether a forward rule
 """
 
 import collections
+import functools
 import sys
 
 import numpy as np
 
-from .._arrays import zeros_as
+from .._arrays import is_foreign_array_type, zeros_as
 from .._extend import composite as run_in_place_of
-from .._extend import frule, nondifferentiable, rrule
+from .._extend import frule, nondifferentiable, primitive, rrule
 from .._registry import FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, qualified_name
 from .._standins import astype, getitem, index_update
-from .._values import strip_all
+from .._values import Traced, stop_gradient, strip_all
 
 # kind: "rule" (its own reverse rule, `rule`), "composite", "none" (no gradient) or "refused";
 # key: the callable the row is about (or its name, for a SciPy ufunc whose rules wait for SciPy).
@@ -89,21 +90,94 @@ def rule(*fns, args, notes="", view=False):
     return register
 
 
-def composite(*fns, args, notes="", kind="composite"):
+def composite(*fns, args, notes="", kind="composite", numpy_value=False):
     """Decorator: the function, written with differentiable NumPy calls, runs in place of each of `fns`.
 
     Both modes go through the operations it is made of, so it needs no rule of its own.
     `kind="none"` marks one whose result carries no gradient (the `*_like` constructors).
+    `numpy_value=True` is for one whose operations round differently from NumPy's own code:
+    its traced results then hold the value NumPy's function computes (see `valued_as_numpy`).
     """
 
     def register(impl):
         for fn in fns:
             _claim(fn)
-            run_in_place_of(fn)(impl)
+            run_in_place_of(fn)(valued_as_numpy(fn, impl) if numpy_value else impl)
             describe(fn, args, notes, kind=kind, family=_family_of_module(impl.__module__))
         return impl
 
     return register
+
+
+def as_array(v):
+    """An argument as a composite computes with it: a traced value as it is, anything else
+    (a list, a tuple, a number) as NumPy reads it."""
+    return v if isinstance(v, Traced) else np.asarray(v)
+
+
+# --- composites that keep NumPy's value --------------------------------------------------------
+@primitive
+def numpy_valued(y, plain):
+    """`plain`, NumPy's value of the result `y` of a composite, carrying `y`'s derivative."""
+    return plain
+
+
+@rrule(numpy_valued)
+def _numpy_valued_rule(y, plain):
+    return numpy_valued(y, plain), lambda g: (g, None)
+
+
+@frule(numpy_valued)
+def _numpy_valued_forward(primals, tangents):
+    return numpy_valued(*primals), tangents[0]
+
+
+def _plain(arguments):
+    """Whether NumPy can run on these stripped arguments itself: no pb.jit symbols, no Dask or CuPy arrays."""
+    if type(arguments) in (tuple, list):
+        return all(_plain(a) for a in arguments)
+    if type(arguments) is dict:
+        return all(_plain(a) for a in arguments.values())
+    t = type(arguments)
+    return not (issubclass(t, Traced) or hasattr(t, "record_primitive") or is_foreign_array_type(t))
+
+
+def _pinned(y, plain):
+    """`y` with each traced part holding the matching part of NumPy's result `plain`."""
+    if isinstance(y, Traced):
+        inner = stop_gradient(y)
+        if np.shape(inner) == np.shape(plain) and np.result_type(inner) == np.result_type(plain):
+            return numpy_valued(y, plain)
+        return y
+    if isinstance(y, tuple) and isinstance(plain, tuple) and len(y) == len(plain):
+        parts = [_pinned(a, b) for a, b in zip(y, plain)]
+        return type(y)(*parts) if hasattr(y, "_fields") else type(y)(parts)
+    return y
+
+
+def valued_as_numpy(fn, impl):
+    """`impl`, whose traced results hold the value NumPy's `fn` computes on the plain arguments.
+
+    A composite's operations give the derivative, but may round differently from NumPy's own
+    code (a sum taken in another order, a product of a reciprocal): the value it returns is
+    NumPy's, bit for bit, so code computes the same with and without differentiation. The
+    plain call costs one more forward evaluation. Inside a pb.jit trace, and for Dask or CuPy
+    arrays, the composite's own value stands.
+    """
+
+    @functools.wraps(impl)
+    def run(*args, **kwargs):
+        return with_numpy_value(impl(*args, **kwargs), fn, *args, **kwargs)
+
+    return run
+
+
+def with_numpy_value(result, fn, /, *args, **kwargs):
+    """`result`, a composite's for `fn(*args, **kwargs)`, holding the value NumPy's `fn` gives."""
+    plain_args, plain_kwargs = strip_all(args), strip_all(kwargs)
+    if not (_plain(plain_args) and _plain(plain_kwargs)):
+        return result
+    return _pinned(result, fn(*plain_args, **plain_kwargs))
 
 
 def without_gradient(*fns, notes=""):

@@ -60,7 +60,7 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     return _finish(y, plain, axis)
 
 
-@composite(np.geomspace, args="start, stop", notes="""Real start and stop of the same sign; the ends are
+@composite(np.geomspace, args="start, stop", numpy_value=True, notes="""Real start and stop of the same sign; the ends are
            `start` and `stop` exactly, as in NumPy.""")
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     plain = np.geomspace(stop_gradient(start), stop_gradient(stop), num, endpoint, dtype, axis)

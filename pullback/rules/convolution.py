@@ -59,13 +59,13 @@ def _check_1d(a, v):
     return a, v
 
 
-@composite(np.convolve, args="a, v", notes="1-D, all three modes.")
+@composite(np.convolve, args="a, v", numpy_value=True, notes="1-D, all three modes.")
 def convolve(a, v, mode="full"):
     a, v = _check_1d(a, v)
     return _mode_window(convolve_full(a, v), np.shape(a)[0], np.shape(v)[0], mode, False)
 
 
-@composite(np.correlate, args="a, v", notes="1-D, all three modes; a complex `v` is conjugated, as in NumPy.")
+@composite(np.correlate, args="a, v", numpy_value=True, notes="1-D, all three modes; a complex `v` is conjugated, as in NumPy.")
 def correlate(a, v, mode="valid"):
     a, v = _check_1d(a, v)
     v = np.conjugate(v) if np.iscomplexobj(v) else v

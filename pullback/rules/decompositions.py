@@ -218,7 +218,7 @@ def eigh(a, UPLO="L"):
     return _EIGH(eigh_values(a, once, lower), eigh_vectors(a, once, lower))
 
 
-@composite(np.linalg.eigvalsh, args="a", notes="""Reads the `UPLO` triangle (real or complex
+@composite(np.linalg.eigvalsh, args="a", numpy_value=True, notes="""Reads the `UPLO` triangle (real or complex
            Hermitian); differentiable everywhere.""")
 def eigvalsh(a, UPLO="L"):
     once = _Once(lambda m: tuple(np.linalg.eigh(m, UPLO)))

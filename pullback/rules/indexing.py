@@ -391,7 +391,7 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     axis %= max(ndim, 1)
     moved = np.moveaxis(arr, axis, -1)
     outer = np.shape(moved)[:-1]
-    if not outer or 0 in outer:
+    if 0 in outer:  # NumPy's own error: there is nothing to call func1d on
         return np.apply_along_axis(func1d, axis, stop_gradient(arr), *args, **kwargs)
     results = [np.asarray(r) if not isinstance(r, Traced) else r
                for r in (func1d(moved[index], *args, **kwargs) for index in np.ndindex(*outer))]

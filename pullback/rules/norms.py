@@ -84,7 +84,7 @@ def _matrix_norm(x, ord, axes, keepdims):
     return y
 
 
-@composite(np.linalg.norm, args="x", notes="""All vector and matrix orders. At a zero vector the
+@composite(np.linalg.norm, args="x", numpy_value=True, notes="""All vector and matrix orders. At a zero vector the
       2-norm gets gradient 0 (a subgradient). Orders 2, -2 and 'nuc' go through the singular values
       (see svd); ord=0 counts nonzeros and has no gradient.""")
 def norm(x, ord=None, axis=None, keepdims=False):
@@ -104,7 +104,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     raise ValueError("Improper number of dimensions to norm.")
 
 
-@composite(np.linalg.vector_norm, args="x", notes="As `norm` for vectors; `axis` may be a tuple.")
+@composite(np.linalg.vector_norm, args="x", numpy_value=True, notes="As `norm` for vectors; `axis` may be a tuple.")
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     if ord in (None, 2):
         return euclidean_norm(x, axis, keepdims)
@@ -121,6 +121,6 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     return _vector_norm(x, ord, axis, keepdims)
 
 
-@composite(np.linalg.matrix_norm, args="x", notes="As `norm` over the last two axes.")
+@composite(np.linalg.matrix_norm, args="x", numpy_value=True, notes="As `norm` over the last two axes.")
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     return _matrix_norm(x, ord, (-2, -1), keepdims)

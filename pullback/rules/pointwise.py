@@ -16,7 +16,7 @@ from ._register import add_tangents, composite, forward_in_first, forward_rule, 
 _SMALL = 1e-3  # below it, sinc's Taylor polynomial is exact to rounding, with all its derivatives
 
 
-@composite(np.sinc, args="x", notes="sin(πx)/(πx); a Taylor polynomial near 0, so every derivative is right there.")
+@composite(np.sinc, args="x", numpy_value=True, notes="sin(πx)/(πx); a Taylor polynomial near 0, so every derivative is right there.")
 def sinc(x):
     small = np.abs(stop_gradient(x)) < _SMALL
     z = math.pi * x

@@ -10,7 +10,7 @@ import numpy as np
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ._register import composite, forward_in_first
+from ._register import as_array, composite, forward_in_first
 
 
 def _coefficients(p):
@@ -93,7 +93,7 @@ def polyint(p, m=1, k=None):
     return p
 
 
-@composite(np.polydiv, args="u, v", notes="Long division; the remainder's leading near-zeros are dropped, as in NumPy.")
+@composite(np.polydiv, args="u, v", numpy_value=True, notes="Long division; the remainder's leading near-zeros are dropped, as in NumPy.")
 def polydiv(u, v):
     plain_q, plain_r = np.polydiv(np.asarray(stop_gradient(u)), np.asarray(stop_gradient(v)))  # NumPy's checks
     u, v = _coefficients(u) * 1.0, _coefficients(v) * 1.0
@@ -108,12 +108,13 @@ def polydiv(u, v):
     return q, r
 
 
-@composite(np.polyfit, args="x, y, w", notes="""Least squares through numpy.linalg.lstsq, scaled as NumPy
+@composite(np.polyfit, args="x, y, w", numpy_value=True, notes="""Least squares through numpy.linalg.lstsq, scaled as NumPy
            scales it; `full` and `cov` as in NumPy (the rank and singular values carry no gradient).""")
 def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     np.polyfit(stop_gradient(x), stop_gradient(y), deg, rcond, full, stop_gradient(w), cov)  # NumPy's checks
     order = int(deg) + 1
-    x, y = x * 1.0, y * 1.0
+    x, y = as_array(x) * 1.0, as_array(y) * 1.0
+    w = None if w is None else as_array(w)
     rcond = len(x) * np.finfo(np.result_type(stop_gradient(x))).eps if rcond is None else rcond
     lhs = np.vander(x, order)
     rhs = y

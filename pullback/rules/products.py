@@ -13,7 +13,7 @@ import numpy as np
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._values import stop_gradient
-from ._register import add_tangents, bilinear_forward, composite, forward_rule, rule
+from ._register import add_tangents, bilinear_forward, composite, forward_rule, rule, with_numpy_value
 
 
 def _swap(a):
@@ -57,6 +57,8 @@ def dot(a, b, out=None):
         raise TypeError("numpy.dot(..., out=...) is not supported on tracked values")
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return np.multiply(a, b)
+    if np.ndim(a) == 1 and np.ndim(b) == 1:
+        return with_numpy_value(np.matmul(a, b), np.dot, a, b)  # matmul adds up a vector product in another order
     if np.ndim(b) <= 2:
         return np.matmul(a, b)
     return np.tensordot(a, b, axes=([-1], [-2]))
@@ -211,7 +213,7 @@ def einsum(*operands, out=None, optimize=False, **kwargs):
     return contract(explicit, *(a for _, a in pairs), optimize=optimize)
 
 
-@composite(np.kron, args="a, b", notes="Written as a broadcast product and a reshape.")
+@composite(np.kron, args="a, b", numpy_value=True, notes="Written as a broadcast product and a reshape.")
 def kron(a, b):
     nd = max(np.ndim(a), np.ndim(b))
     sa = (1,) * (nd - np.ndim(a)) + np.shape(a)
@@ -222,14 +224,14 @@ def kron(a, b):
     return np.reshape(product, tuple(m * n for m, n in zip(sa, sb)))
 
 
-@composite(np.inner, args="a, b", notes="`np.tensordot` over the last axes.")
+@composite(np.inner, args="a, b", numpy_value=True, notes="`np.tensordot` over the last axes.")
 def inner(a, b):
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return a * b
     return np.tensordot(a, b, axes=([-1], [-1]))
 
 
-@composite(np.vdot, args="a, b", notes="Conjugates its first argument when it is complex, as NumPy does.")
+@composite(np.vdot, args="a, b", numpy_value=True, notes="Conjugates its first argument when it is complex, as NumPy does.")
 def vdot(a, b):
     if np.size(a) != np.size(b):
         raise ValueError("cannot reshape array: vdot needs arrays of the same size")
@@ -299,7 +301,7 @@ for _fn in (np.vecdot, np.matvec, np.vecmat):
     bilinear_forward(_fn)
 
 
-@composite(np.linalg.vecdot, args="x1, x2", notes="Products summed along `axis`.")
+@composite(np.linalg.vecdot, args="x1, x2", numpy_value=True, notes="Products summed along `axis`.")
 def linalg_vecdot(x1, x2, /, *, axis=-1):
     np.linalg.vecdot(np.empty(np.shape(x1)), np.empty(np.shape(x2)), axis=axis)  # NumPy checks the shapes
     x1 = np.conjugate(x1) if np.iscomplexobj(x1) else x1  # as NumPy does

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._arrays import like_input
 from .._values import Traced, stop_gradient
-from ._register import composite, forward_in_first, linear_forward, rule
+from ._register import as_array, composite, forward_in_first, linear_forward, rule
 from .reductions import refuse_out
 
 _NO = np._NoValue
@@ -174,6 +174,7 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
     if x is None:
         d = dx
     else:
+        x = as_array(x)
         if np.ndim(x) == 1:
             d = x[1:] - x[:-1]
             d = np.reshape(d, (-1,) + (1,) * (ndim - 1 - axis))
@@ -235,7 +236,7 @@ def _gradient_along(f, axis, spacing, edge_order):
     return np.concatenate([first, inside, last], axis=axis)
 
 
-@composite(np.gradient, args="f, *varargs", notes="""Scalar spacings and coordinate arrays (both
+@composite(np.gradient, args="f, *varargs", numpy_value=True, notes="""Scalar spacings and coordinate arrays (both
            differentiable), `axis`, `edge_order` 1 and 2. The result keeps `f`'s float dtype.""")
 def gradient(f, *varargs, axis=None, edge_order=1):
     plain = np.gradient(stop_gradient(f), *(stop_gradient(v) for v in varargs), axis=axis, edge_order=edge_order)

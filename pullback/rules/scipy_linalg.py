@@ -33,7 +33,7 @@ import numpy as np
 from .._extend import frule, primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ._register import add_tangents, describe
+from ._register import add_tangents, describe, numpy_valued
 from .linalg import lu_factor, matrix_exponential, triangular_solve
 
 
@@ -69,13 +69,16 @@ def _agree(value, exact, what):
     # Loose enough for the rounding of an ill-conditioned problem solved two ways; tight enough to catch another
     # answer (a flipped or rotated basis where the result is not unique).
     tol = 1e-2 if np.finfo(np.result_type(plain.dtype, exact.dtype, np.float32)).bits <= 32 else 1e-6
-    scale = float(np.max(np.abs(exact))) if exact.size else 0.0
-    if exact.size and not np.all(np.abs(plain - exact) <= tol * max(scale, 1e-300)):
+    finite = np.isfinite(exact)
+    scale = float(np.max(np.abs(exact[finite]))) if finite.any() else 0.0
+    with np.errstate(invalid="ignore"):  # inf - inf where both overflowed: equal, so they agree
+        close = (plain == exact) | (np.isnan(plain) & np.isnan(exact)) | (np.abs(plain - exact) <= tol * max(scale, 1e-300))
+    if not np.all(close):
+        gap = np.abs(plain - exact)[~close]
         raise RuntimeError(f"pullback.scipy.linalg.{what}: the value pullback differentiates differs from SciPy's "
-                           f"(by {float(np.max(np.abs(plain - exact))):.3g}): the result is not unique here (a repeated "
+                           f"(by {float(np.max(gap)):.3g}): the result is not unique here (a repeated "
                            "eigenvalue or singular value) or the problem is too ill-conditioned to differentiate.")
-    out = value + (exact - plain)
-    return out if out.dtype == exact.dtype else out.astype(exact.dtype)
+    return numpy_valued(value, exact)
 
 
 def _aligned(vectors, exact, axis=-2):
@@ -160,7 +163,10 @@ def det(a, overwrite_a=False, check_finite=True):
     """`scipy.linalg.det`, differentiable; batched."""
     if not _any_tracked(a):
         return _linalg().det(a, overwrite_a, check_finite)
-    return _agree(np.linalg.det(a), _linalg().det(stop_gradient(a)), "det")
+    exact = _linalg().det(stop_gradient(a))
+    if np.result_type(exact) != np.result_type(stop_gradient(a)):
+        a = a.astype(np.result_type(exact))  # SciPy computes a float32 determinant in float64: it may not fit in float32
+    return _agree(np.linalg.det(a), exact, "det")
 
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):

@@ -31,7 +31,7 @@ import numpy as np
 from .._extend import frule, nondifferentiable, primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ._register import ENTRIES, add_tangents, describe
+from ._register import ENTRIES, add_tangents, describe, with_numpy_value
 
 SQRT_PI = math.sqrt(math.pi)
 SQRT_2PI = math.sqrt(2.0 * math.pi)
@@ -1050,10 +1050,15 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     >>> g
     array([0.25, 0.75])
     """
-    if not _any_tracked(a, b):
-        import scipy.special as sp
+    import scipy.special as sp
 
+    if not _any_tracked(a, b):
         return sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
+    out = _logsumexp(a, axis, b, keepdims, return_sign)
+    return with_numpy_value(out, sp.logsumexp, a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
+
+
+def _logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     # shifted by the largest real part, as SciPy's is (a complex maximum would rotate the sum)
     peak = np.max(np.real(stop_gradient(a)), axis=axis, keepdims=True)
     peak = np.where(np.isfinite(peak), peak, 0.0)
@@ -1085,11 +1090,11 @@ def log_softmax(x, axis=None):
     >>> pb.gradient(lambda x: log_softmax(x)[0], np.array([0.0, 0.0]))[0]
     array([ 0.5, -0.5])
     """
-    if not _any_tracked(x):
-        import scipy.special as sp
+    import scipy.special as sp
 
+    if not _any_tracked(x):
         return sp.log_softmax(x, axis=axis)
-    return x - logsumexp(x, axis=axis, keepdims=True)
+    return with_numpy_value(x - _logsumexp(x, axis=axis, keepdims=True), sp.log_softmax, x, axis=axis)
 
 
 def softmax(x, axis=None):
@@ -1099,11 +1104,11 @@ def softmax(x, axis=None):
     >>> pb.gradient(lambda x: softmax(x)[0], np.array([0.0, 0.0]))[0]
     array([ 0.25, -0.25])
     """
-    if not _any_tracked(x):
-        import scipy.special as sp
+    import scipy.special as sp
 
+    if not _any_tracked(x):
         return sp.softmax(x, axis=axis)
-    return np.exp(log_softmax(x, axis=axis))
+    return with_numpy_value(np.exp(x - _logsumexp(x, axis=axis, keepdims=True)), sp.softmax, x, axis=axis)
 
 
 def multigammaln(a, d):

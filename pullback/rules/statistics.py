@@ -8,7 +8,7 @@ import numpy as np
 
 from .._arrays import like_input
 from .._values import Traced, stop_gradient
-from ._register import composite, forward_in_first, rule
+from ._register import as_array, composite, forward_in_first, rule
 from .reductions import expand_to, given_options, mask_of, masked, reduced_size, refuse_out, selected_count
 
 _NO = np._NoValue
@@ -164,14 +164,14 @@ def _nan_moments(name, a, axis, dtype, out, ddof, keepdims, where, mean, correct
     return np.where(left > 0, squares / np.where(left > 0, left, 1), np.nan)
 
 
-@composite(np.nanvar, args="a", notes="NaNs are left out and get zero gradient; `ddof` and `correction` as in var.")
+@composite(np.nanvar, args="a", numpy_value=True, notes="NaNs are left out and get zero gradient; `ddof` and `correction` as in var.")
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
     plain = np.nanvar(stop_gradient(a), axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction)
     y = _nan_moments("nanvar", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)
 
 
-@composite(np.nanstd, args="a", notes="""NaNs are left out and get zero gradient; where the spread is
+@composite(np.nanstd, args="a", numpy_value=True, notes="""NaNs are left out and get zero gradient; where the spread is
            zero the gradient is taken as 0 (the derivative does not exist), as in std.""")
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
     plain = np.nanstd(stop_gradient(a), axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction)
@@ -181,7 +181,7 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_N
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)
 
 
-@composite(np.cov, args="m, y, aweights", notes="""`rowvar`, `bias`, `ddof`, `fweights` (integers)
+@composite(np.cov, args="m, y, aweights", numpy_value=True, notes="""`rowvar`, `bias`, `ddof`, `fweights` (integers)
            and `aweights` (differentiable) as in NumPy. Float32 input gives float64, as in NumPy.""")
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
     plain = np.cov(stop_gradient(m), stop_gradient(y), rowvar, bias, ddof, fweights, stop_gradient(aweights),
@@ -200,6 +200,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     ddof = (0 if bias else 1) if ddof is None else ddof
     w = None if fweights is None else np.asarray(fweights, dtype=np.float64)
     if aweights is not None:
+        aweights = as_array(aweights)
         w = aweights if w is None else w * aweights
     avg, w_sum = np.average(X, axis=1, weights=w, returned=True)
     w_sum = w_sum[0]
@@ -225,7 +226,7 @@ def _as_float(x, dtype):
     return np.asarray(x, dtype=dtype)
 
 
-@composite(np.corrcoef, args="x, y", notes="cov scaled by the standard deviations, clipped to [-1, 1] as in NumPy.")
+@composite(np.corrcoef, args="x, y", numpy_value=True, notes="cov scaled by the standard deviations, clipped to [-1, 1] as in NumPy.")
 def corrcoef(x, y=None, rowvar=True, *, dtype=None):
     c = cov(x, y, rowvar, dtype=dtype)
     if np.ndim(c) == 0:
@@ -302,7 +303,7 @@ def _quantile_like(name, scale, skip_nan):
 
 for _name, _scale, _skip in (("quantile", 1.0, False), ("percentile", 100.0, False), ("nanquantile", 1.0, True),
                              ("nanpercentile", 100.0, True)):
-    composite(getattr(np, _name), args="a", notes=_ORDER_NOTES)(_quantile_like(_name, _scale, _skip))
+    composite(getattr(np, _name), args="a", numpy_value=True, notes=_ORDER_NOTES)(_quantile_like(_name, _scale, _skip))
 
 
 def _median_like(name, skip_nan):

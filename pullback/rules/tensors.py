@@ -7,12 +7,12 @@ from .._values import stop_gradient
 from ._register import composite
 
 
-@composite(np.linalg.svdvals, args="x", notes="The singular values, as svd(x, compute_uv=False).")
+@composite(np.linalg.svdvals, args="x", numpy_value=True, notes="The singular values, as svd(x, compute_uv=False).")
 def svdvals(x, /):
     return np.linalg.svd(x, compute_uv=False)
 
 
-@composite(np.linalg.cond, args="x", notes="""The ratio of extreme singular values (p None, 2, -2), or
+@composite(np.linalg.cond, args="x", numpy_value=True, notes="""The ratio of extreme singular values (p None, 2, -2), or
            norm(x, p) * norm(inv(x), p) for the other norms.""")
 def cond(x, p=None):
     plain = np.linalg.cond(stop_gradient(x), p)  # NumPy checks the argument (and its shape)

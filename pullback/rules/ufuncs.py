@@ -293,6 +293,8 @@ binary(np.fmod, lambda g: g, lambda g, a, b: -g * np.trunc(a / b),
        "Derivatives of the smooth pieces; none exists at the jumps.")
 binary(np.copysign, lambda g, a, y: g * np.sign(a) * np.sign(y), None, "The sign x2 carries no gradient.")
 binary(np.ldexp, lambda g, b: np.ldexp(g, b), None, "The exponent x2 is an integer.")  # g * 2**b, exactly
+binary(np.nextafter, lambda g: g, None, """x1 moved by one ulp toward x2: it moves with x1 (derivative 1, as
+       central differences see it); the direction x2 carries no gradient.""")
 
 
 @rule(np.heaviside, args="x2", notes="""x2 is the value at x1 == 0, so d/dx2 is 1 there and 0
@@ -313,7 +315,7 @@ without_gradient(
     np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
     np.logical_and, np.logical_or, np.logical_xor, np.logical_not,
     np.isnan, np.isinf, np.isfinite, np.signbit, np.floor, np.ceil, np.trunc, np.rint,
-    np.floor_divide, np.nextafter, np.spacing,
+    np.floor_divide, np.spacing,
 )
 without_gradient(np.round, np.around, np.isclose)
 

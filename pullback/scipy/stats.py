@@ -45,6 +45,7 @@ import numpy as np
 from .._extend import frule, primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
+from ..rules._register import with_numpy_value
 from .linalg import solve_triangular
 
 __all__ = ["norm", "t", "chi2", "beta", "gamma", "expon", "laplace", "cauchy", "logistic", "lognorm", "uniform",
@@ -156,8 +157,12 @@ class _Distribution:
         return [values[n] for n in self.shapes], values.get("loc", 0.0), values.get("scale", 1.0)
 
     def _run(self, method, x, args, kwds):
+        scipys = getattr(getattr(_scipy_stats(), self.name), method)
         if not _tracked(x, *args, *kwds.values()):
-            return getattr(getattr(_scipy_stats(), self.name), method)(x, *args, **kwds)
+            return scipys(x, *args, **kwds)
+        return with_numpy_value(self._traced(method, x, args, kwds), scipys, x, *args, **kwds)  # SciPy's value, bit for bit
+
+    def _traced(self, method, x, args, kwds):
         shapes, loc, scale = self._parse(method, args, kwds)
         _sc()
         plain_shapes = [_plain(s) for s in shapes]
