@@ -10,8 +10,9 @@ plain NumPy calls, with buffers reused in place where the plan allows (see
 in the background when numba is installed (see `pullback._jit_fuse`).
 
 The signature is the structure of the arguments (containers, field names, the types of
-leaves), the shape, dtype and type of each array, and the value of every leaf that is not an
-array, a Python number or a random generator (strings, flags: constants of the trace).
+leaves), the shape, dtype and type of each array, the places where one object recurs, and the
+value of every leaf that is not an array, a Python number or a random generator (strings,
+flags: constants of the trace).
 Python numbers are inputs, replayed with Python's own arithmetic. Python values computed
 during the trace (`if loss > 0:`, `float(x)`, a number used as an axis) become guards: a
 replay whose value differs traces again. Rules for the jitted function, as in JAX:
@@ -232,11 +233,15 @@ def _is_array(x):
 
 
 def _signature(args, kwargs):
-    """(input arrays in walk order, hashable signature, whether a traced value is among them)."""
-    if not kwargs and all(type(a) is np.ndarray for a in args):
+    """(input arrays in walk order, hashable signature, whether a traced value is among them).
+
+    An object met at several places is one input of the trace, so where it recurs is part of the
+    signature: f(x, x) and f(x, y) run different programs.
+    """
+    if not kwargs and all(type(a) is np.ndarray for a in args) and len({id(a) for a in args}) == len(args):
         return list(args), tuple((a.shape, a.dtype.str) for a in args), False
     arrays, key, traced = [], [], False
-    for path, leaf in tree.leaves_with_path((args, kwargs)):
+    for path, leaf in _leaves_and_recurrences((args, kwargs), key):
         if isinstance(leaf, Symbol):
             traced = True
         elif isinstance(leaf, np.ndarray) and type(leaf) is not np.ndarray:
@@ -251,6 +256,23 @@ def _signature(args, kwargs):
         else:
             key.append((str(path), type(leaf), _static_value(leaf)))
     return arrays, tuple(key), traced
+
+
+def _leaves_and_recurrences(arguments, key):
+    """`(path, leaf)` at each leaf's first place; each later place of an object already met goes to `key`."""
+    found = []
+
+    def leaf(value, parts, path):
+        found.append((path, value))
+        return path
+
+    def recur(value, first_path, parts, path):
+        key.append(("again", str(path), str(first_path)))
+        return first_path
+
+    tree.walk(arguments, leaf, lambda value, kind, old, new, parts, path, shell: path, repeat=recur,
+              cycle=lambda value, kind, path: path)
+    return found
 
 
 def _static_value(leaf):

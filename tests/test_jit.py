@@ -114,6 +114,24 @@ def test_shape_dtype_and_leaf_types_are_the_signature_and_python_numbers_are_inp
     assert jf.cache_info().signatures == 4 and jf.cache_info().replays == 1
 
 
+def test_where_an_argument_recurs_is_part_of_the_signature():
+    """One object at several places is one input of the trace: the same array twice, then two
+    arrays (or the other way round), must not replay the other program."""
+    x, y = np.array([1.0, 2.0]), np.array([5.0, 7.0])
+    both = pb.jit(lambda a, b: a * 2.0 + b)
+    np.testing.assert_array_equal(both(x, x), x * 3.0)
+    np.testing.assert_array_equal(both(x, y), x * 2.0 + y)
+    np.testing.assert_array_equal(both(y, y), y * 3.0)
+    total = pb.jit(lambda parts: sum(parts))
+    for parts in ([x, x], [x, x, x], [x, y], [x, y, x], [y, x, x], [x, y]):
+        np.testing.assert_array_equal(total(parts), sum(parts))
+    shared = {"w": x}
+    grads = pb.jit(lambda p, q: pb.gradient(lambda p, q: np.sum(p["w"] * q["w"]), p, q))
+    for p, q in ((shared, shared), (shared, {"w": y}), ({"w": y}, {"w": y}), (shared, shared)):
+        assert [None if g is None else g["w"].tolist() for g in grads(p, q)] == [
+            None if g is None else g["w"].tolist() for g in pb.gradient(lambda p, q: np.sum(p["w"] * q["w"]), p, q)]
+
+
 def test_python_numbers_replay_with_python_semantics():
     def f(x, lr, step):
         step = step + 1
