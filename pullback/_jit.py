@@ -9,8 +9,8 @@ plain NumPy calls, with buffers reused in place where the plan allows (see
 `pullback._jit_replay`); a replay run often on small arrays is fused into compiled kernels
 in the background when numba is installed (see `pullback._jit_fuse`).
 
-The signature is the structure of the arguments (containers, field names, the types of
-leaves), the shape, dtype and type of each array, the places where one object recurs, and the
+The signature is the structure of the arguments (the containers' types, field names, the types
+of leaves), the shape, dtype and type of each array, the places where one object recurs, and the
 value of every leaf that is not an array, a Python number or a random generator (strings,
 flags: constants of the trace).
 Python numbers are inputs, replayed with Python's own arithmetic. Python values computed
@@ -259,19 +259,24 @@ def _signature(args, kwargs):
 
 
 def _leaves_and_recurrences(arguments, key):
-    """`(path, leaf)` at each leaf's first place; each later place of an object already met goes to `key`."""
+    """`(path, leaf)` at each leaf's first place; the type of each container, and each later place
+    of an object already met, go to `key` (a list and a tuple, or two classes with the same
+    fields, may run different code)."""
     found = []
 
     def leaf(value, parts, path):
         found.append((path, value))
         return path
 
+    def container(value, kind, old, new, parts, path, shell):
+        key.append(("container", str(path), type(value)))
+        return path
+
     def recur(value, first_path, parts, path):
         key.append(("again", str(path), str(first_path)))
         return first_path
 
-    tree.walk(arguments, leaf, lambda value, kind, old, new, parts, path, shell: path, repeat=recur,
-              cycle=lambda value, kind, path: path)
+    tree.walk(arguments, leaf, container, repeat=recur, cycle=lambda value, kind, path: path)
     return found
 
 

@@ -132,6 +132,32 @@ def test_where_an_argument_recurs_is_part_of_the_signature():
             None if g is None else g["w"].tolist() for g in pb.gradient(lambda p, q: np.sum(p["w"] * q["w"]), p, q)]
 
 
+def test_the_type_of_each_container_is_part_of_the_signature():
+    """A list and a tuple, or two classes with the same fields, may run different code."""
+    x, y = np.array([1.0, 2.0]), np.array([5.0, 7.0])
+    by_kind = pb.jit(lambda p: p[0] * 2.0 if isinstance(p, list) else p[0] * 3.0)
+    np.testing.assert_array_equal(by_kind([x, y]), x * 2.0)
+    np.testing.assert_array_equal(by_kind((x, y)), x * 3.0)
+
+    class Double:
+        def __init__(self, w):
+            self.w = w
+
+        def scale(self):
+            return 2.0
+
+    class Quintuple(Double):
+        def scale(self):
+            return 5.0
+
+    step = pb.jit(lambda m: pb.withgradient(lambda m: np.sum(m.w ** 2) * m.scale(), m))
+    for model in (Double(x), Quintuple(x), Double(y)):
+        val, (g,) = step(model)
+        assert val == np.sum(model.w ** 2) * model.scale()
+        np.testing.assert_array_equal(g.w, 2.0 * model.w * model.scale())
+    assert step.cache_info().signatures == 2
+
+
 def test_python_numbers_replay_with_python_semantics():
     def f(x, lr, step):
         step = step + 1
