@@ -234,6 +234,8 @@ def _collect_seeds(out, dy, tape, seeds):
         d = parts[0]
         if d is None or type(v) is not Tracked or v._tape is not tape:
             return
+        if type(d) is list or type(d) is tuple:
+            d = np.asarray(d)  # numbers for an array output, as NumPy reads them
         if np.shape(d) not in ((), v.shape):
             raise ValueError(f"Cotangent of shape {np.shape(d)} does not match output{path} of shape {v.shape}")
         if np.iscomplexobj(d) and not np.iscomplexobj(v._value):
@@ -244,12 +246,7 @@ def _collect_seeds(out, dy, tape, seeds):
         seeds[v._id] = d if v._id not in seeds else seeds[v._id] + d
 
     def node(v, kind, old, new, parts, path, shell):
-        d = parts[0]
-        if d is not None and tree.kind_of(d) is None and not isinstance(d, tree.Tangent):
-            raise TypeError(
-                f"The cotangent should be structured like the output{path} ({type(v).__name__}), "
-                f"with a part for each of {list(old)}; got {type(d).__name__}."
-            )
+        tree.check_mirrors(v, old, parts[0], f"The cotangent of output{path} (a {type(v).__name__})")
 
     tree.walk(out, leaf, node, ys=(dy,), repeat=lambda v, first, parts, path: leaf(v, parts, path),
               cycle=lambda *a: None)

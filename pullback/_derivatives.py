@@ -53,6 +53,8 @@ def run_forward(f, arguments, tangent_for, companions=None):
         t = tangent_for(len(arguments.leaves) - 1, x, path, companion)
         if t is None:
             return x
+        if type(t) is list or type(t) is tuple:
+            t = np.asarray(t)  # numbers for an array primal, as NumPy reads them
         if np.shape(t) != np.shape(x):
             raise ValueError(f"The tangent for {path} has shape {np.shape(t)}, but its primal has shape {np.shape(x)}")
         if np.iscomplexobj(t) and not np.iscomplexobj(x):

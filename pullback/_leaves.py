@@ -121,6 +121,8 @@ class Arguments:
             return x
 
         def node(x, kind, old, new, parts, path, shell):
+            if parts and len(path) > 1:  # the root pair is ours, not the caller's
+                tree.check_mirrors(x, old, parts[0], f"The tangent for {Where(path, self.describe)} (a {type(x).__name__})")
             if id(x) in trainable:
                 names = tree.trainable_names(x, old)
                 for k, child in old.items():

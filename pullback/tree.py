@@ -405,6 +405,34 @@ def child_of(y: Any, key: Any) -> Any:
     return children(y).get(key)
 
 
+def check_mirrors(value: Any, kids: dict, part: Any, what: str) -> None:
+    """Refuse `part`, a cotangent or tangent given for the container `value` (children `kids`),
+    unless it has exactly `value`'s entries: a missing one would count as zero and an extra one
+    (a misspelt key) be dropped, both silently. A None part, or None entries, say zero.
+
+    >>> from pullback import tree
+    >>> tree.check_mirrors({"a": 1.0}, {"a": 1.0}, {"b": 2.0}, "the cotangent of the output")
+    Traceback (most recent call last):
+    TypeError: the cotangent of the output should have one part for each of ['a'] (None where it is zero); got a dict of ['b'].
+    """
+    if part is None:
+        return
+    if isinstance(part, Tangent):
+        same = set(part._entries) <= set(kids)  # a Tangent leaves out the fields that carry nothing
+    elif isinstance(part, dict):
+        same = set(part) == set(kids)
+    elif isinstance(part, (tuple, list)) and not hasattr(type(part), "_fields"):
+        same = list(range(len(part))) == list(kids)
+    else:
+        same = kind_of(part) is not None and set(children(part)) == set(kids)
+    if not same:
+        got = list(part._entries) if isinstance(part, Tangent) else list(part) if isinstance(part, dict) else None
+        described = (f"a {type(part).__name__} of {got}" if got is not None
+                     else f"a {type(part).__name__} of {len(part)}" if isinstance(part, (tuple, list))
+                     else f"a {type(part).__name__}")
+        raise TypeError(f"{what} should have one part for each of {list(kids)} (None where it is zero); got {described}.")
+
+
 # --- the walker ------------------------------------------------------------------------------
 _ENTER, _EXIT = 0, 1
 

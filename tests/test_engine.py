@@ -632,10 +632,33 @@ def test_real_and_imag_of_a_real_tracked_array():
     np.testing.assert_allclose(g, [2.0, 2.0])
 
 
-def test_a_structured_output_needs_a_structured_cotangent():
+def test_a_structured_output_needs_a_cotangent_with_exactly_its_parts():
+    """A missing part would count as zero and an extra one (a misspelt key) be dropped, silently."""
     _, back = pb.pullback(lambda x: (x, x * 2.0), np.ones(2))
-    with pytest.raises(TypeError, match="structured like the output"):
+    with pytest.raises(TypeError, match=r"cotangent of output \(a tuple\) should have one part for each of \[0, 1\]"):
         back(np.ones(2))
+    with pytest.raises(TypeError, match=r"got a tuple of 1"):
+        back((np.ones(2),))
+    np.testing.assert_array_equal(back((None, np.ones(2)))[0], [2.0, 2.0])  # None says zero
+    _, back = pb.pullback(lambda x: {"loss": np.sum(x), "aux": {"y": x * 3.0}}, np.ones(2))
+    with pytest.raises(TypeError, match=r"output\['aux'\] \(a dict\).*\['y'\].*got a dict of \['z'\]"):
+        back({"loss": 1.0, "aux": {"z": np.ones(2)}})
+    with pytest.raises(TypeError, match=r"\['loss', 'aux'\].*got a dict of \['loss'\]"):
+        back({"loss": 1.0})
+    np.testing.assert_array_equal(back({"loss": 1.0, "aux": {"y": np.ones(2)}})[0], [4.0, 4.0])
+    _, back = pb.pullback(lambda x: x * 2.0, np.ones(2))
+    np.testing.assert_array_equal(back([1.0, 3.0])[0], [2.0, 6.0])  # numbers for an array, as NumPy reads them
+
+
+def test_tangents_need_exactly_the_parts_of_their_primals():
+    x = np.array([1.0, 2.0])
+    with pytest.raises(TypeError, match=r"tangent for primal 0 \(a dict\).*\['a', 'b'\].*got a dict of \['a'\]"):
+        pb.jvp(lambda d: d["a"] * d["b"], ({"a": x, "b": x * 2.0},), ({"a": np.ones(2)},))
+    with pytest.raises(TypeError, match=r"tangent for primal 0 \(a tuple\).*\[0, 1\].*got a tuple of 1"):
+        pb.jvp(lambda p: p[0] * p[1], ((x, x * 2.0),), ((np.ones(2),),))
+    _, dot = pb.jvp(lambda d: d["a"] * d["b"], ({"a": x, "b": x * 2.0},), ({"a": np.ones(2), "b": None},))
+    np.testing.assert_array_equal(dot, x * 2.0)
+    np.testing.assert_array_equal(pb.jvp(lambda x: x ** 2, (x,), ([1.0, 0.5],))[1], [2.0, 2.0])
 
 
 def test_the_garbage_collector_is_held_during_a_call_and_restored_after():
