@@ -57,6 +57,34 @@ def test_inv_det_slogdet(batch, n, dtype, seed):
     gradcheck(signed, a, **tolerance(dtype))
 
 
+def test_det_of_a_singular_matrix_has_its_adjugate_as_derivative():
+    """NumPy gives det = 0 without an error; the derivative, the adjugate (transposed), exists
+    there too, in both modes, and for a batch holding singular and regular matrices."""
+    s = np.array([[1.0, 2.0], [2.0, 4.0]])
+    (g,) = pb.gradient(np.linalg.det, s)
+    np.testing.assert_allclose(g, [[4.0, -2.0], [-2.0, 1.0]], atol=1e-14)  # the cofactors, by hand
+    np.testing.assert_allclose(pb.jvp(np.linalg.det, (s,), (np.eye(2),))[1], 5.0)  # tr adj(s)
+    rank_two = np.diag([2.0, 3.0, 0.0])
+    np.testing.assert_allclose(pb.gradient(np.linalg.det, rank_two)[0], np.diag([0.0, 0.0, 6.0]), atol=1e-14)
+    rank_one = np.diag([2.0, 0.0, 0.0])
+    np.testing.assert_allclose(pb.gradient(np.linalg.det, rank_one)[0], np.zeros((3, 3)), atol=1e-14)
+    rng = np.random.default_rng(0)
+    r = rng.standard_normal((4, 4))
+    r[:, 3] = r[:, 0] + r[:, 1]
+    batch = np.stack([r, np.eye(4), np.diag([1.0, 2.0, 3.0, 0.0])])
+    assert pb.check_gradient(np.linalg.det, batch)
+    c = r + 1j * rng.standard_normal((4, 4))
+    c[:, 3] = c[:, 0] + 2.0 * c[:, 1]
+    assert pb.check_gradient(lambda c: np.real(np.linalg.det(c) * (1.0 - 2.0j)), c)
+
+
+def test_slogdet_of_a_singular_matrix_is_numpys_and_its_derivative_says_why_it_is_missing():
+    s = np.array([[1.0, 2.0], [2.0, 4.0]])
+    assert pb.pullback(lambda a: np.linalg.slogdet(a)[1], s)[0] == -np.inf
+    with pytest.raises(np.linalg.LinAlgError, match=r"slogdet of a singular matrix.*-inf.*np\.linalg\.det has one"):
+        pb.gradient(lambda a: np.linalg.slogdet(a)[1], s)
+
+
 @SETTINGS
 @given(batch=batches, n=sizes, k=st.sampled_from([None, 1, 3]), broadcast=st.booleans(), dtype=dtypes, seed=seeds)
 def test_solve(batch, n, k, broadcast, dtype, seed):

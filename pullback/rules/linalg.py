@@ -97,17 +97,32 @@ def solve_frule(primals, tangents):
     return y, dot[..., 0] if vector else dot
 
 
-@rule(np.linalg.det, args="a", notes="""Uses det(A)·A⁻ᵀ, so a singular matrix raises LinAlgError
-      (the derivative, the adjugate, exists there but is not computed).""")
+def adjugate(a, det):
+    """adj(A) = det(A)·A⁻¹, also where A is singular (and A⁻¹ is not): from the SVD A = U S Vᴴ,
+    adj(A) = det(U) det(Vᴴ) · V diag(∏_{j≠i} s_j) Uᴴ, which has no division."""
+    try:
+        return _as_matrix_scale(det) * np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        pass
+    u, s, vh = np.linalg.svd(a)
+    ones = np.ones_like(s[..., :1])
+    before = np.cumprod(np.concatenate([ones, s[..., :-1]], axis=-1), axis=-1)  # s_0 ... s_{i-1}
+    after = np.cumprod(np.concatenate([ones, s[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]  # s_{i+1} ... s_{n-1}
+    phase = np.linalg.det(u) * np.linalg.det(vh)
+    return _as_matrix_scale(phase) * ((np.conj(_t(vh)) * (before * after)[..., None, :]) @ np.conj(_t(u)))
+
+
+@rule(np.linalg.det, args="a", notes="""The adjugate det(A)·A⁻ᵀ, from the SVD where A is singular
+      (where A⁻¹ does not exist but the derivative does).""")
 def det_rule(a):
     y = np.linalg.det(a)
-    return y, lambda g: (_as_matrix_scale(g * y) * _t(np.linalg.inv(a)),)
+    return y, lambda g: (_as_matrix_scale(g) * _t(adjugate(a, y)),)
 
 
 @forward_in_first(np.linalg.det)
 def det_frule(t, a):
     y = np.linalg.det(a)
-    return y, y * _trace(np.linalg.solve(a, t))
+    return y, _trace(adjugate(a, y) @ t)
 
 
 _SLOGDET = type(np.linalg.slogdet(np.eye(1)))
@@ -119,15 +134,24 @@ def logabsdet(a):
     return np.linalg.slogdet(a)[1]
 
 
+def _inverse_for_slogdet(a):
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        raise np.linalg.LinAlgError(
+            "np.linalg.slogdet of a singular matrix: log|det A| is -inf there and has no derivative "
+            "(np.linalg.det has one, the adjugate).") from None
+
+
 @rrule(logabsdet)
 def _logabsdet_rule(a):
     y = logabsdet(a)
-    return y, lambda g: (_as_matrix_scale(g) * _t(np.linalg.inv(a)),)
+    return y, lambda g: (_as_matrix_scale(g) * _t(_inverse_for_slogdet(a)),)
 
 
 @forward_in_first(logabsdet)
 def _logabsdet_frule(t, a):
-    return logabsdet(a), _trace(np.linalg.solve(a, t))
+    return logabsdet(a), _trace(_inverse_for_slogdet(a) @ t)
 
 
 @primitive
@@ -142,7 +166,7 @@ def _det_phase_rule(a):
 
     def back(g):
         # ds = s i Im(tr(A⁻¹ dA)), so Re(g ds) = Re(-i r tr(A⁻¹ dA)) with r = Re(i g s)
-        return (_as_matrix_scale(-1j * np.real(1j * g * s)) * _t(np.linalg.inv(a)),)
+        return (_as_matrix_scale(-1j * np.real(1j * g * s)) * _t(_inverse_for_slogdet(a)),)
 
     return s, back
 
@@ -150,11 +174,11 @@ def _det_phase_rule(a):
 @forward_in_first(det_phase)
 def _det_phase_frule(t, a):
     s = det_phase(a)
-    return s, s * (1j * np.imag(_trace(np.linalg.solve(a, t))))
+    return s, s * (1j * np.imag(_trace(_inverse_for_slogdet(a) @ t)))
 
 
-@composite(np.linalg.slogdet, args="a", notes="""`logabsdet` is differentiable (singular matrices
-      raise); `sign` has no gradient for a real matrix, and is det / |det| (differentiable) for a
+@composite(np.linalg.slogdet, args="a", notes="""`logabsdet` is differentiable (a singular matrix,
+      where it is -inf, raises in the derivative only); `sign` has no gradient for a real matrix, and is det / |det| (differentiable) for a
       complex one.""")
 def slogdet(a):
     sign = det_phase(a) if np.iscomplexobj(a) else np.linalg.slogdet(stop_gradient(a))[0]
