@@ -41,3 +41,13 @@ def test_errors_are_numpys():
         pb.gradient(lambda t: np.sum(np.linalg.tensorsolve(t, np.ones(3))), np.ones((3, 2)))
     with pytest.raises(ValueError):
         pb.gradient(lambda a: np.linalg.cond(a, "bad"), A)
+
+
+def test_cond_of_a_singular_matrix_is_numpys_inf_and_its_derivative_is_refused():
+    s = np.array([[1.0, 2.0], [2.0, 4.0]])
+    for p in ("fro", 1, -np.inf):
+        assert pb.pullback(lambda a: np.linalg.cond(a, p), s)[0] == np.linalg.cond(s, p) == np.inf
+        with pytest.raises(np.linalg.LinAlgError, match="cond of a singular matrix is inf"):
+            pb.gradient(lambda a: np.linalg.cond(a, p), s)
+        with pytest.raises(np.linalg.LinAlgError, match="cond of a singular matrix is inf"):
+            pb.jvp(lambda a: np.linalg.cond(a, p), (s,), (np.eye(2),))

@@ -3,6 +3,7 @@ tensorsolve, composed of svd, inv, solve and norm (which have rules of their own
 
 import numpy as np
 
+from .._extend import frule, primitive, rrule
 from .._values import stop_gradient
 from ._register import composite
 
@@ -19,10 +20,31 @@ def cond(x, p=None):
     if p is None or p == 2 or p == -2:
         s = np.linalg.svd(x, compute_uv=False)
         r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
+    elif np.any(np.isinf(plain)):
+        return singular_cond(x, p)  # NumPy's inf, where the inverse does not exist
     else:
         r = np.linalg.norm(x, p, axis=(-2, -1)) * np.linalg.norm(np.linalg.inv(x), p, axis=(-2, -1))
     r = np.where(np.isnan(plain), plain, r) if np.any(np.isnan(plain)) else r
     return r if r.dtype == np.result_type(plain) else r.astype(np.result_type(plain))
+
+
+@primitive
+def singular_cond(x, p):
+    """`np.linalg.cond(x, p)` where some matrix of `x` is singular (its condition number is inf)."""
+    return np.linalg.cond(x, p)
+
+
+def _no_derivative(*args, **kwargs):
+    raise np.linalg.LinAlgError("np.linalg.cond of a singular matrix is inf (its inverse does not exist), and has "
+                                "no derivative there.")
+
+
+@rrule(singular_cond)
+def _singular_cond_rule(x, p):
+    return singular_cond(x, p), _no_derivative
+
+
+frule(singular_cond)(_no_derivative)
 
 
 @composite(np.linalg.tensorinv, args="a")
