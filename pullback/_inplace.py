@@ -58,9 +58,17 @@ def plain_of(x):
     return x
 
 
+def concrete_of(x):
+    """`plain_of(x)`, and inside a `pb.jit` trace the array a traced stand-in holds at trace time
+    (whose memory tells, as in NumPy, whether an operation made a view)."""
+    x = plain_of(x)
+    concrete = getattr(type(x), "_concrete", None)
+    return x if concrete is None else concrete(x)
+
+
 def holds_array(x):
     """Whether traced `x` stands for a (mutable) NumPy array rather than an immutable scalar."""
-    return isinstance(plain_of(x), np.ndarray)
+    return isinstance(concrete_of(x), np.ndarray)
 
 
 def mark_view(view, base):
@@ -68,7 +76,7 @@ def mark_view(view, base):
 
     A copy (NumPy's `ravel` of a transposed array, say) is left alone: writes to it stay in it.
     """
-    plain, parent_plain = plain_of(view), plain_of(base)
+    plain, parent_plain = concrete_of(view), concrete_of(base)
     if (type(plain) is not np.ndarray or type(parent_plain) is not np.ndarray or plain.dtype != parent_plain.dtype
             or not np.may_share_memory(plain, parent_plain)):
         return

@@ -135,6 +135,8 @@ CASES = {
     "ufuncs.heaviside_rule": [(np.heaviside, lambda rng: (np.array([[-1.0, 0.0], [0.0, 2.0]]), rng.normal(size=2)))],
     # reductions
     "reductions.sum_rule": [(lambda x: np.sum(x, 1), normal((3, 4)))],
+    "products._einsum_view_rule": [(lambda x: np.einsum("ii->i", x), normal((3, 3))),
+                                   (lambda x: np.einsum("ijk->kij", x), normal((2, 3, 4)))],
     "tensors._singular_cond_rule": [],  # no derivative exists: both modes raise (test_rules_tensors.py)
     "_register._numpy_valued_rule": [(lambda x: _register.numpy_valued(x, pb.stop_gradient(x) + 0.0), normal((3, 2)))],
     "reductions.mean_rule": [(lambda x: np.mean(x, axis=(0, 2), keepdims=True), normal((2, 3, 2)))],

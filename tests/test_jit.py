@@ -340,6 +340,55 @@ def test_writes_into_an_index_view_reach_its_base():
             np.testing.assert_array_equal(got, want)
 
 
+def _transpose_write(a):
+    m = a.reshape(2, 2) * 1.0
+    m.T[0, 1] = 7.0 * a[0]
+    return m
+
+
+def _reshape_write(a):
+    m = a * 1.0
+    m.reshape(2, 2)[0, 0] = 9.0 * a[1]
+    return m
+
+
+def _slice_view_update(a):
+    m = a * 1.0
+    v = m[1:3]
+    v += 5.0 * a[0]
+    w = v[1:]
+    w *= a[3]
+    return m
+
+
+def _einsum_diagonal_update(a):
+    m = np.outer(a, a)
+    np.einsum("ii->i", m)[:] += 1.0
+    return m
+
+
+def _ravel_and_ufunc_out(a):
+    m = a * 1.0
+    r = m.ravel()
+    r[0] = 3.0 * a[2]
+    np.multiply(m[1:3], 2.0, out=m[1:3])
+    return m
+
+
+@pytest.mark.parametrize("f", [_transpose_write, _reshape_write, _slice_view_update, _einsum_diagonal_update,
+                               _ravel_and_ufunc_out], ids=lambda f: f.__name__.strip("_"))
+def test_a_jitted_gradient_follows_writes_through_views_as_eager(f):
+    """Inside pb.jit the gradient's values are the trace's stand-ins: a write through a view
+    must still reach the array it views (it was lost, and value and gradient were wrong)."""
+    step = pb.jit(lambda a: pb.withgradient(lambda a: np.sum(f(a) ** 2), a))
+    for a in (np.array([0.5, 1.5, -0.7, 2.0]), np.array([1.0, -2.0, 3.0, 0.25])):
+        eager = pb.withgradient(lambda a: np.sum(f(a) ** 2), a)
+        got = step(a)
+        np.testing.assert_allclose(got.val, eager.val, rtol=1e-14)
+        np.testing.assert_allclose(got.grad[0], eager.grad[0], rtol=1e-13)
+    assert pb.check_gradient(f, np.array([0.5, 1.5, -0.7, 2.0]))
+
+
 def test_writes_into_the_arrays_it_was_given_reach_the_callers_arrays_as_without_jit():
     def f(x, y):
         x[0] = x[1] * 3.0  # into an argument

@@ -263,3 +263,25 @@ def test_hessian_through_tensordot_and_inner():
     np.testing.assert_allclose(pb.hessian(f, x), expected, rtol=1e-6, atol=1e-8)
     v = np.array([1.0, -2.0, 0.5])
     np.testing.assert_allclose(pb.hvp(f, x, v), expected @ v, rtol=1e-6, atol=1e-8)
+
+
+def test_einsum_of_one_operand_is_a_view_where_numpys_is():
+    """NumPy's einsum('ii->i', a) is a writeable view of a's diagonal (adding to a diagonal in
+    place is an idiom); writes into it reach the operand, in value and derivative."""
+    def ridge(a, lam):
+        m = a.reshape(2, 2) @ a.reshape(2, 2).T
+        np.einsum("ii->i", m)[:] += lam
+        return np.sum(np.linalg.inv(m))
+
+    def swap(a):
+        m = a.reshape(2, 2).copy()
+        np.einsum("ij->ji", m)[0, 1] = 7.0 * a[0]  # writes m[1, 0]
+        return m
+
+    x = np.array([0.5, 1.5, -0.7, 2.0])
+    assert pb.pullback(ridge, x, 0.3)[0] == ridge(x.copy(), 0.3)
+    np.testing.assert_array_equal(pb.pullback(swap, x)[0], swap(x.copy()))
+    assert pb.check_gradient(ridge, x, 0.3)
+    assert pb.check_gradient(swap, x)
+    assert pb.check_gradient(lambda a: np.einsum("ii->i", np.outer(a, a)) ** 2, x, order=2)
+    np.testing.assert_array_equal(pb.jvp(lambda a: np.einsum("ii->i", np.outer(a, a)), (x,), (np.ones(4),))[1], 2.0 * x)

@@ -11,8 +11,10 @@ import string
 import numpy as np
 
 from .._extend import primitive, rrule
+from .._inplace import concrete_of, element_positions, mark_view
 from .._tangents import Thunk
-from .._values import stop_gradient
+from .._values import Traced, stop_gradient
+from .indexing import unindex
 from ._register import add_tangents, bilinear_forward, composite, forward_rule, rule, with_numpy_value
 
 
@@ -196,9 +198,36 @@ def _einsum_frule(primals, tangents, optimize=False):
     return y, dot
 
 
+@primitive
+def einsum_view(subscripts, operand, optimize=False):
+    """`np.einsum(subscripts, operand)` where NumPy returns a view of the operand (a diagonal,
+    'ii->i', or a transpose): a write into the result reaches the operand, as in NumPy."""
+    return np.einsum(subscripts, operand, optimize=optimize)
+
+
+@rrule(einsum_view)
+def _einsum_view_rule(subscripts, operand, optimize=False):
+    y = einsum_view(subscripts, operand, optimize=optimize)
+    positions = np.ravel(element_positions(concrete_of(y), concrete_of(operand)))  # where each element sits in the operand
+    shape = np.shape(operand)
+
+    def back(g):
+        return None, Thunk(lambda: np.reshape(unindex(np.ravel(g), positions, (int(np.prod(shape)),)), shape))
+
+    return y, back
+
+
+@forward_rule(einsum_view)
+def _einsum_view_frule(primals, tangents, optimize=False):
+    (subscripts, operand), (_, t) = primals, tangents
+    y = einsum_view(subscripts, operand, optimize=optimize)
+    return y, None if t is None else np.einsum(subscripts, t, optimize=optimize).copy()
+
+
 @composite(np.einsum, args="*operands", notes="""A subscripts string and operands, or the interleaved
            operand/sublist form; an index repeated within one operand takes its diagonal ('ii->i',
-           'ii', 'iij,jk->ik').""")
+           'ii', 'iij,jk->ik'). Where NumPy returns a view of a single operand ('ii->i', 'ij->ji'), so
+           does pullback: writes into it reach the operand.""")
 def einsum(*operands, out=None, optimize=False, **kwargs):
     if out is not None or kwargs:
         raise TypeError("numpy.einsum on tracked values does not support out=, dtype=, order= or casting=")
@@ -207,6 +236,13 @@ def einsum(*operands, out=None, optimize=False, **kwargs):
     else:
         subscripts, arrays = _sublist_subscripts(operands)
     np.einsum(subscripts, *(np.empty(np.shape(a), dtype=bool) for a in arrays))  # NumPy checks the subscripts
+    if len(arrays) == 1 and type(concrete_of(arrays[0])) is np.ndarray:
+        plain = concrete_of(arrays[0])
+        if np.may_share_memory(np.einsum(subscripts, plain, optimize=optimize), plain):
+            view = einsum_view(subscripts, arrays[0], optimize=optimize)
+            if isinstance(view, Traced) and isinstance(arrays[0], Traced):
+                mark_view(view, arrays[0])
+            return view
     terms, output = _parse_einsum(subscripts, [np.shape(a) for a in arrays])
     pairs = [_diagonals(t, a) for t, a in zip(terms, arrays)]
     explicit = ",".join(t for t, _ in pairs) + "->" + output
