@@ -14,8 +14,8 @@ from .._extend import primitive, rrule
 from .._inplace import concrete_of, element_positions, mark_view
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from .indexing import unindex
 from ._register import add_tangents, bilinear_forward, composite, forward_rule, rule, with_numpy_value
+from .indexing import unindex
 
 
 def _swap(a):
