@@ -389,6 +389,25 @@ def test_a_jitted_gradient_follows_writes_through_views_as_eager(f):
     assert pb.check_gradient(f, np.array([0.5, 1.5, -0.7, 2.0]))
 
 
+def test_lstsq_and_polyfit_inside_a_jitted_gradient_and_a_rank_that_changes():
+    """lstsq's residuals exist only at full column rank: the rank is a guard of the trace."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((5, 3)), np.arange(5.0)
+    step = pb.jit(lambda a, b: pb.withgradient(lambda a: np.sum(np.linalg.lstsq(a, b)[1]), a))
+    deficient = a.copy()
+    deficient[:, 2] = deficient[:, 0]
+    for m in (a, deficient, a):
+        eager = pb.withgradient(lambda a: np.sum(np.linalg.lstsq(a, b)[1]), m)
+        got = step(m, b)
+        np.testing.assert_allclose(got.val, eager.val, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got.grad[0], eager.grad[0], rtol=1e-9, atol=1e-12)
+    assert step.cache_info().traces == 2
+    fit = pb.jit(lambda y: pb.withgradient(lambda y: np.sum(np.polyfit(np.arange(5.0), y, 2) ** 2), y))
+    for y in (b, b ** 2):
+        eager = pb.withgradient(lambda y: np.sum(np.polyfit(np.arange(5.0), y, 2) ** 2), y)
+        np.testing.assert_allclose(fit(y).grad[0], eager.grad[0], rtol=1e-10)
+
+
 def test_writes_into_the_arrays_it_was_given_reach_the_callers_arrays_as_without_jit():
     def f(x, y):
         x[0] = x[1] * 3.0  # into an argument
