@@ -400,7 +400,10 @@ def test_lstsq_and_polyfit_inside_a_jitted_gradient_and_a_rank_that_changes():
         eager = pb.withgradient(lambda a: np.sum(np.linalg.lstsq(a, b)[1]), m)
         got = step(m, b)
         np.testing.assert_allclose(got.val, eager.val, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(got.grad[0], eager.grad[0], rtol=1e-9, atol=1e-12)
+        if m is deficient:  # no residuals: the sum is a constant 0
+            assert got.val == 0.0 and got.grad[0] is None and eager.grad[0] is None
+        else:
+            np.testing.assert_allclose(got.grad[0], eager.grad[0], rtol=1e-9, atol=1e-12)
     assert step.cache_info().traces == 2
     fit = pb.jit(lambda y: pb.withgradient(lambda y: np.sum(np.polyfit(np.arange(5.0), y, 2) ** 2), y))
     for y in (b, b ** 2):
