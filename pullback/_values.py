@@ -231,7 +231,7 @@ class Traced:
 
     @property
     def strides(self):
-        return np.asarray(stop_gradient(self)).strides
+        return stop_gradient(self).strides  # the plain value's (a Dask array has none, as without pullback)
 
     @property
     def device(self):

@@ -47,6 +47,23 @@ CASES = {
 }
 
 
+NORMS = [(np.linalg.norm, V, o, {}) for o in (None, 2, 1, np.inf, -np.inf, 0, -1, 3, 0.5)] + \
+        [(np.linalg.norm, A, o, {}) for o in (None, "fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf)] + \
+        [(np.linalg.norm, A, o, {"axis": 1}) for o in (None, 1, 3)] + \
+        [(np.linalg.vector_norm, A.reshape(5, 8, 50), o, {"axis": axis, "keepdims": keep})
+         for o in (2, 1, np.inf, 3, 0) for axis in (None, 1, (0, 2), (2, 0)) for keep in (False, True)] + \
+        [(np.linalg.matrix_norm, A.reshape(2, 20, 50), o, {}) for o in ("fro", "nuc", 2, -2, 1, np.inf)]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_every_norm_keeps_numpys_value(dtype):
+    for fn, x, order, options in NORMS:
+        x = x.astype(dtype)
+        got = pb.pullback(lambda x: fn(x, ord=order, **options) if fn is not np.linalg.norm else fn(x, order, **options), x)[0]
+        want = fn(x, ord=order, **options) if fn is not np.linalg.norm else fn(x, order, **options)
+        np.testing.assert_array_equal(got, want, strict=True, err_msg=f"{fn.__name__} ord={order} {options}")
+
+
 def _assert_numpy_value(got, want):
     for g, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:
         np.testing.assert_array_equal(pb.stop_gradient(g), w, strict=True)

@@ -9,44 +9,47 @@ import numpy as np
 from .._arrays import speaks_nep18
 from .._extend import primitive, rrule
 from .._values import stop_gradient
-from ._register import composite, forward_in_first
+from ._register import composite, forward_in_first, with_numpy_value
 from .reductions import expand_to
 
 
 @primitive
-def euclidean_norm(x, axis, keepdims):
-    """The 2-norm of `x` over `axis` (None: all of it; a tuple: several axes, Frobenius for two)."""
+def euclidean_norm(x, axis, keepdims, vector=False):
+    """The 2-norm of `x` over `axis` (None: all of it; a tuple: several axes, Frobenius for two), as
+    `np.linalg.norm` computes it, or `np.linalg.vector_norm` with `vector` (they round differently)."""
     if speaks_nep18(type(x)):  # Dask has no vector_norm (NumPy's would compute it); CuPy computes this as fast
         return np.sqrt(np.sum(np.real(x * np.conjugate(x)), axis=axis, keepdims=keepdims))
-    return np.linalg.vector_norm(x, axis=axis, keepdims=keepdims)
+    if vector:
+        return np.linalg.vector_norm(x, axis=axis, keepdims=keepdims)
+    return np.linalg.norm(x, axis=axis, keepdims=keepdims)
 
 
 @rrule(euclidean_norm)
-def _euclidean_rule(x, axis, keepdims):
-    y = euclidean_norm(x, axis, keepdims)
+def _euclidean_rule(x, axis, keepdims, vector=False):
+    y = euclidean_norm(x, axis, keepdims, vector)
     shape = np.shape(x)
 
     def back(g):
         norm = expand_to(y, shape, axis, keepdims)
         zero = norm == 0
         share = np.where(zero, 0.0, expand_to(g, shape, axis, keepdims) / np.where(zero, 1.0, norm))
-        return (share * (np.conjugate(x) if np.iscomplexobj(x) else x), None, None)
+        return (share * (np.conjugate(x) if np.iscomplexobj(x) else x), None, None, None)
 
     return y, back
 
 
 @forward_in_first(euclidean_norm)
-def _euclidean_frule(t, x, axis, keepdims):
-    y = euclidean_norm(x, axis, keepdims)
+def _euclidean_frule(t, x, axis, keepdims, vector=False):
+    y = euclidean_norm(x, axis, keepdims, vector)
     zero = y == 0
     pairing = np.real(np.sum(np.conjugate(x) * t, axis=axis, keepdims=keepdims)) if np.iscomplexobj(x) else \
         np.sum(x * t, axis=axis, keepdims=keepdims)
     return y, np.where(zero, 0.0, pairing / np.where(zero, 1.0, y))
 
 
-def _vector_norm(x, ord, axis, keepdims):
+def _vector_norm(x, ord, axis, keepdims, vector=False):
     if ord is None or ord == 2:
-        return euclidean_norm(x, axis, keepdims)
+        return euclidean_norm(x, axis, keepdims, vector)
     if ord == np.inf:
         return np.max(np.abs(x), axis=axis, keepdims=keepdims)
     if ord == -np.inf:
@@ -68,9 +71,10 @@ def _matrix_norm(x, ord, axes, keepdims):
     if ord is None or ord == "fro":
         y = euclidean_norm(x, (row, col), keepdims)
         return y
-    if ord in ("nuc", 2, -2):
+    if ord in ("nuc", 2, -2):  # NumPy's own value: the singular values alone round differently from svd's
         s = np.linalg.svd(np.moveaxis(x, (row, col), (-2, -1)), compute_uv=False)
         y = {"nuc": np.sum, 2: np.max, -2: np.min}[ord](s, axis=-1)
+        y = with_numpy_value(y, np.linalg.norm, x, ord, (row, col))
     elif ord in (1, -1):
         pick = np.max if ord == 1 else np.min
         y = pick(np.sum(np.abs(x), axis=row), axis=col - 1 if col > row else col)
@@ -84,7 +88,7 @@ def _matrix_norm(x, ord, axes, keepdims):
     return y
 
 
-@composite(np.linalg.norm, args="x", numpy_value=True, notes="""All vector and matrix orders. At a zero vector the
+@composite(np.linalg.norm, args="x", notes="""All vector and matrix orders. At a zero vector the
       2-norm gets gradient 0 (a subgradient). Orders 2, -2 and 'nuc' go through the singular values
       (see svd); ord=0 counts nonzeros and has no gradient.""")
 def norm(x, ord=None, axis=None, keepdims=False):
@@ -104,23 +108,25 @@ def norm(x, ord=None, axis=None, keepdims=False):
     raise ValueError("Improper number of dimensions to norm.")
 
 
-@composite(np.linalg.vector_norm, args="x", numpy_value=True, notes="As `norm` for vectors; `axis` may be a tuple.")
+@composite(np.linalg.vector_norm, args="x", notes="As `norm` for vectors; `axis` may be a tuple.")
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     if ord in (None, 2):
-        return euclidean_norm(x, axis, keepdims)
+        return euclidean_norm(x, axis, keepdims, True)
     if axis is None:
-        result = _vector_norm(np.ravel(x), ord, 0, False)
+        result = _vector_norm(np.ravel(x), ord, 0, False, True)
         return np.reshape(result, (1,) * np.ndim(x)) if keepdims else result
-    if isinstance(axis, tuple):
-        moved = np.moveaxis(x, axis, tuple(range(-len(axis), 0)))
-        flat = np.reshape(moved, np.shape(moved)[:np.ndim(x) - len(axis)] + (-1,))
-        result = _vector_norm(flat, ord, -1, False)
+    if isinstance(axis, tuple):  # as NumPy does it: the axes moved first and merged into one
+        axes = tuple(k % np.ndim(x) for k in axis)
+        rest = tuple(k for k in range(np.ndim(x)) if k not in axes)
+        moved = np.transpose(x, axes + rest)
+        flat = np.reshape(moved, (-1,) + tuple(np.shape(x)[k] for k in rest))
+        result = _vector_norm(flat, ord, 0, False, True)
         if keepdims:
             result = np.expand_dims(result, tuple(sorted(k % np.ndim(x) for k in axis)))
         return result
-    return _vector_norm(x, ord, axis, keepdims)
+    return _vector_norm(x, ord, axis, keepdims, True)
 
 
-@composite(np.linalg.matrix_norm, args="x", numpy_value=True, notes="As `norm` over the last two axes.")
+@composite(np.linalg.matrix_norm, args="x", notes="As `norm` over the last two axes.")
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     return _matrix_norm(x, ord, (-2, -1), keepdims)
