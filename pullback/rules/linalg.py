@@ -178,8 +178,8 @@ def _det_phase_frule(t, a):
 
 
 @composite(np.linalg.slogdet, args="a", notes="""`logabsdet` is differentiable (a singular matrix,
-      where it is -inf, raises in the derivative only); `sign` has no gradient for a real matrix, and is det / |det| (differentiable) for a
-      complex one.""")
+      where it is -inf, raises in the derivative only); `sign` has no gradient for a real matrix,
+      and is det / |det| (differentiable) for a complex one.""")
 def slogdet(a):
     sign = det_phase(a) if np.iscomplexobj(a) else np.linalg.slogdet(stop_gradient(a))[0]
     return _SLOGDET(sign, logabsdet(a))
