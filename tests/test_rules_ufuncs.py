@@ -515,3 +515,29 @@ def test_a_derivative_naming_a_value_the_rule_does_not_have_is_refused_at_regist
     assert _reads(lambda g, a, y: g * a / y, ("a", "b", "y")) == (0, 2)
     with pytest.raises(TypeError, match=r"takes \['z'\]; a derivative takes g and any of \('x', 'y'\)"):
         _reads(lambda g, z: g * z, ("x", "y"))
+
+
+@pytest.mark.parametrize("ufunc, derivative", [(np.sin, np.cos), (np.cos, lambda x: -np.sin(x))])
+@pytest.mark.parametrize("shape", [(3 * 65536 + 7,), (300, 1000), (2, 65536)])
+def test_sin_cos_of_large_float32_are_blocked_yet_exact(ufunc, derivative, shape):
+    """Large float32 sin/cos backward passes run a cached block at a time (`times_of`): the
+    gradient is still exactly the product g * f'(x) NumPy computes in one pass, in both modes."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-3, 3, shape).astype(np.float32)
+    w = rng.uniform(-1, 1, shape).astype(np.float32)
+    (g,) = pb.gradient(lambda v: np.sum(ufunc(v) * w), x)
+    np.testing.assert_array_equal(g, w * derivative(x), strict=True)
+    _, t = pb.jvp(ufunc, (x,), (w,))
+    np.testing.assert_array_equal(t, w * derivative(x), strict=True)
+
+
+def test_blocked_product_falls_back_where_blocks_do_not_apply():
+    from pullback.rules.ufuncs import times_of
+
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-3, 3, (400, 400)).astype(np.float32)
+    for g, v in [(np.float32(2.0), x),  # a broadcast cotangent
+                 (np.ones((400, 400), np.float32), x.T),  # a transposed input
+                 (np.ones((400, 400), np.float64), x),  # mixed dtypes promote as NumPy does
+                 (np.ones((400, 400)), x.astype(np.float64))]:
+        np.testing.assert_array_equal(times_of(g, np.cos, v), g * np.cos(v), strict=True)
