@@ -235,49 +235,50 @@ def _is_array(x):
 def _signature(args, kwargs):
     """(input arrays in walk order, hashable signature, whether a traced value is among them).
 
-    An object met at several places is one input of the trace, so where it recurs is part of the
-    signature: f(x, x) and f(x, y) run different programs.
+    The signature lists, in the walk's (post-)order, each leaf's type with its shape and dtype
+    (or its value, for a constant), each container's type with its children's keys, and each
+    later place of an object already met. The walk order and the children's keys fix every
+    place, so no path is formatted (a model has hundreds). An object met at several places is
+    one input of the trace, so where it recurs is part of the signature: f(x, x) and f(x, y)
+    run different programs; so is each container's type (a list and a tuple, or two classes
+    with the same fields, may run different code).
     """
     if not kwargs and all(type(a) is np.ndarray for a in args) and len({id(a) for a in args}) == len(args):
         return list(args), tuple((a.shape, a.dtype.str) for a in args), False
-    arrays, key, traced = [], [], False
-    for path, leaf in _leaves_and_recurrences((args, kwargs), key):
-        if isinstance(leaf, Symbol):
-            traced = True
-        elif isinstance(leaf, np.ndarray) and type(leaf) is not np.ndarray:
-            raise JitError(f"pb.jit: the argument at {path.format('args')} is a {type(leaf).__name__}, a subclass of "
-                           "numpy.ndarray whose behaviour a replay would not keep. Pass np.asarray(...) of it.")
-        elif _is_array(leaf):
-            arrays.append(leaf)
-            key.append((str(path), type(leaf), leaf.shape, leaf.dtype.str))
-        elif isinstance(leaf, np.random.Generator) or type(leaf) in (int, float, complex):
-            arrays.append(leaf)  # an input: draws and arithmetic replay with each call's value
-            key.append((str(path), type(leaf)))
-        else:
-            key.append((str(path), type(leaf), _static_value(leaf)))
-    return arrays, tuple(key), traced
-
-
-def _leaves_and_recurrences(arguments, key):
-    """`(path, leaf)` at each leaf's first place; the type of each container, and each later place
-    of an object already met, go to `key` (a list and a tuple, or two classes with the same
-    fields, may run different code)."""
-    found = []
+    arrays, key = [], []
+    traced = False
 
     def leaf(value, parts, path):
-        found.append((path, value))
-        return path
+        nonlocal traced
+        if isinstance(value, Symbol):
+            traced = True
+        elif isinstance(value, np.ndarray) and type(value) is not np.ndarray:
+            raise JitError(f"pb.jit: the argument at {path.format('args')} is a {type(value).__name__}, a subclass "
+                           "of numpy.ndarray whose behaviour a replay would not keep. Pass np.asarray(...) of it.")
+        elif _is_array(value):
+            arrays.append(value)
+            key.append((type(value), value.shape, value.dtype.str))
+        elif isinstance(value, np.random.Generator) or type(value) in (int, float, complex):
+            arrays.append(value)  # an input: draws and arithmetic replay with each call's value
+            key.append((type(value),))
+        else:
+            key.append((type(value), _static_value(value)))
+        return len(key)  # the place of this leaf in the signature, for a later place to name
 
     def container(value, kind, old, new, parts, path, shell):
-        key.append(("container", str(path), type(value)))
-        return path
+        key.append(("container", type(value), tuple(old)))
+        return len(key)
 
-    def recur(value, first_path, parts, path):
-        key.append(("again", str(path), str(first_path)))
-        return first_path
+    def recur(value, first, parts, path):
+        key.append(("again", first))
+        return first
 
-    tree.walk(arguments, leaf, container, repeat=recur, cycle=lambda value, kind, path: path)
-    return found
+    def cycle(value, kind, path):
+        key.append(("cycle", type(value)))
+        return len(key)
+
+    tree.walk((args, kwargs), leaf, container, repeat=recur, cycle=cycle)
+    return arrays, tuple(key), traced
 
 
 def _static_value(leaf):

@@ -158,6 +158,22 @@ def test_the_type_of_each_container_is_part_of_the_signature():
     assert step.cache_info().signatures == 2
 
 
+def test_the_names_and_order_of_the_parts_are_part_of_the_signature():
+    """Containers with the same types and shapes but other keys, fields or nesting run other code."""
+    x, y = np.array([1.0, 2.0]), np.array([5.0, 7.0])
+    by_name = pb.jit(lambda d: d["a"] * 2.0 if "a" in d else d["b"] * 3.0)
+    np.testing.assert_array_equal(by_name({"a": x}), x * 2.0)
+    np.testing.assert_array_equal(by_name({"b": x}), x * 3.0)
+    first = pb.jit(lambda d: next(iter(d.values())) * 1.0)
+    np.testing.assert_array_equal(first({"a": x, "b": y}), x)
+    np.testing.assert_array_equal(first({"b": y, "a": x}), y)
+    nesting = pb.jit(lambda p: p[0][0] * 2.0 if isinstance(p[0], list) else p[0] * 3.0)
+    np.testing.assert_array_equal(nesting([[x], y]), x * 2.0)
+    np.testing.assert_array_equal(nesting([x, [y]]), x * 3.0)
+    np.testing.assert_array_equal(nesting([[y], x]), y * 2.0)
+    assert nesting.cache_info().signatures == 2
+
+
 def test_python_numbers_replay_with_python_semantics():
     def f(x, lr, step):
         step = step + 1
