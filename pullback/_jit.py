@@ -236,9 +236,9 @@ def _signature(args, kwargs):
     """(input arrays in walk order, hashable signature, whether a traced value is among them).
 
     The signature lists, in the walk's (post-)order, each leaf's type with its shape and dtype
-    (or its value, for a constant), each container's type with its children's keys, and each
-    later place of an object already met. The walk order and the children's keys fix every
-    place, so no path is formatted (a model has hundreds). An object met at several places is
+    (or its value, for a constant), each container's type with its children's keys (and their
+    types), and each later place of an object already met. The walk order and the children's
+    keys fix every place, so no path is formatted (a model has hundreds). An object met at several places is
     one input of the trace, so where it recurs is part of the signature: f(x, x) and f(x, y)
     run different programs; so is each container's type (a list and a tuple, or two classes
     with the same fields, may run different code).
@@ -266,7 +266,7 @@ def _signature(args, kwargs):
         return len(key)  # the place of this leaf in the signature, for a later place to name
 
     def container(value, kind, old, new, parts, path, shell):
-        key.append(("container", type(value), tuple(old)))
+        key.append(("container", type(value), tuple(old), tuple(map(type, old))))  # {1: x} is not {True: x}
         return len(key)
 
     def recur(value, first, parts, path):

@@ -172,6 +172,9 @@ def test_the_names_and_order_of_the_parts_are_part_of_the_signature():
     np.testing.assert_array_equal(nesting([x, [y]]), x * 3.0)
     np.testing.assert_array_equal(nesting([[y], x]), y * 2.0)
     assert nesting.cache_info().signatures == 2
+    by_key_type = pb.jit(lambda d: next(iter(d.values())) * (2.0 if type(next(iter(d))) is bool else 3.0))
+    np.testing.assert_array_equal(by_key_type({True: x}), x * 2.0)
+    np.testing.assert_array_equal(by_key_type({1: x}), x * 3.0)  # equal keys of another type
 
 
 def test_python_numbers_replay_with_python_semantics():
