@@ -66,6 +66,16 @@ def is_foreign_array_type(cls):
     return found
 
 
+def numpy_backed(x):
+    """Whether `x` is a NumPy array, or `pb.jit`'s stand-in for one (its replay computes with
+    NumPy): not a value being differentiated again, nor another library's array.
+
+    >>> numpy_backed(np.ones(2)), numpy_backed(1.0)
+    (True, False)
+    """
+    return type(x) is np.ndarray or getattr(type(x), "_concrete", None) is not None
+
+
 def dtype_kind(x):
     """The NumPy dtype kind (`"f"`, `"c"`, `"i"`, ...) of an array of another library.
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
+from .._arrays import numpy_backed
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._values import stop_gradient
@@ -24,7 +25,7 @@ def _moments(x2):
     inv_m = 1.0 / x2.shape[0]
     mean = np.sum(x2, axis=0) * inv_m
     centred = x2 - mean
-    if type(centred) is np.ndarray:
+    if numpy_backed(centred):
         return mean, np.einsum("ij,ij->j", centred, centred) * inv_m
     return mean, np.sum(centred * centred, axis=0) * inv_m
 
@@ -38,7 +39,7 @@ def _affine(x2, mean, var, scale, shift, eps):
 
 def _products(g2, x2):
     """Per-channel sums of g2 and of g2 * x2."""
-    if type(g2) is np.ndarray and type(x2) is np.ndarray:
+    if numpy_backed(g2) and numpy_backed(x2):
         return np.sum(g2, axis=0), np.einsum("ij,ij->j", g2, x2)
     return np.sum(g2, axis=0), np.sum(g2 * x2, axis=0)
 
@@ -54,7 +55,7 @@ def _batch_norm(x, scale, shift, *, mean, var, eps):
 def _batch_norm_rule(x, scale, shift, *, mean, var, eps):
     shape, c = x.shape, x.shape[-1]
     x2 = np.reshape(x, (-1, c))
-    if type(x) is not np.ndarray:  # differentiated again: the moments must be functions of x
+    if not numpy_backed(x):  # differentiated again: the moments must be functions of x
         mean, var = _moments(x2)
     y, invstd = _affine(x2, mean, var, scale, shift, eps)
     inv_m = 1.0 / x2.shape[0]
