@@ -111,6 +111,15 @@ def test_import_times_measured_for_numpy_and_pullback(quick):
         assert 0 < imports[module]["import_s"] < 30
 
 
+def test_fresh_processes_cache_compiled_modules_as_installed_packages_do(monkeypatch):
+    """A fresh process may write compiled modules even when this one may not: pip compiled the
+    peers' modules at install, and pullback's would otherwise be compiled again in every process."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    code = "import sys; print(sys.flags.dont_write_bytecode)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "1"
+    assert fresh._run([sys.executable, "-c", code], 60).strip() == "0"
+
+
 def test_scaling_covers_three_decades_with_a_fitted_exponent(quick):
     s = quick["data"]["scaling"]
     assert s["ops"] == [100, 1000, 10000]

@@ -112,8 +112,13 @@ def first_gradients(workload, systems, *, quick, repeats=1, timeout=600, skip=No
 
 
 def _run(cmd, timeout):
+    # Compiled modules are cached as users' are: pip compiles an installed package's modules, and
+    # a source checkout writes them on first import. With PYTHONDONTWRITEBYTECODE passed on, every
+    # process would compile pullback (imported from its source tree) afresh, 180 ms of its import
+    # here, while the peers load the files pip compiled.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"{' '.join(cmd[1:])} took more than {timeout} s") from None
     if proc.returncode != 0:
