@@ -238,10 +238,10 @@ def _signature(args, kwargs):
     The signature lists, in the walk's (post-)order, each leaf's type with its shape and dtype
     (or its value, for a constant), each container's type with its children's keys (and their
     types), and each later place of an object already met. The walk order and the children's
-    keys fix every place, so no path is formatted (a model has hundreds). An object met at several places is
-    one input of the trace, so where it recurs is part of the signature: f(x, x) and f(x, y)
-    run different programs; so is each container's type (a list and a tuple, or two classes
-    with the same fields, may run different code).
+    keys fix every place, so no path is formatted (a model has hundreds). An object met at
+    several places is one input of the trace, so where it recurs is part of the signature:
+    f(x, x) and f(x, y) run different programs; so is each container's type (a list and a
+    tuple, or two classes with the same fields, may run different code).
     """
     if not kwargs and all(type(a) is np.ndarray for a in args) and len({id(a) for a in args}) == len(args):
         return list(args), tuple((a.shape, a.dtype.str) for a in args), False
