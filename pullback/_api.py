@@ -118,13 +118,16 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_
     >>> pb.value_and_grad(lambda x: np.sum(x ** 2))(np.array([3.0]))
     (np.float64(9.0), array([6.]))
     """
-    wanted = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-    single = isinstance(argnums, int)
+    single = isinstance(argnums, (int, np.integer))
+    wanted = (argnums,) if single else tuple(argnums) if isinstance(argnums, Sequence) else ()
+    if not wanted or not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in wanted):
+        raise TypeError(f"argnums should be an int or a sequence of ints (positions of arguments), not {argnums!r}")
 
     def value_and_gradient_of_f(*args, **kwargs):
         positions = [a % len(args) if -len(args) <= a < len(args) else _bad_argnum(a, len(args)) for a in wanted]
         with collector_paused():
-            tape, out, plans = trace_call(f, args, kwargs, positions)
+            # a position asked for twice is differentiated once and its gradient given at both places
+            tape, out, plans = trace_call(f, args, kwargs, list(dict.fromkeys(positions)))
             try:
                 if has_aux:
                     if not (isinstance(out, tuple) and len(out) == 2):
@@ -133,7 +136,7 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_
                 else:
                     primary = out
                 grads = _gradients(tape, primary, plans)
-                picked = tuple(grads[p] for p in positions)
+                picked = tuple(grads[p] if p not in positions[:k] else _copy_of(grads[p]) for k, p in enumerate(positions))
                 return _untrack(out, tape), picked[0] if single else picked
             finally:
                 _release(tape)
@@ -155,6 +158,11 @@ def stop_gradient(x: Any) -> Any:
     if tree.kind_of(x) is None:  # an array, a number, a traced value
         return plain_value(x)
     return tree.fmap(plain_value, x)
+
+
+def _copy_of(grad):
+    """A gradient handed out a second time: its arrays copied, so that no two results share memory."""
+    return tree.fmap(lambda a: a.copy() if isinstance(a, np.ndarray) else a, grad)
 
 
 def _bad_argnum(a, n):

@@ -198,7 +198,9 @@ class Jitted:
             def rebuild(outputs, arrays):
                 return build(outputs)
 
-        concrete = rebuild([trace.values[v.slot] for v in out_leaves] + [trace.values[slot] for _, slot in written], arrays)
+        inputs = [trace.values[slot] for slot in trace.inputs]
+        concrete = rebuild([_handed_out(trace.values[v.slot], inputs) for v in out_leaves]
+                           + [trace.values[slot] for _, slot in written], arrays)
         return concrete, (program, rebuild)
 
 
@@ -222,6 +224,15 @@ def _refuse_changed_arguments(before, after):
 def _fresh(leaf):
     """A constant array output, copied so a caller writing into it cannot change later replays."""
     return leaf.copy() if isinstance(leaf, np.ndarray) else leaf
+
+
+def _handed_out(value, inputs):
+    """The traced call's result `value` as the caller gets it: a copy, unless it is an argument or a
+    view of one (the trace keeps its values, and a constant among them would be replayed as the
+    caller left it)."""
+    if type(value) is not np.ndarray or any(np.may_share_memory(value, x) for x in inputs if type(x) is np.ndarray):
+        return value
+    return value.copy()
 
 
 def _is_input(x):

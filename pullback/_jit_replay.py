@@ -260,7 +260,7 @@ def compile_trace(trace, output_slots, fuse=False):
         namespace[f"dtype{k}"] = dtype
         head.append(f"    b{k} = empty({shape!r}, dtype{k})")
     namespace["empty"] = np.empty
-    outs = ", ".join(f"s{s}" for s in output_slots)
+    outs = ", ".join(f"s{s}.copy()" if _is_kept(trace, s, namespace) else f"s{s}" for s in output_slots)
     source = "\n".join(parts_source + head + body + [f"    return [{outs}]"])
     exec(compile(source, "<pb.jit program>", "exec"), namespace)
     make_fused = None
@@ -271,6 +271,19 @@ def compile_trace(trace, output_slots, fuse=False):
     return Program(namespace["program"], source, len(live), n_in_place,
                    [planner.buffers[k] for k in arena] + slab_specs, make_fused,
                    n_kernels=len({first for first, _ in kernel_of.values()}))
+
+
+def _is_kept(trace, slot, namespace):
+    """Whether output `slot` would be an array the program keeps from call to call (a constant of
+    the trace, or a read-only view of one): each call then hands out a copy, as an eager call
+    hands out a new array, so that a caller writing into one result changes no other."""
+    value = trace.values[slot]
+    if type(value) is not np.ndarray:
+        return False
+    if any(np.may_share_memory(value, trace.values[i]) for i in trace.inputs):
+        return False  # an argument, or a view of one: the plain function hands out the same
+    constants = [c for c in namespace.values() if type(c) is np.ndarray]
+    return not value.flags.writeable or any(np.may_share_memory(value, c) for c in constants)
 
 
 def _segments(trace, live, guards_after, planner, placed, joins, min_length=1, dtype=False):

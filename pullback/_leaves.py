@@ -81,7 +81,8 @@ class Arguments:
         # the common call, arrays and numbers only, takes a short path with the same results
         self._flat = not any(tree.kind_of(a) is not None for a in (*self.args, *self.kwargs.values()))
         chosen = tuple(self.args[i] for i in self.positions)
-        self._trainable = _flat_trainable_ids(chosen) if self._flat else _trainable_ids(chosen)
+        self._trainable = (_flat_trainable_ids(chosen, self.positions) if self._flat
+                           else _trainable_ids(chosen, self.positions))
         self._array_index = {}
         self._place_index = {}
 
@@ -226,20 +227,21 @@ def _is_root_argument(path, chosen):
     return len(path) == 2 and path[0][0] == 0 and path[1][0] in chosen
 
 
-def _flat_trainable_ids(values):
+def _flat_trainable_ids(values, positions):
     """`_trainable_ids` for arguments that are all leaves."""
     found = set()
-    for x in values:
+    for x, i in zip(values, positions):
         if isinstance(x, (np.ndarray, np.generic)) or _is_tracked_value(x) or is_foreign_array(x):
             if _is_float_array(x):
                 found.add(id(x))
             else:
-                _refuse_untrackable(x, None)
+                _refuse_untrackable(x, f"argument {i}")
     return found
 
 
-def _trainable_ids(roots):
-    """Ids of the arrays (float, at trainable places) and containers reachable trainably from `roots`."""
+def _trainable_ids(roots, positions):
+    """Ids of the arrays (float, at trainable places) and containers reachable trainably from `roots`,
+    the arguments at `positions`."""
     found = set()
 
     def leaf(x, parts, path):
@@ -247,7 +249,7 @@ def _trainable_ids(roots):
             if _is_float_array(x):
                 found.add(id(x))
             else:
-                _refuse_untrackable(x, None)
+                _refuse_untrackable(x, tree.Path(path[1:]).format(f"argument {positions[path[0][0]]}"))
 
     def node(x, kind, old, new, parts, path, shell):
         found.add(id(x))
@@ -277,6 +279,12 @@ def _refuse_untrackable(x, where):
     """
     subclass = isinstance(x, np.ndarray) and type(x) is not np.ndarray
     other_number = isinstance(x, (fractions.Fraction, decimal.Decimal))
+    if type(x) is np.ndarray and x.dtype == object and any(isinstance(v, (float, complex, np.inexact)) for v in x.flat):
+        where = str(where) if where is not None else "an argument"
+        raise TypeError(
+            f"{where[0].upper() + where[1:]} is a NumPy array of dtype object holding floats, which pullback cannot differentiate (it "
+            "tracks float and complex arrays). Convert it with x.astype(float), or pass it by keyword if it is a constant."
+        )
     if not (subclass or other_number):
         return
     where = str(where) if where is not None else "an argument"

@@ -358,7 +358,10 @@ def _install_operators():
 
     def inplace(ufunc):
         def op(self, other):
-            return in_place(self, forward(ufunc)(self, other))
+            new = forward(ufunc)(self, other)
+            if holds_array(self):
+                _refuse_unsafe_cast(ufunc, (self, other), new, self.dtype, "same_kind", {})
+            return in_place(self, new)
         return op
 
     for name, ufunc in pairs.items():
@@ -378,7 +381,7 @@ def _install_methods():
         "sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
         "var": np.var, "std": np.std, "cumsum": np.cumsum, "cumprod": np.cumprod,
         "swapaxes": np.swapaxes, "squeeze": np.squeeze,
-        "ravel": np.ravel, "copy": np.copy, "clip": np.clip,
+        "ravel": np.ravel, "clip": np.clip,
         "dot": np.dot, "trace": np.trace, "diagonal": np.diagonal, "repeat": np.repeat,
         "take": np.take, "argmax": np.argmax, "argmin": np.argmin, "argsort": np.argsort,
         "nonzero": np.nonzero, "round": np.round,
@@ -398,6 +401,9 @@ def _install_methods():
             axes = axes[0]
         return FUNCTIONS[np.transpose](self, axes or None)
 
+    def copy(self, order="C"):  # C order by default, where np.copy keeps the layout ("K")
+        return FUNCTIONS[np.copy](self, order=order)
+
     def flatten(self, order="C"):
         return FUNCTIONS[np.copy](FUNCTIONS[np.ravel](self, order))  # a copy, unlike ravel
 
@@ -410,7 +416,7 @@ def _install_methods():
         return FUNCTIONS[astype](self, dtype)
 
     Traced.reshape, Traced.transpose, Traced.astype = reshape, transpose, astype_method
-    Traced.flatten, Traced.conj, Traced.conjugate = flatten, conj, conj
+    Traced.flatten, Traced.conj, Traced.conjugate, Traced.copy = flatten, conj, conj, copy
 
 
 def _method(fn):
@@ -560,8 +566,9 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
         rule = UFUNC_RULES.get(ufunc)
         if rule is None:
             raise missing_rule(ufunc)
-        y = apply(rule, inputs)
-        return y if dtype is None else FUNCTIONS[astype](y, dtype)
+        if dtype is not None:
+            inputs = _cast_to_loop(ufunc, inputs, dtype)
+        return apply(rule, inputs)
     if method == "reduce":
         reduction = _REDUCTIONS.get(ufunc)
         if reduction is not None:
@@ -569,8 +576,11 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
             dtype = kwargs.pop("dtype", None)
             if kwargs.get("initial", np._NoValue) is np._NoValue:
                 kwargs.pop("initial", None)
-            y = FUNCTIONS[reduction](*inputs, **kwargs)
-            return y if dtype is None else FUNCTIONS[astype](y, dtype)
+            if dtype is not None and reduction in (np.sum, np.prod):  # NumPy's own reduction in that dtype
+                kwargs["dtype"] = dtype
+            elif dtype is not None:  # max and min are exact: casting first gives NumPy's values
+                inputs = (FUNCTIONS[astype](inputs[0], dtype),) + inputs[1:]
+            return FUNCTIONS[reduction](*inputs, **kwargs)
     if method == "outer" and ufunc in UFUNC_RULES:
         a, b = inputs
         return ufunc(FUNCTIONS[np.reshape](a, np.shape(a) + (1,) * np.ndim(b)), b)
@@ -585,10 +595,38 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
     )
 
 
+def _cast_to_loop(ufunc, inputs, dtype):
+    """`inputs` cast to the dtypes of the loop NumPy picks for `ufunc(*inputs, dtype=dtype)`: NumPy
+    casts the inputs and computes in that loop, so the values come out the same."""
+    def described(x):  # Python numbers stay weak, as NumPy reads them
+        value = stop_gradient(x)
+        return type(value) if type(value) in (int, float, complex) else dtype_of(value)
+
+    given = tuple(described(x) for x in inputs)
+    try:
+        loop = ufunc.resolve_dtypes(given + (None,) * ufunc.nout, signature=(None,) * ufunc.nin + (np.dtype(dtype),) * ufunc.nout)
+    except (TypeError, ValueError):  # let NumPy raise its own error
+        ufunc(*strip_all(inputs), dtype=dtype)
+        raise
+    return tuple(x if isinstance(g, type) or g == want else FUNCTIONS[astype](x, want)
+                 for x, g, want in zip(inputs, given, loop))
+
+
+def _refuse_unsafe_cast(call, inputs, result, dtype, casting, kwargs):
+    """Raise NumPy's own error where writing `result` into an array of `dtype` breaks the `casting`
+    rule (a complex result into a real array): NumPy refuses it, and a silent cast would drop a part."""
+    if np.can_cast(dtype_of(result), dtype, casting=casting):
+        return
+    plain_out = np.empty(np.shape(result), dtype)
+    call(*strip_all(inputs), out=plain_out, casting=casting, **strip_all(kwargs))
+    raise TypeError(f"Cannot cast the output from {dtype_of(result)} to {dtype} with casting rule {casting!r}")
+
+
 def _into_out(ufunc, method, inputs, kwargs, name):
     """`ufunc(..., out=y)` with `y` traced: the functional update `y[...] = ufunc(...)`, seen through every alias."""
     out = kwargs.pop("out")
     out = out if isinstance(out, tuple) else (out,)
+    casting = kwargs.pop("casting", "same_kind")  # the write below casts, as NumPy's output does
     if len(out) != 1 or not isinstance(out[0], Traced):
         raise TypeError(
             f"{name}(..., out=...) would write a result that is being differentiated into a plain array, "
@@ -597,6 +635,7 @@ def _into_out(ufunc, method, inputs, kwargs, name):
         )
     result = ufunc(*inputs, **kwargs) if method == "__call__" else getattr(ufunc, method)(*inputs, **kwargs)
     target = out[0]
+    _refuse_unsafe_cast(getattr(ufunc, method), inputs, result, target.dtype, casting, kwargs)
     if np.shape(result) != target.shape:
         raise ValueError(f"{name}(..., out=...): the result has shape {np.shape(result)}, but out has shape {target.shape}")
     return in_place(target, result if isinstance(result, Traced) else FUNCTIONS[index_update](target, Ellipsis, result))

@@ -375,7 +375,11 @@ def trainable_names(x: Any, kids: dict | None = None) -> "set[str] | None":
     method = getattr(type(x), "trainable", None)
     if not callable(method) or isinstance(method, type):
         return None
-    names = set(method(x))
+    declared = method(x)
+    if isinstance(declared, str):  # set("wb") would be {"w", "b"}
+        raise TypeError(f"{type(x).__name__}.trainable() returned the string {declared!r}; it should return a "
+                        f"tuple of field names, such as ({declared!r},)")
+    names = set(declared)
     unknown = names - set(children(x) if kids is None else kids)
     if unknown:
         raise ValueError(f"{type(x).__name__}.trainable() names {sorted(unknown)}, which are not fields of the object")

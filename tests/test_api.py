@@ -212,3 +212,35 @@ def test_a_gradient_that_is_a_view_of_a_fresh_buffer_is_not_copied_needlessly():
     (g,) = pb.gradient(lambda w: np.sum(scale_t(w)), w)
     assert g.shape == (2, 3) and g.base is not None  # handed out as it came, still safe
     np.testing.assert_allclose(g, 2.0)
+
+
+def test_an_argument_named_twice_in_argnums_gets_its_gradient_at_both_places():
+    f = lambda x, y: np.sum(x * y * y)
+    x, y = np.ones(2), np.array([2.0, 3.0])
+    first, second, third = pb.grad(f, argnums=(0, 1, 0))(x, y)
+    np.testing.assert_array_equal(first, y * y)
+    np.testing.assert_array_equal(third, y * y)
+    np.testing.assert_array_equal(second, 2 * x * y)
+    assert not np.shares_memory(first, third)  # each result is the caller's own array
+    a, b = pb.grad(lambda d: np.sum(d["w"] ** 2), argnums=(0, -1))({"w": x})
+    np.testing.assert_array_equal(a["w"], 2 * x)
+    assert not np.shares_memory(a["w"], b["w"])
+
+
+@pytest.mark.parametrize("argnums", [1.0, True, (0, 1.0), (), "0"])
+def test_argnums_other_than_ints_are_refused(argnums):
+    with pytest.raises(TypeError, match="argnums should be an int or a sequence of ints"):
+        pb.grad(lambda x: np.sum(x), argnums=argnums)
+
+
+def test_an_object_array_of_floats_at_a_differentiated_place_is_refused_by_its_place():
+    floats = np.array([1.0, 2.0], dtype=object)
+    with pytest.raises(TypeError, match=r"Argument 0 is a NumPy array of dtype object holding floats.*astype\(float\)"):
+        pb.gradient(lambda a: np.sum(a * a), floats)
+    with pytest.raises(TypeError, match=r"Argument 1\['a'\] is a NumPy array of dtype object"):
+        pb.gradient(lambda s, d: s * np.sum(d["a"] * d["a"]), 1.0, {"a": floats})
+    # object arrays of other things carry no gradient, as before
+    names = np.array(["w", None], dtype=object)
+    (g,) = pb.gradient(lambda d: np.sum(d["x"] ** 2), {"x": np.ones(2), "names": names})
+    assert g["names"] is None
+    np.testing.assert_array_equal(g["x"], [2.0, 2.0])

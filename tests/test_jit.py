@@ -1068,3 +1068,27 @@ def test_random_programs_give_eager_results_when_run_in_parts(program, seed):
     np.testing.assert_allclose(g, ref_g, rtol=1e-11, atol=1e-300)
     if gc is not None:
         assert gc == pytest.approx(ref_gc, rel=1e-11, abs=1e-300)
+
+
+def test_a_constant_result_is_a_new_array_on_every_call():
+    # the gradient of sum(3 w) does not depend on w: the program keeps it as a constant, and a
+    # caller adding into one result must not change the next (the first, traced, call included)
+    step = pb.jit(lambda w: pb.gradient(lambda w: np.sum(w * 3.0), w)[0])
+    w = np.array([1.0, 2.0])
+    total = step(w)
+    for _ in range(3):
+        total += step(w)
+    np.testing.assert_array_equal(total, [12.0, 12.0])
+    assert step(w) is not step(w)
+    grads = pb.jit(lambda d: pb.gradient(lambda d: np.sum(2.0 * d["a"]) + np.sum(d["b"]), d)[0])
+    d = {"a": np.ones(2), "b": np.ones(3)}
+    for _ in range(3):
+        g = grads(d)
+        assert g["b"].flags.writeable
+        g["a"] += 100.0
+        g["b"] += 100.0
+    np.testing.assert_array_equal(grads(d)["a"], [2.0, 2.0])
+    np.testing.assert_array_equal(grads(d)["b"], [1.0, 1.0, 1.0])
+    same = pb.jit(lambda x: x)
+    x = np.ones(2)
+    assert same(x) is x and same(x) is x  # an argument handed back stays itself, as without pb.jit

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import pullback as pb
 from matrices import well_conditioned
 from pullback.rules import linalg as ours
+from pullback.testing import assert_gradient
 from rule_checks import dtypes, gradcheck, second_order, seeds
 
 try:
@@ -191,3 +192,61 @@ def test_scipy_functions_second_order():
 def test_batched_triangular_input_is_refused_clearly():
     with pytest.raises(ValueError, match="square 2-D"):
         pb.gradient(lambda a: np.sum(ours.solve_triangular(a, np.ones(2))), np.ones((2, 2, 2)))
+
+
+def test_a_cutoff_that_drops_nonzero_singular_values_is_refused():
+    # the rank-constant formulas would differentiate pinv(a), not the truncated pseudo-inverse
+    rng = np.random.default_rng(0)
+    a, w, b = rng.standard_normal((4, 3)), rng.standard_normal((3, 4)), rng.standard_normal(4)
+    assert np.linalg.svd(a, compute_uv=False).min() / np.linalg.svd(a, compute_uv=False).max() < 0.5
+    for f in (lambda a: np.sum(w * np.linalg.pinv(a, rcond=0.5)), lambda a: np.sum(w * np.linalg.pinv(a, rtol=0.5)),
+              lambda a: np.sum(np.linalg.lstsq(a, b, rcond=0.5)[0] ** 2)):
+        with pytest.raises(ValueError, match="drops singular values of the matrix that are not zero"):
+            pb.gradient(f, a)
+        with pytest.raises(ValueError, match="drops singular values"):
+            pb.jvp(f, (a,), (np.ones_like(a),))
+    # a cutoff that keeps every singular value, and the default on an exactly rank-deficient matrix
+    assert_gradient(lambda a: np.sum(w * np.linalg.pinv(a, rcond=1e-3)), a)
+    assert_gradient(lambda a: np.sum(np.linalg.lstsq(a, b, rcond=1e-3)[0] ** 2), a)
+    rank_one = np.outer(rng.standard_normal(4), rng.standard_normal(3))
+    (g,) = pb.gradient(lambda a: np.sum(w * np.linalg.pinv(a, rtol=1e-8)), rank_one)
+    np.testing.assert_array_equal(g, pb.gradient(lambda a: np.sum(w * np.linalg.pinv(a)), rank_one)[0])
+    jitted = pb.jit(lambda a: pb.gradient(lambda a: np.sum(w * np.linalg.pinv(a, rcond=0.5)), a)[0])
+    with pytest.raises(ValueError, match="drops singular values"):
+        jitted(a)
+
+
+def _cases_numpy_computes_its_own_way():
+    rng = np.random.default_rng(0)
+    square, tall = rng.standard_normal((3, 3)), rng.standard_normal((4, 3))
+    return {
+        "svd values only": (lambda a: np.linalg.svd(a, compute_uv=False), (tall,)),
+        "complex svd values only": (lambda a: np.linalg.svd(a, compute_uv=False), (tall + 1j * tall[::-1],)),
+        "cube": (lambda a: np.linalg.matrix_power(a, 3), (square,)),
+        "inverse cube": (lambda a: np.linalg.matrix_power(a, -3), (square,)),
+        "fifth power": (lambda a: np.linalg.matrix_power(a, 5), (square,)),
+        "multi_dot of three": (lambda a: np.linalg.multi_dot([a, a, a]), (square,)),
+        "multi_dot chain": (lambda a, b: np.linalg.multi_dot([a, b, a[:, 0]]),
+                            (rng.standard_normal((10, 2)), rng.standard_normal((2, 10)))),
+        "dot of 3-D and 2-D": (np.dot, (rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 3)))),
+        "dot of 3-D and vector": (np.dot, (rng.standard_normal((3, 4, 50)), rng.standard_normal(50))),
+        "dot of 2-D and 3-D": (np.dot, (rng.standard_normal((3, 4)), rng.standard_normal((2, 4, 3)))),
+        "lstsq": (np.linalg.lstsq, (rng.standard_normal((5, 3)), rng.standard_normal((5, 2)))),
+        "complex lstsq": (np.linalg.lstsq, (square + 1j * square.T, rng.standard_normal(3) + 0j)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_cases_numpy_computes_its_own_way()))
+def test_values_numpy_computes_its_own_way_are_numpy_s(name):
+    f, args = _cases_numpy_computes_its_own_way()[name]
+    expected = f(*args)
+    got = pb.pullback(f, *args)[0]
+    for e, g in zip(expected if isinstance(expected, tuple) else (expected,), got if isinstance(got, tuple) else (got,)):
+        assert np.asarray(g).dtype == np.asarray(e).dtype
+        np.testing.assert_array_equal(g, e)
+
+
+def test_matrix_power_of_a_non_square_matrix_raises_numpy_s_error():
+    for n in (0, 1, 2, -1):
+        with pytest.raises(np.linalg.LinAlgError, match="must be square"):
+            pb.gradient(lambda a: np.sum(np.linalg.matrix_power(a, n)), np.ones((2, 3)))

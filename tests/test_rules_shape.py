@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
+from pullback.testing import assert_gradient
 from rule_checks import check_against_numpy, draw_axis, dtypes, gradcheck, second_order, seeds
 
 SETTINGS = settings(max_examples=25, deadline=None)
@@ -398,3 +399,41 @@ def test_full_like_on_a_plain_prototype_says_what_to_write():
         pb.gradient(lambda v: np.sum(np.full_like(np.zeros(3), v)), np.array(2.0))
     # ... and that works:
     gradcheck(lambda v: np.sum(np.arange(3.0) * (v * np.ones_like(np.zeros(3)))), np.array(2.0))
+
+
+_LAYOUTS = {
+    "transposed": lambda x: x.T * 1.0,
+    "fortran copy": lambda x: x.copy(order="F"),
+    "reversed, strided": lambda x: x[::-1, ::2],
+    "transposed, reversed": lambda x: (x.T * 1.0)[::-1],
+}
+
+
+@pytest.mark.parametrize("layout", sorted(_LAYOUTS))
+@pytest.mark.parametrize("order", ["C", "F", "A", "K"])
+def test_ravel_reshape_and_flatten_in_every_order_follow_numpy_s_layout(layout, order):
+    # "A" and "K" read the elements in memory order; the gradient must go back to the same places
+    make = _LAYOUTS[layout]
+    x = np.random.default_rng(1).standard_normal((4, 6))
+    w = np.random.default_rng(2).standard_normal(make(x).size)
+    calls = {"ravel": lambda v: np.ravel(v, order=order), "flatten": lambda v: v.flatten(order)}
+    if order != "K":  # reshape takes no "K"
+        calls["reshape"] = lambda v: v.reshape(-1, order=order)
+    for call in calls.values():
+        f = lambda x: np.sum(call(make(x)) * w)
+        np.testing.assert_array_equal(pb.pullback(lambda x: call(make(x)), x)[0], call(make(x)))
+        assert_gradient(f, x, dense_up_to=None)
+
+
+def test_the_copy_method_makes_a_c_ordered_copy_as_numpy_s_does():
+    x = np.arange(6.0).reshape(2, 3)
+
+    def f(x):
+        y = x.T.copy()  # C order: a reshape of it is a view, so the write below reaches y
+        y.reshape(-1)[0] = 9.0
+        return y.ravel("A")
+
+    np.testing.assert_array_equal(pb.pullback(f, x)[0], f(x))
+    seen = []
+    pb.gradient(lambda x: (seen.append(x.T.copy().strides), np.sum(x))[1], x)
+    assert seen[0] == x.T.copy().strides

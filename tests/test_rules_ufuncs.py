@@ -16,6 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 import pullback as pb
 from pullback._registry import NONDIFF_UFUNCS, UFUNC_RULES
+from pullback.testing import assert_gradient
 from rule_checks import dtypes, gradcheck, seeds
 
 SETTINGS = settings(max_examples=25, deadline=None)
@@ -541,3 +542,78 @@ def test_blocked_product_falls_back_where_blocks_do_not_apply():
                  (np.ones((400, 400), np.float64), x),  # mixed dtypes promote as NumPy does
                  (np.ones((400, 400)), x.astype(np.float64))]:
         np.testing.assert_array_equal(times_of(g, np.cos, v), g * np.cos(v), strict=True)
+
+
+_RANDOM = np.random.default_rng(0).standard_normal(1000)
+
+
+@pytest.mark.parametrize("name, f, x", [
+    ("complex sqrt", lambda a: np.sqrt(a, dtype=complex), np.array([0.5, -2.0, 1.5])),
+    ("complex log", lambda a: np.log(a, dtype=complex), np.array([0.5, -2.0, 1.5])),
+    ("complex power", lambda a: np.power(a, 0.5, dtype=complex), np.array([0.5, -2.0, 1.5])),
+    ("wider sin", lambda a: np.sin(a, dtype=np.float64), _RANDOM.astype(np.float32)),
+    ("wider divide", lambda a: np.divide(a, 3.0, dtype=np.float64), _RANDOM.astype(np.float32)),
+    ("narrower add", lambda a: np.add(a, a[::-1], dtype=np.float32), _RANDOM),
+    ("half add", lambda a: np.add(a, 1.0, dtype=np.float16), _RANDOM.astype(np.float32)),
+    ("add.reduce", lambda a: np.add.reduce(a, dtype=np.float32), _RANDOM),
+    ("multiply.reduce", lambda a: np.multiply.reduce(a[:20], dtype=np.float32), _RANDOM),
+    ("maximum.reduce", lambda a: np.maximum.reduce(a, dtype=np.float32), _RANDOM),
+])
+def test_a_ufunc_dtype_keyword_computes_in_that_dtype_as_numpy_does(name, f, x):
+    # NumPy casts the inputs to the loop's dtype and computes there (a complex sqrt of -2 is 1.41j,
+    # not the NaN of a real sqrt cast afterwards)
+    with np.errstate(all="raise"):
+        expected = f(x)
+        y, _ = pb.pullback(f, x)
+    assert type(y) is type(expected) and np.asarray(y).dtype == np.asarray(expected).dtype
+    np.testing.assert_array_equal(y, expected)
+
+
+def test_the_gradient_through_a_complex_dtype_keyword_agrees_with_finite_differences():
+    x = np.array([0.5, -2.0, 1.5])
+    assert_gradient(lambda a: np.sum(np.abs(np.sqrt(a, dtype=complex)) ** 2 + np.real(np.log(a, dtype=complex))), x)
+    assert_gradient(lambda a: np.sum(np.sin(a, dtype=np.float64) ** 2), np.array([0.3, -1.2]))
+
+
+def test_a_dtype_keyword_without_a_loop_raises_numpy_s_error():
+    with pytest.raises(TypeError, match="No loop matching the specified signature"):
+        pb.gradient(lambda a: np.sum(np.sqrt(a, dtype=int)), np.array([1.0, 4.0]))
+
+
+@pytest.mark.parametrize("fn", [np.fmax, np.fmin])
+def test_fmax_and_fmin_give_the_gradient_to_the_operand_that_is_not_nan(fn):
+    a = np.array([1.0, np.nan, 3.0, 2.0])
+    b = np.array([np.nan, 2.0, 1.0, 2.0])
+    ga, gb = pb.gradient(lambda a, b: np.sum(fn(a, b)), a, b)
+    picked_a = np.where(np.isnan(b), 1.0, np.where(a == b, 0.5, (a > b) == (fn is np.fmax)))
+    picked_a[np.isnan(a)] = 0.0
+    np.testing.assert_array_equal(ga, picked_a)
+    np.testing.assert_array_equal(gb, np.where(a == b, 0.5, 1.0 - picked_a))
+    assert pb.gradient(lambda s: fn(s, np.nan), 2.0) == (1.0,)
+    assert pb.jvp(lambda s: fn(np.nan, s), (2.0,), (1.0,))[1] == 1.0
+
+
+def test_writing_a_complex_result_into_a_real_array_raises_numpy_s_error():
+    x = np.array([0.5, -2.0, 1.5])
+
+    def into_out(a):
+        y = a.copy()
+        np.multiply(y, 1j, out=y)
+        return y
+
+    def augmented(a, b):
+        y = a.copy()
+        y += b
+        return y
+
+    with pytest.raises(TypeError, match="Cannot cast ufunc 'multiply' output"):
+        pb.pullback(into_out, x)
+    with pytest.raises(TypeError, match="Cannot cast ufunc 'add' output"):
+        pb.pullback(augmented, x, x + 1j)
+
+    def unsafe(a):  # allowed when asked for, as in NumPy
+        y = a.copy()
+        np.add(y, 2.0, out=y, casting="unsafe")
+        return y
+
+    np.testing.assert_array_equal(pb.pullback(unsafe, x)[0], unsafe(x))

@@ -235,3 +235,15 @@ def test_a_node_gets_its_children_in_their_own_order_when_a_frozen_one_comes_fir
     assert seen == [["stats", "w", "b"], [0, 1], ["a", "b"]]
     new = tree.fmap(lambda v: v + 1, Half(), trainable_only=True)
     assert list(vars(new)) == ["stats", "w", "b"] and new.stats[0] == 0.0 and new.w[0] == 2.0
+
+
+def test_a_trainable_method_returning_one_string_is_refused():
+    class Model:
+        def __init__(self):
+            self.w, self.b, self.wb = np.ones(2), np.ones(2), np.ones(2)
+
+        def trainable(self):
+            return ("wb")  # a string: set("wb") would name the fields w and b
+
+    with pytest.raises(TypeError, match=r"Model.trainable\(\) returned the string 'wb'.*\('wb',\)"):
+        pb.gradient(lambda m: np.sum(m.w * m.b * m.wb), Model())

@@ -211,11 +211,40 @@ def _pinv_cotangent(a, p, g):
     return grad
 
 
+def _refuse_truncation(a, cutoff, name):
+    """Raise where the relative `cutoff` (`rcond`/`rtol`, None: NumPy's default) drops singular values
+    of `a` that are not numerically zero: the rank-constant formulas differentiate pinv(a), not the
+    pseudo-inverse of the truncated matrix that the cutoff makes. Inside pb.jit, where each call's
+    matrix is not known when the trace is made, any cutoff above the default is refused."""
+    if cutoff is None:
+        return
+    m, n = np.shape(a)[-2:]
+    default = max(m, n) * np.finfo(np.result_type(np.dtype(a.dtype), np.float32)).eps
+    cutoff = np.asarray(stop_gradient(cutoff), dtype=np.float64)
+    if not np.any(cutoff > default):
+        return
+    plain = stop_gradient(a)
+    concrete = plain if type(plain) is np.ndarray else None
+    if concrete is not None:
+        s = np.linalg.svd(concrete, compute_uv=False)
+        largest = np.max(s, axis=-1, keepdims=True) if s.size else s
+        if not np.any((s <= cutoff[..., None] * largest) & (s > default * largest)):
+            return
+    raise ValueError(
+        f"{name}: the cutoff (rcond or rtol) drops singular values of the matrix that are not zero, and "
+        "pullback differentiates the pseudo-inverse only where its rank stays the same, not the truncated "
+        "one. Leave the cutoff at its default, or truncate explicitly: u, s, vh = np.linalg.svd(a, "
+        "full_matrices=False), then keep the first k of each (differentiable while the singular values are distinct)."
+    )
+
+
 @rule(np.linalg.pinv, args="a", notes="""Exact where the rank is locally constant (e.g. full rank);
-      at a rank-deficient matrix pinv is discontinuous. `hermitian=True` is refused.""")
+      at a rank-deficient matrix pinv is discontinuous. `hermitian=True` is refused, and so is a cutoff
+      (`rcond`, `rtol`) that drops singular values that are not zero.""")
 def pinv_rule(a, rcond=None, hermitian=False, **kwargs):
     if hermitian:
         raise TypeError("numpy.linalg.pinv(hermitian=True) is not supported on tracked values; use hermitian=False.")
+    _refuse_truncation(a, rcond if rcond is not None else kwargs.get("rtol"), "numpy.linalg.pinv")
     p = np.linalg.pinv(a, rcond, **kwargs) if rcond is not None else np.linalg.pinv(a, **kwargs)
     return p, lambda g: (_pinv_cotangent(a, p, g),)
 
@@ -245,6 +274,7 @@ def least_squares(a, b, rcond):
 
 @rrule(least_squares)
 def _lstsq_rule(a, b, rcond):
+    _refuse_truncation(a, None if rcond == -1 else rcond, "numpy.linalg.lstsq")
     x = least_squares(a, b, rcond)
 
     def back(g):
@@ -262,6 +292,7 @@ def _lstsq_rule(a, b, rcond):
 @forward_rule(least_squares)
 def _lstsq_frule(primals, tangents):
     (a, b, rcond), (ta, tb) = primals, tangents[:2]
+    _refuse_truncation(a, None if rcond == -1 else rcond, "numpy.linalg.lstsq")
     x = least_squares(a, b, rcond)
     if ta is None and tb is None:
         return x, None
@@ -269,7 +300,7 @@ def _lstsq_frule(primals, tangents):
     return x, add_tangents(None if ta is None else _pinv_tangent(a, p, ta) @ b, None if tb is None else p @ tb)
 
 
-@composite(np.linalg.lstsq, args="a, b", notes="""`x` through pinv(a) @ b, exact for full-rank `a`;
+@composite(np.linalg.lstsq, args="a, b", numpy_value=True, notes="""`x` through pinv(a) @ b, exact for full-rank `a`;
       residuals and singular values are differentiable too, `rank` is an int.""")
 def lstsq(a, b, rcond=None):
     x = least_squares(a, b, rcond)
@@ -283,7 +314,7 @@ def lstsq(a, b, rcond=None):
         if np.ndim(b) == 1:
             residuals = np.reshape(residuals, (1,))
     else:
-        residuals = zeros_as(stop_gradient(x), (0,))
+        residuals = zeros_as(np.real(stop_gradient(x)), (0,))  # real, as NumPy's
     return x, residuals, rank, np.linalg.svd(a, compute_uv=False)
 
 

@@ -61,9 +61,11 @@ def dot(a, b, out=None):
         return np.multiply(a, b)
     if np.ndim(a) == 1 and np.ndim(b) == 1:
         return with_numpy_value(np.matmul(a, b), np.dot, a, b)  # matmul adds up a vector product in another order
-    if np.ndim(b) <= 2:
+    if np.ndim(a) <= 2 and np.ndim(b) <= 2:
         return np.matmul(a, b)
-    return np.tensordot(a, b, axes=([-1], [-2]))
+    # an N-D operand: NumPy makes one product of reshaped arrays, which rounds differently
+    product = np.matmul(a, b) if np.ndim(b) <= 2 else np.tensordot(a, b, axes=([-1], [-2]))
+    return with_numpy_value(product, np.dot, a, b)
 
 
 def _tensordot_axes(axes, nda, ndb):
@@ -278,11 +280,16 @@ def vdot(a, b):
 def matrix_power(a, n):
     if not isinstance(n, (int, np.integer)):
         raise TypeError("exponent must be an integer")
+    shape = np.shape(a)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        np.linalg.matrix_power(stop_gradient(a), n)  # NumPy's own LinAlgError
     if n == 0:
         plain = stop_gradient(a)
         return np.broadcast_to(np.eye(np.shape(plain)[-1], dtype=plain.dtype), np.shape(plain)).copy()
     if n < 0:
         a, n = np.linalg.inv(a), -n
+    if n == 3:  # NumPy's order for a cube
+        return (a @ a) @ a
     result = None
     while n:
         if n & 1:
@@ -293,7 +300,8 @@ def matrix_power(a, n):
     return np.copy(result)
 
 
-@composite(np.linalg.multi_dot, args="arrays", notes="A chain of matmul, left to right.")
+@composite(np.linalg.multi_dot, args="arrays", numpy_value=True,
+           notes="A chain of matmul, left to right (the value is NumPy's, which picks the cheapest order).")
 def multi_dot(arrays, *, out=None):
     if out is not None:
         raise TypeError("numpy.linalg.multi_dot(..., out=...) is not supported on tracked values")

@@ -142,6 +142,8 @@ def _extreme(reduce, x, axis, keepdims, out, initial, where):
     _check_plain(reduce.__name__, out, initial, where)
     kept = reduce(x, axis=axis, keepdims=True, **given_options(initial, where))
     y = kept if keepdims else np.reshape(kept, _reduced_shape(np.shape(x), axis))
+    if type(y) is np.ndarray and y.ndim == 0:
+        y = y[()]  # a NumPy scalar, as NumPy's own reduction returns
 
     def back(g):
         # Ties share the cotangent equally (initial= too, where it ties), so the result is a valid subgradient.

@@ -26,7 +26,7 @@ def reshape_rule(x, shape=None, order="C", *, newshape=None, copy=None):
         y, old = np.reshape(x, shape), np.shape(x)
         return y, lambda g: (np.reshape(g, old),)
     y = np.reshape(x, shape, order=order)
-    old = np.shape(x)
+    old, order = np.shape(x), _index_order(x, order)
     return y, lambda g: (np.reshape(g, old, order=order),)
 
 
@@ -36,8 +36,43 @@ def ravel_rule(x, order="C"):
         y, old = np.ravel(x), np.shape(x)
         return y, lambda g: (np.reshape(g, old),)
     y = np.ravel(x, order=order)
-    old = np.shape(x)
+    old, order = np.shape(x), _index_order(x, order)
+    if order == "K":
+        place = _memory_order_positions(x)
+        return y, lambda g: (np.reshape(_unpermute(g, place), old),)
     return y, lambda g: (np.reshape(g, old, order=order),)
+
+
+def _index_order(x, order):
+    """The index order ("C" or "F") that `order` "A" or "K" reads `x` in, where one does; "K" for a
+    layout that is neither. (NumPy's "A" and "K" follow the memory layout; the cotangent does not
+    have it, so the backward pass needs the order spelled out.)"""
+    order = str(order).upper()
+    if order not in ("A", "K"):
+        return order
+    flags = getattr(x, "flags", None)
+    if flags is None or flags.c_contiguous:
+        return "C"
+    if flags.f_contiguous:
+        return "F"
+    return "C" if order == "A" else "K"
+
+
+def _memory_order_positions(x):
+    """For each element of `np.ravel(x, order="K")`, its position in C order: NumPy visits the axes
+    by decreasing stride size, and leaves axes of stride 0 (broadcast) where they are."""
+    strides = [abs(s) if n > 1 else None for s, n in zip(x.strides, x.shape)]
+    movable = [k for k, s in enumerate(strides) if s]  # length-1 and broadcast axes keep their places
+    by_stride = iter(sorted(movable, key=lambda k: -strides[k]))
+    axes = [next(by_stride) if k in movable else k for k in range(x.ndim)]
+    return np.transpose(np.arange(x.size).reshape(x.shape), axes).ravel()
+
+
+def _unpermute(g, place):
+    """The cotangent `g` of `x.ravel("K")` in C order: element k of g belongs at `place[k]`."""
+    out = np.zeros_like(g)
+    out[place] = g
+    return out
 
 
 @rule(np.transpose, args="a", view=True)

@@ -318,6 +318,8 @@ def _median_like(name, skip_nan):
     return run
 
 
-composite(np.median, args="a", notes="The middle element, or the mean of the two middle ones; as in sort.")(
+composite(np.median, args="a", numpy_value=True,
+          notes="The middle element, or the mean of the two middle ones; as in sort.")(
     _median_like("median", False))
-composite(np.nanmedian, args="a", notes="NaNs are left out; as median.")(_median_like("nanmedian", True))
+composite(np.nanmedian, args="a", numpy_value=True, notes="NaNs are left out; as median.")(
+    _median_like("nanmedian", True))
