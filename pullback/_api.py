@@ -185,6 +185,9 @@ def trace_call(f, args, kwargs, positions):
         return leaf
 
     tracked, tracked_kwargs = arguments.track(make_leaf)
+    leaf_index = {node: k for k, node in enumerate(ids)}
+    tape.write_check = lambda node: (arguments.refuse_shared_write(leaf_index[node])
+                                     if node in leaf_index else None)
     try:
         with collector_paused():
             out = f(*tracked, **tracked_kwargs)

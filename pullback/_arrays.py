@@ -13,7 +13,14 @@ Nothing here imports another array library.
 (False, <class 'numpy.ndarray'>)
 """
 
+import operator
+
 import numpy as np
+
+try:
+    from numpy.lib.array_utils import normalize_axis_index
+except ImportError:  # NumPy 1.x
+    from numpy.core.multiarray import normalize_axis_index
 
 _NEP18: dict[type, bool] = {}
 _API_ONLY: dict[type, bool] = {}
@@ -151,3 +158,12 @@ def as_numpy(x):
         except (TypeError, BufferError, RuntimeError):
             return np.asarray(x)
     return x
+
+
+def axis_index(axis, ndim):
+    """`axis` (negative counts from the end) as an index below `ndim`; NumPy's AxisError if out of range.
+
+    >>> axis_index(-1, 3)
+    2
+    """
+    return normalize_axis_index(operator.index(axis), ndim)

@@ -196,6 +196,8 @@ def rebind(handle, new):
 
 
 def _fitted(handle, new):
+    if not is_traced(new):  # a piecewise-constant result (x //= 0.3): a constant written into the array
+        new = FUNCTIONS[index_update](handle, Ellipsis, new)
     if type(new) is not type(handle):
         raise TypeError(
             "In-place write would mix forward-mode and reverse-mode values in one array; "
@@ -211,6 +213,9 @@ def _fitted(handle, new):
 def _write_root(root, new, writer=None, written=None):
     """Rebind `root` to `new`, then re-derive each of its live views from it (`writer`, the view written
     through, already knows its new value: `written`)."""
+    check = getattr(getattr(root, "_tape", None), "write_check", None)
+    if check is not None:  # a write into an argument: see `Arguments.refuse_shared_write`
+        check(getattr(root, "_id", None))
     refs = getattr(root, "_views", None)
     views = [] if refs is None else [v for v in (ref() for ref in refs) if v is not None and v._base.root is root]
     old_root, olds = plain_of(root), [plain_of(v) for v in views]

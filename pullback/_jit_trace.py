@@ -16,6 +16,7 @@ is refused, because the replay could not follow it.
 ['sin', 'multiply']
 """
 
+import math
 import operator
 import weakref
 
@@ -544,8 +545,39 @@ class Number:
     def __hash__(self):
         return self._value(hash)
 
+    # Text, rounding and divmod see the value, fixed by a guard, as for int() and bool()
+    def __str__(self):
+        return self._value(str)
+
     def __repr__(self):
-        return f"Number(slot {self.slot}, {self.owner.values[self.slot]!r})"
+        return self._value(repr)
+
+    def __format__(self, spec):
+        return self._value(lambda v: format(v, spec))
+
+    def __round__(self, ndigits=None):
+        return self._value(lambda v: round(v) if ndigits is None else round(v, ndigits))
+
+    def __trunc__(self):
+        return self._value(math.trunc)
+
+    def __floor__(self):
+        return self._value(math.floor)
+
+    def __ceil__(self):
+        return self._value(math.ceil)
+
+    def __divmod__(self, other):
+        return self._value(lambda v: divmod(v, other))
+
+    def __rdivmod__(self, other):
+        return self._value(lambda v: divmod(other, v))
+
+    @property
+    def __class__(self):
+        """The class of the value (float, int or complex), so that `isinstance(n, float)` and
+        `np.isscalar(n)` answer as for the number itself; the signature already fixes the type."""
+        return type(self.owner.values[self.slot])
 
     def __getattr__(self, name):  # .real, .is_integer(), ...: fixed by a guard
         attribute = getattr(self.owner.values[self.slot], name)

@@ -138,10 +138,12 @@ class Arguments:
 
         if self._flat:
             args = [self._track_flat_argument(i, a, companions, chosen, wrap) for i, a in enumerate(self.args)]
-            return args, dict(self.kwargs)
+            self.tracked = (args, dict(self.kwargs))
+            return self.tracked
         ys = ((tuple(companions), None),) if companions is not None else ()
         new = tree.walk((self.args, self.kwargs), leaf, node, ys=ys, cycle=tree.copy_cycle)
-        return list(new[0]), new[1]
+        self.tracked = (list(new[0]), new[1])
+        return self.tracked
 
     def _track_flat_argument(self, i, x, companions, chosen, wrap):
         """`track` for argument `i` when no argument is a container: what the walk would do, directly."""
@@ -167,6 +169,35 @@ class Arguments:
             return new
         _refuse_untrackable(x, Where(path, self.describe))
         return x if current is None else current
+
+    def refuse_shared_write(self, index):
+        """Raise before a write into leaf `index` whose array shares memory with another array among
+        the arguments: `f` works on a copy of each differentiated array, so the other would not see
+        the write, as it does without pullback (where it reads the same memory).
+
+        >>> import numpy as np
+        >>> b = np.arange(3.0)
+        >>> a = Arguments((b, b[:2]), [0, 1])
+        >>> _ = a.track(lambda x, path, c: x)
+        >>> a.refuse_shared_write(0)
+        Traceback (most recent call last):
+        ValueError: The function writes into argument 0, which shares memory with argument 1: ...
+        """
+        leaf = self.leaves[index]
+        primal = leaf.primal
+        if type(primal) is not np.ndarray:
+            return
+        # the other differentiated arrays, and the arrays `f` was given as they are (the same array
+        # at a place that is not differentiated, such as a keyword argument, counts too)
+        others = [(other.where.path, other.primal) for other in self.leaves if other.index != index]
+        others += [(path, a) for path, a in tree.leaves_with_path(self.tracked) if isinstance(a, np.ndarray)]
+        for path, other in others:
+            if np.shares_memory(primal, other):
+                raise ValueError(
+                    f"The function writes into {leaf.path}, which shares memory with {self.describe(path)}: "
+                    "pullback differentiates a copy of each array it is given, so the write would not be "
+                    "seen there, as it is without pullback. Pass the array once and take the view inside "
+                    "the function, or pass a copy (x.copy()) for one of them.")
 
     def read(self, results, convert=None, callers=()):
         """One structured result per positional argument (None where it is not differentiated).

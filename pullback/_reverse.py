@@ -33,12 +33,13 @@ class Tape:
     (2, (0,))
     """
 
-    __slots__ = ("level", "nodes", "closed", "__weakref__")
+    __slots__ = ("level", "nodes", "closed", "write_check", "__weakref__")
 
     def __init__(self):
         self.level = new_level()
         self.nodes = []
         self.closed = False
+        self.write_check = None  # called with a node's id before an in-place write into it (see _leaves)
 
     def leaf(self, value):
         """A new input node holding `value`."""

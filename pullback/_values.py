@@ -9,6 +9,7 @@ rule's own arithmetic is recorded on the outer levels and the levels never mix.
 """
 
 import itertools
+import operator
 
 import numpy as np
 
@@ -340,36 +341,44 @@ def _install_operators():
     }
     reflected = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
-    def forward(ufunc):
+    def forward(ufunc, name):
         def op(self, other):
+            if type(other) in (list, tuple):
+                answer = _with_sequence(name, self, other, False)
+                if answer is not None:
+                    return answer
             rule = UFUNC_RULES.get(ufunc)
             if rule is None:
                 return ufunc(stop_gradient(self), stop_gradient(other))
             return apply2(rule, self, other)
         return op
 
-    def backward(ufunc):
+    def backward(ufunc, name):
         def op(self, other):
+            if type(other) in (list, tuple):
+                answer = _with_sequence(name, self, other, True)
+                if answer is not None:
+                    return answer
             rule = UFUNC_RULES.get(ufunc)
             if rule is None:
                 return ufunc(stop_gradient(other), stop_gradient(self))
             return apply2(rule, other, self)
         return op
 
-    def inplace(ufunc):
+    def inplace(ufunc, name):
         def op(self, other):
-            new = forward(ufunc)(self, other)
+            new = forward(ufunc, name)(self, other)
             if holds_array(self):
                 _refuse_unsafe_cast(ufunc, (self, other), new, self.dtype, "same_kind", {})
             return in_place(self, new)
         return op
 
     for name, ufunc in pairs.items():
-        setattr(Traced, f"__{name}__", forward(ufunc))
+        setattr(Traced, f"__{name}__", forward(ufunc, name))
         if name in reflected:
             continue
-        setattr(Traced, f"__r{name}__", backward(ufunc))
-        setattr(Traced, f"__i{name}__", inplace(ufunc))
+        setattr(Traced, f"__r{name}__", backward(ufunc, name))
+        setattr(Traced, f"__i{name}__", inplace(ufunc, name))
 
 
 _install_operators()
@@ -510,6 +519,28 @@ def apply2(rule, a, b):
 
 
 _PLAIN = frozenset((float, int, bool, np.ndarray, np.float64, np.float32, np.int64))
+
+
+def _with_sequence(name, traced, sequence, reflected):
+    """What Python's operator `name` gives for the plain value of `traced` and a list or tuple, where
+    that is not an array computed from them: NotImplemented where it raises (0.5 + [1.0] is a
+    TypeError, and so is np.float64(2.0) * [1.0]), or its plain answer (0.5 == [1.0] is False).
+    None where the operation reads the sequence as an array, as arrays and most NumPy scalars do."""
+    plain = stop_gradient(traced)
+    if isinstance(plain, np.ndarray):
+        return None
+    op = getattr(operator, name)
+    try:
+        result = op(sequence, plain) if reflected else op(plain, sequence)
+    except TypeError:
+        return NotImplemented
+    return None if isinstance(result, np.ndarray) else result
+    op = getattr(operator, name if name not in ("and", "or") else f"{name}_")
+    try:
+        op(sequence, plain) if reflected else op(plain, sequence)
+    except TypeError:
+        return False
+    return True
 
 
 def _as_operand(x):

@@ -244,3 +244,26 @@ def test_an_object_array_of_floats_at_a_differentiated_place_is_refused_by_its_p
     (g,) = pb.gradient(lambda d: np.sum(d["x"] ** 2), {"x": np.ones(2), "names": names})
     assert g["names"] is None
     np.testing.assert_array_equal(g["x"], [2.0, 2.0])
+
+
+@pytest.mark.parametrize("expression", ["s + [1.0, 2.0]", "[1.0, 2.0] - s", "s * (1.0, 2.0)", "s < [1, 2]", "s ** [2]"])
+def test_a_python_float_being_differentiated_meets_a_list_as_python_s_float_does(expression):
+    f = eval("lambda s: " + expression)
+    with pytest.raises(TypeError):
+        f(0.5)
+    with pytest.raises(TypeError):
+        pb.pullback(f, 0.5)
+    # a NumPy scalar does what it does without pullback (most operators read the list as an array)
+    try:
+        expected = f(np.float64(0.5))
+    except TypeError:
+        with pytest.raises(TypeError):
+            pb.pullback(f, np.float64(0.5))
+    else:
+        np.testing.assert_array_equal(pb.pullback(f, np.float64(0.5))[0], expected)
+
+
+def test_a_python_float_being_differentiated_compares_with_a_list_as_python_s_float_does():
+    assert pb.pullback(lambda s: s == [0.5, 2.0], 0.5)[0] is False
+    assert pb.pullback(lambda s: [0.5] != s, 0.5)[0] is True
+    np.testing.assert_array_equal(pb.pullback(lambda s: s == [0.5, 2.0], np.float32(0.5))[0], [True, False])

@@ -1,6 +1,8 @@
 """pb.jit: traced once per signature, replayed as straight-line NumPy, equal to eager pullback."""
 
 import contextlib
+import math
+import numbers
 import os
 import re
 import sys
@@ -1092,3 +1094,27 @@ def test_a_constant_result_is_a_new_array_on_every_call():
     same = pb.jit(lambda x: x)
     x = np.ones(2)
     assert same(x) is x and same(x) is x  # an argument handed back stays itself, as without pb.jit
+
+
+_NUMBER_USES = {
+    "isinstance float": lambda x, s: x * s if isinstance(s, float) else x * 0.0,
+    "isinstance Real": lambda x, s: x * s if isinstance(s, numbers.Real) else x * 0.0,
+    "np.isscalar": lambda x, s: x * s if np.isscalar(s) else x * 0.0,
+    "str": lambda x, s: x * len(str(s)),
+    "repr": lambda x, s: x * len(repr(s)),
+    "format": lambda x, s: x * float(f"{s:.1f}"),
+    "round": lambda x, s: x * round(s),
+    "round to digits": lambda x, s: x * round(s, 1),
+    "trunc": lambda x, s: x * math.trunc(s),
+    "ceil": lambda x, s: x * math.ceil(s),
+    "divmod": lambda x, s: x * divmod(s, 1.0)[1],
+}
+
+
+@pytest.mark.parametrize("use", sorted(_NUMBER_USES))
+def test_a_python_number_argument_answers_type_checks_and_text_as_the_number_does(use):
+    f = _NUMBER_USES[use]
+    jitted = pb.jit(f)
+    x = np.ones(2)
+    for s in (1.7, 2.25, 1.7, 3):
+        np.testing.assert_array_equal(jitted(x, s), f(x, s))

@@ -325,3 +325,28 @@ def test_diag_second_order_and_view_writes_refused():
 
     with pytest.raises(ValueError, match="shares memory"):
         pb.gradient(write_into_view, x)
+
+
+_AXIS_OUT_OF_RANGE = {
+    "diff": lambda x: np.diff(x, axis=2),
+    "trapezoid": lambda x: np.trapezoid(x, axis=2),
+    "split": lambda x: np.split(x, 1, axis=2)[0],
+    "array_split": lambda x: np.array_split(x, 1, axis=-3)[0],
+    "apply_along_axis": lambda x: np.apply_along_axis(np.sum, 2, x),
+    "apply_over_axes": lambda x: np.apply_over_axes(np.sum, x, [2]),
+    "tensordot": lambda x: np.tensordot(x, x, axes=([2], [2])),
+    "diagonal": lambda x: np.diagonal(x, axis1=0, axis2=-3),
+    "trace": lambda x: np.trace(x, axis1=0, axis2=-3),
+    "take_along_axis": lambda x: np.take_along_axis(x, np.zeros((2, 3), dtype=int), axis=2),
+    "put_along_axis": lambda x: np.put_along_axis(x.copy(), np.zeros((2, 3), dtype=int), 1.0, axis=-3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_AXIS_OUT_OF_RANGE))
+def test_an_axis_out_of_range_raises_as_in_numpy(name):
+    f = _AXIS_OUT_OF_RANGE[name]
+    x = np.ones((2, 3))
+    with pytest.raises(IndexError):  # NumPy's AxisError is an IndexError (and a ValueError)
+        f(x)
+    with pytest.raises(IndexError):
+        pb.pullback(f, x)

@@ -437,3 +437,19 @@ def test_the_copy_method_makes_a_c_ordered_copy_as_numpy_s_does():
     seen = []
     pb.gradient(lambda x: (seen.append(x.T.copy().strides), np.sum(x))[1], x)
     assert seen[0] == x.T.copy().strides
+
+
+@pytest.mark.parametrize("pad_width", [1.5, -1, [1, -2]])
+def test_pad_refuses_the_widths_numpy_refuses(pad_width):
+    x = np.arange(6.0).reshape(2, 3)
+    with pytest.raises((TypeError, ValueError)) as numpy_s:
+        np.pad(x, pad_width)
+    with pytest.raises(type(numpy_s.value), match=str(numpy_s.value)[:20].replace("`", ".")):
+        pb.pullback(lambda x: np.pad(x, pad_width), x)
+
+
+def test_pad_takes_a_dict_of_axes_as_numpy_does():
+    x = np.arange(6.0).reshape(2, 3)
+    widths = {1: (1, 2)}
+    np.testing.assert_array_equal(pb.pullback(lambda x: np.pad(x, widths, mode="wrap"), x)[0], np.pad(x, widths, mode="wrap"))
+    assert_gradient(lambda x: np.sum(np.pad(x, widths, mode="wrap") ** 2), x, dense_up_to=None)

@@ -435,3 +435,59 @@ def test_live_views_do_not_pile_up_on_the_base():
         return np.sum(keep) + np.sum(x)
 
     assert pb.gradient(f, X)[0].tolist() == [[1.0] * 3, [2.0] * 3, [0.0] * 3]
+
+
+def test_a_write_into_an_argument_that_shares_memory_with_another_argument_is_refused():
+    # f works on a copy of each differentiated array: the other argument would not see the write
+    base = np.arange(3.0)
+
+    def write_then_read(x, y):
+        x[0] = 5.0
+        return np.sum(y)
+
+    assert write_then_read(base.copy(), base.copy()) == 3.0
+    with pytest.raises(ValueError, match=r"writes into argument 0, which shares memory with argument 1"):
+        pb.withgradient(write_then_read, base, base[:2])
+
+    def scaled(x, weights=None):
+        x *= 2.0
+        return np.sum(weights)
+
+    with pytest.raises(ValueError, match=r"argument 0, which shares memory with keyword argument 'weights'"):
+        pb.gradient(scaled, base, weights=base)
+
+    class Pair:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+    def through_fields(p):
+        p.a += 1.0
+        return np.sum(p.b)
+
+    with pytest.raises(ValueError, match=r"argument 0.a, which shares memory with argument 0.b"):
+        pb.gradient(through_fields, Pair(base[:2], base[1:]))
+    np.testing.assert_array_equal(base, [0.0, 1.0, 2.0])  # the caller's array is untouched
+    # reading overlapping arguments, a tie (one array at two places) and a separate copy are fine
+    assert pb.gradient(lambda x, y: np.sum(x) + np.sum(y), base, base[:2])[1].tolist() == [1.0, 1.0]
+    tied = {"a": base, "b": base}
+
+    def through_tie(d):
+        d["a"][0] = 7.0
+        return np.sum(d["b"])
+
+    plain = base.copy()
+    assert pb.withgradient(through_tie, tied).val == through_tie({"a": plain, "b": plain}) == 10.0
+    assert pb.withgradient(write_then_read, base, base.copy()).val == 3.0
+
+
+def test_an_in_place_operation_with_a_piecewise_constant_result_writes_a_constant():
+    x = np.array([0.5, 1.0, 2.0])
+
+    def f(a):
+        y = a.copy()
+        y //= 0.3  # floor(a / 0.3): no derivative, as without the in-place form
+        return np.sum(y * a)
+
+    val, (g,) = pb.withgradient(f, x)
+    assert val == f(x)
+    np.testing.assert_array_equal(g, np.floor_divide(x, 0.3))

@@ -5,7 +5,7 @@ and apply_along_axis and apply_over_axes, which call the user's function on trac
 
 import numpy as np
 
-from .._arrays import like_input, speaks_nep18, zeros_as
+from .._arrays import axis_index, like_input, speaks_nep18, zeros_as
 from .._extend import primitive, rrule
 from .._inplace import mark_view
 from .._registry import FUNCTIONS
@@ -215,7 +215,7 @@ def take_along_axis(arr, indices, axis=-1):
     if axis is None:
         arr, axis = np.ravel(arr), 0
     ndim = np.ndim(arr)
-    axis = axis % ndim
+    axis = axis_index(axis, ndim)
     if np.ndim(indices) != ndim:
         raise ValueError("`indices` and `arr` must have the same number of dimensions")
     index = tuple(
@@ -247,7 +247,7 @@ linear_forward(undiagonal)
 @rule(np.diagonal, args="a", view=True)
 def diagonal_rule(a, offset=0, axis1=0, axis2=1):
     shape = np.shape(a)
-    axis1, axis2 = axis1 % len(shape), axis2 % len(shape)
+    axis1, axis2 = axis_index(axis1, len(shape)), axis_index(axis2, len(shape))
     y = np.diagonal(a, offset, axis1, axis2)
     return y, lambda g: (undiagonal(g, offset, axis1, axis2, shape), None, None, None)
 
@@ -375,7 +375,7 @@ def put_along_axis(arr, indices, values, axis):
         positions = indices
     else:
         ndim = np.ndim(arr)
-        axis %= ndim
+        axis = axis_index(axis, ndim)
         positions = tuple(indices if k == axis else np.arange(n).reshape((1,) * k + (-1,) + (1,) * (ndim - k - 1))
                           for k, n in enumerate(np.shape(arr)))
         target = None
@@ -388,7 +388,7 @@ def put_along_axis(arr, indices, values, axis):
            stacks the results, as NumPy does.""")
 def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     ndim = np.ndim(arr)
-    axis %= max(ndim, 1)
+    axis = axis_index(axis, ndim)
     moved = np.moveaxis(arr, axis, -1)
     outer = np.shape(moved)[:-1]
     if 0 in outer:  # NumPy's own error: there is nothing to call func1d on
@@ -407,7 +407,7 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
 def apply_over_axes(func, a, axes):
     ndim = np.ndim(a)
     for axis in (axes if np.ndim(axes) else (axes,)):
-        axis = int(axis) % ndim
+        axis = axis_index(axis, ndim)
         result = func(a, axis)
         if np.ndim(result) == ndim:
             a = result

@@ -10,6 +10,7 @@ import string
 
 import numpy as np
 
+from .._arrays import axis_index
 from .._extend import primitive, rrule
 from .._inplace import concrete_of, element_positions, mark_view
 from .._tangents import Thunk
@@ -74,7 +75,7 @@ def _tensordot_axes(axes, nda, ndb):
     axes_a, axes_b = axes
     axes_a = [axes_a] if isinstance(axes_a, (int, np.integer)) else list(axes_a)
     axes_b = [axes_b] if isinstance(axes_b, (int, np.integer)) else list(axes_b)
-    return [k % nda for k in axes_a], [k % ndb for k in axes_b]
+    return [axis_index(k, nda) for k in axes_a], [axis_index(k, ndb) for k in axes_b]
 
 
 @rule(np.tensordot, args="a, b")

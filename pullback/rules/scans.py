@@ -6,7 +6,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 
 import numpy as np
 
-from .._arrays import like_input
+from .._arrays import axis_index, like_input
 from .._values import Traced, stop_gradient
 from ._register import as_array, composite, forward_in_first, linear_forward, rule
 from .reductions import refuse_out
@@ -100,7 +100,7 @@ def diff(a, n=1, axis=-1, prepend=_NO, append=_NO):
         raise ValueError(f"order must be non-negative but got {n!r}")
     if np.ndim(a) == 0:
         raise ValueError("diff requires input that is at least one dimensional")
-    axis = axis % np.ndim(a)
+    axis = axis_index(axis, np.ndim(a))
     parts = []
     for extra in (prepend, a, append):
         if extra is _NO:
@@ -170,7 +170,7 @@ def ediff1d(ary, to_end=None, to_begin=None):
 @composite(np.trapezoid, args="y, x, dx", notes="Sample points `x` (1-D along `axis`, or shaped like `y`) or a spacing `dx`.")
 def trapezoid(y, x=None, dx=1.0, axis=-1):
     ndim = np.ndim(y)
-    axis = axis % ndim
+    axis = axis_index(axis, ndim)
     if x is None:
         d = dx
     else:

@@ -8,7 +8,7 @@ All of these are linear, so each forward rule applies the same operation to the 
 
 import numpy as np
 
-from .._arrays import speaks_nep18, zeros_as
+from .._arrays import axis_index, speaks_nep18, zeros_as
 from .._extend import primitive, rrule
 from .._registry import FUNCTIONS
 from .._standins import astype
@@ -237,7 +237,7 @@ def hstack(tup, *, dtype=None, casting="same_kind"):
 
 def _pieces(ary, indices_or_sections, axis, splitter):
     """`splitter`'s pieces of `ary`, as slices: NumPy computes the bounds (and raises its errors)."""
-    axis = axis % np.ndim(ary)
+    axis = axis_index(axis, np.ndim(ary))
     bounds = splitter(np.arange(np.shape(ary)[axis]), indices_or_sections)
     head = (slice(None),) * axis
     return [ary[head + (slice(int(b[0]), int(b[0]) + len(b)) if len(b) else slice(0, 0),)] for b in bounds]
@@ -380,7 +380,7 @@ _GATHER_MODES = ("edge", "reflect", "symmetric", "wrap")
       symmetric and wrap (`reflect_type='even'`). Other modes are refused.""")
 def pad(array, pad_width, mode="constant", **kwargs):
     shape = np.shape(array)
-    widths = np.broadcast_to(np.asarray(strip_all(pad_width), dtype=np.intp), (len(shape), 2))
+    widths = _pad_widths(strip_all(pad_width), len(shape))
     if mode == "constant":
         values = kwargs.pop("constant_values", 0)
         if kwargs or stop_gradient(values) is not values:
@@ -396,6 +396,22 @@ def pad(array, pad_width, mode="constant", **kwargs):
         "'constant', 'edge', 'reflect', 'symmetric' and 'wrap' (reflect_type='even')."
     )
 
+
+
+def _pad_widths(pad_width, ndim):
+    """`pad_width` as an `(ndim, 2)` array of (before, after), checked as `np.pad` checks it (a dict
+    maps axes to widths, as in NumPy 2.3 and later)."""
+    if isinstance(pad_width, dict):
+        widths = np.zeros((ndim, 2), dtype=np.intp)
+        for axis, width in pad_width.items():
+            widths[axis_index(axis, ndim)] = _pad_widths(width, 1)[0]
+        return widths
+    given = np.asarray(pad_width)
+    if given.size and given.dtype.kind not in "iu":
+        raise TypeError("`pad_width` must be of integral type.")
+    if np.any(given < 0):
+        raise ValueError("index can't contain negative values")
+    return np.broadcast_to(given.astype(np.intp), (ndim, 2))
 
 
 # --- more joining, rotating and rearranging, as compositions of the above --------------------
