@@ -337,8 +337,10 @@ def _each_once(targets, sources):
     repeated = ordered[1:] == ordered[:-1]
     if np.any(from_[1:][repeated] != from_[:-1][repeated]):
         raise ValueError(
-            "This indexed assignment writes the same element more than once, with different values; NumPy keeps "
-            "only one of the writes, so no gradient is well defined. Use unique indices."
+            "This indexed assignment writes the same element more than once, from different elements of the "
+            "value (as y[[0, 0]] += 1 does); NumPy keeps one of the writes, in an order it does not guarantee, "
+            "so pullback cannot tell which one the gradient should follow. Use unique indices (np.unique), or "
+            "np.add.at to add every repeated entry."
         )
     return unique, sources[first]
 

@@ -350,3 +350,12 @@ def test_an_axis_out_of_range_raises_as_in_numpy(name):
         f(x)
     with pytest.raises(IndexError):
         pb.pullback(f, x)
+
+
+@pytest.mark.parametrize("value", [0.5, -2.0, np.float64(0.5), np.array(0.5)])
+def test_piecewise_of_a_number_being_differentiated_is_a_zero_d_array_as_in_numpy(value):
+    f = lambda s: np.piecewise(s, [s < 0, s >= 0], [lambda v: -v, lambda v: v ** 2])
+    val, (g,) = pb.withgradient(f, value)
+    expected = f(value)
+    assert type(val) is type(expected) and val.shape == () and val == expected
+    assert g == (-1.0 if value < 0 else 2 * value)

@@ -47,3 +47,11 @@ def test_norm_of_zero_has_zero_gradient_and_second_order():
     assert np.array_equal(pb.gradient(np.linalg.norm, np.zeros(3))[0], np.zeros(3))
     second_order(lambda x: np.linalg.norm(x), np.array([0.3, -1.2, 2.0]))
     second_order(lambda x: np.linalg.norm(x, "nuc"), np.array([[0.3, -1.2], [2.0, 0.7]]))
+
+
+@pytest.mark.parametrize("shape, ord", [((0,), np.inf), ((0, 3), np.inf), ((0, 3), 2), ((3, 0), 1), ((0, 3), "nuc")])
+def test_a_norm_of_an_empty_array_is_numpy_s_zero(shape, ord):
+    x = np.ones(shape)
+    val, (g,) = pb.withgradient(lambda x: np.linalg.norm(x, ord), x)
+    assert val == np.linalg.norm(x, ord) == 0.0
+    assert g.shape == shape

@@ -294,7 +294,7 @@ def test_writing_one_element_twice_with_different_values_is_refused():
         return np.sum(x)
 
     for f in (twice, twice_rows, twice_put):
-        with pytest.raises(ValueError, match="more than once, with different values"):
+        with pytest.raises(ValueError, match="more than once, from different elements of the value"):
             pb.gradient(f, X.ravel())
 
 

@@ -350,6 +350,8 @@ def piecewise(x, condlist, funclist, *args, **kw):
         conditions.append(~np.any(conditions, axis=0))
     if not isinstance(x, Traced) or plain.dtype.kind not in "fc":
         return plain
+    if not isinstance(stop_gradient(x), np.ndarray):  # a number: NumPy reads it as a 0-d array
+        x = np.reshape(x, ())
     y = x * 0.0  # NumPy starts from zeros_like(x)
     for condition, f in zip(conditions, funclist):
         if not callable(f):

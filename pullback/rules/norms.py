@@ -51,7 +51,7 @@ def _vector_norm(x, ord, axis, keepdims, vector=False):
     if ord is None or ord == 2:
         return euclidean_norm(x, axis, keepdims, vector)
     if ord == np.inf:
-        return np.max(np.abs(x), axis=axis, keepdims=keepdims)
+        return _largest(np.abs(x), axis, keepdims)
     if ord == -np.inf:
         return np.min(np.abs(x), axis=axis, keepdims=keepdims)
     if ord == 0:
@@ -64,6 +64,13 @@ def _vector_norm(x, ord, axis, keepdims, vector=False):
     return np.sum(np.abs(x) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
 
 
+def _largest(y, axis, keepdims=False):
+    """`np.max` along `axis`, 0 for an empty axis (NumPy's norms take their maxima with initial=0)."""
+    if np.shape(y)[axis] == 0:
+        return np.max(y, axis=axis, keepdims=keepdims, initial=0.0)
+    return np.max(y, axis=axis, keepdims=keepdims)
+
+
 def _matrix_norm(x, ord, axes, keepdims):
     row, col = (k % np.ndim(x) for k in axes)
     if row == col:
@@ -73,13 +80,13 @@ def _matrix_norm(x, ord, axes, keepdims):
         return y
     if ord in ("nuc", 2, -2):  # NumPy's own value: the singular values alone round differently from svd's
         s = np.linalg.svd(np.moveaxis(x, (row, col), (-2, -1)), compute_uv=False)
-        y = {"nuc": np.sum, 2: np.max, -2: np.min}[ord](s, axis=-1)
+        y = {"nuc": np.sum, 2: _largest, -2: np.min}[ord](s, axis=-1)
         y = with_numpy_value(y, np.linalg.norm, x, ord, (row, col))
     elif ord in (1, -1):
-        pick = np.max if ord == 1 else np.min
+        pick = _largest if ord == 1 else np.min
         y = pick(np.sum(np.abs(x), axis=row), axis=col - 1 if col > row else col)
     elif ord in (np.inf, -np.inf):
-        pick = np.max if ord == np.inf else np.min
+        pick = _largest if ord == np.inf else np.min
         y = pick(np.sum(np.abs(x), axis=col), axis=row - 1 if row > col else row)
     else:
         raise ValueError("Invalid norm order for matrices.")
