@@ -140,3 +140,13 @@ def test_initialiser_statistics_dtypes_and_generators():
         init.glorot_uniform(5, (2, 2))
     with pytest.raises(ValueError, match="fan_in"):
         init.kaiming_normal(g, (2, 2), mode="fan")
+
+
+@pytest.mark.parametrize("alpha", [1.0, 2.0])
+def test_elu_at_zero_has_the_left_derivative_alpha(alpha):
+    # smooth at 0 for alpha = 1 (finite differences give 1); PyTorch takes alpha for any alpha
+    x = np.array([0.0, -1.0, 2.0])
+    (g,) = pb.gradient(lambda x: np.sum(pb.nn.elu(x, alpha)), x)
+    np.testing.assert_allclose(g, [alpha, alpha * np.exp(-1.0), 1.0], rtol=1e-15)
+    assert pb.jvp(lambda x: pb.nn.elu(x, alpha), (np.zeros(1),), (np.ones(1),))[1][0] == alpha
+    assert_gradient(lambda x: np.sum(pb.nn.elu(x)), np.array([0.0]), dense_up_to=None)

@@ -108,3 +108,13 @@ def test_layernorm_values_and_gradients():
     check_layer(ln2, x)
     with pytest.raises(ValueError, match="last axes should be"):
         ln(np.zeros((2, 4)))
+
+
+def test_batch_norm_in_training_mode_refuses_one_value_per_channel():
+    # the unbiased batch variance that the running average takes is undefined (PyTorch raises too)
+    layer = pb.nn.BatchNorm(3, dtype=np.float64, training=True)
+    with pytest.raises(ValueError, match=r"needs more than one value per channel; got input of shape \(1, 3\)"):
+        layer(np.array([[1.0, 2.0, 3.0]]))
+    np.testing.assert_array_equal(layer.running_var, np.ones(3))  # untouched
+    evaluated = pb.nn.testmode(layer)(np.array([[1.0, 2.0, 3.0]]))
+    np.testing.assert_allclose(evaluated, [[1.0, 2.0, 3.0]] / np.sqrt(1.0 + 1e-5))

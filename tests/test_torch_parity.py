@@ -298,3 +298,25 @@ def test_load_torch_weights_refuses_a_different_architecture():
         pb.nn.load_torch_weights(model, nn.Sequential(nn.Conv2d(3, 4, 3), nn.Linear(5, 2)))
     with pytest.raises(ValueError, match="paired"):
         pb.nn.load_torch_weights(model, nn.Sequential(nn.Linear(4, 2), nn.Conv2d(3, 4, 3)))
+
+
+def test_a_state_dict_of_convolutions_with_biases_loads():
+    from pullback.nn.torch_interop import load_torch_state_dict
+
+    x = np.random.default_rng(0).standard_normal((1, 5, 5, 3)).astype(np.float32)
+    for theirs, ours in ((nn.Conv2d(3, 8, 3), pb.nn.Conv(3, 8, 3)), (nn.ConvTranspose2d(3, 4, 3), pb.nn.ConvTranspose(3, 4, 3))):
+        model = load_torch_state_dict(pb.nn.Chain(ours), {k: v.numpy() for k, v in nn.Sequential(theirs).state_dict().items()})
+        expected = theirs(torch.tensor(x).permute(0, 3, 1, 2)).permute(0, 2, 3, 1).detach().numpy()
+        np.testing.assert_allclose(model(x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_refused_load_changes_nothing_and_momentum_none_is_refused():
+    theirs = nn.Sequential(nn.BatchNorm1d(4, eps=1e-3, momentum=0.5), nn.Linear(4, 3))
+    ours = pb.nn.Chain(pb.nn.BatchNorm(4), pb.nn.Dense(4, 2))  # the Dense layer does not match
+    with pytest.raises(ValueError, match="Layer 1"):
+        pb.nn.load_torch_weights(ours, theirs)
+    assert (ours.layers[0].eps, ours.layers[0].momentum) == (1e-5, 0.1)
+    matching = pb.nn.load_torch_weights(pb.nn.Chain(pb.nn.BatchNorm(4), pb.nn.Dense(4, 3)), theirs)
+    assert (matching.layers[0].eps, matching.layers[0].momentum) == (1e-3, 0.5)
+    with pytest.raises(ValueError, match="momentum=None"):
+        pb.nn.load_torch_weights(pb.nn.Chain(pb.nn.BatchNorm(3)), nn.Sequential(nn.BatchNorm1d(3, momentum=None)))

@@ -92,8 +92,10 @@ def elu(x: Any, alpha: float = 1.0) -> Any:
     >>> elu(np.array([-1.0, 2.0]))
     array([-0.63212056,  2.        ])
     """
-    # expm1 only sees non-positive values, so no inf (and no inf * 0 = nan in the gradient).
-    return np.where(stop_gradient(x) > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+    # expm1 only sees non-positive values, so no inf (and no inf * 0 = nan in the gradient); at 0 the
+    # derivative is alpha, the left side's, as in PyTorch (np.minimum would split it at the tie).
+    positive = stop_gradient(x) > 0
+    return np.where(positive, x, alpha * np.expm1(np.where(positive, 0.0, x)))
 
 
 def leaky_relu(x: Any, slope: float = 0.01) -> Any:

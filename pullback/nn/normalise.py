@@ -136,6 +136,9 @@ class BatchNorm:
         scale = self.scale if self.scale is not None else np.ones(c, dtype=self.running_mean.dtype)
         shift = self.shift if self.shift is not None else np.zeros(c, dtype=self.running_mean.dtype)
         if is_training(self, x, self.scale, self.shift):
+            if np.size(x) // max(c, 1) < 2:  # the unbiased variance for the running average is undefined
+                raise ValueError(f"BatchNorm({c}) in training mode needs more than one value per channel; got input "
+                                 f"of shape {np.shape(x)}. Use a larger batch, or evaluation mode (pb.nn.testmode).")
             mean, var = _moments(np.reshape(stop_gradient(x), (-1, c)))
             self._update_running(mean, var, np.size(x) // c)
             y = _batch_norm(x, scale, shift, mean=mean, var=var, eps=self.eps)

@@ -84,14 +84,16 @@ def load_torch_weights(model: Model, torch_module: Any) -> Model:
             f"{len(theirs)} in the PyTorch module."
         )
     updates = [_converted(k, mine, other) for k, (mine, other) in enumerate(zip(ours, theirs))]
-    for layer, fields in zip(ours, updates):
+    for layer, fields in zip(ours, updates):  # every layer checked: now copy
         for name, value in fields.items():
             setattr(layer, name, value)
     return model
 
 
 def _converted(k, mine, other):
+    """The fields to set on `mine` (arrays, and `eps`/`momentum` of the normalisations), checked."""
     kind = type(other).__name__
+    settings = {}
     if not isinstance(mine, _PAIRS[kind]) or (kind == "Conv2d" and type(mine) is ConvTranspose):
         raise ValueError(f"Layer {k}: PyTorch {kind} is paired with pullback {type(mine).__name__}")
     if kind in ("Conv2d", "ConvTranspose2d"):
@@ -102,12 +104,17 @@ def _converted(k, mine, other):
         fields = {"running_mean": _numpy(other.running_mean, like), "running_var": _numpy(other.running_var, like)}
         if other.weight is not None:
             fields.update(scale=_numpy(other.weight, like), shift=_numpy(other.bias, like))
-        mine.eps, mine.momentum = other.eps, other.momentum
+        if other.momentum is None:
+            raise ValueError(
+                f"Layer {k}: PyTorch's BatchNorm has momentum=None (a cumulative average of the batch statistics), "
+                "which pullback's BatchNorm does not have; give the PyTorch module a momentum, or set the "
+                "pullback layer's momentum after loading.")
+        settings = {"eps": other.eps, "momentum": other.momentum}
     elif kind == "LayerNorm":
         fields = {} if other.weight is None else {"scale": _numpy(other.weight, mine.scale)}
         if other.bias is not None:
             fields["shift"] = _numpy(other.bias, mine.shift)
-        mine.eps = other.eps
+        settings = {"eps": other.eps}
     else:
         fields = {"weight": _numpy(other.weight, mine.weight)}
     if kind in ("Linear", "Conv2d", "ConvTranspose2d"):
@@ -119,7 +126,7 @@ def _converted(k, mine, other):
         current = getattr(mine, name)
         if current is not None and current.shape != value.shape:
             raise ValueError(f"Layer {k} ({mine!r}): {name} has shape {current.shape}, PyTorch's converts to {value.shape}")
-    return fields
+    return {**fields, **settings}
 
 
 def _check_geometry(k, mine, other):
@@ -225,6 +232,6 @@ def _natural(key):
 def _from_torch(value, like, kind, key):
     if value.dtype.kind != "f" and value.dtype != like.dtype:
         raise ValueError(f"{key} has dtype {value.dtype}; the layer's {like.dtype} takes floating-point arrays only.")
-    if kind in (Conv, ConvTranspose):
+    if kind in (Conv, ConvTranspose) and value.ndim == 4:  # the filter (OIHW to HWIO), not the bias
         value = value.transpose(2, 3, 1, 0)
     return np.asarray(value, dtype=like.dtype, order="C")
