@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pullback as pb
+from pullback.testing import assert_gradient
 from rule_checks import gradcheck, seeds
 from scipy_rule_cases import FIRST_ORDER_ONLY, SPECIAL, draw, special_call, ufunc
 
@@ -391,3 +392,34 @@ def test_inverse_round_trip_has_unit_slope(name):
     grads = pb.gradient(round_trip, *values)
     expected = [1.0 if j == "y" else 0.0 for j in inputs]
     np.testing.assert_allclose(grads, expected, atol=1e-7)
+
+
+def test_log_ndtr_s_derivative_keeps_its_digits_for_very_negative_x():
+    sp = pytest.importorskip("scipy.special")
+    # d/dx log Φ(x) = φ(x)/Φ(x) ≈ -x for very negative x (mpmath: 1000000.000001 at -1e6)
+    for x, expected in ((-1e6, 1000000.000001), (-1e10, 1e10), (-1e155, 1e155)):
+        (g,) = pb.gradient(sp.log_ndtr, x)
+        assert g == pytest.approx(expected, rel=1e-14)
+    assert pb.hessian(sp.log_ndtr, -1e5) == pytest.approx(-1.0, rel=1e-5)
+    assert_gradient(lambda x: np.sum(sp.log_ndtr(x)), np.array([-30.0, -2.0, 0.5, 5.0]), order=2)
+
+
+@pytest.mark.parametrize("name", ["struve", "modstruve"])
+def test_struve_functions_are_differentiable_at_zero(name):
+    sp = pytest.importorskip("scipy.special")
+    f = getattr(sp, name)
+    (g,) = pb.gradient(lambda x: np.sum(f(0.0, x)), np.array([0.0]))
+    np.testing.assert_allclose(g, [2.0 / np.pi], rtol=1e-15)  # H_0'(0) = L_0'(0) = 2/π
+    assert pb.gradient(lambda x: f(1.0, x), 0.0) == (0.0,)
+    for v in (0.0, 1.0, 2.5):
+        assert_gradient(lambda x: np.sum(f(v, x)), np.array([0.5, 3.0]), order=2)
+    assert pb.hessian(sp.itstruve0, 0.0) == pytest.approx(2.0 / np.pi, rel=1e-15)
+
+
+def test_diric_of_float32_is_scipy_s_value():
+    sp = pytest.importorskip("scipy.special")
+    from pullback.scipy import special
+
+    y, _ = pb.vjp(lambda x: special.diric(x, 3), np.float32(0.5))
+    expected = sp.diric(np.float32(0.5), 3)
+    assert y == expected and np.asarray(y).dtype == np.asarray(expected).dtype

@@ -240,3 +240,14 @@ def test_names_and_lazy_import():
         stats.norm.ppf
     with pytest.raises(AttributeError, match="poisson has no 'rvs'"):
         stats.poisson(2.0).rvs
+
+
+@pytest.mark.parametrize("method", ["logpdf", "pdf"])
+def test_multivariate_normal_values_are_scipy_s_own(method):
+    rng = np.random.default_rng(0)
+    x, mean, a = rng.standard_normal((5, 3)), rng.standard_normal(3), rng.standard_normal((3, 3))
+    cov = a @ a.T + np.eye(3)
+    expected = getattr(scipy_stats.multivariate_normal, method)(x, mean, cov)
+    got = pb.pullback(lambda x: getattr(stats.multivariate_normal, method)(x, mean, cov), x)[0]
+    np.testing.assert_array_equal(got, expected)
+    assert got.dtype == expected.dtype

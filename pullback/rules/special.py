@@ -35,6 +35,7 @@ from ._register import ENTRIES, add_tangents, describe, with_numpy_value
 
 SQRT_PI = math.sqrt(math.pi)
 SQRT_2PI = math.sqrt(2.0 * math.pi)
+SQRT_2 = math.sqrt(2.0)
 
 # scipy.special ufunc name -> its reverse rule, and -> its forward rule; `register()` registers
 # them for the ufunc of that name, with `pb.rrule` and `pb.frule`.
@@ -135,8 +136,10 @@ _unary("gamma")(lambda g, x, y, sp: g * y * sp.digamma(x))
 _unary("digamma", notes="Also reached as scipy.special.psi. Derivative polygamma(1, x).")(
     lambda g, x, y, sp: g * polygamma(1, x))
 _unary("ndtr")(lambda g, x, y, sp: g * np.exp(-0.5 * x * x) / SQRT_2PI)
-_unary("log_ndtr", notes="Stable for very negative x.")(
-    lambda g, x, y, sp: g * np.exp(-0.5 * x * x - y) / SQRT_2PI)
+# φ(x) / Φ(x), with Φ(x) = exp(-x²/2) erfcx(-x/√2) / 2: the exponentials cancel, so no digits are lost
+# for very negative x (exp(-x²/2 - log Φ(x)) subtracts two huge numbers)
+_unary("log_ndtr", notes="Stable for very negative x (the derivative is sqrt(2/π) / erfcx(-x/√2)).")(
+    lambda g, x, y, sp: g * (SQRT_2PI / np.pi) / sp.erfcx(-x / SQRT_2))
 _unary("ndtri")(lambda g, x, y, sp: g * SQRT_2PI * np.exp(0.5 * y * y))
 _unary("i0")(lambda g, x, y, sp: g * sp.i1(x))
 _unary("i1")(lambda g, x, y, sp: g * 0.5 * (sp.i0(x) + sp.iv(2.0, x)))
@@ -445,8 +448,15 @@ _order_binary("kn", _bessel_k("kn"), "x", "the order n")
 _order_binary("kve", lambda g, v, z, out, sp: g * (out - 0.5 * (sp.kve(v - 1, z) + sp.kve(v + 1, z))))
 _order_binary("jve", _bessel_order("jve"), notes="Real z (where it equals jv).")
 _order_binary("yve", _bessel_order("yve"), notes="Real z (where it equals yv).")
-_order_binary("struve", lambda g, v, x, out, sp: g * (sp.struve(v - 1.0, x) - v / x * out), "x")
-_order_binary("modstruve", lambda g, v, x, out, sp: g * (sp.modstruve(v - 1.0, x) - v / x * out), "x")
+# DLMF 11.4.24 and 11.4.26, which do not divide by x (the functions are smooth at 0)
+def _struve_term(v, x):
+    return (x / 2.0) ** v / (2.0 * SQRT_PI * _scipy_special().gamma(v + 1.5))
+
+
+_order_binary("struve", lambda g, v, x, out, sp: g * (
+    0.5 * (sp.struve(v - 1.0, x) - sp.struve(v + 1.0, x)) + _struve_term(v, x)), "x")
+_order_binary("modstruve", lambda g, v, x, out, sp: g * (
+    0.5 * (sp.modstruve(v - 1.0, x) + sp.modstruve(v + 1.0, x)) + _struve_term(v, x)), "x")
 _order_binary("expn", lambda g, n, x, out, sp: -g * np.where(
     stop_gradient(n) == 0, np.exp(-x) * (x + 1.0) / (x * x), sp.expn(np.maximum(n - 1, 0), x)), "x", "the order n")
 _order_binary("hyp0f1", lambda g, v, z, out, sp: g * sp.hyp0f1(v + 1.0, z) / v, "z", "v")
@@ -1293,7 +1303,7 @@ def diric(x, n):
     near = np.abs(stop_gradient(denom)) < (1e-7 if np.finfo(np.result_type(stop_gradient(x), float)).eps > 1e-18 else 1e-11)
     safe = np.where(near, 1.0, denom)
     value = np.where(near, plain, np.sin(n * half) / (n * safe))
-    return np.where(np.isnan(plain), plain, value)
+    return with_numpy_value(np.where(np.isnan(plain), plain, value), sp.diric, x, n)  # SciPy's value, bit for bit
 
 
 describe(diric, "x", _PYTHON_LEVEL.format("diric") + " n is a plain positive integer.", kind="composite",

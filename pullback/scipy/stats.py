@@ -756,6 +756,7 @@ class multivariate_normal_gen:
         # SciPy checks the arguments (and refuses a singular cov unless allowed)
         _scipy_stats().multivariate_normal.logpdf(_plain(x), None if mean is None else _plain(mean), _plain(cov),
                                                   allow_singular)
+        x_given, mean_given, cov_given = x, mean, cov
         dim = np.size(mean) if mean is not None else (1 if np.ndim(cov) < 2 else np.shape(cov)[0])
         mean = np.zeros(dim) if mean is None else mean
         if dim == 1:
@@ -778,13 +779,17 @@ class multivariate_normal_gen:
         white = solve_triangular(chol, np.transpose(dev), lower=True)
         maha = np.reshape(np.sum(white**2, axis=0), np.shape(x)[:-1])
         log_det = 2.0 * np.sum(np.log(np.diagonal(chol)))
-        return np.squeeze(-0.5 * (dim * _LOG_2PI + log_det + maha))
+        value = np.squeeze(-0.5 * (dim * _LOG_2PI + log_det + maha))
+        # SciPy's own value, bit for bit (it factorises cov its own way)
+        return with_numpy_value(value, _scipy_stats().multivariate_normal.logpdf, x_given, mean_given, cov_given,
+                                allow_singular)
 
     def pdf(self, x, mean=None, cov=1, allow_singular=False):
         """`scipy.stats.multivariate_normal.pdf`, differentiable."""
         if not _tracked(x, mean, cov):
             return _scipy_stats().multivariate_normal.pdf(x, mean, cov, allow_singular)
-        return np.exp(self.logpdf(x, mean, cov, allow_singular))
+        return with_numpy_value(np.exp(self.logpdf(x, mean, cov, allow_singular)),
+                                _scipy_stats().multivariate_normal.pdf, x, mean, cov, allow_singular)
 
     def cdf(self, x, *args, **kwds):
         """`scipy.stats.multivariate_normal.cdf` on plain values (no derivative)."""
