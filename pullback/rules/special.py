@@ -399,7 +399,7 @@ _unary("dawsn")(lambda g, x, y, sp: g * (1.0 - 2.0 * x * y))
 _unary("erfi")(lambda g, x, y, sp: g * (2.0 / SQRT_PI) * np.exp(x * x))
 _unary("exp1", notes="Real x > 0.")(lambda g, x, y, sp: -g * np.exp(-x) / x)
 _unary("expi")(lambda g, x, y, sp: g * np.exp(x) / x)
-_unary("entr", notes="-x·log(x); the derivative is -inf at 0.")(lambda g, x, y, sp: -g * (np.log(x) + 1.0))
+_unary("entr", notes="-x·log(x); the derivative -log(x) - 1 is +inf at 0.")(lambda g, x, y, sp: -g * (np.log(x) + 1.0))
 _unary("exprel", notes="(e^x - 1)/x; its derivative by a series near 0.")(lambda g, x, y, sp: g * _exprel_prime(x))
 _unary("loggamma", notes="Real x > 0 (complex arguments are not supported).")(lambda g, x, y, sp: g * sp.digamma(x))
 _unary("ndtri_exp", notes="ndtri(exp(y)), stable for very negative y.")(
