@@ -339,8 +339,8 @@ def _each_once(targets, sources):
         raise ValueError(
             "This indexed assignment writes the same element more than once, from different elements of the "
             "value (as y[[0, 0]] += 1 does); NumPy keeps one of the writes, in an order it does not guarantee, "
-            "so pullback cannot tell which one the gradient should follow. Use unique indices (np.unique), or "
-            "np.add.at to add every repeated entry."
+            "so pullback cannot tell which one the gradient should follow. Use unique indices (np.unique), "
+            "summing the values of repeated ones first if an update should count them all."
         )
     return unique, sources[first]
 

@@ -61,6 +61,9 @@ class Traced:
                 if len(inputs) == 2:
                     return apply2(rule, inputs[0], inputs[1])
                 return apply(rule, tuple(_as_operand(x) for x in inputs))
+        if method == "at":  # its index is no operand: refused before anything reads it as an array
+            raise TypeError(f"{ufunc_name(ufunc)}.at is not supported on tracked values: it writes in place; build the "
+                            "result with np.where or indexing instead (unique indices), or sum repeated entries first.")
         return _ufunc_general(ufunc, method, tuple(_as_operand(x) for x in inputs), kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -579,6 +582,8 @@ def strip_all(x):
 def _ufunc_general(ufunc, method, inputs, kwargs):
     """Every ufunc call that is not a plain `ufunc(*tracked_inputs)`."""
     if ufunc in NONDIFF_UFUNCS:
+        if any(isinstance(o, Traced) for o in _outputs(kwargs)):
+            return _constant_into_out(ufunc, method, inputs, kwargs)
         return getattr(ufunc, method)(*strip_all(inputs), **strip_all(kwargs))
     name = ufunc_name(ufunc)
     out = kwargs.get("out", 0)
@@ -641,6 +646,31 @@ def _cast_to_loop(ufunc, inputs, dtype):
         raise
     return tuple(x if isinstance(g, type) or g == want else FUNCTIONS[astype](x, want)
                  for x, g, want in zip(inputs, given, loop))
+
+
+def _outputs(kwargs):
+    out = kwargs.get("out")
+    return () if out is None else out if isinstance(out, tuple) else (out,)
+
+
+def _constant_into_out(ufunc, method, inputs, kwargs):
+    """A ufunc without a derivative (floor, isnan, ...) writing into traced `out=` arrays: each takes
+    the result as a constant, so its derivative is zero from here on, as the values say."""
+    outs = _outputs(kwargs)
+    others = {k: v for k, v in strip_all(kwargs).items() if k != "out"}
+    if others.get("where", True) is not True:
+        raise TypeError(f"{ufunc_name(ufunc)}(..., out=..., where=...) is not supported on tracked values; "
+                        "use np.where(mask, result, out) instead.")
+    casting = others.pop("casting", "same_kind")
+    results = getattr(ufunc, method)(*strip_all(inputs), **{k: v for k, v in others.items() if k != "where"})
+    results = results if isinstance(results, tuple) else (results,)
+    for target, result in zip(outs, results):
+        if isinstance(target, Traced):
+            _refuse_unsafe_cast(getattr(ufunc, method), inputs, result, target.dtype, casting, others)
+            in_place(target, result)
+        else:
+            np.copyto(target, result, casting=casting)
+    return kwargs["out"]
 
 
 def _refuse_unsafe_cast(call, inputs, result, dtype, casting, kwargs):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
+from pullback.testing import assert_gradient
 from rule_checks import gradcheck, second_order
 
 X = np.array([[0.7, -1.3, 2.1], [0.4, 1.6, -0.5], [1.2, -0.8, 0.9]])
@@ -491,3 +492,40 @@ def test_an_in_place_operation_with_a_piecewise_constant_result_writes_a_constan
     val, (g,) = pb.withgradient(f, x)
     assert val == f(x)
     np.testing.assert_array_equal(g, np.floor_divide(x, 0.3))
+
+
+@pytest.mark.parametrize("write", [
+    lambda y: np.floor(y, out=y),
+    lambda y: np.ceil(y, y),
+    lambda y: np.rint(y, out=y),
+    lambda y: np.floor_divide(y, 1.0, out=y),
+    lambda y: np.isnan(y, out=y, casting="unsafe"),
+    lambda y: np.floor(y[1:], out=y[1:]),
+])
+def test_a_result_without_a_derivative_written_into_a_traced_array_carries_none(write):
+    # the array's old derivative must not survive the overwrite
+    x = np.array([0.3, 1.6, -2.2])
+
+    def f(x):
+        y = x * 3.0
+        write(y)
+        return np.sum(y * y)
+
+    val, (g,) = pb.withgradient(f, x)
+    assert val == f(x)
+    y = x * 3.0
+    written = y.copy()
+    write(written)
+    # where the write changed an element its derivative is 0; elsewhere y is still 3x
+    np.testing.assert_allclose(g, 2 * written * 3.0 * (written == y))
+    assert_gradient(f, x + np.array([0.01, 0.02, 0.0]), dense_up_to=None)
+
+
+def test_ufunc_at_is_refused_before_its_index_is_read():
+    def f(x):
+        y = x.copy()
+        np.add.at(y, (slice(None), [0, 0, 2]), x[:, 1:])
+        return np.sum(y)
+
+    with pytest.raises(TypeError, match=r"numpy.add.at is not supported on tracked values"):
+        pb.gradient(f, np.ones((3, 4)))
