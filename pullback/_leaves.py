@@ -15,6 +15,8 @@ Conventions (see the README's "How gradients look"):
 
 import decimal
 import fractions
+from collections import deque
+from collections.abc import Mapping, Sequence, Set
 
 import numpy as np
 
@@ -267,6 +269,8 @@ def _flat_trainable_ids(values, positions):
                 found.add(id(x))
             else:
                 _refuse_untrackable(x, f"argument {i}")
+        else:
+            _refuse_hidden_arrays(x, f"argument {i}")
     return found
 
 
@@ -281,6 +285,8 @@ def _trainable_ids(roots, positions):
                 found.add(id(x))
             else:
                 _refuse_untrackable(x, tree.Path(path[1:]).format(f"argument {positions[path[0][0]]}"))
+        else:
+            _refuse_hidden_arrays(x, tree.Path(path[1:]).format(f"argument {positions[path[0][0]]}"))
 
     def node(x, kind, old, new, parts, path, shell):
         found.add(id(x))
@@ -301,6 +307,22 @@ def _is_float_array(x):
     if is_foreign_array(x):  # a Dask, CuPy or array-API array: tracked as it is
         return dtype_kind(x) in "fc"
     return _is_tracked_value(x) and x.dtype.kind in "fc" and not isinstance(x, np.generic)
+
+
+def _refuse_hidden_arrays(x, where):
+    """Raise for a container `pb.tree` does not see inside (a deque, a tuple subclass, a read-only
+    mapping) that holds float arrays at a differentiated place: they would silently get no gradient."""
+    if isinstance(x, (str, bytes)) or not isinstance(x, (Mapping, Sequence, Set, deque)):
+        return
+    try:
+        held = list(x.values()) if isinstance(x, Mapping) else list(x)
+    except TypeError:
+        return
+    if any(_is_float_array(v) or type(v) is float or tree.kind_of(v) is not None for v in held):
+        raise TypeError(
+            f"{where[0].upper() + where[1:]} is a {type(x).__name__}, which pb.tree does not look inside, so the values it holds would "
+            "get no gradient. Register the type with pb.tree.register (see docs/api-tree.md), or pass its contents "
+            "as a list, tuple or dict.")
 
 
 def _refuse_untrackable(x, where):

@@ -243,6 +243,8 @@ def numerical_gradient(f, *args, eps=1e-6):
     >>> g, n = testing.numerical_gradient(lambda x, n: np.sum(x ** n), np.array([1.0, 2.0]), 3)
     >>> np.round(g, 6), n
     (array([ 3., 12.]), None)
+
+    A complex leaf `z = x + iy` gets `df/dx - i df/dy`, as `pb.gradient` gives it.
     """
     arguments = Arguments(args, range(len(args)))
     arguments.track(lambda x, path, companion: x)
@@ -251,7 +253,10 @@ def numerical_gradient(f, *args, eps=1e-6):
     for leaf in arguments.leaves:
         size = int(np.size(leaf.primal))
         values = [wide.difference(f, leaf.index, _basis(leaf.primal, j), eps, None) for j in range(size)]
-        results.append(values[0] if type(leaf.primal) is float else np.reshape(values, np.shape(leaf.primal)))
+        if _is_complex_leaf(leaf.primal):  # the gradient of a real f at z = x + iy is df/dx - i df/dy
+            values = [v - 1j * wide.difference(f, leaf.index, 1j * _basis(leaf.primal, j), eps, None)
+                      for j, v in enumerate(values)]
+        results.append(values[0] if type(leaf.primal) in (float, complex) else np.reshape(values, np.shape(leaf.primal)))
     return arguments.read(results, lambda r, primal, returned: r)
 
 
@@ -261,7 +266,7 @@ def _check(f, args, roots, modes, order, options, rng, of):
     arguments = Arguments(args, range(len(args)), roots=roots)
     arguments.track(lambda x, path, companion: x)
     leaves = list(arguments.leaves)
-    y, back = pullback(f, *args)
+    y, back = pullback(f, *args) if "rev" in modes else (f(*args), None)
     _refuse_complex(y, of)
     u = _cotangent_like(y, rng, scalar_one=True)
     problems, notes, gradient, reverse = [], {}, None, None
@@ -282,7 +287,7 @@ def _check(f, args, roots, modes, order, options, rng, of):
             by_fd = wide.difference(f, leaf.index, v, options["eps"], u)
             if "rev" in modes:
                 g = reverse[leaf.index]
-                found["rev"].append((0.0 if g is None else float(np.sum(np.asarray(g, np.float64) * v)), by_fd))
+                found["rev"].append((0.0 if g is None else _along(g, v), by_fd))
             if "fwd" in modes:
                 found["fwd"].append((_inner(u, _forward(f, args, arguments, leaf.index, _like(v, primal))), by_fd))
         summary = {mode: _worst(pairs, options["atol"], rtol) for mode, pairs in found.items()}
@@ -340,7 +345,7 @@ def _transpose(f, args, rng, rtol, atol, of):
     vs = []
 
     def random_like(index, x):
-        vs.append(_like(rng.normal(size=np.shape(x)), x))
+        vs.append(_like(_random_direction(rng, x), x))
         return vs[-1]
 
     tangents = _replace_leaves(arguments, random_like)
@@ -351,8 +356,7 @@ def _transpose(f, args, rng, rtol, atol, of):
     cotangents = _leaf_values(args, back(u))
     forward_terms = [np.ravel(np.asarray(a, np.float64) * np.asarray(b, np.float64))
                      for a, b in _pairs(u, y_dot) if a is not None and b is not None]
-    reverse_terms = [np.ravel(np.asarray(c, np.float64) * np.asarray(v, np.float64))
-                     for c, v in zip(cotangents, vs) if c is not None]
+    reverse_terms = [np.ravel(np.real(np.asarray(c) * np.asarray(v))) for c, v in zip(cotangents, vs) if c is not None]
     forward = float(sum(np.sum(t) for t in forward_terms))
     reverse = float(sum(np.sum(t) for t in reverse_terms))
     scale = float(sum(np.sum(np.abs(t)) for t in forward_terms + reverse_terms))
@@ -372,7 +376,11 @@ def _derivative_map(mode, f, args, roots, y, u, rng):
         def vjp_of_f(*xs):
             _, back = pullback(f, *xs[:n])
             cotangents = _leaf_values(xs[:n], back(xs[n]))
-            return tuple(_zero_if_none(c, x) for c, x in zip(cotangents, _primals(xs[:n])))
+            parts = []
+            for c, x in zip(cotangents, _primals(xs[:n])):
+                c = _zero_if_none(c, x)
+                parts += [np.real(c), np.imag(c)] if _is_complex_leaf(x) else [c]  # checked as real outputs
+            return tuple(parts)
 
         return vjp_of_f, (*args, u), [*roots, "cotangent"]
 
@@ -383,7 +391,7 @@ def _derivative_map(mode, f, args, roots, y, u, rng):
         tangents = [t for _, t in _pairs(y, y_dot, floats=True)]  # at the float leaves of the output
         return tuple(_zero_if_none(t, x) for x, t in zip(template, tangents))
 
-    tangents = _replace_leaves(Arguments(args, range(n)), lambda index, x: _like(rng.normal(size=np.shape(x)), x))
+    tangents = _replace_leaves(Arguments(args, range(n)), lambda index, x: _like(_random_direction(rng, x), x))
     tangent_roots = ["tangent" if not r else r.replace("args[", "tangents[") if r.startswith("args[")
                      else f"tangent of {r}" for r in roots]
     return jvp_of_f, (*args, *tangents), [*roots, *tangent_roots]
@@ -434,7 +442,8 @@ class _Moves:
     """Float64 copies of the arguments, to move one leaf along a direction for central differences."""
 
     def __init__(self, args):
-        self.arguments = Arguments(tuple(tree.fmap(_to_float64, a) for a in args), range(len(args)))
+        # one walk over all the arguments, so that an array passed twice stays one array (a tie)
+        self.arguments = Arguments(tuple(tree.fmap(_to_float64, tuple(args))), range(len(args)))
 
     def at(self, f, key, step):
         def move(index, x):
@@ -452,6 +461,8 @@ class _Moves:
 
 
 def _as_step(v):
+    if np.iscomplexobj(v):
+        return complex(v) if np.ndim(v) == 0 else np.asarray(v, np.complex128)
     return float(v) if np.ndim(v) == 0 else np.asarray(v, np.float64)
 
 
@@ -464,15 +475,36 @@ def _scalar(y):
 
 
 def _directions(primal, rng, count, dense_up_to):
-    """Axis directions (every element) for small leaves, `count` random unit directions for larger ones."""
+    """Axis directions (every element) for small leaves, `count` random unit directions for larger ones;
+    for a complex leaf, along the real and the imaginary axis of each element."""
     size = int(np.size(primal))
     if dense_up_to is None or size <= dense_up_to:
-        return [_as_float64(_basis(primal, j)) for j in range(size)]
+        axes = [_as_float64(_basis(primal, j)) for j in range(size)]
+        return axes + [1j * e for e in axes] if _is_complex_leaf(primal) else axes
     vs = []
     for _ in range(count):
-        v = rng.standard_normal(np.shape(primal))
-        vs.append(_as_float64(_like(v / np.linalg.norm(v), primal)))  # rounded as the leaf's dtype would
+        v = _random_direction(rng, primal)
+        vs.append(_widened(_like(v / np.linalg.norm(v), primal)))  # rounded as the leaf's dtype would
     return vs
+
+
+def _random_direction(rng, x):
+    v = rng.standard_normal(np.shape(x))
+    return v + 1j * rng.standard_normal(np.shape(x)) if _is_complex_leaf(x) else v
+
+
+def _is_complex_leaf(x):
+    return type(x) is complex or np.iscomplexobj(x)
+
+
+def _along(g, v):
+    """The derivative along direction `v` that gradient `g` gives: Re(sum(g v)) (a cotangent c of z
+    stands for dz -> Re(c dz); for real leaves this is the plain sum)."""
+    return float(np.real(np.sum(np.asarray(g) * np.asarray(v))))
+
+
+def _widened(v):
+    return np.asarray(v, np.complex128) if np.iscomplexobj(v) else _as_float64(v)
 
 
 def _basis(primal, j):
@@ -486,17 +518,21 @@ def _as_float64(v):
 
 
 def _like(v, x):
-    """`v` in the form of leaf `x`: a float for a float, else an array of its dtype."""
+    """`v` in the form of leaf `x`: a float for a float (a complex for a complex), else an array of its dtype."""
     if type(x) is float:
         return float(v)
+    if type(x) is complex:
+        return complex(v)
     return np.asarray(v, dtype=x.dtype) if isinstance(x, np.ndarray) else x.dtype.type(v)
 
 
 def _to_float64(x):
-    if isinstance(x, np.ndarray) and x.dtype.kind == "f":
-        return x.astype(np.float64)
+    if isinstance(x, np.ndarray) and x.dtype.kind in "fc":
+        return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
     if isinstance(x, np.floating):
         return np.float64(x)
+    if isinstance(x, np.complexfloating):
+        return np.complex128(x)
     return x
 
 

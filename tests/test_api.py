@@ -1,5 +1,7 @@
 """The public entry points: gradient, withgradient, pullback, grad, value_and_grad, and their errors."""
 
+import collections
+import types
 from collections import namedtuple
 
 import numpy as np
@@ -267,3 +269,15 @@ def test_a_python_float_being_differentiated_compares_with_a_list_as_python_s_fl
     assert pb.pullback(lambda s: s == [0.5, 2.0], 0.5)[0] is False
     assert pb.pullback(lambda s: [0.5] != s, 0.5)[0] is True
     np.testing.assert_array_equal(pb.pullback(lambda s: s == [0.5, 2.0], np.float32(0.5))[0], [True, False])
+
+
+@pytest.mark.parametrize("make", [collections.deque, type("Pair", (tuple,), {}),
+                                  lambda items: types.MappingProxyType(dict(enumerate(items)))])
+def test_a_container_pb_tree_does_not_see_inside_is_refused_where_it_would_hide_gradients(make):
+    w = np.array([2.0])
+    with pytest.raises(TypeError, match="which pb.tree does not look inside"):
+        pb.gradient(lambda c: np.sum(c[0] ** 2), make([w]))
+    with pytest.raises(TypeError, match=r"Argument 0\['m'\] is a"):
+        pb.gradient(lambda d: np.sum(d["m"][0] ** 2), {"m": make([w])})
+    # holding no numbers, or passed by keyword, it is a constant as before
+    assert pb.gradient(lambda x, names: np.sum(x) * len(names), w, make(["a", "b"]))[0].tolist() == [2.0]

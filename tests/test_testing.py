@@ -234,3 +234,45 @@ def test_a_gradient_of_the_wrong_form_is_named(monkeypatch):
     assert not result
     assert result.failures[0].note == "the gradient has dtype float32, but the leaf has dtype float64"
     assert "args[0]: the gradient has dtype float32" in str(result)
+
+
+def test_a_wrong_complex_rule_is_caught_along_the_imaginary_axis_too():
+    @pb.primitive
+    def square(z):
+        return z * z
+
+    @pb.rrule(square)
+    def _(z):
+        return square(z), lambda dy: (dy * np.conj(2 * z),)  # wrong: the cotangent is dy * 2z
+
+    z = np.array([1 + 2j, 0.5 - 1j])
+    f = lambda z: np.real(np.sum(square(z)))
+    assert not testing.check_gradient(f, z, modes="rev", dense_up_to=None)
+    assert not testing.check_gradient(f, z, modes="rev")  # random complex directions
+    g = lambda z: np.real(np.sum(z * z * np.conj(z[::-1])))
+    assert testing.check_gradient(g, z, dense_up_to=None, order=2)
+    assert testing.check_gradient(lambda s: np.abs(s * s) ** 2, 1 + 2j)
+    # df/dx - i df/dy, as pb.gradient gives it
+    np.testing.assert_allclose(testing.numerical_gradient(g, z)[0], pb.gradient(g, z)[0], rtol=1e-8)
+
+
+def test_an_array_passed_twice_moves_at_both_places():
+    w = np.array([1.0, 2.0, 3.0])
+    f = lambda a, b: np.sum(a * b)
+    numerical = testing.numerical_gradient(f, w, w)
+    np.testing.assert_allclose(numerical[0], 2 * w, rtol=1e-8)  # the total, at the first place
+    assert numerical[1] is None
+    assert testing.check_gradient(f, w, w)
+
+
+def test_forward_mode_alone_checks_an_operation_that_has_only_a_forward_rule():
+    @pb.primitive
+    def double(x):
+        return 2.0 * x
+
+    @pb.frule(double)
+    def _(primals, tangents):
+        return double(primals[0]), None if tangents[0] is None else 3.0 * tangents[0]  # wrong: 2
+
+    assert not testing.check_gradient(lambda x: np.sum(double(x)), np.ones(3), modes="fwd")
+    assert testing.check_gradient(lambda x: np.sum(2.0 * x), np.ones(3), modes="fwd")
