@@ -3,6 +3,7 @@ and second order), the differentiable logsumexp / softmax / log_softmax / polyga
 SciPy's values and central differences, and the lazy registration (importing pullback never
 imports SciPy; importing SciPy later registers the rules)."""
 
+import math
 import subprocess
 import sys
 import textwrap
@@ -423,3 +424,14 @@ def test_diric_of_float32_is_scipy_s_value():
     y, _ = pb.vjp(lambda x: special.diric(x, 3), np.float32(0.5))
     expected = sp.diric(np.float32(0.5), 3)
     assert y == expected and np.asarray(y).dtype == np.asarray(expected).dtype
+
+
+def test_rgamma_at_the_poles_of_gamma_has_exact_first_and_second_derivatives():
+    sp = pytest.importorskip("scipy.special")
+    # 1/Γ(x) = x + γx² + ... at 0; in general d/dx at -n is (-1)^n n!, d²/dx² is -2 (-1)^n n! ψ(n + 1)
+    euler_gamma = 0.5772156649015329
+    for n, psi in ((0, -euler_gamma), (1, 1 - euler_gamma), (2, 1.5 - euler_gamma)):
+        x = -float(n)
+        assert pb.gradient(sp.rgamma, x) == ((-1) ** n * math.factorial(n),)
+        assert pb.hessian(sp.rgamma, x) == pytest.approx(-2 * (-1) ** n * math.factorial(n) * psi, rel=1e-13)
+    assert_gradient(lambda x: np.sum(sp.rgamma(x)), np.array([0.0, -1.0, -3.0, 0.7, 2.5, 3.0]), order=2, dense_up_to=None)

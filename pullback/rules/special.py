@@ -168,13 +168,19 @@ _binary("ive", _no_order_derivative("ive"),
 
 # --- Gamma and beta functions, Bessel functions of the first and second kind ----------------
 def _rgamma_derivative(x, y, sp):
-    """d/dx 1/Γ(x) = -ψ(x)/Γ(x); at x = -n, where Γ has a pole, it is (-1)^n n! = (-1)^n Γ(1 - x)."""
+    """d/dx 1/Γ(x) = -ψ(x)/Γ(x). At x = -n, where Γ has a pole, it is taken from the reflection
+    formula 1/Γ(x) = Γ(1 - x) sin(πx)/π, whose derivative Γ(1 - x) (cos(πx) - ψ(1 - x) sin(πx)/π) is
+    smooth there ((-1)^n n! at the pole), so higher derivatives are right too."""
     pole = (stop_gradient(x) <= 0) & (np.floor(stop_gradient(x)) == stop_gradient(x))
     if not np.any(pole):
         return -y * sp.digamma(x)
-    sign = np.where(np.remainder(stop_gradient(x), 2.0) == 0.0, 1.0, -1.0)
     regular = -y * sp.digamma(np.where(pole, 0.5, x))
-    return np.where(pole, sign * sp.gamma(1.0 - np.where(pole, x, 0.0)), regular)
+    z = np.where(pole, x, 0.0)
+    # cos(πz) and sin(πz) as (-1)^n cos(πd) and (-1)^n sin(πd), d = z + n = 0 at the pole: exact there
+    sign = np.where(np.remainder(stop_gradient(z), 2.0) == 0.0, 1.0, -1.0)
+    d = z - stop_gradient(z)
+    reflected = sign * sp.gamma(1.0 - z) * (np.cos(np.pi * d) - sp.digamma(1.0 - z) * np.sin(np.pi * d) / np.pi)
+    return np.where(pole, reflected, regular)
 
 
 _unary("rgamma", notes="1/Γ(x); at the poles of Γ (x = 0, -1, -2, ...) the derivative is (-1)^n n!.")(
