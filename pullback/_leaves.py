@@ -320,9 +320,15 @@ def _refuse_hidden_arrays(x, where):
         return
     if any(_is_float_array(v) or type(v) is float or tree.kind_of(v) is not None for v in held):
         raise TypeError(
-            f"{where[0].upper() + where[1:]} is a {type(x).__name__}, which pb.tree does not look inside, so the values it holds would "
+            f"{_sentence_start(where)} is a {type(x).__name__}, which pb.tree does not look inside, so the values it holds would "
             "get no gradient. Register the type with pb.tree.register (see docs/api-tree.md), or pass its contents "
             "as a list, tuple or dict.")
+
+
+def _sentence_start(where):
+    """A place (or None: "an argument") to begin a message with."""
+    where = str(where) if where is not None else "an argument"
+    return where[0].upper() + where[1:]
 
 
 def _refuse_untrackable(x, where):
@@ -333,9 +339,8 @@ def _refuse_untrackable(x, where):
     subclass = isinstance(x, np.ndarray) and type(x) is not np.ndarray
     other_number = isinstance(x, (fractions.Fraction, decimal.Decimal))
     if type(x) is np.ndarray and x.dtype == object and any(isinstance(v, (float, complex, np.inexact)) for v in x.flat):
-        where = str(where) if where is not None else "an argument"
         raise TypeError(
-            f"{where[0].upper() + where[1:]} is a NumPy array of dtype object holding floats, which pullback cannot differentiate (it "
+            f"{_sentence_start(where)} is a NumPy array of dtype object holding floats, which pullback cannot differentiate (it "
             "tracks float and complex arrays). Convert it with x.astype(float), or pass it by keyword if it is a constant."
         )
     if not (subclass or other_number):

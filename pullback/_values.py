@@ -538,12 +538,6 @@ def _with_sequence(name, traced, sequence, reflected):
     except TypeError:
         return NotImplemented
     return None if isinstance(result, np.ndarray) else result
-    op = getattr(operator, name if name not in ("and", "or") else f"{name}_")
-    try:
-        op(sequence, plain) if reflected else op(plain, sequence)
-    except TypeError:
-        return False
-    return True
 
 
 def _as_operand(x):
@@ -656,15 +650,14 @@ def _outputs(kwargs):
 def _constant_into_out(ufunc, method, inputs, kwargs):
     """A ufunc without a derivative (floor, isnan, ...) writing into traced `out=` arrays: each takes
     the result as a constant, so its derivative is zero from here on, as the values say."""
-    outs = _outputs(kwargs)
     others = {k: v for k, v in strip_all(kwargs).items() if k != "out"}
-    if others.get("where", True) is not True:
+    if others.pop("where", True) is not True:
         raise TypeError(f"{ufunc_name(ufunc)}(..., out=..., where=...) is not supported on tracked values; "
                         "use np.where(mask, result, out) instead.")
     casting = others.pop("casting", "same_kind")
-    results = getattr(ufunc, method)(*strip_all(inputs), **{k: v for k, v in others.items() if k != "where"})
+    results = getattr(ufunc, method)(*strip_all(inputs), **others)
     results = results if isinstance(results, tuple) else (results,)
-    for target, result in zip(outs, results):
+    for target, result in zip(_outputs(kwargs), results):
         if isinstance(target, Traced):
             _refuse_unsafe_cast(getattr(ufunc, method), inputs, result, target.dtype, casting, others)
             in_place(target, result)
@@ -676,11 +669,12 @@ def _constant_into_out(ufunc, method, inputs, kwargs):
 def _refuse_unsafe_cast(call, inputs, result, dtype, casting, kwargs):
     """Raise NumPy's own error where writing `result` into an array of `dtype` breaks the `casting`
     rule (a complex result into a real array): NumPy refuses it, and a silent cast would drop a part."""
-    if np.can_cast(dtype_of(result), dtype, casting=casting):
+    given = dtype_of(result)
+    if given == dtype or np.can_cast(given, dtype, casting=casting):
         return
     plain_out = np.empty(np.shape(result), dtype)
     call(*strip_all(inputs), out=plain_out, casting=casting, **strip_all(kwargs))
-    raise TypeError(f"Cannot cast the output from {dtype_of(result)} to {dtype} with casting rule {casting!r}")
+    raise TypeError(f"Cannot cast the output from {given} to {dtype} with casting rule {casting!r}")
 
 
 def _into_out(ufunc, method, inputs, kwargs, name):

@@ -224,9 +224,8 @@ def _refuse_truncation(a, cutoff, name):
     if not np.any(cutoff > default):
         return
     plain = stop_gradient(a)
-    concrete = plain if type(plain) is np.ndarray else None
-    if concrete is not None:
-        s = np.linalg.svd(concrete, compute_uv=False)
+    if type(plain) is np.ndarray:
+        s = np.linalg.svd(plain, compute_uv=False)
         largest = np.max(s, axis=-1, keepdims=True) if s.size else s
         if not np.any((s <= cutoff[..., None] * largest) & (s > default * largest)):
             return
