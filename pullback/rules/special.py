@@ -375,12 +375,33 @@ def _plain(name, what):
     return refuse
 
 
-def _where_zero(m, at_zero, formula):
-    """formula(m) where m != 0, and the limit `at_zero` where m == 0 (formula sees m = 1/2 there)."""
-    zero = stop_gradient(m) == 0
-    if not np.any(zero):
-        return formula(m)
-    return np.where(zero, at_zero, formula(np.where(zero, 0.5, m)))
+def _split(x, close, near, far, safe=0.5, inside=0.0):
+    """near(x) where the plain mask `close` holds, far(x) elsewhere. Each branch sees a harmless stand-in at
+    the other's points (`inside` for near, `safe` for far), so neither divides by zero nor poisons the derivative."""
+    if not np.any(close):
+        return far(x)
+    if np.all(close):
+        return near(x)
+    return np.where(close, near(np.where(close, x, inside)), far(np.where(close, safe, x)))
+
+
+# 20-point Gauss–Legendre on [0, 1]. The integrands below are analytic in a wide strip around the
+# interval, so it is exact to rounding; written with traced operations, it differentiates again.
+_GAUSS_NODES, _GAUSS_WEIGHTS = np.polynomial.legendre.leggauss(20)
+_GAUSS_NODES, _GAUSS_WEIGHTS = 0.5 * (_GAUSS_NODES + 1.0), 0.5 * _GAUSS_WEIGHTS
+
+
+def _gauss(integrand, upper):
+    """∫_0^upper integrand(t) dt; `integrand` gets t with a trailing axis of nodes."""
+    return np.sum(_GAUSS_WEIGHTS * integrand(np.expand_dims(upper, -1) * _GAUSS_NODES), axis=-1) * upper
+
+
+def _polynomial(coefficients, u):
+    """Σ_k coefficients[k] u^k, by Horner's rule."""
+    total = coefficients[-1]
+    for c in coefficients[-2::-1]:
+        total = total * u + c
+    return total
 
 
 def _exprel_prime(u):
@@ -415,28 +436,97 @@ _unary("k1")(lambda g, x, y, sp: -g * 0.5 * (sp.k0(x) + sp.kv(2.0, x)))
 _unary("k0e")(lambda g, x, y, sp: g * (y - sp.k1e(x)))
 _unary("k1e")(lambda g, x, y, sp: g * (y - 0.5 * (sp.k0e(x) + sp.kve(2.0, x))))
 _unary("wrightomega", notes="Real x.")(lambda g, x, y, sp: g * y / (1.0 + y))
-_unary("spence", notes="Real z ≥ 0; the derivative log(z)/(1 - z) is -1 at z = 1.")(
-    lambda g, x, y, sp: g * _where_zero(x - 1.0, -1.0, lambda d: np.log(d + 1.0) / -d))
 
 
-def _dellipk(m, k, sp):
-    """dK/dm = (E - (1 - m) K) / (2 m (1 - m)); π/8 at m = 0."""
-    return _where_zero(m, math.pi / 8.0, lambda m: (sp.ellipe(m) - (1.0 - m) * sp.ellipk(m)) / (2.0 * m * (1.0 - m)))
+def _dspence(z):
+    """d/dz spence(z) = log(z)/(1 - z) = -∫_0^1 dt / (1 + t(z - 1)), by quadrature near z = 1 (where the
+    quotient cancels)."""
+    return _split(z - 1.0, np.abs(stop_gradient(z) - 1.0) <= 0.5,
+                  lambda d: -_gauss(lambda t: 1.0 / (1.0 + np.expand_dims(d, -1) * t), 1.0),
+                  lambda d: np.log(d + 1.0) / -d)
 
 
-_unary("ellipk", args="m", notes="Parameter m < 1.")(lambda g, m, y, sp: g * _dellipk(m, y, sp))
-_unary("ellipkm1", args="p", notes="K(1 - p), accurate for small p > 0.")(
-    lambda g, p, y, sp: -g * (sp.ellipe(1.0 - p) - p * y) / (2.0 * (1.0 - p) * p))
-_unary("ellipe", args="m", notes="Parameter m ≤ 1; -π/8 at m = 0.")(
-    lambda g, m, y, sp: g * _where_zero(m, -math.pi / 8.0, lambda m: (sp.ellipe(m) - sp.ellipk(m)) / (2.0 * m)))
+_unary("spence", notes="Real z ≥ 0; the derivative log(z)/(1 - z) is -1 at z = 1.")(lambda g, x, y, sp: g * _dspence(x))
+
+
+# The closed forms of the elliptic integrals' m-derivatives cancel near m = 0 (their numerators vanish
+# with m), and near φ = jπ (with sin φ). There they are the integrals differentiated under the integral sign,
+#     ∂F(φ|m)/∂m = ½ ∫_0^φ sin²θ (1 - m sin²θ)^(-3/2) dθ,   ∂E(φ|m)/∂m = -½ ∫_0^φ sin²θ (1 - m sin²θ)^(-1/2) dθ
+# (K and E: φ = π/2), by quadrature where the integrand is smooth on the interval: exact to rounding at
+# every order, m = 0 included.
+def _small(m):
+    return np.abs(stop_gradient(m)) <= 0.5
+
+
+def _sin2_integral(phi, m, power):
+    """∫_0^φ sin²θ (1 - m sin²θ)^power dθ, by quadrature."""
+    return _gauss(lambda t: np.sin(t) ** 2 * (1.0 - np.expand_dims(m, -1) * np.sin(t) ** 2) ** power, phi)
+
+
+def _dellipk(m, sp):
+    """dK/dm = (E - (1 - m) K) / (2 m (1 - m))."""
+    return _split(m, _small(m), lambda m: 0.5 * _sin2_integral(np.pi / 2, m, -1.5),
+                  lambda m: (sp.ellipe(m) - (1.0 - m) * sp.ellipk(m)) / (2.0 * m * (1.0 - m)))
+
+
+def _dellipe(m, sp):
+    """dE/dm = (E - K) / (2m)."""
+    return _split(m, _small(m), lambda m: -0.5 * _sin2_integral(np.pi / 2, m, -0.5),
+                  lambda m: (sp.ellipe(m) - sp.ellipk(m)) / (2.0 * m))
+
+
+def _dellipkm1(p, y, sp):
+    """d/dp K(1 - p) = -(E(1 - p) - p K(1 - p)) / (2 (1 - p) p)."""
+    return _split(p, _small(1.0 - stop_gradient(p)), lambda p: -0.5 * _sin2_integral(np.pi / 2, 1.0 - p, -1.5),
+                  lambda p: -(sp.ellipe(1.0 - p) - p * y) / (2.0 * (1.0 - p) * p), safe=0.25, inside=1.0)
+
+
+def _smooth_on(r, m):
+    """Whether (1 - m sin²θ)^power is analytic inside the Bernstein ellipse ρ = 3 of [0, |r|], so that the
+    20-point rule is exact to rounding (3^-40 ≈ 1e-19): its nearest singularity is θ = arcsin(1/√m)."""
+    half = np.abs(stop_gradient(r)) / 2.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = (np.arcsin(1.0 / np.sqrt(stop_gradient(m) + 0j)) - half) / half
+        root = np.sqrt(w - 1.0) * np.sqrt(w + 1.0)
+        return ~(np.maximum(np.abs(w + root), np.abs(w - root)) < 3.0)  # NaN (m = 0 or r = 0): smooth
+
+
+def _incomplete_dm(phi, m, power, complete, formula, sp):
+    """∂/∂m of F(φ|m) (power -3/2, `complete` dK/dm) or E(φ|m) (power -1/2, dE/dm): `formula(m)`, or, where
+    the integrand is smooth on [0, r] (φ = jπ + r, |r| ≤ π/2), the quadrature plus 2j times `complete(m)`."""
+    turns = np.round(stop_gradient(phi) / np.pi)
+    r = phi - np.pi * turns
+    close = _small(m) | _smooth_on(r, m)
+
+    def near(m):
+        integral = (0.5 if power == -1.5 else -0.5) * _sin2_integral(r, m, power)
+        return integral + 2.0 * turns * complete(m, sp) if np.any(turns) else integral
+
+    return _split(m, close, near, formula)
+
+
+_unary("ellipk", args="m", notes="Parameter m < 1.")(lambda g, m, y, sp: g * _dellipk(m, sp))
+_unary("ellipkm1", args="p", notes="K(1 - p), accurate for small p > 0.")(lambda g, p, y, sp: g * _dellipkm1(p, y, sp))
+_unary("ellipe", args="m", notes="Parameter m ≤ 1; -π/8 at m = 0.")(lambda g, m, y, sp: g * _dellipe(m, sp))
 
 # Kelvin functions: ber + i·bei solves x² w'' + x w' - i x² w = 0 (and ker + i·kei too).
 _unary("ber")(lambda g, x, y, sp: g * sp.berp(x))
 _unary("bei")(lambda g, x, y, sp: g * sp.beip(x))
 _unary("ker", notes="x > 0.")(lambda g, x, y, sp: g * sp.kerp(x))
 _unary("kei", notes="x > 0.")(lambda g, x, y, sp: g * sp.keip(x))
-_unary("berp", notes="x ≠ 0.")(lambda g, x, y, sp: g * (-y / x - sp.bei(x)))
-_unary("beip", notes="x ≠ 0.")(lambda g, x, y, sp: g * (-y / x + sp.ber(x)))
+# berp(x)/x and beip(x)/x as power series in t = x²/4 near 0, where the quotients are 0/0
+# (ber = Σ (-1)^j t^(2j) / (2j)!², bei = Σ (-1)^j t^(2j+1) / (2j+1)!²)
+_BERP_OVER_X = [0.0 if k % 2 == 0 else (-1) ** ((k + 1) // 2) * ((k + 1) // 2) / math.factorial(k + 1) ** 2
+                for k in range(18)]
+_BEIP_OVER_X = [0.0 if k % 2 else (-1) ** (k // 2) * (k + 1) / (2.0 * math.factorial(k + 1) ** 2) for k in range(18)]
+
+
+def _kelvin_over_x(x, y, series):
+    return _split(x, np.abs(stop_gradient(x)) < 2.0, lambda x: _polynomial(series, 0.25 * x * x), lambda x: y / x)
+
+
+_unary("berp")(lambda g, x, y, sp: g * (-_kelvin_over_x(x, y, _BERP_OVER_X) - sp.bei(x)))
+_unary("beip")(lambda g, x, y, sp: g * (-_kelvin_over_x(x, y, _BEIP_OVER_X) + sp.ber(x)))
 _unary("kerp", notes="x > 0.")(lambda g, x, y, sp: g * (-y / x - sp.kei(x)))
 _unary("keip", notes="x > 0.")(lambda g, x, y, sp: g * (-y / x + sp.ker(x)))
 
@@ -527,7 +617,7 @@ def _agm_partials(x, sp):
     """(f(x), f'(x)) for f(x) = agm(1, x) = π / (2 K(1 - x²)), x > 0."""
     m = 1.0 - x * x
     k = sp.ellipk(m)
-    return math.pi / (2.0 * k), math.pi * x * _dellipk(m, k, sp) / (k * k)
+    return math.pi / (2.0 * k), math.pi * x * _dellipk(m, sp) / (k * k)
 
 
 def _agm_d(first):
@@ -543,21 +633,21 @@ def _agm_d(first):
 _binary("agm", _agm_d(True), _agm_d(False), "a, b", "Positive a and b.")
 
 
-def _dellipkinc_dm(phi, m, f, sp):
-    """∂F(φ|m)/∂m; (φ - sin φ cos φ)/4 at m = 0."""
+def _dellipkinc_dm(phi, m, sp):
+    """∂F(φ|m)/∂m."""
     def formula(m):
         delta = np.sqrt(1.0 - m * np.sin(phi) ** 2)
         return ((sp.ellipeinc(phi, m) - (1.0 - m) * sp.ellipkinc(phi, m)) / (2.0 * m * (1.0 - m))
                 - np.sin(2.0 * phi) / (4.0 * (1.0 - m) * delta))
 
-    return _where_zero(m, (phi - 0.5 * np.sin(2.0 * phi)) / 4.0, formula)
+    return _incomplete_dm(phi, m, -1.5, _dellipk, formula, sp)
 
 
 _binary("ellipkinc", lambda g, phi, m, out, sp: g / np.sqrt(1.0 - m * np.sin(phi) ** 2),
-        lambda g, phi, m, out, sp: g * _dellipkinc_dm(phi, m, out, sp), "phi, m")
+        lambda g, phi, m, out, sp: g * _dellipkinc_dm(phi, m, sp), "phi, m")
 _binary("ellipeinc", lambda g, phi, m, out, sp: g * np.sqrt(1.0 - m * np.sin(phi) ** 2),
-        lambda g, phi, m, out, sp: g * _where_zero(m, -(phi - 0.5 * np.sin(2.0 * phi)) / 4.0,
-                                                   lambda m: (out - sp.ellipkinc(phi, m)) / (2.0 * m)), "phi, m")
+        lambda g, phi, m, out, sp: g * _incomplete_dm(
+            phi, m, -0.5, _dellipe, lambda m: (out - sp.ellipkinc(phi, m)) / (2.0 * m), sp), "phi, m")
 # Carlson's symmetric integrals: ∂R_F(x, y, z)/∂z = -R_D(x, y, z)/6, and R_C(x, y) = R_F(x, y, y).
 _nary("elliprf", (lambda g, x, y, z, out, sp: -g * sp.elliprd(y, z, x) / 6.0,
                   lambda g, x, y, z, out, sp: -g * sp.elliprd(x, z, y) / 6.0,
@@ -935,19 +1025,23 @@ _poly("eval_sh_jacobi", _shifted_jacobi_derivative, ("p", "q"))
 
 
 # Spherical Bessel functions: SciPy's spherical_jn(n, z, derivative) calls one of two ufuncs, so it
-# works on traced z. The value's derivative is the `derivative=True` ufunc; that one's comes from
-# the differential equation z² f'' + 2z f' ± (z² ∓ n(n+1)) f = 0 (+ for j and y, - for i and k).
-def _spherical(kind, oscillating):
-    sign = 1.0 if oscillating else -1.0
+# works on traced z. The value's derivative is the `derivative=True` ufunc; that one's comes from the
+# recurrence f_n' = c (n f_{n-1} + b (n+1) f_{n+1}) / (2n + 1) (DLMF 10.51.2, 10.51.5), which does not
+# divide by z: (c, b) = (1, -1) for j and y, (1, 1) for i, (-1, 1) for k.
+def _spherical(kind, c, b):
     value, slope = f"_ufuncs._spherical_{kind}", f"_ufuncs._spherical_{kind}_d"
     note = f"The ufunc pullback.scipy.special.spherical_{kind} calls. The order n is an integer."
+
+    def curvature(g, n, z, out, sp):
+        lower = np.where(stop_gradient(n) >= 1, _ufunc_named(sp, slope)(np.maximum(n - 1, 0), z), 0.0)
+        return g * c * (n * lower + b * (n + 1.0) * _ufunc_named(sp, slope)(n + 1, z)) / (2.0 * n + 1.0)
+
     _nary(value, (None, lambda g, n, z, out, sp: g * _ufunc_named(sp, slope)(n, z)), "z", note)
-    _nary(slope, (None, lambda g, n, z, out, sp: g * (-2.0 * out / z - sign * (1.0 - sign * n * (n + 1.0) / (z * z))
-                                                      * _ufunc_named(sp, value)(n, z))), "z", note)
+    _nary(slope, (None, curvature), "z", note)
 
 
-for _kind, _oscillating in (("jn", True), ("yn", True), ("in", False), ("kn", False)):
-    _spherical(_kind, _oscillating)
+for _kind, _c, _b in (("jn", 1.0, -1.0), ("yn", 1.0, -1.0), ("in", 1.0, 1.0), ("kn", -1.0, 1.0)):
+    _spherical(_kind, _c, _b)
 
 # SciPy functions that compute with the differentiable ufuncs above, and so work on traced values as they are.
 for _name, _args, _how in (("softplus", "x", "np.logaddexp(0, x)"), ("assoc_laguerre", "x", "eval_genlaguerre(n, k, x)"),
@@ -1235,10 +1329,18 @@ ellipj = _standin_of_outputs("ellipj", _split_outputs("ellipj", ("sn", "cn", "dn
 pbdv = _standin_of_outputs("pbdv", _split_outputs("pbdv", ("d", "dp"), 1, (
     lambda a, o, sp: o[1](), lambda a, o, sp: (0.25 * a[1] ** 2 - a[0] - 0.5) * o[0]()), {0: "the order v"}))
 # airye: Ai·e^ζ, Ai'·e^ζ, Bi·e^(-ζ), Bi'·e^(-ζ) with ζ = (2/3) x^(3/2) for x > 0 (no scaling below 0), ζ' = √x
-_ROOT = lambda x: np.sqrt(np.maximum(x, 0.0))  # noqa: E731
+def _airye_root(x):
+    """ζ' = √x for x > 0, 0 below. ζ'' = 1/(2√x) is infinite as x → 0+, so no output has a second derivative at 0."""
+    if isinstance(x, Traced) and np.any(stop_gradient(x) == 0):
+        raise ValueError("scipy.special.airye: the second derivatives do not exist at z = 0 (the scaling "
+                         "exp(±(2/3) z^(3/2)) makes them infinite as z → 0+). Differentiate once there, or use airy(z).")
+    positive = stop_gradient(x) > 0
+    return np.where(positive, np.sqrt(np.where(positive, x, 1.0)), 0.0)
+
+
 airye = _standin_of_outputs("airye", _split_outputs("airye", ("eai", "eaip", "ebi", "ebip"), 0, (
-    lambda a, o, sp: o[1]() + _ROOT(a[0]) * o[0](), lambda a, o, sp: a[0] * o[0]() + _ROOT(a[0]) * o[1](),
-    lambda a, o, sp: o[3]() - _ROOT(a[0]) * o[2](), lambda a, o, sp: a[0] * o[2]() - _ROOT(a[0]) * o[3]())),
+    lambda a, o, sp: o[1]() + _airye_root(a[0]) * o[0](), lambda a, o, sp: a[0] * o[0]() + _airye_root(a[0]) * o[1](),
+    lambda a, o, sp: o[3]() - _airye_root(a[0]) * o[2](), lambda a, o, sp: a[0] * o[2]() - _airye_root(a[0]) * o[3]())),
     real_only="for complex z SciPy scales Bi by exp(-|Re ζ|), which has no complex derivative. Use airy(z) times "
               "np.exp of the scale you need.")
 pbvv = _standin_of_outputs("pbvv", _split_outputs("pbvv", ("v", "vp"), 1, (
@@ -1246,9 +1348,10 @@ pbvv = _standin_of_outputs("pbvv", _split_outputs("pbvv", ("v", "vp"), 1, (
 pbwa = _standin_of_outputs("pbwa", _split_outputs("pbwa", ("w", "wp"), 1, (
     lambda a, o, sp: o[1](), lambda a, o, sp: (a[0] - 0.25 * a[1] ** 2) * o[0]()), {0: "the parameter a"}))
 
-_MULTI = {sici: "x", shichi: "x", fresnel: "z", airy: "z", airye: "z", itairy: "x", itj0y0: "x", iti0k0: "x", it2j0y0: "x",
+_MULTI = {sici: "x", shichi: "x", fresnel: "z", airy: "z", itairy: "x", itj0y0: "x", iti0k0: "x", it2j0y0: "x",
           it2i0k0: "x", ellipj: "u (m must be plain)", pbdv: "x (v must be plain)", pbvv: "x (v must be plain)",
-          pbwa: "x (a must be plain)"}
+          pbwa: "x (a must be plain)",
+          airye: "z Its second derivatives do not exist at z = 0 (they are infinite as z → 0+): they raise there."}
 for _fn, _args in _MULTI.items():
     describe(_fn, _args.split(" ")[0], _PYTHON_LEVEL.replace(" (SciPy's own converts its input with np.asarray, so it "
                                                               "never reaches pullback).", "").format(_fn.__name__)
@@ -1273,7 +1376,8 @@ def _spherical_standin(kind, sign_n_even):
             raise ValueError(f"pullback.scipy.special.spherical_{kind}: negative z gives a complex intermediate in SciPy; "
                              "it is not supported on traced values.")
         sign = np.where(n % 2 == 0, sign_n_even, -sign_n_even) * (-1.0 if derivative else 1.0)
-        return ufunc(n, np.abs(z)) * np.where(negative, sign, 1.0)
+        # SciPy's reflection: -z where z < 0 (np.abs would have slope 0 at z = 0, and turn -0.0 into 0.0)
+        return ufunc(n, np.where(negative, -z, z)) * np.where(negative, sign, 1.0)
 
     standin.__name__ = standin.__qualname__ = f"spherical_{kind}"
     standin.__doc__ = (f"`scipy.special.spherical_{kind}(n, z, derivative=False)`, differentiable in `z` to any order "
@@ -1303,13 +1407,24 @@ def diric(x, n):
         return sp.diric(x, n)
     n = stop_gradient(n)
     plain = sp.diric(stop_gradient(x), n)  # SciPy's value, with its NaN for invalid n
-    half = x / 2.0
-    denom = np.sin(half)
-    # SciPy's threshold below which it returns the limit ±1 (the derivative there is 0 to first order)
-    near = np.abs(stop_gradient(denom)) < (1e-7 if np.finfo(np.result_type(stop_gradient(x), float)).eps > 1e-18 else 1e-11)
-    safe = np.where(near, 1.0, denom)
-    value = np.where(near, plain, np.sin(n * half) / (n * safe))
+    # x/2 = kπ + d with |d| ≤ π/2, reduced exactly by libm's sin and cos; diric = (-1)^(k(n-1)) sin(nd)/(n sin d)
+    half = stop_gradient(x) / 2.0
+    flip = np.where(np.cos(half) < 0, -1.0, 1.0)
+    d = np.arctan2(flip * np.sin(half), np.abs(np.cos(half))) + (x - stop_gradient(x)) / 2.0
+    close = np.abs(n * stop_gradient(d)) < 1.0  # the quotient's derivatives cancel there: its series in nd instead
+    value = flip ** (n - 1) * _split(d, close, lambda d: _polynomial(_dirichlet_series(n), (n * d) ** 2),
+                                     lambda d: np.sin(n * d) / (n * np.sin(d)))
     return with_numpy_value(np.where(np.isnan(plain), plain, value), sp.diric, x, n)  # SciPy's value, bit for bit
+
+
+def _dirichlet_series(n, terms=14):
+    """b_k with sin(nd)/(n sin d) = Σ_k b_k (nd)^(2k), from sin d · Σ_k b_k n^(2k) d^(2k) = sin(nd)/n."""
+    n = np.where(np.asarray(n) >= 1, n, 1.0)  # invalid n: SciPy's NaN is handed out
+    odd = [(-1) ** k / math.factorial(2 * k + 1) for k in range(terms)]  # sin's Taylor coefficients
+    b = [np.ones_like(n, dtype=float)]
+    for k in range(1, terms):
+        b.append(odd[k] - sum(odd[i] * b[k - i] / n ** (2 * i) for i in range(1, k + 1)))
+    return b
 
 
 describe(diric, "x", _PYTHON_LEVEL.format("diric") + " n is a plain positive integer.", kind="composite",
