@@ -19,7 +19,10 @@ replay whose value differs traces again. Rules for the jitted function, as in JA
 
 - it is pure: it returns its results and does not change its arguments' objects or globals; a
   write into an argument array is followed (the call writes the final value into the caller's array);
-- arrays it reads from closures or globals are constants of the trace, read by reference;
+- what it reads from closures or globals (directly or through the functions it calls) is a
+  constant of the trace: a replay first checks that those names still hold the same values and
+  that the small arrays among them (and among the trace's constant arrays) hold the same bytes,
+  and traces again if not (see `_jit_watch`); a write into a larger one is not detected;
 - randomness comes from a generator passed in (its draws are recorded) or from arrays passed
   in; a generator it reaches through a closure or a global is refused (see `_jit_random`);
 - it keeps array computations in NumPy calls: `np.asarray` of a traced array is refused.
@@ -38,10 +41,11 @@ True
 import collections
 import functools
 import threading
+import warnings
 
 import numpy as np
 
-from . import _jit_random, tree
+from . import _jit_random, _jit_watch, tree
 from ._jit_replay import Deferred, Retrace
 from ._jit_trace import JitError, Number, RandomSource, Symbol, Trace
 
@@ -50,6 +54,8 @@ __all__ = ["jit", "JitError"]
 # traces kept per signature, one per outcome of its guards (a value that changes every call,
 # such as float(loss) used in the computation, would otherwise grow the list without end)
 _VARIANTS_PER_SIGNATURE = 8
+# retraces in a row, each because a global or closure variable changed, after which pb.jit warns
+_STALE_RETRACES = 8
 
 CacheInfo = collections.namedtuple("CacheInfo", ["traces", "replays", "retraces", "signatures"])
 
@@ -75,6 +81,8 @@ def jit(fn=None, *, cache_size=32):
 class Jitted:
     """A jitted function: call it like `fn`; `cache_info()` counts traces and replays."""
 
+    pullback_jitted = True  # how the watch of an enclosing trace knows one (see _jit_watch)
+
     def __init__(self, fn, cache_size):
         if cache_size < 1:
             raise ValueError(f"pb.jit: cache_size must be at least 1, got {cache_size}")
@@ -83,6 +91,7 @@ class Jitted:
         self._cache = collections.OrderedDict()  # signature -> [(program, rebuild)], one per guard outcome
         self._counts = {"traces": 0, "replays": 0, "retraces": 0}
         self._tracing = threading.RLock()
+        self._stale_run, self._warned = 0, False  # retraces in a row for a changed global; warned of them
 
     def cache_info(self):
         return CacheInfo(self._counts["traces"], self._counts["replays"], self._counts["retraces"], len(self._cache))
@@ -124,6 +133,7 @@ class Jitted:
                 return result
             if key in self._cache:
                 self._counts["retraces"] += 1
+                self._note_stale(self._cache[key][0][0])
             result, compiled = self._trace(args, kwargs, arrays)
             variants = self._cache.setdefault(key, [])
             variants.insert(0, compiled)  # the newest outcome of the guards is tried first
@@ -133,6 +143,25 @@ class Jitted:
                 self._cache.popitem(last=False)
             self._counts["traces"] += 1
         return result
+
+    def _note_stale(self, newest):
+        """Count the retraces in a row caused by a changed global (`newest`, the latest trace of the
+        signature called, found what it read changed), and warn once when they add up: a value that
+        changes at every call belongs among the arguments."""
+        stale, newest.stale = newest.stale, False
+        if not stale:
+            self._stale_run = 0
+            return
+        self._stale_run += 1
+        if self._stale_run == _STALE_RETRACES and not self._warned:
+            self._warned = True
+            changed = newest.watch.changed()
+            warnings.warn(
+                f"pb.jit: {getattr(self.fn, '__qualname__', 'the function')} was traced again {_STALE_RETRACES} "
+                f"calls in a row because what it reads outside its arguments changed between calls"
+                f"{' (' + ', '.join(changed[:3]) + ')' if changed else ''}. Pass a value that changes at "
+                "every call as an argument: a Python number or an array argument is an input, replayed "
+                "without tracing again.", RuntimeWarning, stacklevel=3)
 
     def _replay(self, key, arrays):
         """`(True, result)` from the first program traced for `key` whose guards hold, else `(False, None)`."""
@@ -175,7 +204,6 @@ class Jitted:
         # Inputs written in place: their final values are outputs too, written into the caller's arrays.
         written = [(trace.inputs.index(slot), symbol.slot) for slot, symbol in trace.written_inputs.items()]
         n_results = len(out_leaves)
-        program = Deferred(trace, [v.slot for v in out_leaves] + [slot for _, slot in written])
 
         if isinstance(result, Symbol):
             def build(outputs):
@@ -201,6 +229,10 @@ class Jitted:
         inputs = [trace.values[slot] for slot in trace.inputs]
         concrete = rebuild([_handed_out(trace.values[v.slot], inputs) for v in out_leaves]
                            + [trace.values[slot] for _, slot in written], arrays)
+        # what the function read outside its arguments, as it is now (the caller's arrays written
+        # too): a replay first checks that it still is
+        watch = _jit_watch.collect(self.fn, _jit_watch.constant_arrays(trace))
+        program = Deferred(trace, [v.slot for v in out_leaves] + [slot for _, slot in written], watch)
         return concrete, (program, rebuild)
 
 

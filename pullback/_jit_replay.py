@@ -98,9 +98,12 @@ class Deferred:
     results, so the first call costs the trace alone and a function called once is never compiled.
     Reading a `Program` attribute (`source`, `run`, `fused`, ...) compiles it."""
 
-    def __init__(self, trace, output_slots):
+    def __init__(self, trace, output_slots, watch=None):
         self._recording, self._program = (trace, output_slots), None
         self._lock = threading.Lock()  # threads replaying it at once compile it once
+        # what the trace read outside its arguments (`_jit_watch.Watch`), and the check that it is as it
+        # was (None: nothing to check); `stale` once a call found it changed
+        self.watch, self.unchanged, self.stale = watch, watch and watch.check, False
 
     @property
     def compiled(self):
@@ -116,6 +119,10 @@ class Deferred:
         return self._program
 
     def __call__(self, *inputs):
+        unchanged = self.unchanged
+        if unchanged is not None and not unchanged():
+            self.stale = True  # a global or closure variable rebound, or an array the trace read written
+            raise Retrace
         return self.program(*inputs)
 
     def __getattr__(self, name):
