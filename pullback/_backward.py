@@ -46,7 +46,11 @@ def _sweep(tape, seeds):
             g, factor = g * factor, 1.0
         cotangents = back(g)
         if len(in_ids) == 1:  # the common unary case, without the loop
-            j, ct = in_ids[0], cotangents[0]
+            j = in_ids[0]
+            try:
+                ct = cotangents[0]
+            except IndexError:
+                raise missing_cotangents(back, cotangents, in_ids) from None
             if j >= 0 and ct is not None:
                 if factor == 1.0 and type(ct) is not Scaled and j not in factors:
                     current = grads[j]
@@ -54,6 +58,8 @@ def _sweep(tape, seeds):
                 else:
                     _send(grads, nodes, owned, factors, j, ct, factor)
             continue
+        if len(cotangents) < len(in_ids) and any(j >= 0 for j in in_ids[len(cotangents):]):
+            raise missing_cotangents(back, cotangents, in_ids)
         for j, ct in zip(in_ids, cotangents):
             if j < 0 or ct is None:
                 continue
@@ -65,6 +71,17 @@ def _sweep(tape, seeds):
     for i, factor in factors.items():  # inputs whose cotangent has a factor pending
         grads[i] = Scaled(grads[i], factor)
     return grads
+
+
+def missing_cotangents(back, cotangents, in_ids):
+    """The error for a pullback that gave no cotangent for an input being differentiated: read as
+    zero, its gradient would be silently missing."""
+    name = getattr(back, "__qualname__", type(back).__name__)
+    missing = [k for k, j in enumerate(in_ids) if j >= 0 and k >= len(cotangents)]
+    return ValueError(
+        f"A reverse rule's pullback ({name}) returned {len(cotangents)} cotangent(s) for {len(in_ids)} argument(s), "
+        f"none for argument {missing[0]}, which is being differentiated. A pullback returns one cotangent per "
+        "positional argument of the call, None where there is none.")
 
 
 def _carries(g, in_ids, nodes):
@@ -180,9 +197,11 @@ def unbroadcast(g, shape):
     g_shape = np.shape(g)
     extra = len(g_shape) - len(shape)
     if extra < 0 or any(n != 1 and m != n for m, n in zip(g_shape[extra:], shape)):
-        if all(m == 1 for m in g_shape) or not g_shape:
-            return np.broadcast_to(g, shape)
-        raise ValueError(f"Cotangent of shape {g_shape} cannot be reduced to shape {shape}")
+        # Broadcasting `g` up would make one number stand for many gradients: a rule's mistake, refused.
+        raise ValueError(
+            f"A cotangent of shape {g_shape} was given for a value of shape {shape}. A reverse rule returns each "
+            "cotangent in its argument's shape, or in a shape broadcasting made from it, which pullback sums down; "
+            "check the rules registered with pb.rrule.")
     axes = tuple(range(extra)) + tuple(extra + k for k, n in enumerate(shape) if n == 1 and g_shape[extra + k] != 1)
     if axes:
         g = np.sum(g, axis=axes, keepdims=True)

@@ -75,7 +75,9 @@ def rrule(fn, *, view=False):
     `pb.InplaceableThunk`; or `back` is a `pb.PerOperand` of one function per positional
     argument, so that what only an untraced argument's gradient reads is not kept for the
     backward pass. Cotangents may keep the broadcast shape of `y`: pullback
-    sums them down to each input's shape and casts them to its dtype. Arguments a caller
+    sums them down to each input's shape and casts them to its dtype. A cotangent missing for
+    an argument being differentiated, or one smaller than its argument (a number for an
+    array), is refused rather than read as zero or broadcast. Arguments a caller
     names (`np.sum(a=x, axis=0)`) reach the rule in their positions, as far as they
     continue the positional ones. With `view=True` the result is marked as sharing memory
     with the first argument, as NumPy's result does (reshape, transpose, ...), so that an

@@ -10,7 +10,7 @@ linear `back` map.
 import numpy as np
 
 from ._arrays import is_foreign_array_type, like_input, zeros_as
-from ._backward import backward, fit
+from ._backward import backward, fit, missing_cotangents
 from ._registry import FUNCTIONS, forward_rule_of
 from ._reverse import Tape
 from ._standins import astype, dtype_of
@@ -107,7 +107,10 @@ def _transposed(rule, primals, tangents, kwargs):
 
     def pairing(u):
         total = 0.0
-        for ct, t, p in zip(back(u), tangents, primals):
+        cotangents = back(u)
+        if any(t is not None for t in tangents[len(cotangents):]):
+            raise missing_cotangents(back, cotangents, [-1 if t is None else k for k, t in enumerate(tangents)])
+        for ct, t, p in zip(cotangents, tangents, primals):
             if t is not None and ct is not None:
                 total = total + np.sum(fit(unthunk(ct), p) * t)
         return total

@@ -1,0 +1,89 @@
+"""A user's reverse rule that breaks its contract is refused, never read as a silent zero or a
+silently broadcast gradient: one cotangent per positional argument, each in its argument's shape
+or in a shape broadcasting made from it."""
+
+import numpy as np
+import pytest
+
+import pullback as pb
+
+
+def _rule_of(back_for):
+    """A primitive `f(x, w) = sin(x) * w` whose reverse rule's pullback is `back_for(x, w)`."""
+
+    @pb.primitive
+    def f(x, w):
+        return np.sin(x) * w
+
+    @pb.rrule(f)
+    def f_rule(x, w):
+        return f(x, w), back_for(x, w)
+
+    return f
+
+
+X, W = np.array([0.1, 0.5, 1.3]), np.array([2.0, -1.0, 0.5])
+
+
+def test_a_correct_rule_gives_the_hand_derived_gradient():
+    f = _rule_of(lambda x, w: lambda g: (g * np.cos(x) * w, g * np.sin(x)))
+    gx, gw = pb.gradient(lambda x, w: np.sum(f(x, w)), X, W)
+    np.testing.assert_allclose(gx, np.cos(X) * W)
+    np.testing.assert_allclose(gw, np.sin(X))
+
+
+def test_a_missing_cotangent_for_a_differentiated_argument_is_refused():
+    f = _rule_of(lambda x, w: lambda g: (g * np.cos(x) * w,))  # nothing for w
+    with pytest.raises(ValueError, match=r"returned 1 cotangent\(s\) for 2 argument\(s\), none for argument 1"):
+        pb.gradient(lambda x, w: np.sum(f(x, w)), X, W)
+    # w not differentiated: nothing is missing
+    gx = pb.gradient(lambda x: np.sum(f(x, W)), X)[0]
+    np.testing.assert_allclose(gx, np.cos(X) * W)
+
+
+def test_an_empty_pullback_of_a_unary_rule_is_refused():
+    @pb.primitive
+    def g(x):
+        return np.sin(x)
+
+    @pb.rrule(g)
+    def g_rule(x):
+        return g(x), lambda dy: ()
+
+    with pytest.raises(ValueError, match=r"returned 0 cotangent\(s\) for 1 argument\(s\), none for argument 0"):
+        pb.gradient(lambda x: np.sum(g(x)), X)
+
+
+def test_forward_mode_through_the_transposed_rule_refuses_a_missing_cotangent_too():
+    f = _rule_of(lambda x, w: lambda g: (g * np.cos(x) * w,))
+    with pytest.raises(ValueError, match="none for argument 1"):
+        pb.jvp(f, (X, W), (np.ones(3), np.ones(3)))
+    _, tangent = pb.jvp(f, (X, W), (np.ones(3), None))  # only x moves: its cotangent is there
+    np.testing.assert_allclose(tangent, np.cos(X) * W)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda x, w, g: np.sum(g * np.cos(x) * w, keepdims=True),  # shape (1,) for (3,)
+    lambda x, w, g: float(np.sum(g * np.cos(x) * w)),  # a number for an array
+    lambda x, w, g: np.sum(g * np.cos(x) * w),  # a 0-d value for an array
+])
+def test_a_cotangent_that_would_be_broadcast_up_is_refused(bad):
+    f = _rule_of(lambda x, w: lambda g: (bad(x, w, g), g * np.sin(x)))
+    with pytest.raises(ValueError, match=r"A cotangent of shape \((1,)?\) was given for a value of shape \(3,\)"):
+        pb.gradient(lambda x, w: np.sum(f(x, w)), X, W)
+
+
+def test_a_cotangent_in_the_broadcast_shape_of_the_output_is_summed_down():
+    @pb.primitive
+    def scale(x, w):
+        return x * w  # x (3,) and w (2, 1): y (2, 3)
+
+    @pb.rrule(scale)
+    def scale_rule(x, w):
+        return scale(x, w), lambda g: (g * w, g * x)  # both in y's shape
+
+    x, w = np.array([1.0, 2.0, 3.0]), np.array([[2.0], [5.0]])
+    gx, gw = pb.gradient(lambda x, w: np.sum(scale(x, w) ** 2), x, w)
+    y = x * w
+    np.testing.assert_allclose(gx, np.sum(2 * y * w, axis=0))
+    np.testing.assert_allclose(gw, np.sum(2 * y * x, axis=1, keepdims=True))
