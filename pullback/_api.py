@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import tree
-from ._arrays import dtype_kind, is_foreign_array
+from ._arrays import as_array_api, as_numpy, dtype_kind, is_foreign_array
 from ._backward import backward
 from ._leaves import Arguments
 from ._reverse import Tape, collector_paused
@@ -54,7 +54,7 @@ def withgradient(f: Callable[..., Any], *args: Any, **kwargs: Any) -> "WithGradi
         tape, out, plans = trace_call(f, args, kwargs, range(len(args)))
         try:
             grads = _gradients(tape, out[0] if isinstance(out, tuple) else out, plans)
-            return WithGradient(_untrack(out, tape), grads)
+            return WithGradient(_untrack(out, tape, plans[0]), grads)
         finally:
             _release(tape)
 
@@ -71,7 +71,7 @@ def pullback(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Cal
     (array([ 2., 20.]),)
     """
     tape, out, plan = trace_call(f, args, kwargs, range(len(args)))
-    y = _untrack(out, tape)
+    y = _untrack(out, tape, plan[0])
 
     def back(dy: Any) -> tuple[Any, ...]:
         seeds: dict[int, Any] = {}
@@ -137,7 +137,7 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_
                     primary = out
                 grads = _gradients(tape, primary, plans)
                 picked = tuple(grads[p] if p not in positions[:k] else _copy_of(grads[p]) for k, p in enumerate(positions))
-                return _untrack(out, tape), picked[0] if single else picked
+                return _untrack(out, tape, plans[0]), picked[0] if single else picked
             finally:
                 _release(tape)
 
@@ -245,6 +245,7 @@ def _collect_seeds(out, dy, tape, seeds):
         d = parts[0]
         if d is None or type(v) is not Tracked or v._tape is not tape:
             return
+        d = as_numpy(d)  # an array-API-only cotangent (array_api_strict's) is read as NumPy's
         if type(d) is list or type(d) is tuple:
             d = np.asarray(d)  # numbers for an array output, as NumPy reads them
         if np.shape(d) not in ((), v.shape):
@@ -263,8 +264,15 @@ def _collect_seeds(out, dy, tape, seeds):
               cycle=lambda *a: None)
 
 
-def _untrack(out, tape):
-    """`out` with this tape's tracked values replaced by their plain values (outer levels kept)."""
+def _untrack(out, tape, arguments=None):
+    """`out` with this tape's tracked values replaced by their plain values (outer levels kept).
+
+    Where the differentiated `arguments` hold an array-API-only array (array_api_strict's), which
+    is computed with as a NumPy array, a value computed from the arguments is given back as an
+    array of that array's library and device, as `f` without pullback would return it."""
+    like = getattr(arguments, "array_api_like", None)
+    if like is not None:
+        return tree.fmap(lambda v: as_array_api(v._value, like) if type(v) is Tracked and v._tape is tape else v, out)
     return tree.fmap(lambda v: v._value if type(v) is Tracked and v._tape is tape else v, out)
 
 

@@ -13,6 +13,7 @@ Nothing here imports another array library.
 (False, <class 'numpy.ndarray'>)
 """
 
+import math
 import operator
 
 import numpy as np
@@ -146,8 +147,19 @@ def as_type_of(g, primal):
     if speaks_nep18(cls):
         return np.asarray(g, like=primal)
     if speaks_array_api_only(cls):
-        return primal.__array_namespace__().asarray(np.asarray(g), dtype=primal.dtype)
+        return as_array_api(g, primal, primal.dtype)
     return g
+
+
+def as_array_api(a, like, dtype=None):
+    """NumPy value `a` as an array of array-API-only array `like`'s library, on `like`'s device
+    (array_api_strict has several; a GPU library's would be the argument's GPU). Other values
+    (a traced value of an outer level, an object) are returned as they are."""
+    if not isinstance(a, (np.ndarray, np.generic, float, complex)):
+        return a
+    device = getattr(like, "device", None)
+    options = {} if device is None else {"device": device}
+    return like.__array_namespace__().asarray(np.asarray(a), dtype=dtype, **options)
 
 
 def as_numpy(x):
@@ -158,6 +170,31 @@ def as_numpy(x):
         except (TypeError, BufferError, RuntimeError):
             return np.asarray(x)
     return x
+
+
+def holds_foreign_array(x):
+    """Whether `x`, or the plain value inside a traced `x`, is another library's array: a branch on
+    its values (`if np.any(x == 0)`) would make a Dask array compute, so take the branch that is
+    right either way.
+
+    >>> holds_foreign_array(np.ones(2))
+    False
+    """
+    while getattr(type(x), "pullback_traced", False):
+        x = x._value
+    return is_foreign_array(x)
+
+
+def size_of(x):
+    """`np.size(x)` read from the shape, where that is known: `np.size` of a Dask array computes the array.
+
+    >>> size_of(np.ones((2, 3)))
+    6
+    """
+    shape = np.shape(x)
+    if all(n == n for n in shape):  # a NaN: a Dask array's size unknown until computed
+        return math.prod(shape)
+    return np.size(x)
 
 
 def axis_index(axis, ndim):

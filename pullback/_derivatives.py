@@ -8,7 +8,7 @@ import numpy as np
 
 from . import tree
 from ._api import gradient, trace_call
-from ._arrays import is_foreign_array
+from ._arrays import as_array_api, as_numpy, is_foreign_array, like_input, size_of
 from ._backward import backward, fit
 from ._forward import ForwardLevel, fit_tangent
 from ._leaves import Arguments
@@ -42,7 +42,12 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
         raise ValueError(f"jvp got {len(primals)} primals but {len(tangents)} tangents")
     arguments = Arguments(primals, range(len(primals)), roots=[f"primal {i}" for i in range(len(primals))])
     out, tag = run_forward(f, arguments, lambda index, x, path, t: t, tangents)
-    return primal_part(out, tag), tangent_part(out, tag)
+    y, y_dot = primal_part(out, tag), tangent_part(out, tag)
+    like = arguments.array_api_like
+    if like is not None:  # array_api_strict's arrays, computed with as NumPy's: results of their type and device
+        y = tree.fmap(lambda v: as_array_api(v._value, like) if type(v) is Dual and v._tape is tag else v, out)
+        y_dot = tree.fmap(lambda v: None if v is None else as_array_api(v, like), y_dot)
+    return y, y_dot
 
 
 def run_forward(f, arguments, tangent_for, companions=None):
@@ -55,6 +60,7 @@ def run_forward(f, arguments, tangent_for, companions=None):
             return x
         if type(t) is list or type(t) is tuple:
             t = np.asarray(t)  # numbers for an array primal, as NumPy reads them
+        t = as_numpy(t)  # an array-API-only tangent (array_api_strict's) is read as NumPy's
         if np.shape(t) != np.shape(x):
             raise ValueError(f"The tangent for {path} has shape {np.shape(t)}, but its primal has shape {np.shape(x)}")
         if np.iscomplexobj(t) and not np.iscomplexobj(x):
@@ -99,15 +105,19 @@ def withjacobian(f: Callable[..., Any], *args: Any) -> WithJacobian:
     array([[2., 0.],
            [0., 4.]])
     """
+    like, args = _array_api_as_numpy(args)
+    if like is not None:  # array_api_strict's arrays: computed with as NumPy's, results of their type and device
+        val, grad = withjacobian(f, *args)
+        return WithJacobian(as_array_api(val, like), tree.fmap(lambda r: as_array_api(r, like), grad))
     y = f(*args)
     if not _is_float_output(y):
         raise TypeError(f"jacobian needs f to return one real array or number; got {type(y).__name__}.")
     arguments = Arguments(args, range(len(args)))
     arguments.track(lambda x, path, companion: x)
     leaves = arguments.leaves
-    n_in = sum(int(np.size(leaf.primal)) for leaf in leaves)
+    n_in = sum(size_of(leaf.primal) for leaf in leaves)
     # complex values: forward mode, which gives the complex derivative (see _forward_columns)
-    forward = n_in <= np.size(y) or np.iscomplexobj(y) or any(np.iscomplexobj(leaf.primal) for leaf in leaves)
+    forward = n_in <= size_of(y) or np.iscomplexobj(y) or any(np.iscomplexobj(leaf.primal) for leaf in leaves)
     parts_of = _forward_columns(f, arguments) if forward else _reverse_rows(f, args, y)
     results = [None] * len(leaves)
     for key, _, primal in leaves:
@@ -135,12 +145,29 @@ def jacobian(f: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
     return withjacobian(f, *args).grad
 
 
+def _array_api_as_numpy(args):
+    """`(like, args)`: the first array-API-only array (array_api_strict's) among `args`, and `args`
+    with each such array read as a NumPy array (one array for one object, so ties stay ties);
+    `(None, args)` when there is none."""
+    found, seen = [], {}
+
+    def read(v):
+        plain = as_numpy(v)
+        if plain is v:
+            return v
+        found.append(v)
+        return seen.setdefault(id(v), plain)
+
+    args = tree.fmap(read, args)
+    return (found[0], args) if found else (None, args)
+
+
 def _forward_columns(f, arguments):
     """For each leaf, the output tangent for each basis direction of that leaf (forward mode)."""
     columns = {}
     for key, _, primal in list(arguments.leaves):
         columns[key] = []
-        for j in range(int(np.size(primal))):
+        for j in range(size_of(primal)):
             basis = _basis(primal, j)
             out, tag = run_forward(f, arguments, lambda k, x, path, c, key=key, basis=basis: basis if k == key else None)
             columns[key].append(tangent_part(out, tag))
@@ -168,7 +195,7 @@ def _reverse_rows(f, args, y):
     leaves = [(leaf.index, node, leaf.primal) for leaf, node in zip(arguments.leaves, ids)]
     # the leaves come in the same walk order as the caller's
     rows = {k: [] for k in range(len(leaves))}
-    for i in range(int(np.size(y))):
+    for i in range(size_of(y)):
         if type(out) is Tracked and out._tape is tape:
             seed = np.zeros(np.shape(y), dtype_of(y))
             seed.reshape(-1)[i] = 1.0
@@ -242,6 +269,9 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
     array([[0., 1.],
            [1., 0.]])
     """
+    like, (x,) = _array_api_as_numpy((x,))
+    if like is not None:  # an array_api_strict array: computed with as a NumPy array, the Hessian of its type and device
+        return as_array_api(hessian(f, x), like)
     if type(stop_gradient(x)) is float:  # a Python float, or one an outer derivative is tracing
         h = hvp(f, x, 1.0)
         return h if is_traced(h) else float(h)
@@ -254,8 +284,8 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
         raise TypeError("hessian: x is complex, and a real function of a complex argument has no complex Hessian. "
                         "Pass the real and imaginary parts as separate float arrays and build z = x + 1j * y inside f.")
     _check_float_argument("hessian", x)
-    columns = [hvp(f, x, _basis(x, j)) for j in range(x.size)]
-    return np.stack([np.reshape(c, -1) for c in columns], axis=-1).reshape(x.shape + x.shape)
+    columns = [hvp(f, x, like_input(_basis(x, j), x)) for j in range(x.size)]  # a Dask x: Dask directions, Dask columns
+    return np.stack([np.reshape(c, (-1,)) for c in columns], axis=-1).reshape(x.shape + x.shape)  # Dask's reshape takes no int
 
 
 # Older private spellings, kept while the checker moves to the public names.

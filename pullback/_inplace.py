@@ -349,3 +349,42 @@ def _plain_index(index):
     if type(index) is tuple:
         return tuple(plain_of(p) for p in index)
     return plain_of(index)
+
+
+def write_out(name, out, result, numpy_call, contiguous=False):
+    """`name(..., out=out)` on traced values: `result` (the call's value, computed without `out`)
+    written into `out` as NumPy writes it, and `out` returned.
+
+    A traced `out` takes the result as an in-place write (`out[...] = result`), seen through every
+    view and alias of it, so the gradient flows as in `z[...] = np.dot(a, b)`. Where NumPy would
+    refuse `out` (its shape, its dtype under the call's casting rule, or, with `contiguous`, a
+    layout that is not C-contiguous, as `np.dot` demands) NumPy's own error is raised:
+    `numpy_call(buffer)` runs NumPy's function on the plain inputs, writing into a plain stand-in
+    for `out`. A plain NumPy `out` cannot hold a result being differentiated: that is refused,
+    naming the fix.
+    """
+    if not is_traced(out):
+        if is_traced(result):
+            raise TypeError(
+                f"{name}(..., out=...) would write a result that is being differentiated into a plain array, losing "
+                f"the gradient. Drop out= and assign the result (z = {name.replace('numpy.', 'np.', 1)}(...)), or make "
+                "out a traced array "
+                "(z = np.zeros_like(x, shape=...)) so that the write is recorded.")
+        return numpy_call(out)  # nothing being differentiated reached the result: NumPy's own call
+    plain = concrete_of(out)
+    if not isinstance(plain, np.ndarray):
+        if isinstance(plain, (np.generic, float, complex)):
+            numpy_call(plain)  # NumPy's error for an out= that is a number
+        raise TypeError(
+            f"{name}(..., out=...) into a {type(plain).__module__}.{type(plain).__qualname__} being differentiated is not "
+            f"supported (pullback writes into NumPy arrays only). Drop out= and assign the result instead "
+            f"(z = {name.replace('numpy.', 'np.', 1)}(...)).")
+    shape, dtype = tuple(np.shape(plain_of(result))), np.result_type(plain_of(result))
+    if shape != plain.shape or dtype != plain.dtype or (contiguous and not plain.flags.c_contiguous):
+        buffer = np.empty(plain.shape, plain.dtype)
+        if contiguous and not plain.flags.c_contiguous:
+            buffer = np.empty(plain.shape + (2,), plain.dtype)[..., 0]  # the same shape, not C-contiguous
+        numpy_call(buffer)  # raises NumPy's error where NumPy refuses this out=
+        if shape != plain.shape:
+            raise ValueError(f"{name}(..., out=...): the result has shape {shape}, but out has shape {plain.shape}")
+    return in_place(out, result if is_traced(result) else FUNCTIONS[index_update](out, Ellipsis, result))

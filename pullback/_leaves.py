@@ -87,6 +87,7 @@ class Arguments:
                            else _trainable_ids(chosen, self.positions))
         self._array_index = {}
         self._place_index = {}
+        self.array_api_like = None  # the first array-API-only leaf (array_api_strict's): see `track`
 
     def describe(self, path):
         """`path` (from the root pair (args, kwargs)) as a user reads it: `argument 0['w']`."""
@@ -112,7 +113,10 @@ class Arguments:
             index = len(self.leaves)
             where = Where(path, self.describe)
             self.leaves.append(Leaf(index, where, x))
-            return make_leaf(as_numpy(x), where, companion), index  # array-API-only arrays are read as NumPy's
+            plain = as_numpy(x)  # array-API-only arrays are read as NumPy's
+            if plain is not x and self.array_api_like is None:  # results computed from it take its type and device
+                self.array_api_like = x
+            return make_leaf(plain, where, companion), index
 
         def leaf(x, parts, path):
             if id(x) in trainable:

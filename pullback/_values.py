@@ -270,6 +270,23 @@ class Traced:
         """`x.flat`: reading `x.flat[i]` gives a copy, writing `x.flat[i] = v` writes into `x`."""
         return FlatView(self)
 
+    @flat.setter
+    def flat(self, value):
+        """`x.flat = v`, as `x.flat[:] = v`: every element, `v` repeated as NumPy repeats it."""
+        if not holds_array(self):
+            raise AttributeError("attribute 'flat' of a NumPy scalar is not writable")
+        FlatView(self)[:] = value
+
+    @shape.setter
+    def shape(self, shape):
+        """`x.shape = s` reshapes NumPy's array in place; a value being differentiated keeps its shape."""
+        if np.broadcast_to(False, self.shape).reshape(shape).shape == self.shape:  # NumPy's error for a bad shape
+            return  # the shape it has: nothing to do, as in NumPy
+        raise AttributeError(
+            f"x.shape = {shape!r} reshapes an array in place, which pullback does not do to a value being "
+            f"differentiated (its views and aliases keep their shapes). Write x = np.reshape(x, {shape!r}) "
+            "(or x = x.reshape(...)) instead.")
+
     def __setitem__(self, index, value):
         set_item(self, index, value)
 

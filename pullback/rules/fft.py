@@ -40,7 +40,9 @@ def _norm(norm):
 
 def _refuse_out(name, out):
     if out is not None:
-        raise TypeError(f"numpy.fft.{name}(..., out=...) is not supported on tracked values; use the returned array.")
+        raise TypeError(f"numpy.fft.{name}: out= is not supported on tracked values; drop out= and assign the "
+                        f"result instead (y = np.fft.{name}(...)), or write it into an existing array "
+                        f"(z[...] = np.fft.{name}(...)).")
 
 
 def _fit_length(x, axis, length):

@@ -5,9 +5,9 @@ and apply_along_axis and apply_over_axes, which call the user's function on trac
 
 import numpy as np
 
-from .._arrays import axis_index, like_input, speaks_nep18, zeros_as
+from .._arrays import axis_index, dtype_kind, is_foreign_array, like_input, speaks_nep18, type_name, zeros_as
 from .._extend import primitive, rrule
-from .._inplace import mark_view
+from .._inplace import mark_view, plain_of, write_out
 from .._registry import FUNCTIONS
 from .._standins import getitem, index_update
 from .._tangents import InplaceableThunk, Thunk
@@ -39,8 +39,17 @@ linear_forward(unindex)
 def _add_at(buffer, index, g):
     if isinstance(g, Traced):  # a nested derivative: keep it on the outer tape
         return buffer + unindex(g, index, np.shape(buffer))
+    if type(buffer) is np.ndarray and is_foreign_array(g):  # NumPy's buffer, Dask's cotangent: the sum is Dask's
+        return buffer + _add_at(zeros_as(g, np.shape(buffer)), index, g)
     if is_basic(index):
+        if type(buffer) is not np.ndarray and _has_new_axes(index):  # Dask writes through no new axis
+            index = tuple(p for p in index if p is not None) if type(index) is tuple else ()
+            g = np.reshape(g, np.shape(buffer[index]))  # the new axes have length 1
+            if index == ():
+                return buffer + g
         buffer[index] += g
+    elif _has_foreign_arrays(index):  # a Dask array of indices: NumPy's ufunc.at cannot take it
+        return _add_at_foreign_rows(buffer, index, g)
     elif type(buffer) is np.ndarray:
         np.add.at(buffer, index, g)  # repeated indices each add their share
     else:
@@ -51,24 +60,80 @@ def _add_at(buffer, index, g):
     return buffer
 
 
+def _has_new_axes(index):
+    return index is None or (type(index) is tuple and any(p is None for p in index))
+
+
+def _has_foreign_arrays(index):
+    return any(is_foreign_array(p) for p in (index if type(index) is tuple else (index,)))
+
+
+def _add_at_foreign_rows(buffer, index, g):
+    """`_add_at` for an index holding another library's integer array (a Dask array, as `np.argmax` of one
+    gives) of at most one axis, the other parts basic: the rows of `g` are summed into place by a product
+    with a 0/1 matrix, computed by that library."""
+    parts, k, lead, rest = _one_array_index(index, np.ndim(buffer))
+    rows = parts[k] if k < len(parts) else None
+    if rows is None or not is_foreign_array(rows) or dtype_kind(rows) not in "iu" or np.ndim(rows) > 1:
+        raise _no_add_at(buffer)
+    n = np.shape(buffer)[len(lead) - sum(p is None for p in lead)]
+    rows = np.reshape(rows, (-1,)) % n
+    one_hot = like_input(np.arange(n), rows)[:, None] == rows[None, :]  # (n, len(rows)): row i gets g[j] where rows[j] == i
+    g = g if np.ndim(parts[k]) == 1 else np.expand_dims(g, k)
+    placed = np.moveaxis(np.tensordot(one_hot.astype(np.result_type(g)), g, axes=([1], [k])), 0, k)
+    whole = (*lead, slice(None), *rest)
+    if type(buffer) is np.ndarray:  # NumPy's buffer, another library's rows: the sum is of that library's type
+        return buffer + _add_at(zeros_as(placed, np.shape(buffer)), whole, placed)
+    return _add_at(buffer, whole, placed)
+
+
+def _one_array_index(index, ndim):
+    """`(parts, k, lead, rest)`: the parts of `index` (`...` spelled out) and the position of its one array,
+    which `_add_at_by_rows` and `_add_at_foreign_rows` accept when the parts before it are slices and new
+    axes, and the parts after it basic (slices and new axes only, where parts come before it, so that
+    the array's axis stays in place); k is past the end for an index that is not of that form."""
+    parts = _without_ellipsis(index if type(index) is tuple else (index,), ndim)
+    k = next((i for i, p in enumerate(parts) if p is not None and not isinstance(p, slice)), len(parts))
+    lead, rest = parts[:k], parts[k + 1:]
+    if not is_basic(rest) or (lead and not all(p is None or isinstance(p, slice) for p in rest)):
+        k = len(parts)
+    return parts, k, lead, rest
+
+
+def _no_add_at(buffer):
+    return TypeError(
+        f"The gradient of x[index] for a {type_name(buffer)} x needs np.add.at, which that library does not "
+        "provide, for this index (a boolean mask, integer arrays on several axes, or an index array of several "
+        "axes). Index it with slices and one integer array of one axis, or select with np.where; or compute "
+        "the index first (index.compute() for a Dask array)."
+    )
+
+
 def _add_at_by_rows(buffer, index, g):
-    """`np.add.at(buffer, index, g)` for an integer-array index on the first axis, without `ufunc.at`:
-    repeated rows are summed first (a product with a 0/1 matrix), then added once each."""
-    first = index[0] if type(index) is tuple and index else index
-    rest = index[1:] if type(index) is tuple else ()
-    rows = np.asarray(first) if isinstance(first, (list, np.ndarray)) else None
-    if rows is None or rows.dtype.kind not in "iu" or rows.ndim != 1 or not is_basic(rest):
-        raise TypeError(
-            f"The gradient of x[index] for a {type(buffer).__module__}.{type(buffer).__qualname__} x needs np.add.at, "
-            "which that library does not provide, for this index (a boolean mask, or integer arrays on several "
-            "axes). Index it with slices or one integer array on the first axis, or select with np.where."
-        )
-    unique, inverse = np.unique(rows % np.shape(buffer)[0], return_inverse=True)
+    """`np.add.at(buffer, index, g)` for one integer array of one axis (x[[0, 2, 0]], x[:, [1, 1]]),
+    without `ufunc.at`: repeated rows are summed first (a product with a 0/1 matrix), then added once each."""
+    parts, k, lead, rest = _one_array_index(index, np.ndim(buffer))
+    rows = np.asarray(parts[k]) if k < len(parts) and isinstance(parts[k], (list, np.ndarray)) else None
+    if rows is None or rows.dtype.kind not in "iu" or rows.ndim != 1:
+        raise _no_add_at(buffer)
+    unique, inverse = np.unique(rows % np.shape(buffer)[len(lead) - sum(p is None for p in lead)], return_inverse=True)
     if len(unique) < len(rows):
         ones = np.zeros((len(unique), len(rows)), dtype=np.result_type(g))
         ones[inverse, np.arange(len(rows))] = 1.0
-        g = np.tensordot(like_input(ones, g), g, axes=1)  # the rows of g that go to one place, summed
-    buffer[(unique, *rest)] += g
+        g = np.moveaxis(np.tensordot(like_input(ones, g), g, axes=([1], [k])), 0, k)  # the rows going to one place, summed
+    target = tuple(p for p in (*lead, unique, *rest) if p is not None)
+    if any(p is None for p in parts):  # new axes (of length 1): Dask writes through none
+        g = np.reshape(g, np.shape(buffer[target]))
+    buffer[target] += g
+
+
+def _without_ellipsis(parts, ndim):
+    """The parts of an index with `...` spelled out as slices."""
+    if not any(p is Ellipsis for p in parts):
+        return parts
+    at = next(i for i, p in enumerate(parts) if p is Ellipsis)
+    taken = sum(1 for p in parts if p is not None and p is not Ellipsis)
+    return (*parts[:at], *(slice(None),) * (ndim - taken), *parts[at + 1:])
 
 
 @primitive
@@ -196,8 +261,9 @@ def _along(axis, ndim, index):
 
 @composite(np.take, args="a", notes="Indexing; repeated indices add up their gradients.")
 def take(a, indices, axis=None, out=None, mode="raise"):
-    if out is not None:
-        raise TypeError("numpy.take(..., out=...) is not supported on tracked values")
+    if out is not None:  # computed, then written into out
+        return write_out("numpy.take", out, take(a, indices, axis, None, mode),
+                         lambda buffer: np.take(plain_of(a), plain_of(indices), axis, buffer, mode))
     indices = stop_gradient(indices)
     if axis is None:
         a, axis = np.ravel(a), 0
@@ -229,6 +295,14 @@ def take_along_axis(arr, indices, axis=-1):
 def undiagonal(g, offset, axis1, axis2, shape):
     """Zeros of `shape` with `g`'s last axis written on the diagonal: the transpose of `np.diagonal`."""
     out = zeros_as(g, shape)
+    if type(out) is not np.ndarray:  # Dask writes through no view: g spread over the rows, times the diagonal's mask
+        rows, columns = shape[axis1], shape[axis2]
+        if np.shape(g)[-1] == 0:
+            return out
+        along = np.clip(np.arange(rows) - max(-offset, 0), 0, np.shape(g)[-1] - 1)  # row i holds g[..., i - first row]
+        mask = like_input(np.eye(rows, columns, offset, dtype=bool), g)
+        spread = np.where(mask, g[..., along][..., :, None], 0)
+        return np.moveaxis(spread.astype(out.dtype), (-2, -1), (axis1, axis2))
     view = np.moveaxis(out, (axis1, axis2), (-2, -1))
     k = np.arange(np.shape(g)[-1])
     view[..., k + max(-offset, 0), k + max(offset, 0)] = g
@@ -306,8 +380,9 @@ def select_by_conditions(condlist, choicelist, default=0):
 
 @composite(np.compress, args="a", notes="A gather of the selected elements.")
 def compress(condition, a, axis=None, out=None):
-    if out is not None:
-        raise TypeError("numpy.compress(..., out=...) is not supported on tracked values")
+    if out is not None:  # computed, then written into out
+        return write_out("numpy.compress", out, compress(condition, a, axis),
+                         lambda buffer: np.compress(plain_of(condition), plain_of(a), axis, buffer))
     if axis is None:
         a, axis = np.ravel(a), 0
     n = np.shape(a)[axis]
@@ -324,8 +399,9 @@ def extract(condition, arr):
 
 @composite(np.choose, args="choices", notes="Each element is gathered from the choice its index names.")
 def choose(a, choices, out=None, mode="raise"):
-    if out is not None:
-        raise TypeError("numpy.choose(..., out=...) is not supported on tracked values")
+    if out is not None:  # computed, then written into out
+        return write_out("numpy.choose", out, choose(a, choices, None, mode),
+                         lambda buffer: np.choose(plain_of(a), [plain_of(c) for c in choices], buffer, mode))
     index = np.asarray(stop_gradient(a))
     plain = np.choose(index, [stop_gradient(c) for c in choices], mode=mode)
     n = len(choices)

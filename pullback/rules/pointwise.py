@@ -107,7 +107,8 @@ def real_if_close(a, tol=100):
 @composite(np.fix, args="none", kind="none", notes="Rounds toward zero: piecewise constant, no gradient.")
 def fix(x, out=None):
     if out is not None:
-        raise TypeError("numpy.fix(..., out=...) is not supported on tracked values")
+        raise TypeError("numpy.fix: out= is not supported on tracked values; drop out= and assign the result "
+                        "instead (y = np.fix(x)), or write it into an existing array (z[...] = np.fix(x)).")
     return np.fix(stop_gradient(x))
 
 

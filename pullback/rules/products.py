@@ -10,9 +10,9 @@ import string
 
 import numpy as np
 
-from .._arrays import axis_index
+from .._arrays import axis_index, size_of
 from .._extend import primitive, rrule
-from .._inplace import concrete_of, element_positions, mark_view
+from .._inplace import concrete_of, element_positions, mark_view, plain_of, write_out
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, bilinear_forward, composite, forward_rule, rule, with_numpy_value
@@ -56,8 +56,9 @@ if hasattr(np.linalg, "matmul"):  # the same rule, computing with np.matmul, whi
 
 @composite(np.dot, args="a, b", notes="As matmul (or a product with a scalar, or tensordot for N-D `b`).")
 def dot(a, b, out=None):
-    if out is not None:
-        raise TypeError("numpy.dot(..., out=...) is not supported on tracked values")
+    if out is not None:  # computed, then written into out (NumPy's dot demands its dtype and a C-contiguous out)
+        return write_out("numpy.dot", out, dot(a, b), lambda buffer: np.dot(plain_of(a), plain_of(b), out=buffer),
+                         contiguous=True)
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return np.multiply(a, b)
     if np.ndim(a) == 1 and np.ndim(b) == 1:
@@ -91,12 +92,12 @@ def tensordot_rule(a, b, axes=2):
         # Contract g with b over b's free axes; what is left of b pairs with a's contracted axes.
         r = np.tensordot(g, b, (g_b_part, free_b))
         paired = [axes_a[axes_b.index(k)] for k in sorted(axes_b)]
-        return np.transpose(r, np.argsort(free_a + paired))
+        return np.transpose(r, tuple(int(k) for k in np.argsort(free_a + paired)))  # Dask takes no array of axes
 
     def grad_b(g):
         r = np.tensordot(g, a, (g_a_part, free_a))
         paired = [axes_b[axes_a.index(k)] for k in sorted(axes_a)]
-        return np.transpose(r, np.argsort(free_b + paired))
+        return np.transpose(r, tuple(int(k) for k in np.argsort(free_b + paired)))
 
     return y, lambda g: (Thunk(lambda: grad_a(g)), Thunk(lambda: grad_b(g)))
 
@@ -107,7 +108,8 @@ bilinear_forward(np.tensordot)
 @rule(np.outer, args="a, b", notes="Inputs of any shape are flattened, as in NumPy.")
 def outer_rule(a, b, out=None):
     if out is not None:
-        raise TypeError("numpy.outer(..., out=...) is not supported on tracked values")
+        raise TypeError("numpy.outer: out= is not supported on tracked values; drop out= and assign the result "
+                        "instead (y = np.outer(a, b)), or write it into an existing array (z[...] = np.outer(a, b)).")
     y = np.outer(a, b)
     shape_a, shape_b = np.shape(a), np.shape(b)
     return y, lambda g: (
@@ -232,8 +234,13 @@ def _einsum_view_frule(primals, tangents, optimize=False):
            'ii', 'iij,jk->ik'). Where NumPy returns a view of a single operand ('ii->i', 'ij->ji'), so
            does pullback: writes into it reach the operand.""")
 def einsum(*operands, out=None, optimize=False, **kwargs):
-    if out is not None or kwargs:
-        raise TypeError("numpy.einsum on tracked values does not support out=, dtype=, order= or casting=")
+    if kwargs:
+        raise TypeError(f"numpy.einsum: {', '.join(f'{k}=' for k in kwargs)} is not supported on tracked values; drop "
+                        "it and convert the result instead (np.einsum(...).astype(dtype)).")
+    if out is not None:  # computed, then written into out
+        plain_operands = [plain_of(v) for v in operands]
+        return write_out("numpy.einsum", out, einsum(*operands, optimize=optimize),
+                         lambda buffer: np.einsum(*plain_operands, out=buffer, optimize=optimize))
     if isinstance(operands[0], str):
         subscripts, arrays = operands[0], list(operands[1:])
     else:
@@ -272,7 +279,7 @@ def inner(a, b):
 
 @composite(np.vdot, args="a, b", numpy_value=True, notes="Conjugates its first argument when it is complex, as NumPy does.")
 def vdot(a, b):
-    if np.size(a) != np.size(b):
+    if size_of(a) != size_of(b):
         raise ValueError("cannot reshape array: vdot needs arrays of the same size")
     return np.sum(np.ravel(np.conjugate(a) if np.iscomplexobj(a) else a) * np.ravel(b))
 
@@ -305,7 +312,9 @@ def matrix_power(a, n):
            notes="A chain of matmul, left to right (the value is NumPy's, which picks the cheapest order).")
 def multi_dot(arrays, *, out=None):
     if out is not None:
-        raise TypeError("numpy.linalg.multi_dot(..., out=...) is not supported on tracked values")
+        raise TypeError("numpy.linalg.multi_dot: out= is not supported on tracked values; drop out= and assign the "
+                        "result instead (y = np.linalg.multi_dot(arrays)), or write it into an existing array "
+                        "(z[...] = np.linalg.multi_dot(arrays)).")
     arrays = list(arrays)
     if len(arrays) < 2:
         raise ValueError("Expecting at least two arrays.")

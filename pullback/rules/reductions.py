@@ -4,6 +4,7 @@ the reductions to a bool or a count (all, any, ...), which carry no gradient."""
 
 import numpy as np
 
+from .._arrays import holds_foreign_array
 from .._tangents import Thunk
 from .._values import Traced
 from ._register import composite, forward_in_first, linear_forward, rule, without_gradient
@@ -40,8 +41,8 @@ def reduced_size(shape, axis):
 def refuse_out(name, out=None, where=_NO, initial=_NO):
     """Refuse `out=`, `where=` and `initial=` (given as anything but their defaults) on tracked values."""
     if out is not None:
-        raise TypeError(f"numpy.{name}: out= is not supported on tracked values; assign the result instead "
-                        f"(y = np.{name}(...)).")
+        raise TypeError(f"numpy.{name}: out= is not supported on tracked values; drop out= and assign the result "
+                        f"instead (y = np.{name}(...)), or write it into an existing array (z[...] = np.{name}(...)).")
     if (where is not _NO and where is not True) or (initial is not _NO and initial is not None):
         raise TypeError(f"numpy.{name}: where= and initial= are not supported on tracked values; compute the "
                         "plain result and select with np.where instead.")
@@ -223,6 +224,8 @@ def product_of_others(x, axis):
     the right derivatives). At the q-th zero of each slice it is the product that skips that factor,
     one more reduction per zero and no division, so higher derivatives stay exact at zeros too.
     """
+    if holds_foreign_array(x):  # a Dask array: no branch on its values, which would compute it
+        return _others_by_scans(x, axis)
     zero = x == 0
     whole = np.prod(x, axis=axis, keepdims=True)
     if not np.any(zero):
@@ -233,6 +236,20 @@ def product_of_others(x, axis):
         at = rank == q
         others = np.where(at, np.prod(np.where(at, 1.0, x), axis=axis, keepdims=True), others)
     return others
+
+
+def _others_by_scans(x, axis):
+    """`product_of_others` without a branch on the values: the product of the elements before each
+    one times the product of those after it (scans along each slice), exact at zeros too."""
+    shape = np.shape(x)
+    reduced = reduced_axes(axis, len(shape))
+    order = [k for k in range(len(shape)) if k not in reduced] + list(reduced)
+    lines = np.reshape(np.transpose(x, order), [shape[k] for k in order[: len(order) - len(reduced)]] + [-1])
+    ones = np.ones_like(lines[..., :1])
+    before = np.concatenate([ones, np.cumprod(lines[..., :-1], axis=-1)], axis=-1)
+    after = np.flip(np.concatenate([ones, np.cumprod(np.flip(lines, -1)[..., :-1], axis=-1)], axis=-1), -1)
+    others = np.reshape(before * after, [shape[k] for k in order])
+    return np.transpose(others, tuple(int(k) for k in np.argsort(order)))
 
 
 def _zero_ranks(zero, axis):

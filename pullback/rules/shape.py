@@ -8,8 +8,9 @@ All of these are linear, so each forward rule applies the same operation to the 
 
 import numpy as np
 
-from .._arrays import axis_index, speaks_nep18, zeros_as
+from .._arrays import axis_index, like_input, size_of, speaks_nep18, zeros_as
 from .._extend import primitive, rrule
+from .._inplace import plain_of, write_out
 from .._registry import FUNCTIONS
 from .._standins import astype
 from .._values import Dual, Traced, stop_gradient, strip_all
@@ -110,9 +111,11 @@ def broadcast_to_rule(x, shape, subok=False):
     return np.broadcast_to(x, shape), lambda g: (g,)
 
 
-for _fn in (np.reshape, np.ravel, np.transpose, np.swapaxes, np.moveaxis, np.expand_dims, np.squeeze,
-            np.broadcast_to):
+for _fn in (np.transpose, np.swapaxes, np.moveaxis, np.expand_dims, np.squeeze, np.broadcast_to):
     linear_forward(_fn)
+# The tangent as the value is computed, order="C" left out (Dask's reshape and ravel take no order).
+linear_forward(np.reshape, lambda t, *args, **kwargs: reshape_rule(t, *args, **kwargs)[0])
+linear_forward(np.ravel, lambda t, *args, **kwargs: ravel_rule(t, *args, **kwargs)[0])
 
 
 def _atleast(fn):
@@ -134,7 +137,7 @@ def copy_rule(x, order="K", subok=False):
     return np.copy(x, order=order), lambda g: (g,)
 
 
-linear_forward(np.copy)
+linear_forward(np.copy, lambda t, *args, **kwargs: copy_rule(t, *args, **kwargs)[0])  # as copy_rule copies Dask's
 
 
 @rule(astype, args="x", notes="To another float dtype; the gradient comes back in x's dtype.")
@@ -189,8 +192,12 @@ def _concatenate_frule(primals, tangents, axis=0):
 
 @composite(np.concatenate, args="arrays")
 def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
-    if out is not None:
-        raise TypeError("numpy.concatenate(..., out=...) is not supported on tracked values")
+    if out is not None:  # computed, then written into out (NumPy's error where out and dtype are both given)
+        plain_arrays = [plain_of(a) for a in arrays]
+        call = lambda buffer: np.concatenate(plain_arrays, axis, buffer, dtype=dtype, casting=casting)  # noqa: E731
+        if dtype is not None:
+            call(np.empty(np.shape(plain_of(out)), np.result_type(plain_of(out))))
+        return write_out("numpy.concatenate", out, join(*arrays, axis=axis), call)
     y = join(*arrays, axis=axis)
     return y if dtype is None else FUNCTIONS[astype](y, dtype)
 
@@ -218,8 +225,12 @@ def _stack_frule(primals, tangents, axis=0):
 
 @composite(np.stack, args="arrays")
 def stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
-    if out is not None:
-        raise TypeError("numpy.stack(..., out=...) is not supported on tracked values")
+    if out is not None:  # computed, then written into out (NumPy's error where out and dtype are both given)
+        plain_arrays = [plain_of(a) for a in arrays]
+        call = lambda buffer: np.stack(plain_arrays, axis, buffer, dtype=dtype, casting=casting)  # noqa: E731
+        if dtype is not None:
+            call(np.empty(np.shape(plain_of(out)), np.result_type(plain_of(out))))
+        return write_out("numpy.stack", out, stack_along(*arrays, axis=axis), call)
     y = stack_along(*arrays, axis=axis)
     return y if dtype is None else FUNCTIONS[astype](y, dtype)
 
@@ -324,6 +335,10 @@ def segment_sum(g, counts, axis):
     shape = list(np.shape(g))
     shape[axis] = len(counts)
     out = zeros_as(g, shape)
+    if type(out) is not np.ndarray:  # Dask has no ufunc.reduceat: a product with the 0/1 matrix of the runs
+        runs = np.repeat(np.arange(len(counts)), counts)
+        ones = like_input((np.arange(len(counts))[:, None] == runs[None, :]).astype(np.result_type(g)), g)
+        return np.moveaxis(np.tensordot(ones, g, axes=([1], [axis])), 0, axis)
     used = counts > 0
     if np.any(used):
         out[_along(axis, len(shape), used)] = np.add.reduceat(g, starts[used], axis=axis)
@@ -344,7 +359,7 @@ def repeat_rule(a, repeats, axis=None):
     y = np.repeat(a, repeats, axis)
     shape = np.shape(a)
     ax = 0 if axis is None else axis % max(len(shape), 1)
-    length = np.size(a) if axis is None else shape[ax]
+    length = size_of(a) if axis is None else shape[ax]
     counts = np.broadcast_to(np.asarray(repeats, dtype=np.intp), (length,))
 
     def back(g):
@@ -376,6 +391,14 @@ linear_forward(pad_constant, lambda t, widths, constant_values: np.pad(t, widths
 _GATHER_MODES = ("edge", "reflect", "symmetric", "wrap")
 
 
+def gather_flat(a, positions):
+    """`np.ravel(a)[positions]` for an integer array `positions` of any shape (Dask gathers along one axis only)."""
+    flat = np.reshape(a, (-1,))
+    if np.ndim(positions) == 1:
+        return flat[positions]
+    return np.reshape(flat[np.reshape(positions, (-1,))], np.shape(positions))
+
+
 @composite(np.pad, args="array", notes="""Modes constant (plain `constant_values`), edge, reflect,
       symmetric and wrap (`reflect_type='even'`). Other modes are refused.""")
 def pad(array, pad_width, mode="constant", **kwargs):
@@ -385,11 +408,11 @@ def pad(array, pad_width, mode="constant", **kwargs):
         values = kwargs.pop("constant_values", 0)
         if kwargs or stop_gradient(values) is not values:
             raise TypeError("numpy.pad(mode='constant') on tracked values takes only a plain `constant_values`.")
-        return pad_constant(array, widths, values)
+        return pad_constant(array, tuple(map(tuple, widths.tolist())), values)  # Dask's pad takes Python ints
     if mode in _GATHER_MODES and kwargs.get("reflect_type", "even") == "even" and set(kwargs) <= {"reflect_type"}:
         # Each padded element copies one input element: pad the positions and gather.
-        positions = np.pad(np.arange(np.size(array)).reshape(shape), widths, mode=mode)
-        return np.reshape(array, (-1,))[positions]
+        positions = np.pad(np.arange(size_of(array)).reshape(shape), widths, mode=mode)
+        return gather_flat(array, positions)
     options = "".join(f", {k}=..." for k in kwargs)
     raise NotImplementedError(
         f"numpy.pad(mode={mode!r}{options}) has no rule on tracked values; supported modes are "
@@ -561,9 +584,9 @@ def insert(arr, obj, values, axis=None):
 @composite(np.resize, args="a", notes="A gather: the flattened input repeated cyclically.")
 def resize(a, new_shape):
     positions = np.resize(_labels(np.shape(a)), new_shape)
-    if np.size(a) == 0:
+    if size_of(a) == 0:
         return np.resize(stop_gradient(a), new_shape)  # zeros: nothing to differentiate
-    return np.reshape(a, (-1,))[positions]
+    return gather_flat(a, positions)
 
 
 @composite(np.trim_zeros, args="filt", notes="A slice of the input (a view), as in NumPy.")

@@ -6,7 +6,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 
 import numpy as np
 
-from .._arrays import like_input
+from .._arrays import like_input, size_of
 from .._values import Traced, stop_gradient
 from ._register import as_array, composite, forward_in_first, rule
 from .reductions import expand_to, given_options, mask_of, masked, reduced_size, refuse_out, selected_count
@@ -22,7 +22,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
         avg = np.mean(a, axis=axis, keepdims=keep)
         if not returned:
             return avg
-        scale = like_input(np.full(np.shape(avg), np.size(a) / max(np.size(avg), 1), dtype=avg.dtype), avg)
+        scale = like_input(np.full(np.shape(avg), size_of(a) / max(size_of(avg), 1), dtype=avg.dtype), avg)
         return avg, scale
     shape = np.shape(a)
     if np.shape(weights) != shape:
@@ -246,7 +246,7 @@ def _positions(count, q, method):
 
 
 def _order_statistics(a, q, axis, method, keepdims, skip_nan, plain):
-    if np.size(a) == 0:
+    if size_of(a) == 0:
         return plain  # NaNs (or an empty result): nothing to differentiate
     q = np.asarray(q, dtype=np.float64)
     ndim = np.ndim(a)
@@ -292,7 +292,12 @@ def _quantile_like(name, scale, skip_nan):
     def run(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
             interpolation=None):
         if out is not None or weights is not None or interpolation is not None:
-            raise TypeError(f"numpy.{name}: out=, weights= and interpolation= are not supported on tracked values")
+            fixes = {"out": f"drop out= and assign the result instead (y = np.{name}(a, q)), or write it into an "
+                            f"existing array (z[...] = np.{name}(a, q))",
+                     "weights": "compute a weighted one from np.sort of a and np.cumsum of its weights",
+                     "interpolation": "pass method= (interpolation='linear' is method='linear')"}
+            key = "out" if out is not None else "weights" if weights is not None else "interpolation"
+            raise TypeError(f"numpy.{name}: {key}= is not supported on tracked values; {fixes[key]}.")
         if isinstance(q, Traced):
             raise TypeError(f"numpy.{name}: the levels q carry no gradient in pullback; pass them as plain values.")
         plain = np.asarray(numpy_fn(stop_gradient(a), q, axis, None, False, method, keepdims))
@@ -311,7 +316,8 @@ def _median_like(name, skip_nan):
 
     def run(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         if out is not None:
-            raise TypeError(f"numpy.{name}(..., out=...) is not supported on tracked values")
+            raise TypeError(f"numpy.{name}: out= is not supported on tracked values; drop out= and assign the result "
+                            f"instead (y = np.{name}(a)), or write it into an existing array (z[...] = np.{name}(a)).")
         plain = np.asarray(numpy_fn(stop_gradient(a), axis, None, False, keepdims))
         return _order_statistics(a, 0.5, axis, "linear", keepdims, skip_nan, plain)
 

@@ -3,6 +3,7 @@ tensorsolve, composed of svd, inv, solve and norm (which have rules of their own
 
 import numpy as np
 
+from .._arrays import size_of
 from .._extend import frule, primitive, rrule
 from .._values import stop_gradient
 from ._register import composite
@@ -67,7 +68,7 @@ def tensorsolve(a, b, axes=None):
         a = np.transpose(a, order)
     shape = np.shape(a)[-(ndim - np.ndim(b)):]
     n = int(np.prod(shape))
-    if np.size(a) != n * n:
+    if size_of(a) != n * n:
         raise np.linalg.LinAlgError("Input arrays must satisfy the requirement prod(a.shape[b.ndim:]) == "
                                     "prod(a.shape[:b.ndim])")
     x = np.linalg.solve(np.reshape(a, (n, n)), np.ravel(b))

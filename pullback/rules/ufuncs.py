@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .._arrays import zeros_as
+from .._arrays import holds_foreign_array, zeros_as
 from .._extend import primitive, rrule
 from .._inplace import ViewLink, holds_array, register_view
 from .._standins import dtype_of
@@ -296,7 +296,7 @@ def _balanced(g, win, tie):
     is the backward pass of every relu.
     """
     out = g * win
-    if np.any(tie):  # rare for real data (but common for relu at exactly 0): skip the work otherwise
+    if holds_foreign_array(tie) or np.any(tie):  # rare for real data (but common for relu at 0): skip the work otherwise
         out = out + (g * tie) * 0.5
     return out
 
@@ -407,7 +407,8 @@ def clip_frule(primals, tangents):
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
     if out is not None or kwargs:
         raise TypeError(f"numpy.clip: {'out=' if out is not None else ', '.join(f'{k}=' for k in kwargs)} is not "
-                        "supported on tracked values; assign the result instead (y = np.clip(y, lo, hi)).")
+                        "supported on tracked values; drop it and assign the result instead (y = np.clip(y, lo, hi)), or "
+                        "write it into an existing array (z[...] = np.clip(y, lo, hi)).")
     low = a_min if min is None else min
     high = a_max if max is None else max
     return clamp(a, low, high)
