@@ -136,6 +136,9 @@ class Jitted:
                 self._note_stale(self._cache[key][0][0])
             result, compiled = self._trace(args, kwargs, arrays)
             variants = self._cache.setdefault(key, [])
+            # a trace whose globals changed would replay only if they were all rebound to what it read; it is
+            # dropped, not kept with the arrays and buffers it holds (a model's old weights, rebound each epoch)
+            variants[:] = [variant for variant in variants if variant[0].unchanged is None or variant[0].unchanged()]
             variants.insert(0, compiled)  # the newest outcome of the guards is tried first
             del variants[_VARIANTS_PER_SIGNATURE:]
             self._cache.move_to_end(key)
@@ -175,6 +178,8 @@ class Jitted:
             except Retrace:
                 continue
             self._counts["replays"] += 1
+            if self._stale_run:  # a replay between them: the retraces are not in a row
+                self._stale_run = 0
             return True, rebuild(outputs, arrays)
         return False, None
 
@@ -231,9 +236,17 @@ class Jitted:
                            + [trace.values[slot] for _, slot in written], arrays)
         # what the function read outside its arguments, as it is now (the caller's arrays written
         # too): a replay first checks that it still is
-        watch = _jit_watch.collect(self.fn, _jit_watch.constant_arrays(trace))
+        watch = _jit_watch.collect(self.fn, _jit_watch.constant_arrays(trace), _argument_objects(args, kwargs))
         program = Deferred(trace, [v.slot for v in out_leaves] + [slot for _, slot in written], watch)
         return concrete, (program, rebuild)
+
+
+def _argument_objects(args, kwargs):
+    """The containers and constant leaves among the arguments (for `_jit_watch.collect`)."""
+    objects = []
+    tree.walk((args, kwargs), lambda value, ys, path: None if _is_input(value) else objects.append(value),
+              lambda value, kind, old, new, ys, path, shell: objects.append(value))
+    return objects
 
 
 def _leaf_ids(arguments):

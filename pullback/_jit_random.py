@@ -5,7 +5,8 @@ draws afresh. One read from a closure or a global is invisible to the trace, so 
 replay would repeat the traced draws: "random" numbers that never change. `snapshot`
 records the state of every generator the function reaches that way (in the closures and
 globals of the function and of the functions and objects those hold, a few levels deep),
-and of NumPy's global generator (`np.random.rand`, `np.random.normal`, ...); `advanced`
+and of NumPy's global generator (`np.random.rand`, `np.random.normal`, ...) and Python's
+(`random.random()`, a `random.Random` held in a global); `advanced`
 names those the trace moved, so that `pb.jit` refuses the trace and names the fix. A legacy
 `np.random.RandomState` passed as an argument is refused the same way when drawn from (only a
 `np.random.Generator` argument is recorded).
@@ -19,12 +20,14 @@ names those the trace moved, so that `pb.jit` refuses the trace and names the fi
 ['`rng` (a global that <lambda> reads)']
 """
 
+import random
 import types
 
 import numpy as np
 
 GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
 GLOBAL = "NumPy's global generator (np.random.rand, np.random.normal, ...)"
+PYTHON = "Python's random module (random.random, random.gauss, ...)"
 _DEPTH = 4  # functions and objects followed from the jitted function
 _BUDGET = 2000  # values looked at in all (a large dataset held in a global is not walked whole)
 _SKIPPED = (types.ModuleType, type, np.ndarray, np.generic, str, bytes, int, float, complex, bool, type(None))
@@ -34,17 +37,23 @@ def snapshot(fn, inputs, arguments=((), {})):
     """`{where: (generator, state)}` for each generator `fn` reaches other than the `inputs` (generators
     among its `arguments` that a trace records) and NumPy's global one: in its closures and globals,
     and the legacy `RandomState` objects among its arguments."""
-    found = {GLOBAL: (None, _state_of(None))}
+    found = {GLOBAL: (None, _state_of(None)), PYTHON: (random._inst, random.getstate())}
     skip = {id(g) for g in inputs}
     seen = set()
     budget = [_BUDGET]
 
     def look(value, path, origin, depth):
+        try:
+            look_into(value, path, origin, depth)
+        except Exception:  # an object that does not answer as objects do (a raising __getattribute__, a proxy)
+            pass
+
+    def look_into(value, path, origin, depth):
         if isinstance(value, _SKIPPED) or id(value) in seen or budget[0] <= 0 or depth > _DEPTH:
             return
         seen.add(id(value))
         budget[0] -= 1
-        if isinstance(value, GENERATORS):
+        if isinstance(value, GENERATORS + (random.Random,)):
             if id(value) not in skip:
                 found[f"`{path}` ({origin})"] = (value, _state_of(value))
         elif isinstance(value, types.FunctionType):
@@ -59,9 +68,9 @@ def snapshot(fn, inputs, arguments=((), {})):
             for key, item in value.items():
                 look(item, f"{path}[{key!r}]", origin, depth + 1)
         else:
-            try:
-                fields = dict(vars(value))
-            except TypeError:  # no __dict__ (slots, C objects): nothing to follow
+            try:  # without running a __getattr__ of its class
+                fields = dict(object.__getattribute__(value, "__dict__"))
+            except (AttributeError, TypeError):  # no __dict__ (slots, C objects): nothing to follow
                 fields = {}
             for name, item in fields.items():
                 look(item, f"{path}.{name}", origin, depth + 1)
@@ -111,6 +120,8 @@ def _state_of(generator):
         return generator.bit_generator.state
     if isinstance(generator, np.random.RandomState):
         return generator.get_state(legacy=False)
+    if isinstance(generator, random.Random):  # Python's own (random.random draws from random._inst)
+        return generator.getstate()
     return generator.state
 
 

@@ -5,13 +5,16 @@ the value `scale` had, and a call made after `scale = 3.0` would replay the old 
 trace is done, `collect` lists the global and closure variables the function reads, directly or
 through the plain Python functions it reaches (the functions, lambdas and nested functions found
 in its globals, closure cells and code constants, each with its own globals; a bound method's
-function and object; a `pb.jit` function's own; a callable object's `__call__`), as
-`(namespace dict or cell, name, value)` entries, with the values they hold after the trace. It
-does not descend into modules, nor the functions of NumPy and pullback (whose globals are
-library state, not the caller's; their closure cells, which hold what the caller gave them, as
-`pb.grad(loss)` holds `loss`, are followed). An attribute or a string-keyed dict entry of an
-object reached that way (`cfg.scale`, `params["lr"]`, `self.lr` of a bound method), or an
-attribute of its class or of a class reached (a class attribute, a method called as
+function and object; a `pb.jit` function's own; a callable object's `__call__`; the function of a
+classmethod, a staticmethod or a property's getter; the classes of the objects among its
+arguments and the functions passed as arguments), as `(namespace dict or cell, name, value)`
+entries, with the values they hold after the trace. It does not descend into the modules of the
+standard library and of installed packages, nor the functions of NumPy and pullback (whose
+globals are library state, not the caller's; their closure cells, which hold what the caller gave
+them, as `pb.grad(loss)` holds `loss`, are followed). An attribute or a string-keyed dict entry of
+an object, a dict or a module of the caller's own reached that way (`cfg.scale`, `params["lr"]`,
+`config.lr`, `self.lr` of a bound method, a slot, an attribute read through a `weakref.proxy`), or
+an attribute of its class or of a class reached (a class attribute, a method called as
 `self.helper(...)`, followed in turn), is an entry too when the code reached names it (an
 attribute name or a string constant of that code): the code reads it, or at least could. Every
 attribute of an object of one of pullback's classes (a `pb.nn` layer held in a global) is an
@@ -23,8 +26,9 @@ Arrays among those values, and the arrays the trace recorded as constants of its
 snapshotted when small (`SNAPSHOT_ELEMENTS`): a write into one changes its bytes.
 
 `Watch.check` is one generated function of identity tests (`ns["scale"] is v`; an equal number,
-string or NumPy scalar also passes, so a value recomputed each call does not retrace) and byte
-comparisons; the replay calls it first and traces again, as after a failed guard, when it
+string or NumPy scalar also passes, as does a NaN for a NaN of its type, so a value recomputed
+each call does not retrace) and byte comparisons (one per array: not again for a view of an
+array compared); the replay calls it first and traces again, as after a failed guard, when it
 answers False.
 
 >>> namespace = {"scale": 1.0}
@@ -41,7 +45,10 @@ False
 
 import functools
 import math
+import pathlib
+import sys
 import types
+import weakref
 
 import numpy as np
 
@@ -58,6 +65,8 @@ _SCALARS = (int, float, complex, str, bytes, np.number, np.bool_)
 # values that are not looked into
 _OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, np.ufunc, np.generic, np.ndarray, str, bytes, int,
            float, complex, bool, type(None), set, frozenset)
+_NAN_TYPES = (float, complex, np.float16, np.float32, np.float64, np.longdouble, np.complex64, np.complex128)
+_PROXIES = (weakref.ProxyType, weakref.CallableProxyType)
 _SHORT = 32  # the items of a list or tuple at most this long are followed (a long one is data)
 
 
@@ -85,9 +94,12 @@ class Watch:
                         if array.tobytes() != snapshot]
 
 
-def collect(fn, constants=()):
+def collect(fn, constants=(), arguments=()):
     """The `Watch` of a traced function `fn` (read after its trace), with snapshots of the small
-    arrays among what it reads and among `constants` (the arrays its trace recorded as constants)."""
+    arrays among what it reads and among `constants` (the arrays its trace recorded as constants).
+    `arguments` are the objects among its arguments other than inputs (containers, constant leaves):
+    the signature fixes them, but not what their classes' methods read (`model.apply(x)` reading a
+    global), nor what a function passed in reads."""
     entries = {}  # (id(namespace), name) -> ((namespace, name, value), where it was read)
     names = set()  # attribute names and string constants of the code reached
     functions, walked = [], set()
@@ -111,6 +123,10 @@ def collect(fn, constants=()):
         if isinstance(value, type):
             hold_class(value, depth)
             return
+        if isinstance(value, types.ModuleType):  # the caller's own module (`config.lr`, `utils.helper(x)`)
+            if _callers_module(value):
+                hold(vars(value), depth, value.__name__)
+            return
         if isinstance(value, _OPAQUE) or hasattr(type(value), "__array_ufunc__"):
             return  # an array type (a traced value among them): nothing of the caller's to follow
         if isinstance(value, types.FunctionType):
@@ -119,6 +135,13 @@ def collect(fn, constants=()):
             found(value.__func__, depth, path)
             hold(_instance_dict(value.__self__), depth, f"{path}.__self__" if depth else "self")
             hold_class(type(value.__self__), depth)
+        elif isinstance(value, (classmethod, staticmethod)):  # a class's method, read as `Cls.make(...)`
+            found(value.__func__, depth, path)
+        elif isinstance(value, property):  # what its getter reads, as `cfg.scale` runs it
+            found(value.fget, depth, path)
+        elif isinstance(value, _PROXIES):  # a weakref.proxy: its object's attributes, read through it
+            hold(value.__dict__, depth, path, key=id(value.__dict__))
+            hold_class(value.__class__, depth)
         elif isinstance(value, functools.partial):
             for part in (value.func, *value.args, *value.keywords.values()):
                 found(part, depth, path)
@@ -138,6 +161,9 @@ def collect(fn, constants=()):
                         found(item, depth + 1, f"{path}[{k}]")
         else:  # an object: the attributes the code names; all of them for one of pullback's classes
             hold(_instance_dict(value), depth, path, every=_module_of(type(value)) in _LIBRARIES)
+            slots = _slots_of(type(value))
+            if slots:  # a __slots__ class: its slots, read through their descriptors
+                hold(_Slots(value, slots), depth, path, key=("slots", id(value)))
             hold_class(type(value), depth)
             call = getattr(type(value), "__call__", None)
             if isinstance(call, types.FunctionType):
@@ -145,7 +171,7 @@ def collect(fn, constants=()):
 
     def hold(namespace, depth, path, attributes=True, key=None, every=False):
         key = id(namespace) if key is None else key
-        if isinstance(namespace, (dict, types.MappingProxyType)) and key not in held and depth < _DEPTH:
+        if isinstance(namespace, (dict, types.MappingProxyType, _Slots)) and key not in held and depth < _DEPTH:
             held.add(key)
             holders.append((namespace, depth, path, attributes, every))
 
@@ -168,6 +194,15 @@ def collect(fn, constants=()):
 
     found(fn, 0, "self")
     roots = {id(f) for f in functions}  # the jitted function itself is walked wherever it was defined
+    for value in arguments:
+        if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or \
+                getattr(type(value), "pullback_jitted", False):
+            found(value, 0, f"an argument's {getattr(value, '__qualname__', 'function')}")
+        elif not isinstance(value, _OPAQUE):
+            hold_class(type(value), 0)
+            call = getattr(type(value), "__call__", None)
+            if isinstance(call, types.FunctionType):  # a model called as `model(x)`: what its __call__ reads
+                functions.append(call)
     while True:
         while functions:
             f = functions.pop()
@@ -206,8 +241,10 @@ def collect(fn, constants=()):
         if not functions and len(entries) == before:
             break
     listed = list(arrays.values()) + [(c, None) for c in constants if id(c) not in arrays]
+    listed = [(a, path) for a, path in listed if a.size <= SNAPSHOT_ELEMENTS and a.dtype != object]
+    snapshotted = {id(a) for a, _ in listed}  # a view of one of those (`weight.T`) changes with it: not compared twice
     small = [((a, a.tobytes()), f"`{path}`" if path else f"an array of shape {a.shape} the trace used as a constant")
-             for a, path in listed if a.size <= SNAPSHOT_ELEMENTS and a.dtype != object]
+             for a, path in listed if not _views_one_of(a, snapshotted)]
     return Watch(list(entries.values()), small, complete, lengths)
 
 
@@ -247,6 +284,16 @@ def _names(code):
     return tuple(dict.fromkeys(read)), frozenset(strings)
 
 
+def _callers_module(module):
+    """Whether `module` is one of the caller's own (a file of the project: not the standard library, nor
+    an installed package, nor NumPy or pullback), whose attributes the code reached may read."""
+    name = getattr(module, "__name__", None) or ""
+    file = getattr(module, "__file__", None)
+    if not file or name.partition(".")[0] in _NOT_FOLLOWED or name.partition(".")[0] in sys.stdlib_module_names:
+        return False
+    return not any(part in ("site-packages", "dist-packages") for part in pathlib.PurePath(file).parts)
+
+
 def _in_library(f):
     module = f.__globals__.get("__name__") or ""
     return module.partition(".")[0] in _LIBRARIES
@@ -263,7 +310,50 @@ def _holds(namespace, name, value):
         now = namespace.cell_contents if isinstance(namespace, types.CellType) else namespace[name]
     except (KeyError, IndexError, ValueError):
         return False
-    return now is value or (isinstance(value, _SCALARS) and _same(now, value))
+    return now is value or (_is_scalar(value) and _same(now, value))
+
+
+def _views_one_of(array, ids):
+    """Whether `array` is a view of an array whose id is among `ids`."""
+    base = array.base
+    while isinstance(base, np.ndarray):
+        if id(base) in ids:
+            return True
+        base = base.base
+    return False
+
+
+def _slots_of(cls):
+    """`{name: descriptor}` of the slots of `cls` and its bases that are the caller's own."""
+    slots = {}
+    for base in reversed(cls.__mro__):
+        if _module_of(base) in _NOT_FOLLOWED:
+            continue
+        for name, attribute in vars(base).items():
+            if isinstance(attribute, types.MemberDescriptorType) and name != "__weakref__":
+                slots[name] = attribute
+    return slots
+
+
+class _Slots:
+    """The slots of an object read as a dict (`ns["lr"]` runs the slot's descriptor), so an entry can watch them."""
+
+    __slots__ = ("_of", "_descriptors")
+
+    def __init__(self, of, descriptors):
+        self._of, self._descriptors = of, descriptors
+
+    def __iter__(self):
+        return iter(self._descriptors)
+
+    def __contains__(self, name):
+        return name in self._descriptors
+
+    def __getitem__(self, name):
+        try:
+            return self._descriptors[name].__get__(self._of, type(self._of))
+        except AttributeError:  # a slot not set (or deleted since)
+            raise KeyError(name) from None
 
 
 def _instance_dict(value):
@@ -274,10 +364,18 @@ def _instance_dict(value):
         return None
 
 
+def _is_scalar(value):
+    """Whether `value` is compared by equality (its type asked, not `value`: a `__getattribute__` may raise)."""
+    return issubclass(type(value), _SCALARS)
+
+
 def _same(a, b):
-    """Whether `a`, found where the trace read `b`, is a value equal to it (a float's sign of zero too)."""
-    if type(a) is not type(b) or not a == b:
+    """Whether `a`, found where the trace read `b`, is a value equal to it (a float's sign of zero too; a
+    NaN recomputed each call is the NaN the trace read, as its bits may differ only in the payload)."""
+    if type(a) is not type(b):
         return False
+    if not a == b:
+        return type(a) in _NAN_TYPES and a != a and b != b
     return type(a) is not float or math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
@@ -292,7 +390,7 @@ def _compile(entries, arrays, lengths=()):
     for i, (where, name, value) in enumerate(entries):
         namespace[f"w{i}"], namespace[f"v{i}"] = where, value
         read = f"w{i}.cell_contents" if isinstance(where, types.CellType) else f"w{i}[{name!r}]"
-        terms.append(f"({read} is v{i} or same({read}, v{i}))" if isinstance(value, _SCALARS) else f"{read} is v{i}")
+        terms.append(f"({read} is v{i} or same({read}, v{i}))" if _is_scalar(value) else f"{read} is v{i}")
     for j, (array, snapshot) in enumerate(arrays):
         namespace[f"a{j}"], namespace[f"b{j}"] = array, snapshot
         terms.append(f"a{j}.tobytes() == b{j}")
