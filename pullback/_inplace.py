@@ -291,7 +291,7 @@ class FlatView:
 
     def __setitem__(self, index, value):
         positions = np.arange(self.base.size).reshape(-1)[_plain_index(index)]
-        write_flat(self.base, positions, value)
+        write_flat(self.base, positions, value, reads_as_written=True)
 
     def __len__(self):
         return self.base.size
@@ -300,20 +300,23 @@ class FlatView:
         return iter(self.base.flatten())
 
 
-def write_flat(x, positions, value, cycle=None):
+def write_flat(x, positions, value, cycle=None, reads_as_written=False):
     """`x.flat[positions] = value` for traced array `x` (positions plain ints), seen through every view.
 
     As in NumPy, `value` is repeated (or cut) to fill the positions: position `k` gets
     `value.flat[cycle[k] % value.size]`, with `cycle` `range(len(positions))` unless given.
-    An element written twice must get the same element of `value` both times.
+    An element written twice must get the same element of `value` both times. With `reads_as_written`
+    (`x.flat[i] = v`, `x.flat = v`, np.fill_diagonal: NumPy reads `v` as it writes `x`, element by
+    element, so a `v` that is a view of `x` may read elements already written), such a `v` is refused
+    where a write would come before a read of the same element.
     """
     positions = np.asarray(positions, dtype=np.intp).reshape(-1)
     n, size = positions.size, int(np.size(value))
-    if n == 0:
+    if n == 0 or size == 0:  # NumPy writes nothing from an empty value (np.place refuses one itself)
         return
-    if size == 0:
-        raise ValueError("Cannot insert from an empty array!")
     take = (np.arange(n) if cycle is None else np.asarray(cycle, dtype=np.intp).reshape(-1)) % size
+    if reads_as_written:
+        _refuse_overlap(x, positions, value, take)
     positions, take = _each_once(positions, take)
     flat_value = FUNCTIONS[np.ravel](value) if is_traced(value) else np.ravel(value)
     if size == 1:
@@ -324,6 +327,29 @@ def write_flat(x, positions, value, cycle=None):
         value = flat_value
     flat = FUNCTIONS[index_update](x.flatten(), positions, value)
     rebind(x, FUNCTIONS[np.reshape](flat, x.shape))
+
+
+def _refuse_overlap(x, positions, value, take):
+    """Refuse `x.flat[positions] = value` where `value` is a view of the array `x` writes into and some
+    element of it is read after it was written (NumPy then gives the element's new value, or the old one
+    where it copies `value` first, depending on layout); writing into an element before reading it,
+    or reading each element before it is written, gives what a copy gives, and is allowed."""
+    if not (is_traced(value) and holds_array(value)):
+        return
+    x_link, v_link = getattr(x, "_base", None), getattr(value, "_base", None)
+    x_root = x if x_link is None else x_link.root
+    if (value if v_link is None else v_link.root) is not x_root:
+        return
+    x_at = np.arange(x.size) if x_link is None else x_link.positions().reshape(-1)
+    v_at = np.arange(value.size) if v_link is None else v_link.positions().reshape(-1)
+    written, read = x_at[positions], v_at[take]  # step k writes root element written[k], reads read[k]
+    step = np.full(x_root.size, positions.size, dtype=np.intp)
+    step[written[::-1]] = np.arange(positions.size)[::-1]  # the first step that writes each element
+    if np.any(step[read] < np.arange(positions.size)):
+        raise ValueError(
+            "x.flat[...] = v (or x.flat = v, np.fill_diagonal) with v a view of x: NumPy reads v while it writes x, "
+            "so some elements of v would be read after they were overwritten (or not, where NumPy copies v first). "
+            "Write a copy instead: x.flat = v.copy().")
 
 
 def _each_once(targets, sources):
@@ -364,13 +390,15 @@ def write_out(name, out, result, numpy_call, contiguous=False):
     naming the fix.
     """
     if not is_traced(out):
-        if is_traced(result):
+        if is_traced(result) and np.result_type(plain_of(out)).kind in "fcmMOV":
             raise TypeError(
                 f"{name}(..., out=...) would write a result that is being differentiated into a plain array, losing "
                 f"the gradient. Drop out= and assign the result (z = {name.replace('numpy.', 'np.', 1)}(...)), or make "
                 "out a traced array "
                 "(z = np.zeros_like(x, shape=...)) so that the write is recorded.")
-        return numpy_call(out)  # nothing being differentiated reached the result: NumPy's own call
+        # Nothing being differentiated reached the result, or out holds integers or booleans, which have no
+        # gradient (as x.astype(int) has none): NumPy's own call, with its casting rules and errors.
+        return numpy_call(out)
     plain = concrete_of(out)
     if not isinstance(plain, np.ndarray):
         if isinstance(plain, (np.generic, float, complex)):

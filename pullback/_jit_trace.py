@@ -16,6 +16,8 @@ is refused, because the replay could not follow it.
 ['sin', 'multiply']
 """
 
+import functools
+import inspect
 import math
 import operator
 import weakref
@@ -375,7 +377,14 @@ class Symbol:
             return NotImplemented
         if func in _STATIC:  # known from shapes and dtypes, which the signature fixes
             return func(*self.owner._split(args)[0], **self.owner._split(kwargs)[0])
-        return self.owner.call(func, getattr(func, "__name__", repr(func)), args, kwargs)
+        name = getattr(func, "__name__", repr(func))
+        out, args, kwargs = _out_apart(func, args, kwargs)
+        if out is None:
+            return self.owner.call(func, name, args, kwargs)
+        # an in-place write made functional, as for a ufunc's out=: the replay writes into a copy of
+        # `out`, and `out` names the copy from then on
+        result = self.owner.call(_written_into_copy, f"{name}(out=)", (func, out, *args), kwargs)
+        return _rebind(out, result, f"np.{name}(..., out=...)")
 
     def __array__(self, dtype=None, copy=None):
         raise JitError("pb.jit: a traced array was converted to a NumPy array (np.asarray, np.array, or a "
@@ -645,6 +654,42 @@ def _as_array(fn):
         return np.asarray(fn(*args, **kwargs))
 
     return as_array
+
+
+def _out_apart(func, args, kwargs):
+    """`(out, args, kwargs)` of a call of NumPy function `func`: its `out=` argument (None if not given),
+    and the other arguments, those after a positional `out` moved to their keywords."""
+    if "out" in kwargs:
+        kwargs = dict(kwargs)
+        return kwargs.pop("out"), args, kwargs
+    names = _positional_names(func)
+    position = names.index("out") if "out" in names else len(args)
+    if len(args) <= position or args[position] is None:
+        return None, args, kwargs
+    return args[position], args[:position], {**kwargs, **dict(zip(names[position + 1:], args[position + 1:]))}
+
+
+@functools.lru_cache(maxsize=512)
+def _positional_names(func):
+    """The names of the parameters `func` takes by position (none after a `*args`)."""
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    names = []
+    for p in parameters:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return tuple(names)
+
+
+def _written_into_copy(func, out, *args, **kwargs):
+    """`func(*args, out=out, **kwargs)` writing into a copy of `out`, which it returns (NumPy's casting
+    and its errors included)."""
+    written = np.array(out, copy=True)
+    func(*args, out=written, **kwargs)
+    return written
 
 
 def _ufunc_at(ufunc, x, *args):

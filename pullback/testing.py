@@ -27,6 +27,7 @@ import numpy as np
 
 from . import tree
 from ._api import pullback
+from ._arrays import size_of
 from ._derivatives import jvp
 from ._leaves import Arguments
 
@@ -251,7 +252,7 @@ def numerical_gradient(f, *args, eps=1e-6):
     wide = _Moves(args)
     results = []
     for leaf in arguments.leaves:
-        size = int(np.size(leaf.primal))
+        size = size_of(leaf.primal)
         values = [wide.difference(f, leaf.index, _basis(leaf.primal, j), eps, None) for j in range(size)]
         if _is_complex_leaf(leaf.primal):  # the gradient of a real f at z = x + iy is df/dx - i df/dy
             values = [v - 1j * wide.difference(f, leaf.index, 1j * _basis(leaf.primal, j), eps, None)
@@ -477,7 +478,7 @@ def _scalar(y):
 def _directions(primal, rng, count, dense_up_to):
     """Axis directions (every element) for small leaves, `count` random unit directions for larger ones;
     for a complex leaf, along the real and the imaginary axis of each element."""
-    size = int(np.size(primal))
+    size = size_of(primal)
     if dense_up_to is None or size <= dense_up_to:
         axes = [_as_float64(_basis(primal, j)) for j in range(size)]
         return axes + [1j * e for e in axes] if _is_complex_leaf(primal) else axes

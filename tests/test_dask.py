@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import numpy as np
 import pytest
@@ -17,24 +16,7 @@ import pullback as pb
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
-from dask.callbacks import Callback  # noqa: E402
-
-
-class NoCompute(Callback):
-    """Inside `with NoCompute():` any Dask compute fails the test; Dask's compute-and-warn fallbacks are errors too."""
-
-    def __enter__(self):
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        warnings.simplefilter("error", FutureWarning)  # dask warns before computing a function it does not implement
-        return super().__enter__()
-
-    def __exit__(self, *exc):
-        super().__exit__(*exc)
-        self._warnings.__exit__(*exc)
-
-    def _start(self, dsk):
-        raise AssertionError("a Dask array was computed inside the gradient call")
+from dask_checks import NoCompute  # noqa: E402
 
 
 def logistic_loss(w, X, y):

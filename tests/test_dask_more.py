@@ -6,7 +6,6 @@ array built without computing anything (a Dask callback refuses any compute, and
 fallback for a NumPy function it lacks is an error).
 """
 
-import warnings
 
 import numpy as np
 import pytest
@@ -14,25 +13,7 @@ import pytest
 import pullback as pb
 
 da = pytest.importorskip("dask.array")
-from dask.callbacks import Callback  # noqa: E402
-
-
-class NoCompute(Callback):
-    """Inside `with NoCompute():` any Dask compute fails the test; Dask's compute-and-warn fallbacks are errors too."""
-
-    def __enter__(self):
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        warnings.simplefilter("error", FutureWarning)
-        return super().__enter__()
-
-    def __exit__(self, *exc):
-        super().__exit__(*exc)
-        self._warnings.__exit__(*exc)
-
-    def _start(self, dsk):
-        raise AssertionError("a Dask array was computed inside the gradient call")
-
+from dask_checks import NoCompute  # noqa: E402
 
 rng = np.random.default_rng(3)
 MATRIX = rng.normal(size=(4, 4))

@@ -403,12 +403,20 @@ def choose(a, choices, out=None, mode="raise"):
         return write_out("numpy.choose", out, choose(a, choices, None, mode),
                          lambda buffer: np.choose(plain_of(a), [plain_of(c) for c in choices], buffer, mode))
     index = np.asarray(stop_gradient(a))
-    plain = np.choose(index, [stop_gradient(c) for c in choices], mode=mode)
+    plain_choices = [stop_gradient(c) for c in choices]
+    plain = np.choose(index, plain_choices) if mode == "raise" else np.choose(index, plain_choices, mode=mode)  # Dask's takes no mode
     n = len(choices)
     if mode == "wrap":
         index = np.mod(index, n)
     elif mode == "clip":
         index = np.clip(index, 0, n - 1)
+    if any(is_foreign_array(c) for c in plain_choices):  # Dask gathers along one axis only: a where per choice
+        np.choose(index, np.arange(n), mode=mode)  # NumPy's error for an index out of range
+        y = choices[n - 1]
+        for k in range(n - 2, -1, -1):
+            y = np.where(index == k, choices[k], y)
+        y = y + zeros_as(plain, np.shape(plain)) if np.shape(y) != np.shape(plain) else y
+        return y if y.dtype == plain.dtype else y.astype(plain.dtype)
     stacked = np.stack(np.broadcast_arrays(*choices, index)[:-1], axis=0)
     y = take_along_axis(stacked, np.broadcast_to(index, np.shape(stacked)[1:])[None], 0)[0]
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)

@@ -40,7 +40,7 @@ def fill_diagonal(a, val, wrap=False):
         return np.fill_diagonal(a, val, wrap)
     mask = np.zeros(target.shape, dtype=bool)
     np.fill_diagonal(mask, True, wrap)  # NumPy says which elements (and raises its own errors)
-    write_flat(target, np.flatnonzero(mask), val)
+    write_flat(target, np.flatnonzero(mask), val, reads_as_written=True)  # NumPy writes a.flat[...] = val
 
 
 @composite(np.copyto, args="dst, src", notes="""Writes `src` (broadcast) into `dst` where `where` holds, seen
@@ -82,6 +82,8 @@ def place(arr, mask, vals):
     mask = np.asarray(mask, dtype=bool)
     if mask.size != target.size:
         raise ValueError("place: mask and data must be the same size")
+    if np.size(vals) == 0 and np.any(mask):
+        raise ValueError("Cannot insert from an empty array!")
     write_flat(target, np.flatnonzero(mask), vals)
 
 

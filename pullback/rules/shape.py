@@ -192,12 +192,8 @@ def _concatenate_frule(primals, tangents, axis=0):
 
 @composite(np.concatenate, args="arrays")
 def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
-    if out is not None:  # computed, then written into out (NumPy's error where out and dtype are both given)
-        plain_arrays = [plain_of(a) for a in arrays]
-        call = lambda buffer: np.concatenate(plain_arrays, axis, buffer, dtype=dtype, casting=casting)  # noqa: E731
-        if dtype is not None:
-            call(np.empty(np.shape(plain_of(out)), np.result_type(plain_of(out))))
-        return write_out("numpy.concatenate", out, join(*arrays, axis=axis), call)
+    if out is not None:
+        return _joined_into(np.concatenate, join, arrays, axis, out, dtype, casting)
     y = join(*arrays, axis=axis)
     return y if dtype is None else FUNCTIONS[astype](y, dtype)
 
@@ -225,14 +221,20 @@ def _stack_frule(primals, tangents, axis=0):
 
 @composite(np.stack, args="arrays")
 def stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
-    if out is not None:  # computed, then written into out (NumPy's error where out and dtype are both given)
-        plain_arrays = [plain_of(a) for a in arrays]
-        call = lambda buffer: np.stack(plain_arrays, axis, buffer, dtype=dtype, casting=casting)  # noqa: E731
-        if dtype is not None:
-            call(np.empty(np.shape(plain_of(out)), np.result_type(plain_of(out))))
-        return write_out("numpy.stack", out, stack_along(*arrays, axis=axis), call)
+    if out is not None:
+        return _joined_into(np.stack, stack_along, arrays, axis, out, dtype, casting)
     y = stack_along(*arrays, axis=axis)
     return y if dtype is None else FUNCTIONS[astype](y, dtype)
+
+
+def _joined_into(numpy_join, traced_join, arrays, axis, out, dtype, casting):
+    """`numpy_join(arrays, axis, out=out, ...)` on traced values: the join computed, then written into
+    `out` (NumPy's own error where it refuses `out`, or `out` together with `dtype`)."""
+    plain_arrays = [plain_of(a) for a in arrays]
+    call = lambda buffer: numpy_join(plain_arrays, axis, buffer, dtype=dtype, casting=casting)  # noqa: E731
+    if dtype is not None:
+        call(np.empty(np.shape(plain_of(out)), np.result_type(plain_of(out))))
+    return write_out(f"numpy.{numpy_join.__name__}", out, traced_join(*arrays, axis=axis), call)
 
 
 @composite(np.vstack, args="tup")
