@@ -366,11 +366,24 @@ class Symbol:
             _rebind(inputs[0], result, f"np.{ufunc.__name__}.at")
             return None
         fn = ufunc if method == "__call__" else getattr(ufunc, method)
-        result = self.owner.call(fn, f"{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"),
-                                 inputs, kwargs, elementwise=method == "__call__")
+        name = f"{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
         if out is None:
-            return result
-        return _rebind(out, result, f"np.{ufunc.__name__}(..., out=...)")
+            return self.owner.call(fn, name, inputs, kwargs, elementwise=method == "__call__")
+        # NumPy writes into copies of the `out` arrays (so out's dtype, casting= and where= are
+        # NumPy's), and each `out` names its copy from then on
+        outs = out if isinstance(out, tuple) else (out,)
+        if method == "__call__" and not kwargs and _fits(outs, fn(*self.owner._split(inputs)[0])):
+            # the result has out's dtype and shape: recorded as a new array, which can be fused
+            result = self.owner.call(fn, name, inputs, kwargs, elementwise=True)
+            return _rebind(out, result, f"np.{ufunc.__name__}(..., out=...)")
+        result = self.owner.call(_ufunc_written_into_copies, f"{name}(out=)", (fn, len(outs), *outs, *inputs),
+                                 kwargs)
+        results = result if isinstance(result, tuple) else (result,)
+        for o, r in zip(outs, results):
+            if o is not None:
+                _rebind(o, r, f"np.{ufunc.__name__}(..., out=...)")
+        results = tuple(r if o is None else o for o, r in zip(outs, results))
+        return results if isinstance(result, tuple) else results[0]
 
     def __array_function__(self, func, types, args, kwargs):
         if any(t is not Symbol and not issubclass(t, np.ndarray) for t in types):
@@ -470,7 +483,7 @@ class Symbol:
     for _name, _fn in _OPERATORS.items():
         locals()[f"__{_name}__"] = _forward(_fn, _name)
         locals()[f"__r{_name}__"] = (lambda f: lambda self, other: f(other, self))(_fn)
-        locals()[f"__i{_name}__"] = (lambda f: lambda self, other: f(self, other, out=(self,)))(_fn)
+        locals()[f"__i{_name}__"] = (lambda f: lambda self, other: _in_place(f, self, other))(_fn)
     for _name, _fn in {**_COMPARISONS, **_UNARY}.items():
         locals()[f"__{_name}__"] = _forward(_fn, _name)
     del _name, _fn
@@ -645,6 +658,11 @@ def _write_through(view, new):
         return None
     written = base.owner.call(setitem_copy, "setitem", (base, index, new), {})
     base.owner.rebind(base, written.slot)
+    # the other live views of `base` (`c[1]` beside this `c[0]`) are views of its new value: one
+    # that shares memory with this view is refused by the caller
+    for other in (ref() for ref in base.owner.symbols):
+        if other is not None and other.view is not None and other.view[0]() is base and other.view[2] == base_slot:
+            other.view = (other.view[0], other.view[1], base.slot)
     view.view = (base_ref, index, base.slot)
     return base
 
@@ -684,10 +702,38 @@ def _positional_names(func):
     return tuple(names)
 
 
+def _fits(outs, results):
+    """Whether each of `outs` (Symbols) has the dtype and shape of its result, a NumPy array."""
+    results = results if isinstance(results, tuple) else (results,)
+    return all(isinstance(o, Symbol) and isinstance(o._concrete(), np.ndarray) and isinstance(r, np.ndarray)
+               and o._concrete().dtype == r.dtype and o._concrete().shape == r.shape for o, r in zip(outs, results))
+
+
+def _in_place(fn, x, other):
+    """`x op= other`: a write into `x`, or where `x` is a NumPy scalar (`c[1]` of a 1-d `c`), as in
+    NumPy, a new value that `x`'s name is bound to."""
+    if isinstance(x, Symbol) and not isinstance(x._concrete(), np.ndarray):
+        return fn(x, other)
+    return fn(x, other, out=(x,))
+
+
+def _ufunc_written_into_copies(fn, n_out, *args, **kwargs):
+    """`fn(*inputs, out=outs, **kwargs)` (`args` is `*outs, *inputs`) writing into copies of the `out`
+    arrays given (None: a new array), which it returns as NumPy does."""
+    outs = tuple(None if o is None else _copy_of_out(o) for o in args[:n_out])
+    return fn(*args[n_out:], out=outs if n_out > 1 else outs[0], **kwargs)
+
+
+def _copy_of_out(out):
+    if not isinstance(out, np.ndarray):  # x[i] of a 1-d x is a NumPy scalar: NumPy refuses to write into it
+        raise TypeError("return arrays must be of ArrayType")
+    return np.array(out, copy=True)
+
+
 def _written_into_copy(func, out, *args, **kwargs):
     """`func(*args, out=out, **kwargs)` writing into a copy of `out`, which it returns (NumPy's casting
     and its errors included)."""
-    written = np.array(out, copy=True)
+    written = _copy_of_out(out)
     func(*args, out=written, **kwargs)
     return written
 

@@ -179,3 +179,50 @@ def test_choose_among_dask_arrays_is_lazy_and_is_numpys():
     assert isinstance(g, da.Array)
     np.testing.assert_allclose(g.compute(), want, rtol=1e-12)
     np.testing.assert_allclose(value.compute(), f(A), rtol=1e-12)
+
+
+# --- out= in pb.jit: views, ufunc keywords, NumPy scalars ------------------------------------------------
+
+def _same_under_jit(f, make):
+    jitted = pb.jit(f)
+    for k in (1.0, 2.0, 3.0):
+        plain_args, jit_args = make(k), make(k)
+        np.testing.assert_array_equal(jitted(*jit_args), f(*plain_args))
+        for plain, jit in zip(plain_args, jit_args):
+            np.testing.assert_array_equal(jit, plain)
+            assert jit.dtype == plain.dtype
+
+
+@pytest.mark.parametrize("f", [
+    lambda a, c: (np.cumsum(a[0], out=c[0]), np.cumsum(a[1], out=c[1]), c)[-1],  # two views of c, one after another
+    lambda a, c: (lambda v0, v1: (v0.__iadd__(a[0]), v1.__iadd__(a[1]), c)[-1])(c[0], c[1]),
+    lambda a, c: (np.divmod(a[0], 0.7, out=(c[0], c[1])), c)[-1],  # a tuple out of views
+    lambda a, c: (np.sin(a[:2], out=c, where=a[:2] > 0), c)[-1],  # where=: out keeps its values elsewhere
+    lambda a, c: (np.add(a[:2], 1, out=c.astype(np.float32)), c)[-1],
+])
+def test_jit_out_into_views_and_with_ufunc_keywords_is_numpys(f):
+    _same_under_jit(f, lambda k: (A[:, :4] * k, np.full((2, 4), k)))
+
+
+def test_jit_ufunc_out_keeps_outs_dtype_and_casting():
+    _same_under_jit(lambda a, c: (np.add(a, 1, out=c), c)[-1], lambda k: (A * k, np.full(A.shape, k, np.float32)))
+    _same_under_jit(lambda a, c: (np.add(a, 1, out=c, casting="unsafe"), c)[-1],
+                    lambda k: (A * 7 * k, np.full(A.shape, int(k))))
+
+
+def test_jit_out_into_a_numpy_scalar_raises_as_numpy_does():
+    def f(a, c):
+        np.sum(a, out=c[1])  # c[1] of a 1-d c is a NumPy scalar
+        return c
+
+    with pytest.raises(TypeError, match="return arrays must be of ArrayType"):
+        f(A, np.zeros(3))
+    with pytest.raises(TypeError, match="return arrays must be of ArrayType"):
+        pb.jit(f)(A, np.zeros(3))
+
+    def g(a, c):
+        v = c[1]
+        v += a[0, 0]  # a NumPy scalar: rebinds v, c unchanged
+        return c + v
+
+    _same_under_jit(g, lambda k: (A * k, np.full(3, k)))

@@ -222,3 +222,59 @@ def test_diric_of_arrays_and_float32():
     g = pb.gradient(lambda x: special.diric(x, 3), np.float32(1e-3))[0]
     assert g.dtype == np.float32 and g == pytest.approx(float(mp.diff(_dirichlet_kernel(3), mp.mpf(float(np.float32(1e-3))))),
                                                          rel=1e-6)
+
+
+# --- spherical Bessel functions at tiny z, where SciPy's derivative ufunc loses j_n to underflow ---------
+def _spherical_series_derivative(n, sign, z, d):
+    """d-th derivative of Σ_k sign^k z^(n+2k) / (k! 2^k (2n+2k+1)!!), term by term."""
+    z, total = mp.mpf(z), mp.mpf(0)
+    for k in range(40):
+        p = n + 2 * k
+        if p >= d:
+            total += mp.mpf(sign) ** k / (mp.factorial(k) * 2**k * _double_factorial(n + k)) * mp.ff(p, d) * z ** (p - d)
+    return float(total)
+
+
+@pytest.mark.parametrize("n, z", [(0, 1e-300), (0, 5e-324), (1, 1e-300), (2, 1.37e-122), (3, 1.37e-70), (5, 1.37e-48),
+                                  (10, 1.37e-30), (30, 1e-5), (1, 0.0), (4, -1.37e-40)])
+@pytest.mark.parametrize("kind, sign", [("jn", -1), ("in", 1)])
+def test_spherical_derivatives_at_tiny_z(kind, sign, n, z):
+    fn = getattr(special, f"spherical_{kind}")
+    for derivative in (False, True):
+        y = fn(n, z, derivative)
+        got_y, _ = pb.vjp(lambda z: fn(n, z, derivative), z)
+        assert got_y == y or (np.isnan(y) and np.isnan(got_y))  # SciPy's own value
+        d = 1 if derivative else 0
+        first = pb.gradient(lambda z: fn(n, z, derivative), z)[0]
+        second = pb.hessian(lambda z: fn(n, z, derivative), z)
+        assert first == pytest.approx(_spherical_series_derivative(n, sign, z, d + 1), rel=1e-13, abs=1e-320)
+        assert second == pytest.approx(_spherical_series_derivative(n, sign, z, d + 2), rel=1e-13, abs=1e-320)
+
+
+@pytest.mark.parametrize("n", [0, -2, 2.5, np.array([1, 0, 2, -1])])
+def test_diric_invalid_n_nan_value_has_nan_derivatives(n):
+    # SciPy gives NaN for n that is not a positive integer; no derivative is made up there
+    x = np.array([0.0, 2 * math.pi, 1.0, 1e6])
+    want = sp.diric(x, n)
+    y, (g,) = pb.withgradient(lambda x: np.sum(special.diric(x, n)), x)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(want))
+    _, t = pb.jvp(lambda x: special.diric(x, n), (x,), (np.ones(4),))
+    np.testing.assert_array_equal(np.isnan(t), np.isnan(want))
+    np.testing.assert_array_equal(np.isnan(np.diagonal(pb.hessian(lambda x: np.sum(special.diric(x, n)), x))), np.isnan(want))
+
+
+@pytest.mark.parametrize("z", [1e-10, 1e-5, 0.3, 1e-300])
+def test_spence_derivative_far_from_1_without_rounding_z_minus_1(z):
+    # log(z)/(1 - z) from z itself: (z - 1) + 1 would lose z's digits
+    want1 = mp.log(z) / (1 - mp.mpf(z))
+    want2 = 1 / (mp.mpf(z) * (1 - mp.mpf(z))) + mp.log(z) / (1 - mp.mpf(z)) ** 2
+    assert pb.gradient(sp.spence, z)[0] == pytest.approx(float(want1), rel=1e-14)
+    assert pb.hessian(sp.spence, np.array(z)) == pytest.approx(float(want2), rel=1e-14)
+
+
+@pytest.mark.parametrize("z", [1e300, -1e300, np.inf, np.nan])
+def test_spherical_jn_huge_and_nonfinite_python_floats(z):
+    # z² overflowed a Python float in the choice of the series near 0
+    y, (g,) = pb.withgradient(lambda z: special.spherical_jn(2, z), z)
+    np.testing.assert_array_equal(y, sp.spherical_jn(2, np.float64(z)))
+    assert np.isnan(g) == np.isnan(z)

@@ -441,9 +441,9 @@ _unary("wrightomega", notes="Real x.")(lambda g, x, y, sp: g * y / (1.0 + y))
 def _dspence(z):
     """d/dz spence(z) = log(z)/(1 - z) = -∫_0^1 dt / (1 + t(z - 1)), by quadrature near z = 1 (where the
     quotient cancels)."""
-    return _split(z - 1.0, np.abs(stop_gradient(z) - 1.0) <= 0.5,
-                  lambda d: -_gauss(lambda t: 1.0 / (1.0 + np.expand_dims(d, -1) * t), 1.0),
-                  lambda d: np.log(d + 1.0) / -d)
+    return _split(z, np.abs(stop_gradient(z) - 1.0) <= 0.5,
+                  lambda z: -_gauss(lambda t: 1.0 / (1.0 + np.expand_dims(z - 1.0, -1) * t), 1.0),
+                  lambda z: np.log(z) / (1.0 - z), safe=2.0, inside=1.0)  # log z, not log((z - 1) + 1)
 
 
 _unary("spence", notes="Real z ≥ 0; the derivative log(z)/(1 - z) is -1 at z = 1.")(lambda g, x, y, sp: g * _dspence(x))
@@ -1028,20 +1028,57 @@ _poly("eval_sh_jacobi", _shifted_jacobi_derivative, ("p", "q"))
 # works on traced z. The value's derivative is the `derivative=True` ufunc; that one's comes from the
 # recurrence f_n' = c (n f_{n-1} + b (n+1) f_{n+1}) / (2n + 1) (DLMF 10.51.2, 10.51.5), which does not
 # divide by z: (c, b) = (1, -1) for j and y, (1, 1) for i, (-1, 1) for k.
-def _spherical(kind, c, b):
+# For j and i, where z² < n + 1, the derivatives are their power series instead: SciPy's derivative
+# ufunc computes j_{n-1} - (n+1) j_n / z, which is wrong once j_n underflows (z^n/(2n+1)!! < 1e-308 while
+# its derivative is not: z = 1e-30 for n = 10) and NaN at the smallest subnormals.
+def _spherical_series(n, z, sign, d, terms=20):
+    """d-th derivative of Σ_k sign^k z^(n+2k) / (k! 2^k (2n+2k+1)!!) (j_n: sign -1, i_n: +1), as
+    z^low Σ_j A_j (z²)^j with `low` its lowest power; accurate to rounding for z² < n + 1."""
+    from scipy.special import gammaln
+
+    n = np.asarray(stop_gradient(n), dtype=float)
+    low = np.where(n >= d, n - d, (n - d) % 2)
+    coefficients = []
+    for j in range(terms):
+        k = (low + d - n) / 2.0 + j
+        p = n + 2.0 * k
+        falling = p if d == 1 else p * (p - 1.0)
+        # 1/(k! 2^k (2n+2k+1)!!) = √π / (k! 2^(n+2k+1) Γ(n+k+3/2))
+        size = np.exp(0.5 * math.log(math.pi) - gammaln(k + 1.0) - (n + 2.0 * k + 1.0) * math.log(2.0)
+                      - gammaln(n + k + 1.5))
+        coefficients.append(np.where(k % 2 == 0, 1.0, sign) * size * falling)
+    power = np.where(low > 0, z ** np.maximum(low, 1.0), 1.0)
+    return power * _polynomial(coefficients, z * z)
+
+
+def _spherical(kind, c, b, sign):
     value, slope = f"_ufuncs._spherical_{kind}", f"_ufuncs._spherical_{kind}_d"
     note = f"The ufunc pullback.scipy.special.spherical_{kind} calls. The order n is an integer."
 
-    def curvature(g, n, z, out, sp):
+    def curvature(n, z, sp):
         lower = np.where(stop_gradient(n) >= 1, _ufunc_named(sp, slope)(np.maximum(n - 1, 0), z), 0.0)
-        return g * c * (n * lower + b * (n + 1.0) * _ufunc_named(sp, slope)(n + 1, z)) / (2.0 * n + 1.0)
+        return c * (n * lower + b * (n + 1.0) * _ufunc_named(sp, slope)(n + 1, z)) / (2.0 * n + 1.0)
 
-    _nary(value, (None, lambda g, n, z, out, sp: g * _ufunc_named(sp, slope)(n, z)), "z", note)
-    _nary(slope, (None, curvature), "z", note)
+    def near_zero(d, far):
+        if sign is None:
+            return far
+
+        def derivative(n, z, sp):
+            close = np.abs(stop_gradient(z)) < np.sqrt(np.maximum(np.asarray(stop_gradient(n), dtype=float) + 1.0, 0.0))
+            safe = math.sqrt(float(np.max(np.asarray(stop_gradient(n), dtype=float), initial=0.0)) + 1.0) + 1.0
+            return _split(z, close, lambda z: _spherical_series(n, z, sign, d), lambda z: far(n, z, sp), safe=safe)
+
+        return derivative
+
+    first = near_zero(1, lambda n, z, sp: _ufunc_named(sp, slope)(n, z))
+    second = near_zero(2, curvature)
+    _nary(value, (None, lambda g, n, z, out, sp: g * first(n, z, sp)), "z", note)
+    _nary(slope, (None, lambda g, n, z, out, sp: g * second(n, z, sp)), "z", note)
 
 
-for _kind, _c, _b in (("jn", 1.0, -1.0), ("yn", 1.0, -1.0), ("in", 1.0, 1.0), ("kn", -1.0, 1.0)):
-    _spherical(_kind, _c, _b)
+for _kind, _c, _b, _sign in (("jn", 1.0, -1.0, -1.0), ("yn", 1.0, -1.0, None), ("in", 1.0, 1.0, 1.0),
+                             ("kn", -1.0, 1.0, None)):
+    _spherical(_kind, _c, _b, _sign)
 
 # SciPy functions that compute with the differentiable ufuncs above, and so work on traced values as they are.
 for _name, _args, _how in (("softplus", "x", "np.logaddexp(0, x)"), ("assoc_laguerre", "x", "eval_genlaguerre(n, k, x)"),
@@ -1407,14 +1444,16 @@ def diric(x, n):
         return sp.diric(x, n)
     n = stop_gradient(n)
     plain = sp.diric(stop_gradient(x), n)  # SciPy's value, with its NaN for invalid n
+    bad = np.isnan(plain)  # NaN x, or an n that is not a positive integer: the derivatives are NaN too
+    order = np.where(bad, 1, n)  # the expression below sees a valid n there (no warnings)
     # x/2 = kπ + d with |d| ≤ π/2, reduced exactly by libm's sin and cos; diric = (-1)^(k(n-1)) sin(nd)/(n sin d)
     half = stop_gradient(x) / 2.0
     flip = np.where(np.cos(half) < 0, -1.0, 1.0)
     d = np.arctan2(flip * np.sin(half), np.abs(np.cos(half))) + (x - stop_gradient(x)) / 2.0
-    close = np.abs(n * stop_gradient(d)) < 1.0  # the quotient's derivatives cancel there: its series in nd instead
-    value = flip ** (n - 1) * _split(d, close, lambda d: _polynomial(_dirichlet_series(n), (n * d) ** 2),
-                                     lambda d: np.sin(n * d) / (n * np.sin(d)))
-    return with_numpy_value(np.where(np.isnan(plain), plain, value), sp.diric, x, n)  # SciPy's value, bit for bit
+    close = np.abs(order * stop_gradient(d)) < 1.0  # the quotient's derivatives cancel there: its series in nd instead
+    value = flip ** (order - 1) * _split(d, close, lambda d: _polynomial(_dirichlet_series(order), (order * d) ** 2),
+                                         lambda d: np.sin(order * d) / (order * np.sin(d)))
+    return with_numpy_value(np.where(bad, np.exp(x * np.where(bad, plain, 0.0)), value), sp.diric, x, n)  # SciPy's value
 
 
 def _dirichlet_series(n, terms=14):
