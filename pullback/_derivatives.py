@@ -122,9 +122,12 @@ def withjacobian(f: Callable[..., Any], *args: Any) -> WithJacobian:
     results = [None] * len(leaves)
     for key, _, primal in leaves:
         parts = parts_of[key]
+        dtype = np.result_type(dtype_of(y), dtype_of(primal))
+        if not parts:  # an empty input (forward) or output (reverse): a Jacobian of no entries, not None
+            results[key] = np.zeros(np.shape(y) + np.shape(primal), dtype)
+            continue
         if all(p is None for p in parts):
             continue
-        dtype = np.result_type(dtype_of(y), dtype_of(primal))
         blank = np.zeros(np.shape(y) if forward else np.shape(primal), dtype)
         parts = [blank if p is None else _as_dtype(p, dtype) for p in parts]
         # forward: one column per input element; reverse: one row per output element
@@ -284,6 +287,8 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
         raise TypeError("hessian: x is complex, and a real function of a complex argument has no complex Hessian. "
                         "Pass the real and imaginary parts as separate float arrays and build z = x + 1j * y inside f.")
     _check_float_argument("hessian", x)
+    if x.size == 0:
+        return np.zeros(x.shape + x.shape, x.dtype)
     columns = [hvp(f, x, like_input(_basis(x, j), x)) for j in range(x.size)]  # a Dask x: Dask directions, Dask columns
     return np.stack([np.reshape(c, (-1,)) for c in columns], axis=-1).reshape(x.shape + x.shape)  # Dask's reshape takes no int
 

@@ -238,3 +238,16 @@ def test_third_derivative(name, dtype):
     assert d3.dtype == dtype
     rtol = 1e-12 if dtype == np.float64 else 1e-5
     np.testing.assert_allclose(d3, expected(x.astype(np.float64)), rtol=rtol)
+
+
+@pytest.mark.parametrize("shape", [(0,), (2, 0)])
+def test_the_hessian_and_jacobian_of_an_empty_array_are_empty_arrays(shape):
+    x = np.zeros(shape)
+    h = pb.hessian(lambda x: np.sum(x ** 2), x)
+    assert h.shape == shape + shape and h.dtype == np.float64
+    (j,) = pb.jacobian(lambda x: np.sum(x ** 2), x)  # no input entries: an empty Jacobian, not None
+    assert j.shape == shape
+    (j,) = pb.jacobian(lambda v: np.reshape(v, shape) * 2.0, np.ones(0).reshape(shape))
+    assert j.shape == shape + shape
+    (j,) = pb.jacobian(lambda v: v[:0] * 2.0, np.ones(3))  # no output entries
+    assert j.shape == (0, 3)
