@@ -372,10 +372,11 @@ class Symbol:
         # NumPy writes into copies of the `out` arrays (so out's dtype, casting= and where= are
         # NumPy's), and each `out` names its copy from then on
         outs = out if isinstance(out, tuple) else (out,)
-        if method == "__call__" and not kwargs and _fits(outs, fn(*self.owner._split(inputs)[0])):
-            # the result has out's dtype and shape: recorded as a new array, which can be fused
+        if method == "__call__" and not kwargs:
             result = self.owner.call(fn, name, inputs, kwargs, elementwise=True)
-            return _rebind(out, result, f"np.{ufunc.__name__}(..., out=...)")
+            if _fits(outs, result):  # out's dtype and shape: recorded as a new array, which can be fused
+                return _rebind(out, result, f"np.{ufunc.__name__}(..., out=...)")
+            # otherwise that call is dead code, which the compiled program drops
         result = self.owner.call(_ufunc_written_into_copies, f"{name}(out=)", (fn, len(outs), *outs, *inputs),
                                  kwargs)
         results = result if isinstance(result, tuple) else (result,)
@@ -703,10 +704,11 @@ def _positional_names(func):
 
 
 def _fits(outs, results):
-    """Whether each of `outs` (Symbols) has the dtype and shape of its result, a NumPy array."""
+    """Whether each of `outs` (Symbols) has the dtype and shape of its result (a Symbol of a NumPy array)."""
     results = results if isinstance(results, tuple) else (results,)
-    return all(isinstance(o, Symbol) and isinstance(o._concrete(), np.ndarray) and isinstance(r, np.ndarray)
-               and o._concrete().dtype == r.dtype and o._concrete().shape == r.shape for o, r in zip(outs, results))
+    return all(isinstance(o, Symbol) and isinstance(r, Symbol) and isinstance(o._concrete(), np.ndarray)
+               and isinstance(r._concrete(), np.ndarray) and o._concrete().dtype == r._concrete().dtype
+               and o._concrete().shape == r._concrete().shape for o, r in zip(outs, results))
 
 
 def _in_place(fn, x, other):

@@ -296,7 +296,7 @@ def _balanced(g, win, tie):
     is the backward pass of every relu.
     """
     out = g * win
-    if holds_foreign_array(tie) or np.any(tie):  # rare for real data (but common for relu at 0): skip the work otherwise
+    if (type(tie) is not np.ndarray and holds_foreign_array(tie)) or np.any(tie):  # rare for real data (but common for relu at 0): skip the work otherwise
         out = out + (g * tie) * 0.5
     return out
 
