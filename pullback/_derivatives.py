@@ -85,6 +85,8 @@ def tangent_part(out, tag):
         if type(v) is not Dual or v._tape is not tag or v._tangent is None:
             return None
         t = v._tangent
+        if type(v._value) is float or type(v._value) is complex:  # a Python number's tangent is one too
+            return type(v._value)(t) if type(t) is np.float64 or type(t) is np.complex128 else t
         return np.array(t) if isinstance(t, np.ndarray) and not t.flags.writeable else t
 
     return tree.fmap(tangent, out)

@@ -87,7 +87,10 @@ def fit_tangent(t, y):
     weak = type(y) is float or type(y) is complex
     if dtype_of(t).kind == "c" and (dtype_of(y).kind != "c"):
         t = FUNCTIONS[np.real](t) if isinstance(t, Traced) else np.real(t)
-    if not weak:
+    if weak:
+        if type(t) is float or type(t) is int or type(t) is complex:  # NumPy's arithmetic (1/0 is inf), as in reverse mode
+            t = np.complex128(t) if type(y) is complex else np.float64(t)
+    else:
         dtype = dtype_of(y)
         if dtype_of(t) != dtype:
             if isinstance(t, Traced):

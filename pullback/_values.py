@@ -301,19 +301,25 @@ class Traced:
         return in_place(self, FUNCTIONS[np.matmul](self, other))
 
     def __neg__(self):
-        return apply((UFUNC_RULES[np.negative]), (self,))
+        result = apply((UFUNC_RULES[np.negative]), (self,))
+        if type(self._value) is np.ndarray or not _python_numbers(self):
+            return result
+        return _as_python(result, -stop_gradient(self))
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return apply(UFUNC_RULES[np.absolute], (self,))
+        result = apply(UFUNC_RULES[np.absolute], (self,))
+        if type(self._value) is np.ndarray or not _python_numbers(self):
+            return result
+        return _as_python(result, abs(stop_gradient(self)))
 
     def __divmod__(self, other):
-        return FUNCTIONS[np.divmod](self, other)
+        return _divmod(self, other, self)
 
     def __rdivmod__(self, other):
-        return FUNCTIONS[np.divmod](other, self)
+        return _divmod(other, self, self)
 
     def __round__(self, ndigits=None):
         """`round(x)`: an int for a number, as Python's (it carries no gradient); otherwise `np.round`
@@ -351,6 +357,51 @@ class Dual(Traced):
         return f"Dual({self._value!r}, tangent={self._tangent!r})"
 
 
+_PYTHON_SCALARS = (float, int, bool, complex)
+_PYTHON_ARITHMETIC = {"truediv": operator.truediv, "pow": operator.pow, "mod": operator.mod, "floordiv": operator.floordiv}
+
+
+def _python_numbers(a, b=0):
+    """Whether `a` and `b` are Python numbers (traced or not, at any nesting of derivatives)."""
+    return type(a._value) is not np.ndarray and type(stop_gradient(a)) in _PYTHON_SCALARS and (
+        type(stop_gradient(b)) in _PYTHON_SCALARS)
+
+
+def _divmod(a, b, traced):
+    """`divmod(a, b)`, as Python computes it for two Python numbers (its errors, Python floats)."""
+    quotient, remainder = FUNCTIONS[np.divmod](a, b)
+    if not _python_numbers(traced, a if b is traced else b):
+        return quotient, remainder
+    python_quotient, python_remainder = divmod(stop_gradient(a), stop_gradient(b))
+    return _as_python(quotient, python_quotient), _as_python(remainder, python_remainder)
+
+
+def _python_arithmetic(python_op, rule, a, b):
+    """`a / b` (`**`, `%`, `//`) of two Python numbers, one traced, as Python computes it: its errors
+    (`1.0 / 0.0`, `10.0 ** 400`), and the complex power of a negative base (`(-8.0) ** (1/3)`)."""
+    y = python_op(stop_gradient(a), stop_gradient(b))
+    if rule is None:  # no derivative (`//`)
+        return y
+    if type(y) is not complex or type(stop_gradient(a)) is complex or type(stop_gradient(b)) is complex:
+        result = apply2(rule, a, b)  # NumPy's arithmetic on two real (or complex) numbers rounds as Python's
+    else:
+        result = apply2(rule, a + 0j, b)  # a real number to a real power, complex: NumPy's complex power
+    return _as_python(result, y)
+
+
+def _as_python(result, y):
+    """`result` holding Python's number `y` (NumPy computed the same number as a NumPy scalar, whose later
+    arithmetic would follow NumPy: `np.float64(-4.0) ** 0.5` is nan where Python's is complex). NumPy's complex
+    power may round differently in the last place: the value is Python's."""
+    if not isinstance(result, Traced):  # no derivative (`//`): Python's number itself
+        return y
+    inner = result
+    while isinstance(inner._value, Traced):  # nested derivatives: the innermost level holds the number
+        inner = inner._value
+    inner._value = y
+    return result
+
+
 def _install_operators():
     """`a + b` and friends go straight to the ufunc's rule, skipping NumPy's dispatch."""
     pairs = {
@@ -362,24 +413,32 @@ def _install_operators():
     reflected = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
     def forward(ufunc, name):
+        python_op = _PYTHON_ARITHMETIC.get(name)
+
         def op(self, other):
             if type(other) in (list, tuple):
                 answer = _with_sequence(name, self, other, False)
                 if answer is not None:
                     return answer
             rule = UFUNC_RULES.get(ufunc)
+            if python_op is not None and type(self._value) is not np.ndarray and _python_numbers(self, other):
+                return _python_arithmetic(python_op, rule, self, other)
             if rule is None:
                 return ufunc(stop_gradient(self), stop_gradient(other))
             return apply2(rule, self, other)
         return op
 
     def backward(ufunc, name):
+        python_op = _PYTHON_ARITHMETIC.get(name)
+
         def op(self, other):
             if type(other) in (list, tuple):
                 answer = _with_sequence(name, self, other, True)
                 if answer is not None:
                     return answer
             rule = UFUNC_RULES.get(ufunc)
+            if python_op is not None and type(self._value) is not np.ndarray and _python_numbers(self, other):
+                return _python_arithmetic(python_op, rule, other, self)
             if rule is None:
                 return ufunc(stop_gradient(other), stop_gradient(self))
             return apply2(rule, other, self)

@@ -78,21 +78,35 @@ def test_ellipkinc_and_ellipeinc_in_m_near_phi_a_multiple_of_pi(phi, m):
     check(lambda m: sp.ellipeinc(phi, m), lambda m: mp.ellipe(phi, m), m, order=2)
 
 
-@pytest.mark.parametrize("phi, m", [(0.9, 0.999), (0.9, 1.0), (-0.5, 1.2), (1.3, 0.95)])
+@pytest.mark.parametrize("phi, m", [(0.9, 0.999), (0.9, 1.0), (-0.5, 1.2), (1.3, 0.95), (1.3, 1 - 1e-10), (1.3, 1.0),
+                                    (1.3, 1 + 1e-10), (-1.45, 1 - 1e-6), (4.0, 0.99), (1.5707, 0.999),
+                                    (math.pi / 2 - 1e-3, 1 - 1e-8), (1.2, 0.75)])
 def test_ellipkinc_and_ellipeinc_in_m_near_m_1(phi, m):
-    # F(φ|m) and E(φ|m) are smooth at m = 1 for |φ| < π/2; the closed forms divide by 1 - m
+    # F(φ|m) and E(φ|m) are smooth at m = 1 for |φ| < π/2; the closed forms divide by 1 - m and cancel
     check(lambda m: sp.ellipkinc(phi, m), lambda m: mp.ellipf(phi, m), m)
     check(lambda m: sp.ellipeinc(phi, m), lambda m: mp.ellipe(phi, m), m)
 
 
-@pytest.mark.parametrize("m", [0.0, 1e-8, -1e-4, 0.45])
 @pytest.mark.parametrize("name, exact", [("ellipkinc", mp.ellipf), ("ellipeinc", mp.ellipe)])
-def test_incomplete_elliptic_hessians_in_phi_and_m(name, exact, m):
+def test_incomplete_elliptic_array_with_m_1_beside_a_wrapped_phi(name, exact):
+    # dK/dm is infinite at m = 1; it enters only where φ wraps past π/2, not at the m = 1 element
     fn = getattr(sp, name)
-    v = np.array([0.9, m])
+    phi, m = np.array([1.3, 0.2, 1.5, -1.4, 3.0]), np.array([0.99999, 0.2, 0.9, 1.0, 0.7])
+    grad = pb.gradient(lambda m: np.sum(fn(phi, m)), m)[0]
+    second = np.diag(pb.hessian(lambda m: np.sum(fn(phi, m)), m))
+    for k, got in [(1, grad), (2, second)]:
+        want = [float(mp.diff(lambda q: exact(mp.mpf(p), q), mp.mpf(q), k)) for p, q in zip(phi, m)]
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-14)
+
+
+@pytest.mark.parametrize("phi, m", [(0.9, 0.0), (0.9, 1e-8), (0.9, -1e-4), (0.9, 0.45), (1.3, 1 - 1e-10), (1.3, 1.0)])
+@pytest.mark.parametrize("name, exact", [("ellipkinc", mp.ellipf), ("ellipeinc", mp.ellipe)])
+def test_incomplete_elliptic_hessians_in_phi_and_m(name, exact, phi, m):
+    fn = getattr(sp, name)
+    v = np.array([phi, m])
     got = pb.hessian(lambda v: fn(v[0], v[1]), v)
     order = lambda i, j: ((i == 0) + (j == 0), (i == 1) + (j == 1))  # noqa: E731
-    want = [[float(mp.diff(exact, (mp.mpf(0.9), mp.mpf(m)), order(i, j))) for j in range(2)] for i in range(2)]
+    want = [[float(mp.diff(exact, (mp.mpf(phi), mp.mpf(m)), order(i, j))) for j in range(2)] for i in range(2)]
     np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-14)
 
 

@@ -391,9 +391,12 @@ _GAUSS_NODES, _GAUSS_WEIGHTS = np.polynomial.legendre.leggauss(20)
 _GAUSS_NODES, _GAUSS_WEIGHTS = 0.5 * (_GAUSS_NODES + 1.0), 0.5 * _GAUSS_WEIGHTS
 
 
-def _gauss(integrand, upper):
-    """∫_0^upper integrand(t) dt; `integrand` gets t with a trailing axis of nodes."""
-    return np.sum(_GAUSS_WEIGHTS * integrand(np.expand_dims(upper, -1) * _GAUSS_NODES), axis=-1) * upper
+def _gauss(integrand, upper, pieces=1):
+    """∫_0^upper integrand(t) dt, by the 20-point rule on `pieces` equal pieces; `integrand` gets t with a
+    trailing axis of nodes."""
+    nodes = (np.arange(pieces)[:, None] + _GAUSS_NODES).ravel() / pieces
+    weights = np.tile(_GAUSS_WEIGHTS, pieces) / pieces
+    return np.sum(weights * integrand(np.expand_dims(upper, -1) * nodes), axis=-1) * upper
 
 
 def _polynomial(coefficients, u):
@@ -491,18 +494,50 @@ def _smooth_on(r, m):
         return ~(np.maximum(np.abs(w + root), np.abs(w - root)) < 3.0)  # NaN (m = 0 or r = 0): smooth
 
 
+def _sinh_integral(r, m, power):
+    """∫_0^r sin²θ (1 - m sin²θ)^power dθ for |r| ≤ π/2, as ∫_0^U sinh²u cosh^(-3-2·power)u (1 + (1 - m)
+    sinh²u)^power du with θ = arctan(sinh u), U = arcsinh(tan r). For m near 1 the θ-integrand has a spike
+    at π/2; the u-integrand has its singularities π/2 off the real axis (m ≤ 1), so pieces of length ≤ 2
+    make the 20-point rule exact to rounding (Bernstein ρ ≥ 3.4)."""
+    upper = np.arcsinh(np.tan(r))
+    pieces = max(1, math.ceil(float(np.max(np.abs(stop_gradient(upper)), initial=0.0)) / 2.0))
+    eps = np.expand_dims(1.0 - m, -1)
+    return _gauss(lambda u: np.sinh(u) ** 2 * np.cosh(u) ** (-3.0 - 2.0 * power) * (1.0 + eps * np.sinh(u) ** 2) ** power,
+                  upper, pieces)
+
+
+def _sinh_fits(r, m):
+    """Where `_sinh_integral` is exact: 1/2 < m ≤ 1, or m > 1 with its real singularity arcsinh(1/√(m - 1))
+    outside the Bernstein ellipse ρ = 3 of the last piece."""
+    m = stop_gradient(m)
+    upper = np.abs(np.arcsinh(np.tan(stop_gradient(r))))
+    half = np.maximum(upper, 1e-300) / (2.0 * max(1, math.ceil(float(np.max(upper, initial=0.0)) / 2.0)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = (np.arcsinh(1.0 / np.sqrt(m - 1.0)) - (upper - half)) / half
+        return (m > 0.5) & ((m <= 1.0) | (w >= 5.0 / 3.0))
+
+
 def _incomplete_dm(phi, m, power, complete, formula, sp):
-    """∂/∂m of F(φ|m) (power -3/2, `complete` dK/dm) or E(φ|m) (power -1/2, dE/dm): `formula(m)`, or, where
-    the integrand is smooth on [0, r] (φ = jπ + r, |r| ≤ π/2), the quadrature plus 2j times `complete(m)`."""
+    """∂/∂m of F(φ|m) (power -3/2, `complete` dK/dm) or E(φ|m) (power -1/2, dE/dm) with φ = jπ + r, |r| ≤ π/2:
+    where the integrand is smooth on [0, r], the quadrature plus 2j times `complete(m)`; where m is near 1
+    (the closed form cancels there, as 1/(1 - m) terms), the same after θ = arctan(sinh u); else `formula(m)`."""
     turns = np.round(stop_gradient(phi) / np.pi)
     r = phi - np.pi * turns
     close = _small(m) | _smooth_on(r, m)
+    half = 0.5 if power == -1.5 else -0.5
 
-    def near(m):
-        integral = (0.5 if power == -1.5 else -0.5) * _sin2_integral(r, m, power)
-        return integral + 2.0 * turns * complete(m, sp) if np.any(turns) else integral
+    def integral(rule):
+        def near(m):
+            value = half * rule(r, m, power)
+            if not np.any(turns):
+                return value
+            # `complete` only where φ wraps: it is infinite at m = 1, where F(r|1) is not
+            return value + 2.0 * turns * _split(m, turns != 0, lambda m: complete(m, sp), lambda m: 0.0 * m)
 
-    return _split(m, close, near, formula)
+        return near
+
+    return _split(m, close, integral(_sin2_integral),
+                  lambda m: _split(m, _sinh_fits(r, m) & ~close, integral(_sinh_integral), formula))
 
 
 _unary("ellipk", args="m", notes="Parameter m < 1.")(lambda g, m, y, sp: g * _dellipk(m, sp))
