@@ -109,10 +109,7 @@ def test_jvp_with_dask_primals_and_tangents_is_lazy_and_is_numpys(name, f, x):
     np.testing.assert_allclose(y_dot.compute(), want, rtol=1e-10, atol=1e-12)
 
 
-LAZY_SECOND_ORDER = [case for case in CASES if case[0] not in ("prod with zeros",)]  # see the cumprod test below
-
-
-@pytest.mark.parametrize("name, f, x", LAZY_SECOND_ORDER, ids=[c[0] for c in LAZY_SECOND_ORDER])
+@pytest.mark.parametrize("name, f, x", CASES, ids=IDS)
 def test_hvp_and_hessian_of_a_dask_argument_are_lazy_and_are_numpys(name, f, x):
     v = np.sin(np.arange(x.size) + 1.0).reshape(x.shape)
     want_hvp, want_hessian = pb.hvp(f, x, v), pb.hessian(f, x)
@@ -124,17 +121,21 @@ def test_hvp_and_hessian_of_a_dask_argument_are_lazy_and_are_numpys(name, f, x):
     np.testing.assert_allclose(h.compute(), want_hessian, rtol=1e-9, atol=1e-11)
 
 
-def test_hessians_through_prod_and_cumprod_at_zeros_are_numpys():
-    """cumprod's exact derivatives at zeros need the count of zeros in a line, so Dask computes that count
-    (the answer is lazy otherwise); the values are NumPy's, second order included."""
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_cumprod_at_zeros_is_lazy_and_is_numpys_to_second_order(axis):
+    """cumprod's derivatives at zeros, without counting the zeros (a scan from the end, no division)."""
     def f(x):
-        return np.sum(np.prod(x, axis=1) * WEIGHTS) + np.sum(np.cumprod(x, axis=0) ** 2)
+        return np.sum(np.prod(x, axis=1) * WEIGHTS) + np.sum(np.cumprod(x, axis=axis) ** 2 * np.cos(x).ravel()[0])
 
-    h = pb.hessian(f, chunked(WITH_ZEROS))
-    assert isinstance(h, da.Array)
+    t = np.sin(np.arange(WITH_ZEROS.size) + 2.0).reshape(WITH_ZEROS.shape)
+    with NoCompute():
+        h = pb.hessian(f, chunked(WITH_ZEROS))
+        (g,) = pb.gradient(f, chunked(WITH_ZEROS))
+        _, y_dot = pb.jvp(f, (chunked(WITH_ZEROS),), (chunked(t),))
+    assert isinstance(h, da.Array) and isinstance(g, da.Array)
     np.testing.assert_allclose(h.compute(), pb.hessian(f, WITH_ZEROS), rtol=1e-10, atol=1e-12)
-    (g,) = pb.gradient(f, chunked(WITH_ZEROS))
-    np.testing.assert_allclose(g.compute(), pb.gradient(f, WITH_ZEROS)[0], rtol=1e-12)
+    np.testing.assert_allclose(g.compute(), pb.gradient(f, WITH_ZEROS)[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(y_dot.compute(), pb.jvp(f, (WITH_ZEROS,), (t,))[1], rtol=1e-12)
 
 
 def test_the_jacobian_of_a_dask_argument_is_lazy_and_is_numpys():

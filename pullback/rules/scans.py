@@ -6,7 +6,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 
 import numpy as np
 
-from .._arrays import axis_index, like_input
+from .._arrays import axis_index, holds_foreign_array, like_input
 from .._values import Traced, stop_gradient
 from ._register import as_array, composite, forward_in_first, linear_forward, rule
 from .reductions import refuse_out
@@ -51,8 +51,37 @@ def cumprod_rule(a, axis=None, dtype=None, out=None):
     return y, back
 
 
+def _shifted(v, shift, axis, fill):
+    """`v` moved `shift` places along `axis`, the first `shift` entries `fill`."""
+    head = [slice(None)] * np.ndim(v)
+    head[axis] = slice(0, np.shape(v)[axis] - shift)
+    pad = list(np.shape(v))
+    pad[axis] = shift
+    return np.concatenate([np.full_like(stop_gradient(v), fill, shape=pad), v[tuple(head)]], axis=axis)
+
+
+def _linear_scan(a, b, axis):
+    """h along `axis` with h_j = a_j h_(j-1) + b_j, h_(-1) = 0: by doubling (log₂ n steps of whole-array
+    products), with no division and no branch on values, so a Dask array stays lazy and zeros are exact."""
+    shift = 1
+    while shift < np.shape(b)[axis]:
+        b = b + a * _shifted(b, shift, axis, 0.0)
+        a = a * _shifted(a, shift, axis, 1.0)
+        shift *= 2
+    return b
+
+
+def _exclusive_cumprod(x, axis):
+    """prod_{k < j} x_k for every j (1 at the start)."""
+    return _shifted(np.cumprod(x, axis=axis), 1, axis, 1.0)
+
+
 def _cumprod_cotangent(g, x, y, axis):
     # d y_j / d x_i = prod_{k <= j, k != i} x_k for j >= i. Where x_i != 0 that is y_j / x_i.
+    if holds_foreign_array(x) or holds_foreign_array(g):  # without counting zeros: prod_{k<i} x_k · s_i,
+        # s_i = g_i + x_(i+1) s_(i+1), a scan from the end
+        flip = lambda v: np.flip(v, axis)  # noqa: E731
+        return _exclusive_cumprod(x, axis) * flip(_linear_scan(_shifted(flip(x), 1, axis, 0.0), flip(g), axis))
     zero = stop_gradient(x) == 0
     if not np.any(zero):
         return reverse_cumsum(g * y, axis) / x
@@ -77,6 +106,8 @@ def cumprod_frule(t, a, axis=None, dtype=None, out=None):
 
 def _cumprod_tangent(t, x, y, axis):
     # dy_j = sum_{i <= j} t_i prod_{k <= j, k != i} x_k. Where x_i != 0 the product is y_j / x_i.
+    if holds_foreign_array(x) or holds_foreign_array(t):  # without counting zeros: dy_j = x_j dy_(j-1) + t_j y_(j-1)
+        return _linear_scan(x, t * _exclusive_cumprod(x, axis), axis)
     zero = stop_gradient(x) == 0
     if not np.any(zero):
         return y * np.cumsum(t / x, axis=axis)
