@@ -35,15 +35,16 @@ def nested(f, x, order):
     return out
 
 
-def reference(F, x, order):
-    return [float(mp.diff(F, mp.mpf(x), k)) for k in range(1, order + 1)]
+def reference(F, x, order, step=None):
+    step = {} if step is None else {"h": mp.mpf(step)}
+    return [float(mp.diff(F, mp.mpf(x), k, **step)) for k in range(1, order + 1)]
 
 
-def check(f, F, x, order=3, rtol=1e-11, atol=1e-14, value=None):
+def check(f, F, x, order=3, rtol=1e-11, atol=1e-14, value=None, reference_step=None):
     if value is not None:  # the value handed out is SciPy's own
         y, _ = pb.vjp(f, x)
         assert y == value(x)
-    got, want = nested(f, x, order), reference(F, x, order)
+    got, want = nested(f, x, order), reference(F, x, order, reference_step)
     for k, (a, b) in enumerate(zip(got, want), start=1):
         assert abs(a - b) <= rtol * abs(b) + atol, f"derivative {k} at {x!r}: {a!r}, expected {b!r}"
 
@@ -117,6 +118,25 @@ def test_agm_at_and_near_a_equal_b(b):
     got = pb.hessian(lambda v: sp.agm(v[0], v[1]), np.array([1.3, b]))
     want = [[float(mp.diff(mp.agm, (mp.mpf(1.3), mp.mpf(b)), (2 - i - j, i + j))) for j in range(2)] for i in range(2)]
     np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-14)
+
+
+@pytest.mark.parametrize("a, b", [(1.0, 1e-5), (1.0, 1e-9), (1.0, 1e-30), (1e-7, 2.0), (1.0, 0.49), (2.0, 0.9)])
+def test_agm_of_far_apart_arguments(a, b):
+    # agm(a, b) = a·π / (2 K(1 - (b/a)²)): 1 - m kept few digits of (b/a)² (relative error 7e-4 at b/a = 1e-7)
+    step = min(a, b) * mp.mpf(10) ** -25  # mpmath's default step would cross 0 for b = 1e-30
+    grad = pb.gradient(sp.agm, a, b)
+    want = [float(mp.diff(lambda t: mp.agm(t, b), a, h=step)), float(mp.diff(lambda t: mp.agm(a, t), b, h=step))]
+    np.testing.assert_allclose(grad, want, rtol=1e-13)
+    got = pb.hessian(lambda v: sp.agm(v[0], v[1]), np.array([a, b]))
+    want = [[float(mp.diff(mp.agm, (mp.mpf(a), mp.mpf(b)), (2 - i - j, i + j), h=step)) for j in range(2)]
+            for i in range(2)]
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+@pytest.mark.parametrize("p", [1e-20, 1e-12, 1e-5])
+def test_ellipkm1_derivatives_at_tiny_p(p):
+    # the second derivative read E(1 - p)'s derivative at m = 1 - p, which rounds to 1 (K(1) = inf)
+    check(sp.ellipkm1, lambda p: mp.ellipk(1 - p), p, rtol=1e-13, reference_step=p * 1e-25)
 
 
 @pytest.mark.parametrize("z", [1.0, 1.0 + 1e-8, 1.0 - 1e-8, 1.0 + 1e-4, 1.0 - 1e-4, 1.3, 0.6, 2.5, 0.1])

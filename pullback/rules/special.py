@@ -481,7 +481,33 @@ def _dellipe(m, sp):
 def _dellipkm1(p, y, sp):
     """d/dp K(1 - p) = -(E(1 - p) - p K(1 - p)) / (2 (1 - p) p)."""
     return _split(p, _small(1.0 - stop_gradient(p)), lambda p: -0.5 * _sin2_integral(np.pi / 2, 1.0 - p, -1.5),
-                  lambda p: -(sp.ellipe(1.0 - p) - p * y) / (2.0 * (1.0 - p) * p), safe=0.25, inside=1.0)
+                  lambda p: -(_ellipe_complement(p) - p * y) / (2.0 * (1.0 - p) * p), safe=0.25, inside=1.0)
+
+
+@primitive
+def _ellipe_complement(p):
+    """E(1 - p), differentiated in p itself: E's own derivative at m = 1 - p would read K(m), and m
+    rounds to 1 for p < 1e-16 (K(1) = inf), keeping few digits of p well before that."""
+    return _scipy_special().ellipe(1.0 - p)
+
+
+def _d_ellipe_complement(p):
+    """d/dp E(1 - p) = (K(1 - p) - E(1 - p)) / (2 (1 - p)), with K(1 - p) = ellipkm1(p); -dE/dm's
+    quadrature where 1 - p is small."""
+    sp = _scipy_special()
+    return _split(p, _small(1.0 - stop_gradient(p)), lambda p: -_dellipe(1.0 - p, sp),
+                  lambda p: (sp.ellipkm1(p) - _ellipe_complement(p)) / (2.0 * (1.0 - p)), safe=0.25, inside=1.0)
+
+
+@rrule(_ellipe_complement)
+def _ellipe_complement_rule(p):
+    return _ellipe_complement(p), lambda g: (g * _d_ellipe_complement(p),)
+
+
+@frule(_ellipe_complement)
+def _ellipe_complement_frule(primals, tangents):
+    (p,), (t,) = primals, tangents
+    return _ellipe_complement(p), None if t is None else t * _d_ellipe_complement(p)
 
 
 def _smooth_on(r, m):
@@ -649,18 +675,36 @@ _nary("radian", tuple(lambda g, d, m, s, out, sp, c=c: g * c for c in (DEG, DEG 
 
 
 def _agm_partials(x, sp):
-    """(f(x), f'(x)) for f(x) = agm(1, x) = π / (2 K(1 - x²)), x > 0."""
-    m = 1.0 - x * x
-    k = sp.ellipk(m)
-    return math.pi / (2.0 * k), math.pi * x * _dellipk(m, sp) / (k * k)
+    """(f(x), f'(x)) for f(x) = agm(1, x) = π / (2 K(1 - x²)), 0 < x ≤ 1. For x < 1/2, K(1 - p) with p = x²
+    itself (1 - m would keep few digits of it), and below 1e-100 (where x² underflows) K = log(4/x), exact
+    to rounding there."""
+    def moderate(x):
+        m = 1.0 - x * x
+        k = sp.ellipk(m)
+        return math.pi / (2.0 * k), math.pi * x * _dellipk(m, sp) / (k * k)
+
+    def small(x):
+        k = sp.ellipkm1(x * x)
+        return math.pi / (2.0 * k), -math.pi * x * _dellipkm1(x * x, k, sp) / (k * k)
+
+    def tiny(x):
+        log = np.log(4.0 / x)
+        return math.pi / (2.0 * log), math.pi / (2.0 * x * log * log)
+
+    plain = stop_gradient(x)
+    parts = [lambda x, i=i: _split(x, plain < 1e-100, lambda x: tiny(x)[i], lambda x: small(x)[i], safe=0.25, inside=1e-101)
+             for i in (0, 1)]
+    return tuple(_split(x, plain < 0.5, parts[i], lambda x, i=i: moderate(x)[i], safe=0.75, inside=0.25) for i in (0, 1))
 
 
 def _agm_d(first):
     def d(g, a, b, out, sp):
-        # agm(a, b) = a·f(b/a), homogeneous of degree 1
-        x = b / a
+        # agm(a, b) = big·f(small/big) (homogeneous of degree 1, symmetric), with the ratio x ≤ 1
+        b_smaller = stop_gradient(b) <= stop_gradient(a)
+        x = np.where(b_smaller, b / a, a / b)
         f, df = _agm_partials(x, sp)
-        return g * (f - x * df if first else df)
+        of_big, of_small = f - x * df, df
+        return g * (np.where(b_smaller, of_big, of_small) if first else np.where(b_smaller, of_small, of_big))
 
     return d
 
