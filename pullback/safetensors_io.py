@@ -112,9 +112,32 @@ def load(path, like):
     with handle:
         tensors = {key: _Stored(handle, name, key, package.SafetensorError) for key in handle.keys()}
         expected = state_dict(like)
-        if (handle.metadata() or {}).get("format") == METADATA["format"] or set(tensors) == set(expected):
+        if (handle.metadata() or {}).get("format") == METADATA["format"]:
             return _load_pullback(name, tensors, expected, like)
+        if set(tensors) == set(expected):
+            return _load_same_names(name, tensors, expected, like)
         return _load_torch(name, tensors, like)
+
+
+def _load_same_names(name, tensors, expected, like):
+    """A file not written by pullback whose names are `like`'s (PyTorch names a model of the same attributes
+    alike): the layouts differ only in convolution filters, so where both fit, which one it is cannot be told."""
+    if not any(len(t.shape) == 4 for t in tensors.values()):
+        return _load_pullback(name, tensors, expected, like)
+    if any(tensors[k].shape != x.shape for k, x in expected.items()):  # not pullback's layout: PyTorch's, or an error
+        return _load_torch(name, tensors, like)
+    from .nn.torch_interop import load_torch_state_dict
+
+    try:
+        load_torch_state_dict(like, tensors, key_order="natural")
+    except ValueError:
+        return _load_pullback(name, tensors, expected, like)
+    raise CheckpointError(
+        f"{name} has the names of state_dict(like) but not pullback's metadata, and its 4-d filters fit both "
+        "pullback's layout (kh, kw, in, out) and PyTorch's (out, in, kh, kw), so the layout cannot be told. If "
+        "PyTorch wrote it, load it with pullback.nn.torch_interop.load_torch_state_dict(like, "
+        "safetensors.numpy.load_file(path)); if pullback's arrays, pb.load_state_dict(like, "
+        "safetensors.numpy.load_file(path)). pb.save writes the metadata that makes this unambiguous.")
 
 
 class _Stored:

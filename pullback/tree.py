@@ -373,8 +373,11 @@ def trainable_names(x: Any, kids: dict | None = None) -> "set[str] | None":
     {'w'}
     """
     method = getattr(type(x), "trainable", None)
-    if not callable(method) or isinstance(method, type):
+    if method is None or isinstance(method, type):
         return None
+    if not callable(method):  # `trainable = ("w",)` or a property: read as "all fields" it would train frozen ones
+        raise TypeError(f"{type(x).__name__}.trainable is {type(method).__name__} {method!r}, not a method; declare "
+                        "the trainable fields with a method: def trainable(self): return ('w', 'b')")
     declared = method(x)
     if isinstance(declared, str):  # set("wb") would be {"w", "b"}
         raise TypeError(f"{type(x).__name__}.trainable() returned the string {declared!r}; it should return a "

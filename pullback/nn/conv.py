@@ -514,7 +514,16 @@ def conv_transpose2d(
     in_hw = tuple(
         (np.shape(x)[1 + a] - 1) * s[a] - p[a][0] - p[a][1] + d[a] * (kernel[a] - 1) + 1 + extra[a] for a in range(2)
     )
-    return _conv_transpose(x, w, in_hw=in_hw, **geometry)
+    if all(e < sa for e, sa in zip(extra, s)):
+        return _conv_transpose(x, w, in_hw=in_hw, **geometry)
+    # output_padding ≥ stride (a dilation larger than the stride allows it): the convolution of in_hw would
+    # give more outputs than x has. Every row x reaches is below in_hw - output_padding + pad_hi: transpose
+    # onto those (no padding at the end), then cut or pad with zeros to in_hw.
+    reach = tuple(in_hw[a] - extra[a] + p[a][1] for a in range(2))
+    full = _conv_transpose(x, w, in_hw=reach, **{**geometry, "padding": tuple((lo, 0) for lo, _ in p)})
+    cut = full[:, :in_hw[0], :in_hw[1]]
+    missing = [max(0, h - r) for h, r in zip(in_hw, reach)]
+    return np.pad(cut, [(0, 0), (0, missing[0]), (0, missing[1]), (0, 0)]) if any(missing) else cut
 
 
 # --- pooling ---------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from .. import tree
+from .conv import normalise_padding
 from .convlayers import Conv, ConvTranspose
 from .layers import Dense, Embedding
 from .normalise import BatchNorm, LayerNorm
@@ -100,6 +101,12 @@ def _converted(k, mine, other):
         _check_geometry(k, mine, other)
         fields = {"weight": _numpy(other.weight.permute(2, 3, 1, 0), mine.weight)}
     elif kind in ("BatchNorm1d", "BatchNorm2d"):
+        if other.running_mean is None:
+            raise ValueError(
+                f"Layer {k}: PyTorch's BatchNorm has track_running_stats=False (it normalises with the batch's own "
+                "statistics even in evaluation), which pullback's BatchNorm does not do; its running statistics "
+                "would decide the output in test mode. Keep the model in training mode, or track the statistics.")
+        _check_affine(k, mine, other)
         like = mine.running_mean
         fields = {"running_mean": _numpy(other.running_mean, like), "running_var": _numpy(other.running_var, like)}
         if other.weight is not None:
@@ -111,6 +118,7 @@ def _converted(k, mine, other):
                 "pullback layer's momentum after loading.")
         settings = {"eps": other.eps, "momentum": other.momentum}
     elif kind == "LayerNorm":
+        _check_affine(k, mine, other)
         fields = {} if other.weight is None else {"scale": _numpy(other.weight, mine.scale)}
         if other.bias is not None:
             fields["shift"] = _numpy(other.bias, mine.shift)
@@ -129,15 +137,30 @@ def _converted(k, mine, other):
     return {**fields, **settings}
 
 
+def _check_affine(k, mine, other):
+    """A normalisation's scale and shift exist in both models or in neither (a kept one would act unseen)."""
+    for theirs, ours in (("weight", "scale"), ("bias", "shift")):
+        if (getattr(other, theirs) is None) != (getattr(mine, ours) is None):
+            raise ValueError(f"Layer {k} ({mine!r}): PyTorch's {theirs} is {'absent' if getattr(other, theirs) is None else 'present'}"
+                             f" but pullback's {ours} is {'absent' if getattr(mine, ours) is None else 'present'}; "
+                             "give the pullback layer the same parameters (affine=..., or set the field to None)")
+
+
 def _check_geometry(k, mine, other):
+    """Everything that shapes the convolution's output, PyTorch's against `mine`'s."""
+    if getattr(other, "padding_mode", "zeros") != "zeros":
+        raise ValueError(f"Layer {k} ({mine!r}): PyTorch's padding_mode is {other.padding_mode!r}; pullback's "
+                         "convolutions pad with zeros only (pad the input with np.pad(..., mode=...) before a "
+                         "padding=0 Conv instead)")
     padding = other.padding
-    if isinstance(padding, str):
-        padding = None
+    if isinstance(padding, str):  # "valid" or "same" (stride 1), as PyTorch computes it
+        padding = normalise_padding(padding, tuple(other.kernel_size), tuple(other.dilation))
     else:
         padding = tuple((p, p) for p in padding)
-    theirs = {"stride": tuple(other.stride), "dilation": tuple(other.dilation), "groups": other.groups}
-    if padding is not None:
-        theirs["padding"] = padding
+    theirs = {"stride": tuple(other.stride), "dilation": tuple(other.dilation), "groups": other.groups,
+              "padding": padding}
+    if isinstance(mine, ConvTranspose):
+        theirs["output_padding"] = tuple(other.output_padding)
     for key, value in theirs.items():
         if getattr(mine, key) != value:
             raise ValueError(f"Layer {k} ({mine!r}): {key} is {getattr(mine, key)}, PyTorch's is {value}")

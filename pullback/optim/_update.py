@@ -78,7 +78,7 @@ def update_(state: Any, model: Model, grad: Any) -> tuple[Any, Model]:
 # --- pass 1 and 2: pair, sum, compute ----------------------------------------------
 def _steps(state, model, grad, in_place=False):
     """`[(leaf, array, new_rule_state, delta)]`, one per distinct leaf; delta None means "no step"."""
-    steps = []
+    steps, written = [], []
     for leaf, x, g, paths in pair(state, model, grad).values():
         if leaf.frozen or g is None:
             steps.append((leaf, x, leaf.state, None))
@@ -98,7 +98,34 @@ def _steps(state, model, grad, in_place=False):
                 f"which has shape {x.shape}"
             )
         steps.append((leaf, x, new_rule_state, delta))
+        written.append((x, paths[0]))
+    if in_place:
+        _refuse_overlaps(written)
     return steps
+
+
+def _byte_span(x):
+    """The first and one-past-last byte addresses of non-empty `x`'s elements."""
+    start = end = x.__array_interface__["data"][0]
+    for n, stride in zip(x.shape, x.strides):
+        reach = (n - 1) * stride
+        start, end = start + min(reach, 0), end + max(reach, 0)
+    return start, end + x.itemsize
+
+
+def _refuse_overlaps(written):
+    """`update_` writes each step into its array: two arrays sharing memory would each take both steps."""
+    spans = sorted(((_byte_span(x), x, path) for x, path in written if isinstance(x, np.ndarray) and x.size),
+                   key=lambda span: span[0][0])
+    for i, ((_, end), x, path) in enumerate(spans):
+        for (start, _), y, other in spans[i + 1:]:
+            if start >= end:
+                break
+            if np.shares_memory(x, y):
+                raise ValueError(
+                    f"update_ would write the steps of {name(path)} and {name(other)} into shared memory (one is a "
+                    "view of the other), so each would take both steps. Use optim.update, which returns new arrays, "
+                    "or keep one of them in the model and make the other from it where it is used.")
 
 
 def pair(state, model, grad):
