@@ -10,7 +10,9 @@ complex128).
 
 Loading takes the layout from the file: a file written by pullback, or one whose names are
 exactly those of `state_dict(like)`, is read name by name (shape and dtype must match
-`like`; tied places must hold equal arrays). Any other file is taken as a PyTorch state
+`like`; tied places must hold equal arrays). Without pullback's metadata, such names may be
+PyTorch's (a model with the same attribute names): 4-d filters that fit only PyTorch's layout
+are read as PyTorch's, and a file whose filters fit both is refused. Any other file is taken as a PyTorch state
 dict (a torchvision checkpoint, say) and mapped with
 `pullback.nn.torch_interop.load_torch_state_dict`, pairing modules in natural key order
 (safetensors does not keep PyTorch's order) and converting layouts; float arrays are cast
