@@ -345,6 +345,11 @@ def _transposed(trans):
     raise ValueError(f"Invalid trans argument {trans!r}")
 
 
+def _conjugate_transposed(trans, a):
+    """Whether `trans` asks for Aᴴ of a complex `a`: solved as conj(x) from Aᵀ conj(x) = conj(b)."""
+    return trans in (2, "C") and np.iscomplexobj(stop_gradient(a))
+
+
 @primitive
 def triangular_solve(a, b, transposed, lower, unit_diagonal):
     """x with op(A) x = b, op(A) = A or Aᵀ, reading one triangle of `a`."""
@@ -394,6 +399,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     if not _any_tracked(a, b):
         return _linalg().solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, check_finite)
     _square_2d("solve_triangular", a)
+    if _conjugate_transposed(trans, a):
+        return np.conj(triangular_solve(a, np.conj(b), True, lower, unit_diagonal))
     return triangular_solve(a, b, _transposed(trans), lower, unit_diagonal)
 
 
@@ -447,12 +454,22 @@ def expm_rule(A):
     return matrix_exponential(A), lambda g: (_frechet(_t(A), g),)
 
 
+def unit_scale(E):
+    """(E / s, s) with s = max |E| over each matrix (1 where that is 0 or not finite): the block form of a
+    Fréchet derivative is linear in E, but its scaling and squaring reads the norm of the whole block, so a
+    large E would cost A's digits (relative error 0.9 for |E| = 1e20)."""
+    s = np.max(np.abs(stop_gradient(E)), axis=(-2, -1), keepdims=True)
+    s = np.where(np.isfinite(s) & (s > 0), s, 1.0)
+    return E / s, s
+
+
 def _frechet(A, E):
     """The Fréchet derivative of expm at A along E: the upper right block of expm([[A, E], [0, A]])."""
     n = np.shape(stop_gradient(A))[-1]
+    E, scale = unit_scale(E)
     zero = np.zeros(np.shape(stop_gradient(A)), dtype=np.result_type(stop_gradient(A)))
     block = np.concatenate([np.concatenate([A, E], axis=-1), np.concatenate([zero, A], axis=-1)], axis=-2)
-    return matrix_exponential(block)[..., :n, n:]
+    return matrix_exponential(block)[..., :n, n:] * scale
 
 
 @forward_in_first(matrix_exponential)
@@ -525,6 +542,8 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     perm = _permutation(stop_gradient(piv))
     if not _transposed(trans):  # L U x = P b
         return triangular_solve(lu, triangular_solve(lu, b[perm], False, True, True), False, False, False)
+    if _conjugate_transposed(trans, lu):
+        return np.conj(lu_solve(lu_and_piv, np.conj(b), 1))
     w = triangular_solve(lu, triangular_solve(lu, b, True, False, False), True, True, True)  # Lᵀ w = U⁻ᵀ b
     return w[np.argsort(perm)]
 

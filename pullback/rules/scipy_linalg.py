@@ -34,7 +34,7 @@ from .._extend import frule, primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, describe, numpy_valued
-from .linalg import lu_factor, matrix_exponential, triangular_solve
+from .linalg import lu_factor, matrix_exponential, triangular_solve, unit_scale
 
 
 def _linalg():
@@ -450,9 +450,10 @@ def _frechet(a, e, name, power):
     """L_f(a, e), the Fréchet derivative of the matrix function at a along e: the upper right block of
     f([[a, e], [0, a]])."""
     n = np.shape(stop_gradient(a))[-1]
+    e, scale = unit_scale(e)
     zero = np.zeros((n, n), dtype=np.result_type(stop_gradient(a), stop_gradient(e)))
     block = np.concatenate([np.concatenate([a, e], axis=-1), np.concatenate([zero, a], axis=-1)], axis=-2)
-    return matrix_function(block, name, power)[:n, n:]
+    return matrix_function(block, name, power)[:n, n:] * scale
 
 
 @rrule(matrix_function)

@@ -55,6 +55,11 @@ def _canberra(u, v, w):
     return _weighted_sum(np.where(empty, 0.0, num / np.where(empty, 1.0, den)), w)
 
 
+def _chebyshev(u, v, w):
+    """max |u - v| over the entries of nonzero weight (also minkowski's p = inf, as SciPy's)."""
+    return np.max(np.abs(u - v) if w is None else np.where(stop_gradient(w) != 0, np.abs(u - v), 0.0), axis=-1)
+
+
 def _jensenshannon(u, v, base):
     p, q = u / np.sum(u, axis=-1, keepdims=True), v / np.sum(v, axis=-1, keepdims=True)
     m = (p + q) / 2.0
@@ -72,10 +77,9 @@ _METRICS = {
     "euclidean": lambda u, v, o, data: _safe_root(_weighted_sum((u - v) ** 2, o.get("w"))),
     "sqeuclidean": lambda u, v, o, data: _weighted_sum((u - v) ** 2, o.get("w")),
     "cityblock": lambda u, v, o, data: _weighted_sum(np.abs(u - v), o.get("w")),
-    "minkowski": lambda u, v, o, data: _safe_root(_weighted_sum(np.abs(u - v) ** o.get("p", 2.0), o.get("w")),
-                                                  1.0 / o.get("p", 2.0)),
-    "chebyshev": lambda u, v, o, data: np.max(np.abs(u - v) if o.get("w") is None
-                                              else np.where(stop_gradient(o["w"]) > 0, np.abs(u - v), 0.0), axis=-1),
+    "minkowski": lambda u, v, o, data: _chebyshev(u, v, o.get("w")) if o.get("p", 2.0) == np.inf else _safe_root(
+        _weighted_sum(np.abs(u - v) ** o.get("p", 2.0), o.get("w")), 1.0 / o.get("p", 2.0)),
+    "chebyshev": lambda u, v, o, data: _chebyshev(u, v, o.get("w")),
     "cosine": lambda u, v, o, data: _cosine_like(u, v, o.get("w"), False),
     "correlation": lambda u, v, o, data: _cosine_like(u, v, o.get("w"), True),
     "braycurtis": lambda u, v, o, data: _weighted_sum(np.abs(u - v), o.get("w")) / _weighted_sum(np.abs(u + v), o.get("w")),

@@ -161,9 +161,22 @@ _binary("betaln", lambda g, a, b, out, sp: g * (sp.digamma(a) - sp.digamma(a + b
         lambda g, a, b, out, sp: g * (sp.digamma(b) - sp.digamma(a + b)), "a, b")
 _binary("iv", _no_order_derivative("iv"), lambda g, v, z, out, sp: g * 0.5 * (sp.iv(v - 1.0, z) + sp.iv(v + 1.0, z)),
         "z", "The order v must be plain (its derivative raises).")
-_binary("ive", _no_order_derivative("ive"),
-        lambda g, v, z, out, sp: g * (0.5 * (sp.ive(v - 1.0, z) + sp.ive(v + 1.0, z)) - np.sign(z) * out),
-        "z", "The order v must be plain (its derivative raises).")
+def _real_z(name, scale, derivative):
+    """`derivative`, refused for complex z: SciPy scales by `scale`, which has no complex derivative."""
+    def d(g, v, z, out, sp):
+        if np.iscomplexobj(stop_gradient(z)):
+            base = name[:-1]
+            raise TypeError(f"scipy.special.{name} of a complex z is not differentiable: SciPy scales it by {scale}, "
+                            f"which has no complex derivative. Use {base}(v, z) times that factor, written with "
+                            "np.abs, np.real and np.imag (or pass real z).")
+        return derivative(g, v, z, out, sp)
+
+    return d
+
+
+_binary("ive", _no_order_derivative("ive"), _real_z("ive", "exp(-|Re z|)", lambda g, v, z, out, sp: g * (
+    0.5 * (sp.ive(v - 1.0, z) + sp.ive(v + 1.0, z)) - np.sign(z) * out)),
+        "z", "Real z. The order v must be plain (its derivative raises).")
 
 
 # --- Gamma and beta functions, Bessel functions of the first and second kind ----------------
@@ -204,8 +217,31 @@ _binary("yv", _no_order_derivative("yv"), _bessel_order("yv"), "z",
 _binary("yn", _no_order_derivative("yn"), _bessel_order("yn"), "x", "The order n is an integer.")
 _binary("beta", lambda g, a, b, out, sp: g * out * (sp.digamma(a) - sp.digamma(a + b)),
         lambda g, a, b, out, sp: g * out * (sp.digamma(b) - sp.digamma(a + b)), "a, b")
-_binary("poch", lambda g, z, m, out, sp: g * out * (sp.digamma(z + m) - sp.digamma(z)),
-        lambda g, z, m, out, sp: g * out * sp.digamma(z + m), "z, m")
+def _dpoch_dz(z, m, out, sp):
+    """d/dz poch(z, m) = poch·(ψ(z + m) - ψ(z)), 0·inf where z is a pole of Γ (z = 0, -1, ...). There,
+    poch = Γ(z + m)·(1/Γ)(z) gives Γ(z + m)·(1/Γ)'(z); and where z + m is a pole too (poch is then a
+    finite product of negative integers), ψ(z + m) - ψ(z) = ψ(1 - z - m) - ψ(1 - z), by reflection.
+    Written with traced operations, so that it differentiates again."""
+    zp, mp = stop_gradient(z), stop_gradient(m)
+    pole = (zp <= 0) & (np.floor(zp) == zp)
+    if not np.any(pole):
+        return out * (sp.digamma(z + m) - sp.digamma(z))
+    both = pole & (zp + mp <= 0) & (np.floor(zp + mp) == zp + mp)
+    one = pole & ~both
+    z_away, m_away = np.where(pole, 0.5, z), np.where(pole, 0.5, m)  # harmless stand-ins off each branch
+    regular = out * (sp.digamma(z_away + m_away) - sp.digamma(z_away))
+    z_one, m_one = np.where(one, z, 0.0), np.where(one, m, 1.0)
+    # the whole derivative of Γ(z + m)·(1/Γ)(z), whose first term is 0 at the pole but not its derivative
+    recip = sp.rgamma(z_one)
+    at_pole = sp.gamma(z_one + m_one) * (sp.digamma(z_one + m_one) * recip + _rgamma_derivative(z_one, recip, sp))
+    z_both, m_both = np.where(both, z, 0.0), np.where(both, m, 0.0)
+    at_poles = out * (sp.digamma(1.0 - z_both - m_both) - sp.digamma(1.0 - z_both))
+    return np.where(both, at_poles, np.where(one, at_pole, regular))
+
+
+_binary("poch", lambda g, z, m, out, sp: g * _dpoch_dz(z, m, out, sp),
+        lambda g, z, m, out, sp: g * out * sp.digamma(z + m), "z, m",
+        "Exact where z is a pole of Γ (poch is a polynomial in z there for integer m).")
 
 # Ufuncs whose results carry no gradient (piecewise constant): name -> why. Registered with the
 # other ufuncs, once SciPy is imported.
@@ -603,11 +639,11 @@ def _bessel_k(name):
 _order_binary("kv", _bessel_k("kv"))
 _order_binary("kn", _bessel_k("kn"), "x", "the order n")
 _order_binary("kve", lambda g, v, z, out, sp: g * (out - 0.5 * (sp.kve(v - 1, z) + sp.kve(v + 1, z))))
-_order_binary("jve", _bessel_order("jve"), notes="Real z (where it equals jv).")
-_order_binary("yve", _bessel_order("yve"), notes="Real z (where it equals yv).")
+_order_binary("jve", _real_z("jve", "exp(-|Im z|)", _bessel_order("jve")), notes="Real z (where it equals jv).")
+_order_binary("yve", _real_z("yve", "exp(-|Im z|)", _bessel_order("yve")), notes="Real z (where it equals yv).")
 # DLMF 11.4.24 and 11.4.26, which do not divide by x (the functions are smooth at 0)
 def _struve_term(v, x):
-    return (x / 2.0) ** v / (2.0 * SQRT_PI * _scipy_special().gamma(v + 1.5))
+    return (x / 2.0) ** v * _scipy_special().rgamma(v + 1.5) / (2.0 * SQRT_PI)  # 1/Γ is 0 at Γ's poles
 
 
 _order_binary("struve", lambda g, v, x, out, sp: g * (
@@ -1060,8 +1096,28 @@ _implicit("fdtridfd", (0, "y", 2), 1, _F, _quadrature_note("fdtr in dfd"))
 # Orthogonal polynomials: derivatives in x from d/dx C_n^(α)(x) = 2α C_{n-1}^(α+1)(x) (DLMF 18.9.19)
 # and its relatives; the degree n and the parameters are plain.
 def _lower_degree(n, value):
-    """`value` (a polynomial of degree n - 1) where n ≥ 1, and 0 for n = 0."""
+    """`value` (a polynomial of degree n - 1) where n ≥ 1, and 0 for n = 0: for integer degrees only."""
     return np.where(stop_gradient(n) >= 1, value, 0.0)
+
+
+def _below(n, name, reflect=False, poles=True):
+    """The lowered degree n - 1 of the derivative identities f_n' = c·g_(n-1). They hold for every real
+    degree (SciPy's non-integer degrees are hypergeometric functions, and the identities are 2F1's own
+    derivative). A degree -1 function is 0 (a factor 1/Γ(0)): its derivative's lowered degree is a harmless
+    0, zeroed by `_alive`. Below that, negative integer degrees put g on a pole (`poles`): Legendre degrees
+    reflect (P_ν = P_(-ν-1)), other families are refused; Chebyshev T's identity holds there."""
+    n = stop_gradient(n)
+    if reflect:
+        n = np.where(n < 0, -n - 1.0, n)
+    elif poles and np.any((n <= -2) & (n == np.round(n))):
+        raise NotImplementedError(f"scipy.special.{name}: the derivative at a negative integer degree is not "
+                                  "available; pass a degree n ≥ 0 (or a non-integer one).")
+    return np.where(n == -1, 0.0, n - 1.0) if poles else n - 1.0
+
+
+def _alive(n):
+    """0 where the degree is -1 (the function is 0 there), else 1."""
+    return (stop_gradient(n) != -1) * 1.0
 
 
 def _poly(name, dx, params=(), notes=""):
@@ -1070,34 +1126,33 @@ def _poly(name, dx, params=(), notes=""):
           ("The degree n" + "".join(f" and {p}" for p in params) + " must be plain. " + notes).strip())
 
 
-_poly("eval_legendre", lambda g, n, x, out, sp: g * _lower_degree(n, sp.eval_gegenbauer(np.maximum(n - 1, 0), 1.5, x)))
-_poly("eval_chebyt", lambda g, n, x, out, sp: g * n * _lower_degree(n, sp.eval_chebyu(np.maximum(n - 1, 0), x)))
-_poly("eval_chebyu", lambda g, n, x, out, sp: g * 2.0 * _lower_degree(n, sp.eval_gegenbauer(np.maximum(n - 1, 0), 2.0, x)))
-_poly("eval_chebyc", lambda g, n, x, out, sp: g * n * _lower_degree(n, sp.eval_chebyu(np.maximum(n - 1, 0), 0.5 * x)))
-_poly("eval_chebys", lambda g, n, x, out, sp: g * _lower_degree(n, sp.eval_gegenbauer(np.maximum(n - 1, 0), 2.0, 0.5 * x)))
-_poly("eval_sh_legendre", lambda g, n, x, out, sp: g * 2.0 * _lower_degree(
-    n, sp.eval_gegenbauer(np.maximum(n - 1, 0), 1.5, 2.0 * x - 1.0)))
-_poly("eval_sh_chebyt", lambda g, n, x, out, sp: g * 2.0 * n * _lower_degree(
-    n, sp.eval_chebyu(np.maximum(n - 1, 0), 2.0 * x - 1.0)))
-_poly("eval_sh_chebyu", lambda g, n, x, out, sp: g * 4.0 * _lower_degree(
-    n, sp.eval_gegenbauer(np.maximum(n - 1, 0), 2.0, 2.0 * x - 1.0)))
+_poly("eval_legendre", lambda g, n, x, out, sp: g * sp.eval_gegenbauer(_below(n, "", reflect=True), 1.5, x))
+_poly("eval_chebyt", lambda g, n, x, out, sp: g * n * sp.eval_chebyu(_below(n, "", poles=False), x))
+_poly("eval_chebyu", lambda g, n, x, out, sp: g * 2.0 * _alive(n) * sp.eval_gegenbauer(_below(n, "eval_chebyu"), 2.0, x))
+_poly("eval_chebyc", lambda g, n, x, out, sp: g * n * sp.eval_chebyu(_below(n, "", poles=False), 0.5 * x))
+_poly("eval_chebys", lambda g, n, x, out, sp: g * _alive(n) * sp.eval_gegenbauer(_below(n, "eval_chebys"), 2.0, 0.5 * x))
+_poly("eval_sh_legendre", lambda g, n, x, out, sp: g * 2.0 * sp.eval_gegenbauer(_below(n, "", reflect=True), 1.5,
+                                                                                  2.0 * x - 1.0))
+_poly("eval_sh_chebyt", lambda g, n, x, out, sp: g * 2.0 * n * sp.eval_chebyu(_below(n, "", poles=False), 2.0 * x - 1.0))
+_poly("eval_sh_chebyu", lambda g, n, x, out, sp: g * 4.0 * _alive(n) * sp.eval_gegenbauer(
+    _below(n, "eval_sh_chebyu"), 2.0, 2.0 * x - 1.0))
 _poly("eval_hermite", lambda g, n, x, out, sp: g * 2.0 * n * _lower_degree(n, sp.eval_hermite(np.maximum(n - 1, 0), x)),
       notes="Integer n.")
 _poly("eval_hermitenorm", lambda g, n, x, out, sp: g * n * _lower_degree(
     n, sp.eval_hermitenorm(np.maximum(n - 1, 0), x)), notes="Integer n.")
-_poly("eval_laguerre", lambda g, n, x, out, sp: -g * _lower_degree(n, sp.eval_genlaguerre(np.maximum(n - 1, 0), 1.0, x)))
-_poly("eval_genlaguerre", lambda g, n, alpha, x, out, sp: -g * _lower_degree(
-    n, sp.eval_genlaguerre(np.maximum(n - 1, 0), alpha + 1.0, x)), ("alpha",))
-_poly("eval_gegenbauer", lambda g, n, alpha, x, out, sp: g * 2.0 * alpha * _lower_degree(
-    n, sp.eval_gegenbauer(np.maximum(n - 1, 0), alpha + 1.0, x)), ("alpha",))
-_poly("eval_jacobi", lambda g, n, alpha, beta, x, out, sp: g * 0.5 * (n + alpha + beta + 1.0) * _lower_degree(
-    n, sp.eval_jacobi(np.maximum(n - 1, 0), alpha + 1.0, beta + 1.0, x)), ("alpha", "beta"))
+_poly("eval_laguerre", lambda g, n, x, out, sp: -g * _alive(n) * sp.eval_genlaguerre(_below(n, "eval_laguerre"), 1.0, x))
+_poly("eval_genlaguerre", lambda g, n, alpha, x, out, sp: -g * _alive(n) * sp.eval_genlaguerre(
+    _below(n, "eval_genlaguerre"), alpha + 1.0, x), ("alpha",))
+_poly("eval_gegenbauer", lambda g, n, alpha, x, out, sp: g * 2.0 * alpha * _alive(n) * sp.eval_gegenbauer(
+    _below(n, "eval_gegenbauer"), alpha + 1.0, x), ("alpha",))
+_poly("eval_jacobi", lambda g, n, alpha, beta, x, out, sp: g * 0.5 * (n + alpha + beta + 1.0) * _alive(n) * sp.eval_jacobi(
+    _below(n, "eval_jacobi"), alpha + 1.0, beta + 1.0, x), ("alpha", "beta"))
 
 
 def _shifted_jacobi_derivative(g, n, p, q, x, out, sp):
     """d/dx G_n^(p,q)(x), G_n^(p,q)(x) = P_n^(p-q, q-1)(2x - 1) / binom(2n + p - 1, n)."""
-    lower = sp.eval_jacobi(np.maximum(n - 1, 0), p - q + 1.0, q, 2.0 * x - 1.0)
-    return g * _lower_degree(n, (n + p) * lower / sp.binom(2.0 * n + p - 1.0, n))
+    lower = sp.eval_jacobi(_below(n, "eval_sh_jacobi"), p - q + 1.0, q, 2.0 * x - 1.0)
+    return g * _alive(n) * (n + p) * lower / sp.binom(2.0 * n + p - 1.0, n)
 
 
 _poly("eval_sh_jacobi", _shifted_jacobi_derivative, ("p", "q"))
@@ -1435,10 +1490,22 @@ itj0y0 = _standin_of_outputs("itj0y0", _split_outputs("itj0y0", ("j0int", "y0int
     lambda a, o, sp: sp.j0(a[0]), lambda a, o, sp: sp.y0(a[0]))))
 iti0k0 = _standin_of_outputs("iti0k0", _split_outputs("iti0k0", ("i0int", "k0int"), 0, (
     lambda a, o, sp: sp.i0(a[0]), lambda a, o, sp: sp.k0(a[0]))))
+# (1 - J0(x))/x and (I0(x) - 1)/x cancel near 0 (0/0 at 0): there, (x/4) Σ_j (∓x²/4)^j / ((j + 1)!)²
+_ONE_MINUS_J0_OVER_X = [(-1) ** j / math.factorial(j + 1) ** 2 for j in range(14)]
+_I0_MINUS_ONE_OVER_X = [1.0 / math.factorial(j + 1) ** 2 for j in range(14)]
+
+
+def _bessel0_difference_over_x(x, closed, series):
+    return _split(x, np.abs(stop_gradient(x)) < 1.0, lambda x: 0.25 * x * _polynomial(series, 0.25 * x * x), closed,
+                  safe=2.0)
+
+
 it2j0y0 = _standin_of_outputs("it2j0y0", _split_outputs("it2j0y0", ("j0int", "y0int"), 0, (
-    lambda a, o, sp: (1.0 - sp.j0(a[0])) / a[0], lambda a, o, sp: -sp.y0(a[0]) / a[0])))
+    lambda a, o, sp: _bessel0_difference_over_x(a[0], lambda x: (1.0 - sp.j0(x)) / x, _ONE_MINUS_J0_OVER_X),
+    lambda a, o, sp: -sp.y0(a[0]) / a[0])))
 it2i0k0 = _standin_of_outputs("it2i0k0", _split_outputs("it2i0k0", ("i0int", "k0int"), 0, (
-    lambda a, o, sp: (sp.i0(a[0]) - 1.0) / a[0], lambda a, o, sp: -sp.k0(a[0]) / a[0])))
+    lambda a, o, sp: _bessel0_difference_over_x(a[0], lambda x: (sp.i0(x) - 1.0) / x, _I0_MINUS_ONE_OVER_X),
+    lambda a, o, sp: -sp.k0(a[0]) / a[0])))
 ellipj = _standin_of_outputs("ellipj", _split_outputs("ellipj", ("sn", "cn", "dn", "ph"), 0, (
     lambda a, o, sp: o[1]() * o[2](), lambda a, o, sp: -o[0]() * o[2](), lambda a, o, sp: -a[1] * o[0]() * o[1](),
     lambda a, o, sp: o[2]()), {1: "the parameter m"}))

@@ -263,6 +263,16 @@ class _Discrete(_Distribution):
     def _pmf(self, k, *s):
         return np.exp(self._logpmf(k, *s))
 
+    def _pmf_at_edges(self, k, edge, shapes, inside, product):
+        """exp(logpmf), and at the parameter's `edge` points (p = 0, mu = 0, ...) the mass as a `product` of
+        powers: there logpmf is -inf for the masses that are 0, whose derivative exp(logpmf)·logpmf' is 0·inf,
+        while the power rule gives k·p^(k-1). Each form sees a harmless `inside` value at the other's points."""
+        if not np.any(edge):
+            return np.exp(self._logpmf(k, *shapes))
+        at_edge = [np.where(edge, v, inside) for v in shapes]
+        away = [np.where(edge, inside, v) for v in shapes]
+        return np.where(edge, product(k, *at_edge), np.exp(self._logpmf(k, *away)))
+
     def _logcdf(self, k, *s):
         return np.log(self._cdf(k, *s))
 
@@ -514,11 +524,21 @@ class vonmises_gen(_Continuous):
 
     def _logpdf(self, x, kappa):
         sc = _sc()
-        return kappa * sc.cosm1(x) - np.log(2 * np.pi) - np.log(sc.i0e(kappa))
+        return kappa * sc.cosm1(x) - np.log(2 * np.pi) - np.log(_i0e_of_nonnegative(kappa))
 
     def _pdf(self, x, kappa):
         sc = _sc()
-        return np.exp(kappa * sc.cosm1(x)) / (2 * np.pi * sc.i0e(kappa))
+        return np.exp(kappa * sc.cosm1(x)) / (2 * np.pi * _i0e_of_nonnegative(kappa))
+
+
+def _i0e_of_nonnegative(kappa):
+    """SciPy's i0e(κ) = e^(-|κ|) I0(κ) for κ ≥ 0, differentiated as e^(-κ) I0(κ), which is smooth at 0 (i0e
+    has a kink there: at κ = 0 its derivative is the right one, -1, not the kink's 0)."""
+    sc = _sc()
+    plain = stop_gradient(kappa)
+    small = plain < 100.0  # i0 overflows near 700; e^(-κ) I0(κ) is i0e's own value away from 0
+    smooth = np.where(small, np.exp(-kappa) * sc.i0(np.where(small, kappa, 0.0)), sc.i0e(np.where(small, 100.0, kappa)))
+    return sc.i0e(plain) + (smooth - stop_gradient(smooth))  # SciPy's value, the smooth function's derivatives
 
     def _cdf(self, x, kappa):
         return _vonmises_cdf(x, kappa)
@@ -636,6 +656,11 @@ class poisson_gen(_Discrete):
         sc = _sc()
         return sc.xlogy(k, mu) - sc.gammaln(k + 1) - mu
 
+    def _pmf(self, k, mu):
+        sc = _sc()
+        return self._pmf_at_edges(k, stop_gradient(mu) == 0, (mu,), 0.5,
+                                  lambda k, mu: mu ** k * np.exp(-mu - sc.gammaln(k + 1)))
+
     def _cdf(self, k, mu):  # pdtr(k, mu)
         return _sc().gammaincc(k + 1.0, mu)
 
@@ -657,6 +682,15 @@ class binom_gen(_Discrete):
         combiln = sc.gammaln(n + 1) - (sc.gammaln(k + 1) + sc.gammaln(n - k + 1))
         return combiln + sc.xlogy(k, p) + sc.xlog1py(n - k, -p)
 
+    def _pmf(self, k, n, p):
+        sc = _sc()
+        plain = stop_gradient(p)
+
+        def powers(k, n, p):
+            return np.exp(sc.gammaln(n + 1) - (sc.gammaln(k + 1) + sc.gammaln(n - k + 1))) * p ** k * (1 - p) ** (n - k)
+
+        return self._pmf_at_edges(k, (plain == 0) | (plain == 1), (n, p), 0.5, powers)
+
     def _cdf(self, k, n, p):
         return _sc().betainc(n - k, k + 1.0, 1.0 - p)
 
@@ -675,6 +709,9 @@ class bernoulli_gen(_Discrete):
 
     def _logpmf(self, k, p):
         return binom._logpmf(k, 1, p)
+
+    def _pmf(self, k, p):
+        return binom._pmf(k, 1, p)
 
     def _cdf(self, k, p):
         return binom._cdf(k, 1, p)
