@@ -17,13 +17,13 @@ import numpy as np
 from ._errors import missing_rule
 from ._inplace import mark_view
 from ._registry import FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, SERVED_BY, UFUNC_RULES, qualified_name
-from ._standins import astype, getitem, index_update
+from ._standins import astype, getitem, index_update, power
 from ._values import Traced, apply, strip_all
 
 __all__ = ["primitive", "rrule", "frule", "composite", "nondifferentiable"]
 
-# The engine's stand-ins for syntax (`x[i]`, `x[i] = v`, `x.astype(t)`): keys like NumPy functions.
-STAND_INS = (getitem, index_update, astype)
+# The engine's stand-ins for syntax (`x[i]`, `x[i] = v`, `x.astype(t)`, `x ** y`): keys like NumPy functions.
+STAND_INS = (getitem, index_update, astype, power)
 
 
 def primitive(fn):

@@ -175,7 +175,10 @@ class Jitted:
         for program, rebuild in list(variants):
             try:
                 outputs = program(*arrays)
-            except Retrace:
+            except (Retrace, np.linalg.LinAlgError):
+                # a linear-algebra failure is data-dependent, and code may catch it (try: inv, except: svd)
+                # where the trace took the other branch: trace again, which raises it if the code does not
+                # (the replay writes into the caller's arrays only after it has finished)
                 continue
             self._counts["replays"] += 1
             if self._stale_run:  # a replay between them: the retraces are not in a row

@@ -1,7 +1,7 @@
 """Plain-NumPy helpers that the engine and the rule tables share.
 
-`getitem`, `index_update` and `astype` are the operations NumPy has no public function for
-(`x[i]`, `x[i] = v`, `x.astype(t)`), written as functions so the rule tables can key on them.
+`getitem`, `index_update`, `astype` and `power` are the operations NumPy has no public function for
+(`x[i]`, `x[i] = v`, `x.astype(t)`, `x ** y`), written as functions so the rule tables can key on them.
 
 >>> import numpy as np
 >>> index_update(np.zeros(3), 1, 5.0)
@@ -26,6 +26,12 @@ def index_update(x, index, value):
 def astype(x, dtype):
     """`x.astype(dtype)` as a function."""
     return x.astype(dtype)
+
+
+def power(x, y):
+    """`x ** y`: NumPy's operator takes shortcuts np.power does not (`x ** 2` is np.square, `x ** 0.5`
+    np.sqrt, `x ** -1` np.reciprocal; a NumPy scalar's is the C library's pow), which round differently."""
+    return x ** y
 
 
 def dtype_of(x):

@@ -26,8 +26,8 @@ from ._errors import (
     ufunc_name,
 )
 from ._inplace import FlatView, holds_array, in_place, rebind, set_item
-from ._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
-from ._standins import astype, dtype_of, getitem, index_update
+from ._registry import FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, UFUNC_RULES
+from ._standins import astype, dtype_of, getitem, index_update, power
 from ._tangents import PerOperand
 
 _level_numbers = itertools.count(1)
@@ -322,10 +322,10 @@ class Traced:
         return _divmod(other, self, self)
 
     def __round__(self, ndigits=None):
-        """`round(x)`: an int for a number, as Python's (it carries no gradient); otherwise `np.round`
-        (zero gradient almost everywhere)."""
-        if ndigits is None and np.ndim(self) == 0:
-            return round(stop_gradient(self))
+        """`round(x)` of a number and `round(x, n)` of a Python number: Python's (no gradient); otherwise
+        `np.round` (zero gradient almost everywhere)."""
+        if (ndigits is None and np.ndim(self) == 0) or _python_numbers(self):
+            return round(stop_gradient(self), ndigits)  # Python's (round(0.405, 2) is 0.41, np.round's 0.4)
         return FUNCTIONS[np.round](self, 0 if ndigits is None else ndigits)
 
 
@@ -414,13 +414,14 @@ def _install_operators():
 
     def forward(ufunc, name):
         python_op = _PYTHON_ARITHMETIC.get(name)
+        operator_fn = power if name == "pow" else ufunc  # `**` is not np.power (see _standins.power)
 
         def op(self, other):
             if type(other) in (list, tuple):
                 answer = _with_sequence(name, self, other, False)
                 if answer is not None:
                     return answer
-            rule = UFUNC_RULES.get(ufunc)
+            rule = REVERSE_RULES.get(operator_fn)
             if python_op is not None and type(self._value) is not np.ndarray and _python_numbers(self, other):
                 return _python_arithmetic(python_op, rule, self, other)
             if rule is None:
@@ -430,13 +431,14 @@ def _install_operators():
 
     def backward(ufunc, name):
         python_op = _PYTHON_ARITHMETIC.get(name)
+        operator_fn = power if name == "pow" else ufunc
 
         def op(self, other):
             if type(other) in (list, tuple):
                 answer = _with_sequence(name, self, other, True)
                 if answer is not None:
                     return answer
-            rule = UFUNC_RULES.get(ufunc)
+            rule = REVERSE_RULES.get(operator_fn)
             if python_op is not None and type(self._value) is not np.ndarray and _python_numbers(self, other):
                 return _python_arithmetic(python_op, rule, other, self)
             if rule is None:

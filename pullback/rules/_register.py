@@ -31,7 +31,7 @@ from .._arrays import is_foreign_array_type, zeros_as
 from .._extend import composite as run_in_place_of
 from .._extend import frule, nondifferentiable, primitive, rrule
 from .._registry import FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, qualified_name
-from .._standins import astype, getitem, index_update
+from .._standins import astype, getitem, index_update, power
 from .._values import Traced, stop_gradient, strip_all
 
 # kind: "rule" (its own reverse rule, `rule`), "composite", "none" (no gradient) or "refused";
@@ -44,7 +44,7 @@ ENTRIES = {}
 # Callables registered twice: a test keeps this empty.
 OVERRIDDEN = []
 
-_STAND_INS = {getitem: "x[index]", index_update: "x[index] = value", astype: "x.astype(dtype)"}
+_STAND_INS = {getitem: "x[index]", index_update: "x[index] = value", astype: "x.astype(dtype)", power: "x ** y"}
 
 
 def row_name(fn):

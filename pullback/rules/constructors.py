@@ -80,7 +80,7 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     return _finish(y, plain, axis)
 
 
-@composite(np.vander, args="x", notes="Powers of x with integer exponents.")
+@composite(np.vander, args="x", numpy_value=True, notes="Powers of x with integer exponents.")
 def vander(x, N=None, increasing=False):
     plain = np.vander(stop_gradient(x), N, increasing)
     n = np.shape(plain)[1]

@@ -323,8 +323,24 @@ def eigenvalues(a):
 def _matched_vectors(a, w):
     """The eigenvectors of `a`, one column per value of `w` (eigvals and eig may order them differently)."""
     values, v = np.linalg.eig(a)
-    order = np.argmin(np.abs(stop_gradient(w)[..., :, None] - stop_gradient(values)[..., None, :]), axis=-1)
+    distance = np.abs(stop_gradient(w)[..., :, None] - stop_gradient(values)[..., None, :])
+    order = np.argmin(distance, axis=-1)
+    if np.any(np.sort(order, axis=-1) != np.arange(np.shape(order)[-1])):  # a repeated value: one column each
+        order = _nearest_one_to_one(distance)
     return np.take_along_axis(v, order[..., None, :], axis=-1)
+
+
+def _nearest_one_to_one(distance):
+    """For each row of each (n, n) matrix of distances, a column, no column twice: closest pairs first."""
+    n = distance.shape[-1]
+    flat = np.array(distance, dtype=float).reshape(-1, n, n)
+    order = np.empty(flat.shape[:2], dtype=np.intp)
+    for d, row_order in zip(flat, order):
+        for _ in range(n):
+            i, j = np.unravel_index(np.argmin(d), d.shape)
+            row_order[i] = j
+            d[i, :], d[:, j] = np.inf, np.inf
+    return order.reshape(distance.shape[:-1])
 
 
 @rrule(eigenvalues)

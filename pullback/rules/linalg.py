@@ -98,18 +98,63 @@ def solve_frule(primals, tangents):
 
 
 def adjugate(a, det):
-    """adj(A) = det(A)·A⁻¹, also where A is singular (and A⁻¹ is not): from the SVD A = U S Vᴴ,
-    adj(A) = det(U) det(Vᴴ) · V diag(∏_{j≠i} s_j) Uᴴ, which has no division."""
+    """adj(A) = det(A)·A⁻¹, also where A is singular (and A⁻¹ is not)."""
     try:
         return _as_matrix_scale(det) * np.linalg.inv(a)
     except np.linalg.LinAlgError:
-        pass
+        return singular_adjugate(a)
+
+
+@primitive
+def singular_adjugate(a):
+    """adj(A) of a singular A from the SVD A = U S Vᴴ: det(U) det(Vᴴ) · V diag(∏_{j≠i} s_j) Uᴴ, which has
+    no division."""
     u, s, vh = np.linalg.svd(a)
     ones = np.ones_like(s[..., :1])
     before = np.cumprod(np.concatenate([ones, s[..., :-1]], axis=-1), axis=-1)  # s_0 ... s_{i-1}
     after = np.cumprod(np.concatenate([ones, s[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]  # s_{i+1} ... s_{n-1}
     phase = np.linalg.det(u) * np.linalg.det(vh)
     return _as_matrix_scale(phase) * ((np.conj(_t(vh)) * (before * after)[..., None, :]) @ np.conj(_t(u)))
+
+
+# adj is a polynomial in A's entries, so the derivative of adj at A + sI is one in s, of degree n - 2: its
+# value at s = 0 (a singular A, where the SVD's derivatives divide by gaps between singular values) is the
+# mean over n points s_k = r e^(i(2πk/n + θ)), where A + s_k I is invertible and adj' has a closed form.
+# Written with traced operations, the mean differentiates again.
+def _shifted(a):
+    """[A + s_k I], k < n, with r = |A|_F (1 for A = 0) and a phase θ that no real eigenvalue lies on."""
+    n = np.shape(a)[-1]
+    size = np.sqrt(np.sum(np.abs(stop_gradient(a)) ** 2, axis=(-2, -1), keepdims=True))
+    r = np.where(size > 0, size, 1.0)
+    return [a + (r * np.exp(1j * (2.0 * np.pi * k / n + 0.7))) * np.eye(n) for k in range(n)]
+
+
+def _mean_over_shifts(a, at_invertible):
+    values = [at_invertible(b, np.linalg.inv(b), np.linalg.det(b)) for b in _shifted(a)]
+    mean = sum(values[1:], values[0]) / len(values)
+    return mean if np.iscomplexobj(stop_gradient(a)) else np.real(mean)
+
+
+@rrule(singular_adjugate)
+def singular_adjugate_rule(a):
+    def back(g):
+        # d adj = det·(tr(A⁻¹ dA) A⁻¹ - A⁻¹ dA A⁻¹), transposed (plain, as adj is holomorphic)
+        def at_invertible(b, inv, det):
+            inv_t = _t(inv)
+            paired = np.sum(g * inv, axis=(-2, -1), keepdims=True)
+            return _as_matrix_scale(det) * (paired * inv_t - inv_t @ g @ inv_t)
+
+        return (Thunk(lambda: _mean_over_shifts(a, at_invertible)),)
+
+    return singular_adjugate(a), back
+
+
+@forward_in_first(singular_adjugate)
+def singular_adjugate_frule(t, a):
+    def at_invertible(b, inv, det):
+        return _as_matrix_scale(det) * (_as_matrix_scale(_trace(inv @ t)) * inv - inv @ t @ inv)
+
+    return singular_adjugate(a), _mean_over_shifts(a, at_invertible)
 
 
 @rule(np.linalg.det, args="a", notes="""The adjugate det(A)·A⁻ᵀ, from the SVD where A is singular

@@ -61,7 +61,12 @@ def _vector_norm(x, ord, axis, keepdims, vector=False):
         return np.sum(np.abs(x), axis=axis, keepdims=keepdims)
     if isinstance(ord, str):
         raise ValueError(f"Invalid norm order '{ord}' for vectors")
-    return np.sum(np.abs(x) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    total = np.sum(np.abs(x) ** ord, axis=axis, keepdims=keepdims)
+    if ord < 1:
+        return total ** (1.0 / ord)
+    # at a zero vector, total^(1/p - 1) is inf and |x|^(p-1) is 0: the subgradient 0, as the 2-norm's
+    zero = stop_gradient(total) == 0
+    return (total + zero) ** (1.0 / ord) * ~zero  # arithmetic, not np.where: a number stays a NumPy scalar
 
 
 def _largest(y, axis, keepdims=False):

@@ -141,7 +141,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     return c, base[:, :, None] * factor
 
 
-@composite(np.poly, args="seq_of_zeros", notes="""From real roots: a product of (x - r). From a square
+@composite(np.poly, args="seq_of_zeros", numpy_value=True, notes="""From real roots: a product of (x - r). From a square
            matrix: refused (its eigenvalues may be complex).""")
 def poly(seq_of_zeros):
     plain = np.poly(stop_gradient(seq_of_zeros))  # NumPy's checks

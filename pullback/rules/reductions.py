@@ -159,9 +159,11 @@ def _extreme(reduce, x, axis, keepdims, out, initial, where):
 
 
 def _ties(x, kept, axis, initial, where):
-    """The elements equal to the extreme `kept`, and how many share it in each slice (initial= counts
-    as one where it ties; a float count, at least 1, keeps the cotangent's dtype)."""
+    """The elements equal to the extreme `kept` (NaNs, where it is NaN), and how many share it in each slice
+    (initial= counts as one where it ties; a float count, at least 1, keeps the cotangent's dtype)."""
     hit = x == kept
+    if holds_foreign_array(kept) or np.any(np.isnan(kept)):  # NumPy's extreme is the NaN: it takes the gradient
+        hit = hit | (np.isnan(x) & np.isnan(kept))
     if where is not True:
         hit = hit & where
     share = np.sum(hit, axis=axis, keepdims=True, dtype=kept.dtype)

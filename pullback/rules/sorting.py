@@ -25,7 +25,16 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
         raise TypeError("numpy.partition(order=...) works on structured arrays, which are never tracked")
     if axis is None:
         a, axis = np.ravel(a), -1
-    return take_along_axis(a, np.argpartition(stop_gradient(a), kth, axis=axis, kind=kind), axis)
+    plain = stop_gradient(a)
+    order = np.argpartition(plain, kth, axis=axis, kind=kind)
+    want = np.partition(plain, kth, axis=axis, kind=kind)
+    if not np.array_equal(np.take_along_axis(plain, order, axis), want, equal_nan=True):
+        # NumPy's partition and argpartition place NaNs (and so the rest) differently: match the values of
+        # NumPy's result to their positions in `a`, through both sorted orders (equal values in order)
+        order = np.empty_like(order)
+        np.put_along_axis(order, np.argsort(want, axis=axis, kind="stable"),
+                          np.argsort(plain, axis=axis, kind="stable"), axis)
+    return take_along_axis(a, order, axis)
 
 
 @composite(np.unique, args="ar", notes="""Each unique value takes its gradient from its first

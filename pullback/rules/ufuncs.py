@@ -19,7 +19,7 @@ import numpy as np
 from .._arrays import holds_foreign_array, zeros_as
 from .._extend import primitive, rrule
 from .._inplace import ViewLink, holds_array, register_view
-from .._standins import dtype_of
+from .._standins import dtype_of, power
 from .._tangents import PerOperand, Thunk, scaled, unthunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, composite, forward_rule, rule, without_gradient
@@ -286,6 +286,8 @@ def _power_db(g, a, b, y):
 
 _POWER_NOTES = "d/dx2 is taken as 0 where x1 == 0 (the limit for x2 > 0)."
 binary(np.power, _power_da, _power_db, _POWER_NOTES)
+binary(power, _power_da, _power_db, "Computed by the operator, with NumPy's shortcuts (`x ** 2` is np.square). "
+       + _POWER_NOTES)
 binary(np.float_power, _power_da, _power_db, _POWER_NOTES)
 
 
