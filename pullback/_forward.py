@@ -87,10 +87,11 @@ def fit_tangent(t, y):
     weak = type(y) is float or type(y) is complex
     if dtype_of(t).kind == "c" and (dtype_of(y).kind != "c"):
         t = FUNCTIONS[np.real](t) if isinstance(t, Traced) else np.real(t)
-    if weak:
-        if type(t) is float or type(t) is int or type(t) is complex:  # NumPy's arithmetic (1/0 is inf), as in reverse mode
-            t = np.complex128(t) if type(y) is complex else np.float64(t)
-    else:
+    if type(t) is float or type(t) is int or type(t) is complex:
+        # a NumPy number: the derivatives then follow NumPy's arithmetic (1/0 is inf), as in reverse mode,
+        # not Python's, which a traced Python number follows (see _values._python_arithmetic)
+        t = np.complex128(t) if dtype_of(y).kind == "c" else np.float64(t)
+    if not weak:
         dtype = dtype_of(y)
         if dtype_of(t) != dtype:
             if isinstance(t, Traced):

@@ -376,6 +376,8 @@ def trainable_names(x: Any, kids: dict | None = None) -> "set[str] | None":
     if method is None or isinstance(method, type):
         return None
     if not callable(method):  # `trainable = ("w",)` or a property: read as "all fields" it would train frozen ones
+        if "trainable" in (children(x) if kids is None else kids):
+            return None  # a field of that name (a dataclass's `trainable: bool`) is data, not a declaration
         raise TypeError(f"{type(x).__name__}.trainable is {type(method).__name__} {method!r}, not a method; declare "
                         "the trainable fields with a method: def trainable(self): return ('w', 'b')")
     declared = method(x)

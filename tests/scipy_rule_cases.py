@@ -224,3 +224,13 @@ CASES["scipy_linalg.riccati_rule"] = [
     (_riccati(name), lambda rng: (rng.normal(size=(3, 3)), rng.normal(size=(3, 2)), rng.normal(size=(3, 3)),
                                   rng.normal(size=(2, 2)))) for name in ("solve_continuous_are", "solve_discrete_are")
 ]
+
+
+def _ellipe_complement(p):
+    from pullback.rules.special import _ellipe_complement
+
+    return _ellipe_complement(p)
+
+
+# E(1 - p), the part of ellipkm1's derivative differentiated in p itself; 1 - p near 0 too
+CASES["special._ellipe_complement_rule"] = [(_ellipe_complement, lambda rng: (rng.uniform(1e-3, 1.4, 5),))]

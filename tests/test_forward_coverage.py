@@ -41,9 +41,11 @@ ALLOWED_WITHOUT_FORWARD = {}
 # --- the registry ---------------------------------------------------------------------------
 def builtin_reverse_rules():
     """{reverse rule: label} for every rule of `pullback.rules` reachable from the tables."""
-    ufunc_of = {}
+    served = {}  # a rule made inside a factory (`binary`): named by what it serves, a ufunc or a stand-in
     for ufunc, rule in UFUNC_RULES.items():
-        ufunc_of.setdefault(rule, ufunc)
+        served.setdefault(rule, ufunc.__name__)
+    for fn, rule in REVERSE_RULES.items():
+        served.setdefault(rule, f"{(getattr(fn, '__module__', None) or '').rpartition('.')[2]}.{fn.__name__}")
     found = {}
 
     def add(rule):
@@ -51,7 +53,7 @@ def builtin_reverse_rules():
         if not module.startswith("pullback.rules.") or rule in found:
             return
         family, name = module.rpartition(".")[2], rule.__qualname__
-        found[rule] = f"{family}.{ufunc_of[rule].__name__}" if "<locals>" in name else f"{family}.{name}"
+        found[rule] = f"{family}.{served[rule]}" if "<locals>" in name else f"{family}.{name}"
 
     for rule in REVERSE_RULES.values():
         add(rule)
@@ -103,6 +105,12 @@ def with_zeros(shape, zeros):
             x[index] = 0.0
         return (x,)
     return make
+
+
+def rank_deficient(rng, shape):
+    """Matrices of rank n - 1 (singular, with distinct nonzero singular values)."""
+    m = rng.normal(size=shape)
+    return m - (m @ np.ones(shape[-1]))[..., :, None] * np.ones(shape[-1]) / shape[-1]
 
 
 def matrices(*shapes):
@@ -204,6 +212,10 @@ CASES = {
         (np.linalg.solve, lambda rng: (well_conditioned(rng, (3, 3)), rng.normal(size=(3, 2)))),
     ],
     "linalg.det_rule": [(np.linalg.det, matrices((2, 3, 3)))],
+    "linalg.singular_adjugate_rule": [(sl.singular_adjugate, lambda rng: (rank_deficient(rng, (2, 3, 3)),)),
+                                      (sl.singular_adjugate, lambda rng: (np.zeros((3, 3)),))],
+    "ufuncs._standins.power": [(lambda x, y: x ** y, uniform(0.5, 2.0, (3, 2), (3, 2))),
+                               (lambda x, y: parts((x + 1j * y) ** 2), normal((3,), (3,)))],
     "linalg._logabsdet_rule": [(lambda a: np.linalg.slogdet(a)[1], matrices((3, 3)))],
     "linalg.pinv_rule": [(np.linalg.pinv, normal((4, 3))), (np.linalg.pinv, normal((2, 2, 4)))],
     "linalg._lstsq_rule": [(lambda a, b: np.linalg.lstsq(a, b)[0], normal((4, 3), (4,))),

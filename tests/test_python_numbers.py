@@ -98,3 +98,25 @@ def test_tangents_of_python_numbers_are_python_numbers():
     assert (y, t) == (4.0, 2.0) and type(t) is float
     y, t = pb.jvp(lambda z: z * z, (1j,), (1.0,))
     assert (y, t) == (-1.0, 2j) and type(t) is complex
+
+
+NUMPY_ARITHMETIC_IN_DERIVATIVES = [  # the function, the point, its first and second derivatives there
+    ("log at 0", np.log, 0.0, np.inf, -np.inf),
+    ("log1p at -1", np.log1p, -1.0, np.inf, -np.inf),
+    ("arctanh at 1", np.arctanh, 1.0, np.inf, np.inf),
+    ("sqrt by ** at 0", lambda x: x ** 0.5, 0.0, np.inf, -np.inf),
+    ("x ** 1.5 at 0", lambda x: x ** 1.5, 0.0, 0.0, np.inf),
+    ("np.power at 0", lambda x: np.power(x, 0.5), 0.0, np.inf, -np.inf),
+]
+
+
+@pytest.mark.parametrize("name, f, x, first, second", NUMPY_ARITHMETIC_IN_DERIVATIVES,
+                         ids=[c[0] for c in NUMPY_ARITHMETIC_IN_DERIVATIVES])
+def test_derivatives_of_python_floats_follow_numpy_arithmetic_in_every_mode(name, f, x, first, second):
+    # the function's own value is what it is without pullback; its derivatives divide by 0 as NumPy does
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert pb.gradient(f, x)[0] == first
+        assert pb.jvp(f, (x,), (1.0,))[1] == first
+        assert pb.hessian(f, x) == second
+        assert pb.gradient(lambda x: pb.gradient(f, x)[0], x)[0] == second
+        assert pb.jvp(lambda x: pb.jvp(f, (x,), (1.0,))[1], (x,), (1.0,))[1] == second

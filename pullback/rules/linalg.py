@@ -126,7 +126,8 @@ def _shifted(a):
     n = np.shape(a)[-1]
     size = np.sqrt(np.sum(np.abs(stop_gradient(a)) ** 2, axis=(-2, -1), keepdims=True))
     r = np.where(size > 0, size, 1.0)
-    return [a + (r * np.exp(1j * (2.0 * np.pi * k / n + 0.7))) * np.eye(n) for k in range(n)]
+    identity = like_input(np.eye(n), a)
+    return [a + (r * np.exp(1j * (2.0 * np.pi * k / n + 0.7))) * identity for k in range(n)]
 
 
 def _mean_over_shifts(a, at_invertible):

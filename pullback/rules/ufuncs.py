@@ -269,8 +269,9 @@ def _power_da(g, a, b):
     if type(b) is int and b == 2:  # the common square, kept cheap
         return 2.0 * g * a
     # b * a**(b - 1), with the exponent moved to 0 where b == 0 so that 0 ** -1 never appears.
-    # Plain arithmetic on `b` keeps a Python-number exponent weak (no float64 from np.where).
-    return g * b * a ** (b - 1 + (b == 0))
+    # Plain arithmetic on `b` keeps a Python-number exponent weak (no float64 from np.where); np.power
+    # keeps NumPy's arithmetic where a and b are Python numbers (0.0 ** -0.5 is inf, not ZeroDivisionError).
+    return g * b * np.power(a, b - 1 + (b == 0))
 
 
 def _power_db(g, a, b, y):

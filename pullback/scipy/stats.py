@@ -530,6 +530,9 @@ class vonmises_gen(_Continuous):
         sc = _sc()
         return np.exp(kappa * sc.cosm1(x)) / (2 * np.pi * _i0e_of_nonnegative(kappa))
 
+    def _cdf(self, x, kappa):
+        return _vonmises_cdf(x, kappa)
+
 
 def _i0e_of_nonnegative(kappa):
     """SciPy's i0e(κ) = e^(-|κ|) I0(κ) for κ ≥ 0, differentiated as e^(-κ) I0(κ), which is smooth at 0 (i0e
@@ -539,9 +542,6 @@ def _i0e_of_nonnegative(kappa):
     small = plain < 100.0  # i0 overflows near 700; e^(-κ) I0(κ) is i0e's own value away from 0
     smooth = np.where(small, np.exp(-kappa) * sc.i0(np.where(small, kappa, 0.0)), sc.i0e(np.where(small, 100.0, kappa)))
     return sc.i0e(plain) + (smooth - stop_gradient(smooth))  # SciPy's value, the smooth function's derivatives
-
-    def _cdf(self, x, kappa):
-        return _vonmises_cdf(x, kappa)
 
 
 @primitive
