@@ -151,7 +151,7 @@ class _Planner:
         """The buffer for `node`'s result (reusing a dying input's, or a free one), or None."""
         self._release(index)
         result = self.trace.values[node.outputs]
-        if not (node.elementwise and isinstance(result, np.ndarray) and result.ndim and result.flags.c_contiguous
+        if not (node.elementwise and isinstance(result, np.ndarray) and result.ndim and self.trace.c_ordered(node.outputs)
                 and "where" not in node.kwargs and "out" not in node.kwargs):
             return None  # a buffer is C-ordered: for a result traced in another order (a.T * 2), a later
             # reshape that copied at the trace would be a view of the reused buffer at the replay

@@ -147,6 +147,7 @@ class Trace:
         self.written_inputs = {}  # input slot -> the Symbol naming that array's current value
         self.symbols = []  # weak references to the Symbols user code may still hold
         self.holders = {}  # slot -> the number of Symbols naming it
+        self.released_c_order = {}  # slot -> whether the large value let go of there was C-ordered
 
     def hold(self, symbol, slot):
         """Point `symbol` at `slot` instead of the one it named (an in-place write rebinds it)."""
@@ -167,7 +168,13 @@ class Trace:
         left = self.holders[slot] = self.holders[slot] - 1
         value = self.values[slot]
         if not left and type(value) is np.ndarray and value.nbytes >= _KEEP_BYTES and slot not in self.inputs:
+            self.released_c_order[slot] = value.flags.c_contiguous
             self.values[slot] = np.broadcast_to(np.zeros((), value.dtype), value.shape)
+
+    def c_ordered(self, slot):
+        """Whether the array traced at `slot` was C-ordered (also once let go of)."""
+        released = self.released_c_order.get(slot)
+        return self.values[slot].flags.c_contiguous if released is None else released
 
     def new_slot(self, value):
         self.values.append(value)
