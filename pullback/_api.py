@@ -248,6 +248,8 @@ def _collect_seeds(out, dy, tape, seeds):
         d = as_numpy(d)  # an array-API-only cotangent (array_api_strict's) is read as NumPy's
         if type(d) is list or type(d) is tuple:
             d = np.asarray(d)  # numbers for an array output, as NumPy reads them
+        elif type(d) is float or type(d) is int or type(d) is complex:
+            d = np.complex128(d) if type(d) is complex else np.float64(d)  # NumPy's arithmetic in the rules (1/0 is inf)
         if np.shape(d) not in ((), v.shape):
             raise ValueError(f"Cotangent of shape {np.shape(d)} does not match output{path} of shape {v.shape}")
         if np.iscomplexobj(d) and not np.iscomplexobj(v._value):

@@ -59,7 +59,12 @@ class Traced:
                 if len(inputs) == 1 and type(self) is Tracked:
                     return apply1(rule, self)
                 if len(inputs) == 2:
-                    return apply2(rule, inputs[0], inputs[1])
+                    result = apply2(rule, inputs[0], inputs[1])
+                    if type(self._value) is np.ndarray or not _python_numbers(*inputs):
+                        return result
+                    # the rules of + - * compute with Python's operators: a NumPy ufunc of two Python numbers
+                    # gives a NumPy number
+                    return _as_python(result, ufunc(stop_gradient(inputs[0]), stop_gradient(inputs[1])))
                 return apply(rule, tuple(_as_operand(x) for x in inputs))
         if method == "at":  # its index is no operand: refused before anything reads it as an array
             raise TypeError(f"{ufunc_name(ufunc)}.at is not supported on tracked values: it writes in place; build the "
@@ -363,8 +368,7 @@ _PYTHON_ARITHMETIC = {"truediv": operator.truediv, "pow": operator.pow, "mod": o
 
 def _python_numbers(a, b=0):
     """Whether `a` and `b` are Python numbers (traced or not, at any nesting of derivatives)."""
-    return type(a._value) is not np.ndarray and type(stop_gradient(a)) in _PYTHON_SCALARS and (
-        type(stop_gradient(b)) in _PYTHON_SCALARS)
+    return type(stop_gradient(a)) in _PYTHON_SCALARS and type(stop_gradient(b)) in _PYTHON_SCALARS
 
 
 def _divmod(a, b, traced):
@@ -390,9 +394,9 @@ def _python_arithmetic(python_op, rule, a, b):
 
 
 def _as_python(result, y):
-    """`result` holding Python's number `y` (NumPy computed the same number as a NumPy scalar, whose later
-    arithmetic would follow NumPy: `np.float64(-4.0) ** 0.5` is nan where Python's is complex). NumPy's complex
-    power may round differently in the last place: the value is Python's."""
+    """`result` holding the number `y` it stands for: Python's (NumPy computed the same number as a NumPy scalar,
+    whose later arithmetic would follow NumPy: `np.float64(-4.0) ** 0.5` is nan where Python's is complex;
+    NumPy's complex power may round differently in the last place), or NumPy's (a ufunc of Python numbers)."""
     if not isinstance(result, Traced):  # no derivative (`//`): Python's number itself
         return y
     inner = result
@@ -674,9 +678,13 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
         rule = UFUNC_RULES.get(ufunc)
         if rule is None:
             raise missing_rule(ufunc)
+        plain = None
+        if all(type(stop_gradient(x)) in _PYTHON_SCALARS for x in inputs):  # NumPy's number, of the loop's dtype
+            plain = ufunc(*strip_all(inputs)) if dtype is None else ufunc(*strip_all(inputs), dtype=dtype)
         if dtype is not None:
             inputs = _cast_to_loop(ufunc, inputs, dtype)
-        return apply(rule, inputs)
+        result = apply(rule, inputs)
+        return result if plain is None else _as_python(result, plain)
     if method == "reduce":
         reduction = _REDUCTIONS.get(ufunc)
         if reduction is not None:

@@ -24,6 +24,7 @@ user should know; both end up in the coverage table, with whether a forward rule
 import collections
 import functools
 import sys
+import warnings
 
 import numpy as np
 
@@ -143,16 +144,14 @@ def _plain(arguments):
 
 
 def _pinned(y, plain):
-    """`y` with each traced part holding the matching part of NumPy's result `plain`."""
-    if isinstance(y, Traced):
-        inner = stop_gradient(y)
-        if np.shape(inner) == np.shape(plain) and np.result_type(inner) == np.result_type(plain):
-            return numpy_valued(y, plain)
-        return y
+    """`y` with each part holding the matching part of NumPy's result `plain`: its value, dtype and type (a
+    NumPy scalar where NumPy gives one, not a 0-d array); a traced part keeps its derivative."""
     if isinstance(y, tuple) and isinstance(plain, tuple) and len(y) == len(plain):
         parts = [_pinned(a, b) for a, b in zip(y, plain)]
         return type(y)(*parts) if hasattr(y, "_fields") else type(y)(parts)
-    return y
+    if np.shape(stop_gradient(y)) != np.shape(plain) or not isinstance(plain, (np.ndarray, np.generic, float, complex)):
+        return y
+    return numpy_valued(y, plain) if isinstance(y, Traced) else plain
 
 
 def valued_as_numpy(fn, impl):
@@ -167,7 +166,13 @@ def valued_as_numpy(fn, impl):
 
     @functools.wraps(impl)
     def run(*args, **kwargs):
-        return with_numpy_value(impl(*args, **kwargs), fn, *args, **kwargs)
+        plain_args, plain_kwargs = strip_all(args), strip_all(kwargs)
+        if not (_plain(plain_args) and _plain(plain_kwargs)):
+            return impl(*args, **kwargs)
+        plain = fn(*plain_args, **plain_kwargs)  # NumPy's value, and its errors and warnings, first
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the composite's own: NumPy's were given
+            return _pinned(impl(*args, **kwargs), plain)
 
     return run
 

@@ -37,7 +37,7 @@ def _finish(y, plain, axis):
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)
 
 
-@composite(np.linspace, args="start, stop", notes="""Every `num`, `endpoint`, `axis` and `retstep` (the step
+@composite(np.linspace, args="start, stop", numpy_value=True, notes="""Every `num`, `endpoint`, `axis` and `retstep` (the step
            is differentiable too); with `endpoint` the last sample is `stop` exactly, as in NumPy.""")
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
     plain, plain_step = np.linspace(stop_gradient(start), stop_gradient(stop), num, endpoint, True, dtype, axis)
@@ -50,7 +50,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     return y, step
 
 
-@composite(np.logspace, args="start, stop, base", notes="`base ** linspace(start, stop)`; the base is differentiable.")
+@composite(np.logspace, args="start, stop, base", numpy_value=True, notes="`base ** linspace(start, stop)`; the base is differentiable.")
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     plain = np.logspace(stop_gradient(start), stop_gradient(stop), num, endpoint, stop_gradient(base), dtype, axis)
     y, _ = _even_steps(start, stop, int(num), endpoint, 0)
@@ -91,7 +91,7 @@ def vander(x, N=None, increasing=False):
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)
 
 
-@composite(np.bincount, args="weights", notes="The weights summed per bin; the counts themselves are integers.")
+@composite(np.bincount, args="weights", numpy_value=True, notes="The weights summed per bin; the counts themselves are integers.")
 def bincount(x, /, weights=None, minlength=0):
     plain = np.bincount(stop_gradient(x), strip_all(weights), minlength)
     if not isinstance(weights, Traced):

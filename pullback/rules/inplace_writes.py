@@ -73,12 +73,21 @@ def put(a, ind, v, mode="raise"):
     write_flat(target, positions, v)
 
 
+def _refuse_unsafe_values(name, values, target):
+    """NumPy's `place` and `putmask` cast an array of values with casting='safe' (Python numbers are weak)."""
+    plain = stop_gradient(values)
+    if isinstance(plain, (np.ndarray, np.generic)) and not np.can_cast(plain.dtype, target.dtype, "safe"):
+        raise TypeError(f"{name}: cannot cast array data from {plain.dtype!r} to {target.dtype!r} according to "
+                        "the rule 'safe', as NumPy's own refuses; convert the values with .astype first")
+
+
 @composite(np.place, args="arr, vals", notes="""Writes `vals` (repeated as needed) into `arr` where `mask` holds.""")
 def place(arr, mask, vals):
     target = _target("np.place", arr, (vals,))
     mask = stop_gradient(mask)
     if target is None:
         return np.place(arr, mask, vals)
+    _refuse_unsafe_values("place", vals, target)
     mask = np.asarray(mask, dtype=bool)
     if mask.size != target.size:
         raise ValueError("place: mask and data must be the same size")
@@ -94,6 +103,7 @@ def putmask(a, mask, values):
     mask = stop_gradient(mask)
     if target is None:
         return np.putmask(a, mask, values)
+    _refuse_unsafe_values("putmask", values, target)
     mask = np.asarray(mask, dtype=bool)
     if mask.size != target.size:
         raise ValueError("putmask: mask and data must be the same size")

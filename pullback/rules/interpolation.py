@@ -10,7 +10,7 @@ from ._register import add_tangents, composite, forward_rule
 from .indexing import unindex
 
 
-@composite(np.interp, args="x, xp, fp, left, right, period", notes="""Piecewise linear: at a knot the
+@composite(np.interp, args="x, xp, fp, left, right, period", numpy_value=True, notes="""Piecewise linear: at a knot the
       slope of the segment to the right is used. `xp` must be strictly increasing with at least two
       points (with `period`, any order: it is wrapped and sorted, as NumPy does).""")
 def interp(x, xp, fp, left=None, right=None, period=None):

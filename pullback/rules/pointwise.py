@@ -69,7 +69,7 @@ def i0_frule(t, x):
     return np.i0(x), t * bessel_i1(x)
 
 
-@composite(np.nan_to_num, args="x, nan, posinf, neginf", notes="""Gradient 1 where x is finite, 0 where a
+@composite(np.nan_to_num, args="x, nan, posinf, neginf", numpy_value=True, notes="""Gradient 1 where x is finite, 0 where a
            value is replaced (the replacements are differentiable). `copy=False` writes into x, as in NumPy.""")
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     plain = stop_gradient(x)
@@ -96,7 +96,7 @@ def _replaced(x, nan, posinf, neginf):
     return np.where(np.isnan(plain), nan, np.where(np.isposinf(plain), big, np.where(np.isneginf(plain), small, x)))
 
 
-@composite(np.real_if_close, args="a", notes="Real input: the input itself. Complex input close to real: its real part.")
+@composite(np.real_if_close, args="a", numpy_value=True, notes="Real input: the input itself. Complex input close to real: its real part.")
 def real_if_close(a, tol=100):
     plain = np.real_if_close(stop_gradient(a), tol)
     if np.iscomplexobj(plain) or not np.iscomplexobj(stop_gradient(a)):

@@ -59,8 +59,8 @@ def dot(a, b, out=None):
     if out is not None:  # computed, then written into out (NumPy's dot demands its dtype and a C-contiguous out)
         return write_out("numpy.dot", out, dot(a, b), lambda buffer: np.dot(plain_of(a), plain_of(b), out=buffer),
                          contiguous=True)
-    if np.ndim(a) == 0 or np.ndim(b) == 0:
-        return np.multiply(a, b)
+    if np.ndim(a) == 0 or np.ndim(b) == 0:  # NumPy's dtype: np.dot reads a Python number as an array (not weak)
+        return with_numpy_value(np.multiply(a, b), np.dot, a, b)
     if np.ndim(a) == 1 and np.ndim(b) == 1:
         return with_numpy_value(np.matmul(a, b), np.dot, a, b)  # matmul adds up a vector product in another order
     if np.ndim(a) <= 2 and np.ndim(b) <= 2:

@@ -288,9 +288,9 @@ def _nan_extreme(reduce, fill, name):
     return run
 
 
-composite(np.nanmax, args="a", notes="NaNs are left out and get zero gradient; ties share it, as in max.")(
+composite(np.nanmax, args="a", numpy_value=True, notes="NaNs are left out and get zero gradient; ties share it, as in max.")(
     _nan_extreme(np.max, -np.inf, "nanmax"))
-composite(np.nanmin, args="a", notes="NaNs are left out and get zero gradient; ties share it, as in min.")(
+composite(np.nanmin, args="a", numpy_value=True, notes="NaNs are left out and get zero gradient; ties share it, as in min.")(
     _nan_extreme(np.min, np.inf, "nanmin"))
 
 

@@ -164,6 +164,8 @@ def nancumprod(a, axis=None, dtype=None, out=None):
 def _cumulative(name, scan, identity):
     def run(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
         refuse_out(name, out)
+        if np.ndim(x) == 0:
+            x = np.reshape(x, (1,))  # NumPy scans a 0-d array as one element
         if axis is None:
             if np.ndim(x) != 1:
                 raise ValueError("For arrays which have more than one dimension ``axis`` argument is required.")
@@ -184,7 +186,7 @@ composite(np.cumulative_prod, args="x", notes="As cumprod (exact at zeros); `inc
     _cumulative("cumulative_prod", np.cumprod, 1.0))
 
 
-@composite(np.ediff1d, args="ary, to_end, to_begin", notes="Differences of the flattened array, with the ends joined.")
+@composite(np.ediff1d, args="ary, to_end, to_begin", numpy_value=True, notes="Differences of the flattened array, with the ends joined.")
 def ediff1d(ary, to_end=None, to_begin=None):
     np.ediff1d(stop_gradient(ary), stop_gradient(to_end), stop_gradient(to_begin))  # NumPy checks the casts
     flat = np.ravel(ary)

@@ -62,7 +62,7 @@ def _plain(value):
 
 def _agree(value, exact, what):
     """`value` (traced), carrying SciPy's `exact` value: the two must agree to rounding."""
-    plain = np.asarray(stop_gradient(value))
+    plain, given = np.asarray(stop_gradient(value)), exact
     exact = np.asarray(exact)
     if plain.shape != exact.shape:
         raise RuntimeError(f"pullback.scipy.linalg.{what}: shape {plain.shape} differs from SciPy's {exact.shape}.")
@@ -78,7 +78,7 @@ def _agree(value, exact, what):
         raise RuntimeError(f"pullback.scipy.linalg.{what}: the value pullback differentiates differs from SciPy's "
                            f"(by {float(np.max(gap)):.3g}): the result is not unique here (a repeated "
                            "eigenvalue or singular value) or the problem is too ill-conditioned to differentiate.")
-    return numpy_valued(value, exact)
+    return numpy_valued(value, given)  # SciPy's value and type (a NumPy scalar where SciPy gives one)
 
 
 def _aligned(vectors, exact, axis=-2):

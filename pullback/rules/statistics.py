@@ -14,7 +14,7 @@ from .reductions import expand_to, given_options, mask_of, masked, reduced_size,
 _NO = np._NoValue
 
 
-@composite(np.average, args="a, weights", notes="""Weights may be differentiated too; they may be
+@composite(np.average, args="a, weights", numpy_value=True, notes="""Weights may be differentiated too; they may be
       1-D along `axis`, as in NumPy.""")
 def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
     keep = keepdims is True
@@ -45,7 +45,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
     return avg, scale
 
 
-@composite(np.nanmean, args="a", notes="NaNs are left out of the mean and get zero gradient.")
+@composite(np.nanmean, args="a", numpy_value=True, notes="NaNs are left out of the mean and get zero gradient.")
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=_NO, *, where=_NO):
     refuse_out("nanmean", out, where)
     keep = keepdims is True

@@ -310,16 +310,19 @@ _TIES = "Where x1 == x2 each gets half of the gradient."
 def _only_nan(p, q):
     """Where `p` is NaN and `q` is not."""
     return np.isnan(p) & ~np.isnan(q)
-binary(np.maximum, lambda g, a, b: _balanced(g, a > b, a == b), lambda g, a, b: _balanced(g, b > a, a == b),
+# The comparisons are NumPy's ufuncs, not Python's operators: two Python complex numbers compare as NumPy
+# orders them (lexicographically), where `>` would raise.
+_gt, _lt, _eq = np.greater, np.less, np.equal
+binary(np.maximum, lambda g, a, b: _balanced(g, _gt(a, b), _eq(a, b)), lambda g, a, b: _balanced(g, _gt(b, a), _eq(a, b)),
        _TIES)
-binary(np.minimum, lambda g, a, b: _balanced(g, a < b, a == b), lambda g, a, b: _balanced(g, b < a, a == b),
+binary(np.minimum, lambda g, a, b: _balanced(g, _lt(a, b), _eq(a, b)), lambda g, a, b: _balanced(g, _lt(b, a), _eq(a, b)),
        _TIES)
 # fmax and fmin pick the operand that is not NaN: it gets the whole gradient
 _FMAX_TIES = _TIES + " Where one operand is NaN, the other gets the gradient."
-binary(np.fmax, lambda g, a, b: _balanced(g, (a > b) | _only_nan(b, a), a == b),
-       lambda g, a, b: _balanced(g, (b > a) | _only_nan(a, b), a == b), _FMAX_TIES)
-binary(np.fmin, lambda g, a, b: _balanced(g, (a < b) | _only_nan(b, a), a == b),
-       lambda g, a, b: _balanced(g, (b < a) | _only_nan(a, b), a == b), _FMAX_TIES)
+binary(np.fmax, lambda g, a, b: _balanced(g, _gt(a, b) | _only_nan(b, a), _eq(a, b)),
+       lambda g, a, b: _balanced(g, _gt(b, a) | _only_nan(a, b), _eq(a, b)), _FMAX_TIES)
+binary(np.fmin, lambda g, a, b: _balanced(g, _lt(a, b) | _only_nan(b, a), _eq(a, b)),
+       lambda g, a, b: _balanced(g, _lt(b, a) | _only_nan(a, b), _eq(a, b)), _FMAX_TIES)
 binary(np.arctan2, lambda g, a, b: g * b / (a * a + b * b), lambda g, a, b: -g * a / (a * a + b * b))
 # At (0, 0) the gradient is 0, the subgradient np.linalg.norm takes at zero (a / y would be 0 / 0).
 binary(np.hypot, lambda g, a, y: g * a / _nonzero(y), lambda g, b, y: g * b / _nonzero(y),
@@ -482,7 +485,7 @@ def real(val):
     return _part_view(real_part(val), val, "real") if _is_complex(val) else val
 
 
-@composite(np.imag, args="val", notes="""Of a real tracked array: plain zeros. Of a complex one: its
+@composite(np.imag, args="val", numpy_value=True, notes="""Of a real tracked array: plain zeros. Of a complex one: its
            imaginary part (NumPy's view of it; writing through that view is refused).""")
 def imag(val):
     if _is_complex(val):
