@@ -199,6 +199,8 @@ def mixed_arrays_error(rule, args, error):
     """The error for an operation that failed on arrays of another library than NumPy (mixed types,
     shapes or chunks that do not line up): it names the operation and each array; None when every
     array is NumPy's, so NumPy's own message stands."""
+    if isinstance(error, np.linalg.LinAlgError):  # data, not mixed arrays (code catches it: try inv, except svd)
+        return None
     plain = [(a, False) if not is_traced(a) else (_plain(a), True) for a in _opened(args)]
     arrays = [(a, traced) for a, traced in plain if isinstance(a, np.ndarray) or is_foreign_array(a)]
     if getattr(error, "pullback_named", False) or not any(is_foreign_array(a) for a, _ in arrays):

@@ -226,7 +226,10 @@ class Jitted:
                 return tree.fmap(lambda leaf: outputs[order[id(leaf)]] if id(leaf) in order else _fresh(leaf), result)
 
         if written:
+            _refuse_shared_written(arrays)  # before the caller's arrays are written
+
             def rebuild(outputs, arrays):
+                _refuse_shared_written(arrays)
                 for j, (k, _) in enumerate(written):
                     np.copyto(arrays[k], outputs[n_results + j])
                 return build(outputs)
@@ -291,6 +294,40 @@ def _is_array(x):
     return type(x) is np.ndarray or isinstance(x, (np.number, np.bool_))
 
 
+def _order(a):
+    """An array's memory order: what is a view and what a copy depends on it (`a.T.reshape(-1)`), and so
+    what an in-place write reaches. NumPy scalars have none."""
+    flags = getattr(a, "flags", None)
+    return None if flags is None else "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
+
+
+def _sharing_memory(arrays):
+    """Two of `arrays` that share memory (a pair of positions), or None: a sweep of their byte spans."""
+    spans = []
+    for k, a in enumerate(arrays):
+        if type(a) is np.ndarray and a.size:
+            start = end = a.__array_interface__["data"][0]
+            for n, stride in zip(a.shape, a.strides):
+                start, end = start + min((n - 1) * stride, 0), end + max((n - 1) * stride, 0)
+            spans.append((start, end + a.itemsize, k))
+    spans.sort()
+    for i, (_, end, k) in enumerate(spans):
+        for start, _, j in spans[i + 1:]:
+            if start >= end:
+                break
+            if np.shares_memory(arrays[k], arrays[j]):
+                return k, j
+    return None
+
+
+def _refuse_shared_written(arrays):
+    shared = _sharing_memory(arrays)
+    if shared is not None:
+        raise JitError(f"pb.jit: arguments {shared[0]} and {shared[1]} (in the order the arrays are met) share "
+                       "memory, and the function writes into its arguments: a replay keeps them apart, where "
+                       "NumPy's writes into one change the other. Pass separate arrays (.copy()), or one array once.")
+
+
 def _signature(args, kwargs):
     """(input arrays in walk order, hashable signature, whether a traced value is among them).
 
@@ -303,7 +340,7 @@ def _signature(args, kwargs):
     tuple, or two classes with the same fields, may run different code).
     """
     if not kwargs and all(type(a) is np.ndarray for a in args) and len({id(a) for a in args}) == len(args):
-        return list(args), tuple((a.shape, a.dtype.str) for a in args), False
+        return list(args), tuple((a.shape, a.dtype.str, _order(a)) for a in args), False
     arrays, key = [], []
     traced = False
 
@@ -316,7 +353,7 @@ def _signature(args, kwargs):
                            "of numpy.ndarray whose behaviour a replay would not keep. Pass np.asarray(...) of it.")
         elif _is_array(value):
             arrays.append(value)
-            key.append((type(value), value.shape, value.dtype.str))
+            key.append((type(value), value.shape, value.dtype.str, _order(value)))
         elif isinstance(value, np.random.Generator) or type(value) in (int, float, complex):
             arrays.append(value)  # an input: draws and arithmetic replay with each call's value
             key.append((type(value),))

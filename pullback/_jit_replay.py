@@ -303,7 +303,9 @@ def _segments(trace, live, guards_after, planner, placed, joins, min_length=1, d
     written, seen = set(), set()  # the run's buffers written, and those read through views
     for index in sorted(live):
         node = trace.nodes[index]
-        if not joins(node, trace):
+        # a segment's results are C-ordered (slab rows, or arrays made for the parts): one traced in another
+        # order (a.T * 2) stays NumPy's, so that what is a view of it at the trace is one at the replay
+        if not joins(node, trace) or isinstance(node.outputs, tuple) or not trace.c_ordered(node.outputs):
             runs.append(run)
             run = []
             continue

@@ -29,8 +29,8 @@ from . import _tangents
 # ndarray methods that are NumPy functions with the array first
 _METHODS = (
     "all", "any", "argmax", "argmin", "argsort", "clip", "conj", "conjugate", "cumprod", "cumsum", "diagonal",
-    "dot", "max", "mean", "min", "nonzero", "prod", "ravel", "repeat", "round", "sort", "squeeze", "std", "sum",
-    "swapaxes", "take", "trace", "var", "partition", "argpartition", "compress", "searchsorted", "ptp",
+    "dot", "max", "mean", "min", "nonzero", "prod", "ravel", "repeat", "round", "squeeze", "std", "sum",
+    "swapaxes", "take", "trace", "var", "argpartition", "searchsorted", "ptp",
 )
 _OPERATORS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide, "floordiv": np.floor_divide,
@@ -224,8 +224,13 @@ class Trace:
         if outputs is None:  # no array in the result (a shape, a dtype): nothing to replay
             return result
         # an elementwise ufunc (its `out` taken away) always returns new arrays
-        aliases = () if elementwise else self._aliases(result, concrete_args, ref_args)
+        aliases = () if elementwise else self._aliases(result, concrete_args, (ref_args, ref_kwargs))
         self.nodes.append(Node(fn, name, ref_args, ref_kwargs, outputs, structure, elementwise, aliases))
+        if not elementwise and _shaped_by_values(fn, concrete_args):
+            # the replay plans buffers of the trace's shapes and dtypes: where the values decide them, a
+            # call that gets others traces again
+            for slot in outputs if isinstance(outputs, tuple) else (outputs,):
+                self.guards.append(Guard(slot, _layout, _layout(self.values[slot]), len(self.nodes)))
         return wrapped
 
     def ufunc_call(self, ufunc, inputs):
@@ -267,7 +272,11 @@ class Trace:
         if type(result) in (bool, int, float, complex):
             slot = self.new_slot(result)
             self.nodes.append(Node(fn, name, refs, {}, slot, None, False))
-            return Number(self, slot)
+            number = Number(self, slot)
+            # Python's arithmetic changes type with the values (2 ** -1 is a float, (-4.0) ** 0.5 complex):
+            # a replay whose result has another type traces again
+            self.guards.append(Guard(slot, type, type(result), len(self.nodes)))
+            return number
         return self.call(fn, name, args, {})
 
     def _freeze(self, x):
@@ -485,6 +494,16 @@ class Symbol:
 
     def fill(self, value):
         self[...] = value
+
+    def sort(self, axis=-1, kind=None, order=None):
+        """`x.sort()` sorts in place (and returns None), as ndarray's does."""
+        self[...] = np.sort(self, axis=axis, kind=kind, order=order)
+
+    def partition(self, kth, axis=-1, kind="introselect", order=None):
+        self[...] = np.partition(self, kth, axis=axis, kind=kind, order=order)
+
+    def compress(self, condition, axis=None, out=None):
+        return np.compress(condition, self, axis=axis, out=out)  # the condition comes first in np.compress
 
     for _name in _METHODS:
         locals()[_name] = _forward(getattr(np, _name), _name)
@@ -755,6 +774,29 @@ def _ufunc_at(ufunc, x, *args):
 
 def _as_index(v):
     return v.__index__()
+
+
+# functions whose result's shape (or dtype: real or complex) depends on the values of their arguments
+_VALUE_SHAPED = {np.nonzero, np.flatnonzero, np.argwhere, np.unique, np.unique_values, np.unique_counts,
+                 np.unique_inverse, np.unique_all, np.extract, np.compress, np.trim_zeros, np.roots,
+                 np.linalg.eig, np.linalg.eigvals, np.setdiff1d, np.intersect1d, np.union1d, np.setxor1d,
+                 np.real_if_close, np.emath.sqrt, np.emath.log, np.emath.log2, np.emath.log10, np.emath.logn,
+                 np.emath.power, np.emath.arccos, np.emath.arcsin, np.emath.arctanh}
+
+
+def _shaped_by_values(fn, args):
+    if fn in _VALUE_SHAPED:
+        return True
+    if fn is np.where:
+        return len(args) == 1
+    if fn is _getitem:  # a boolean mask picks as many elements as it holds True
+        index = args[1] if isinstance(args[1], tuple) else (args[1],)
+        return any(isinstance(part, np.ndarray) and part.dtype == bool for part in index)
+    return False
+
+
+def _layout(value):
+    return np.shape(value), np.result_type(value)
 
 
 def _getitem(x, index):
