@@ -298,7 +298,7 @@ def _order(a):
     """An array's memory order: what is a view and what a copy depends on it (`a.T.reshape(-1)`), and so
     what an in-place write reaches. NumPy scalars have none."""
     flags = getattr(a, "flags", None)
-    return None if flags is None else "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
+    return None if flags is None else "C" if flags.c_contiguous else "F" if flags.f_contiguous else a.strides
 
 
 def _sharing_memory(arrays):

@@ -286,8 +286,8 @@ def _is_kept(trace, slot, namespace):
     the trace, or a read-only view of one): each call then hands out a copy, as an eager call
     hands out a new array, so that a caller writing into one result changes no other."""
     value = trace.values[slot]
-    if type(value) is not np.ndarray:
-        return False
+    if type(value) is not np.ndarray or slot in trace.released_c_order:
+        return False  # a large value the trace let go of (its stand-in is read-only): made by the call
     if any(np.may_share_memory(value, trace.values[i]) for i in trace.inputs):
         return False  # an argument, or a view of one: the plain function hands out the same
     constants = [c for c in namespace.values() if type(c) is np.ndarray]

@@ -1,0 +1,260 @@
+"""pb.jit replays compute what the eager call computes (or refuse with a JitError): memory orders, views,
+value-decided shapes and dtypes, Python-number types, in-place methods. Each test asserts eager's result."""
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback import _jit_replay
+
+
+def _fused(jitted, *args):
+    """Call `jitted` often enough to be fused, and wait for its fused version."""
+    pytest.importorskip("numba")
+    for _ in range(_jit_replay.FUSE_AFTER_CALLS + 1):
+        jitted(*args)
+    jitted.wait_for_fusion(timeout=120)  # fused, or left unfused where fusing would change the result
+
+
+def test_a_fused_result_traced_in_fortran_order_reshaped_is_not_overwritten_by_the_next_call():
+    # the fused kernel's result is a C-ordered row of its slab; the reshape, a copy at the trace,
+    # is a view of the slab at the replay, and the next call overwrites it
+    jf = pb.jit(lambda a: (np.sin(a.T) * 2.0 + 1.0).reshape(-1))
+    _fused(jf, np.ones((3, 4)))
+    first = jf(np.zeros((3, 4)))
+    jf(np.ones((3, 4)))
+    np.testing.assert_array_equal(first, np.ones(12))
+
+
+def test_a_fused_result_traced_in_fortran_order_written_in_place_is_not_overwritten_by_the_next_call():
+    def f(a):
+        v = np.sin(a.T) * 2.0 + 1.0
+        v[0] = 5.0
+        return v
+
+    jf = pb.jit(f)
+    _fused(jf, np.ones((3, 4)))
+    first = jf(np.zeros((3, 4)))
+    jf(np.ones((3, 4)))
+    np.testing.assert_array_equal(first, f(np.zeros((3, 4))))
+
+
+def _write_through_reshape(a):
+    v = np.sin(a.T) * 2.0 + 1.0
+    r = v.reshape(-1)  # v is Fortran-ordered: a copy
+    r[0] = 100.0
+    return v, r
+
+
+def test_a_write_into_a_reshaped_copy_of_a_fused_fortran_ordered_result_leaves_the_result():
+    jf = pb.jit(_write_through_reshape)
+    _fused(jf, np.ones((3, 4)))
+    v, r = jf(np.ones((3, 4)))
+    ev, er = _write_through_reshape(np.ones((3, 4)))
+    np.testing.assert_array_equal(r, er)
+    np.testing.assert_array_equal(v, ev)
+
+
+def test_a_write_into_a_reshaped_copy_of_a_split_fortran_ordered_result_leaves_the_result():
+    # large arrays: the segment's result is made C-ordered (`empty`), so the reshape is a view at the replay
+    if _jit_replay.PARTS.count < 2:
+        pytest.skip("one core: no split segments")
+    jf = pb.jit(_write_through_reshape)
+    a = np.ones((400, 400))
+    jf(a)
+    v, r = jf(a)
+    ev, er = _write_through_reshape(a.copy())
+    assert v[0, 0] == ev[0, 0]
+
+
+def test_distinct_arguments_sharing_memory_at_a_replay_see_each_other_s_writes_as_eagerly():
+    # traced with separate arrays; replayed with a view of the first as the second
+    def f(a, b):
+        a[1:] = 5.0
+        b[:2] = 7.0
+        return a + b
+
+    jf = pb.jit(f)
+    jf(np.zeros(4), np.zeros(4))
+    jf(np.zeros(4), np.zeros(4))
+    x = np.zeros(4)
+    with pytest.raises(pb.JitError, match="share memory"):  # eager gives [7, 7, 5, 5]; the replay [7, 7, 0, 0]
+        jf(x, x[:])
+    np.testing.assert_array_equal(x, np.zeros(4))  # refused before anything is written
+    with pytest.raises(pb.JitError, match="shares? memory"):  # and so is a trace with such arguments
+        pb.jit(f)(x, x[:])
+    np.testing.assert_array_equal(x, np.zeros(4))
+
+
+@pytest.mark.parametrize("x, traced, replayed", [
+    (np.ones(3), 4.0, -4.0),  # float ** 0.5 of a negative float is complex in Python
+    (np.arange(3), 1, -1),  # int ** negative int is a float
+])
+def test_python_number_arithmetic_whose_type_changes_replays_as_eagerly(x, traced, replayed):
+    def f(x, n):
+        return (x * 2) * (n ** 0.5 if isinstance(n, float) else 2 ** n)
+
+    jf = pb.jit(f)
+    jf(x, traced)
+    jf(x, traced)
+    np.testing.assert_allclose(jf(x, replayed), f(x, replayed))  # jit: UFuncTypeError (out= buffer of the trace's dtype)
+
+
+def test_a_write_through_a_view_that_only_fortran_order_makes_replays_as_eagerly():
+    # traced C-ordered, then given the same shape Fortran-ordered: eagerly v is Fortran-ordered,
+    # v.T.reshape(-1) is a view and the write changes v; the replay computes v into a C-ordered buffer
+    def f(x):
+        v = np.sin(x)
+        r = v.T.reshape(-1)
+        r[0] = 100.0
+        return v
+
+    jf = pb.jit(f)
+    jf(np.ones((3, 4)))
+    jf(np.ones((3, 4)))
+    x = np.asfortranarray(np.ones((3, 4)))
+    # the memory order is part of the signature: a Fortran-ordered argument is traced anew, and that
+    # trace refuses the write through a view that NumPy's order makes (the replay could not follow it)
+    with pytest.raises(pb.JitError, match="shares memory with another"):
+        jf(x)
+    np.testing.assert_array_equal(jf(np.ones((3, 4))), f(np.ones((3, 4))))
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: x[x > 0] * 2.0 + 1.0,  # boolean-mask indexing
+    lambda x: np.unique(x) * 2.0 + 1.0,
+    lambda x: np.sin(x[np.nonzero(x)]) * 2.0,
+    lambda x: pb.gradient(lambda x: np.sum(x[x > 0] ** 2), x)[0],
+])
+def test_a_result_whose_shape_depends_on_values_replays_as_eagerly(f):
+    # the trace's shape is planned into out= buffers; a call with another count raises ValueError
+    jf = pb.jit(f)
+    jf(np.array([1.0, -1.0, 0.0]))
+    jf(np.array([1.0, -1.0, 0.0]))
+    x = np.array([1.0, 1.0, 2.0])
+    np.testing.assert_allclose(jf(x), f(x.copy()))
+
+
+def test_a_fused_result_whose_shape_depends_on_values_replays_as_eagerly():
+    # fused with the trace's element count: fewer elements read past the array's end (silently)
+    f = lambda x: np.sin(np.cos(x[x > 0]) * 2.0) + 1.0  # noqa: E731
+    jf = pb.jit(f)
+    _fused(jf, np.array([1.0, 2.0, 3.0, -1.0]))
+    x = np.array([1.0, 2.0, -3.0, -1.0])
+    result = jf(x)
+    assert result.shape == (2,)
+    np.testing.assert_allclose(result, f(x))
+
+
+def test_a_result_whose_dtype_depends_on_values_replays_as_eagerly():
+    # eigvals of a real matrix is float64 or complex128 by its values; jit: UFuncTypeError (float64 out= buffer)
+    f = lambda a: np.linalg.eigvals(a) * 2.0 + 1.0  # noqa: E731
+    jf = pb.jit(f)
+    symmetric, rotation = np.array([[2.0, 1.0], [1.0, 3.0]]), np.array([[0.0, -1.0], [1.0, 0.0]])
+    jf(symmetric)
+    jf(symmetric)
+    np.testing.assert_allclose(jf(rotation), f(rotation))
+
+
+def _inverse_or_square(a):
+    try:
+        return np.sum(np.linalg.inv(a))
+    except np.linalg.LinAlgError:
+        return np.sum(a * a)
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: pb.gradient(_inverse_or_square, a)[0],  # user code catching LinAlgError on a differentiated value
+    lambda a: pb.hessian(np.linalg.det, a),  # the det rule's adjugate catches it too
+])
+def test_a_linalg_error_of_a_differentiated_traced_value_is_still_a_linalg_error(f):
+    # under pb.jit the LinAlgError of a Symbol inside a tracked value is renamed into a plain ValueError
+    # (_errors.mixed_arrays_error takes the Symbol for a foreign array), so `except LinAlgError` misses it
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]])
+    np.testing.assert_allclose(pb.jit(f)(singular), f(singular.copy()))
+
+
+def test_a_view_of_an_array_passed_by_keyword_is_not_overwritten_by_a_reused_buffer():
+    # Trace._aliases looks for views among the positional arguments only: np.transpose(a=v)
+    # is not known to view v's buffer, which cos(x) * 2 then reuses
+    def f(x):
+        v = np.sin(x)
+        t = np.transpose(a=v)
+        w = np.cos(x) * 2.0
+        return t + w.T
+
+    jf = pb.jit(f)
+    x = np.linspace(0.0, 1.0, 12).reshape(3, 4)
+    jf(x)
+    np.testing.assert_allclose(jf(x), f(x))
+
+
+def test_a_view_returned_of_an_array_passed_by_keyword_is_not_overwritten_by_the_next_call():
+    jf = pb.jit(lambda x: np.swapaxes(a=np.sin(x) * 2.0, axis1=0, axis2=1))
+    jf(np.ones((3, 4)))
+    first = jf(np.zeros((3, 4)))
+    jf(np.ones((3, 4)))
+    np.testing.assert_array_equal(first, np.zeros((4, 3)))
+
+
+@pytest.mark.parametrize("method", ["sort", "partition"])
+def test_the_in_place_sort_and_partition_methods_sort_in_place(method):
+    # Symbol forwards ndarray.sort/partition (in place, returning None) to np.sort/np.partition
+    # (a new array), so the array stays unsorted, at the trace already
+    def f(x):
+        y = x * 1.0
+        getattr(y, method)(*([1] if method == "partition" else []))
+        return y
+
+    x = np.array([3.0, 1.0, 2.0])
+    np.testing.assert_array_equal(pb.jit(f)(x), f(x))
+
+
+def test_sorting_an_argument_in_place_sorts_the_caller_s_array():
+    def f(x):
+        x.sort()
+        return x * 2.0
+
+    x, ex = np.array([3.0, 1.0, 2.0]), np.array([3.0, 1.0, 2.0])
+    np.testing.assert_array_equal(pb.jit(f)(x), f(ex))
+    np.testing.assert_array_equal(x, ex)
+
+
+def test_the_compress_method_takes_the_condition_first():
+    # ndarray.compress(condition) is forwarded as np.compress(array, condition): the array becomes the condition
+    f = lambda x: x.compress([True, False, True]) * 1.0  # noqa: E731
+    x = np.array([3.0, 0.0, 2.0])
+    np.testing.assert_array_equal(pb.jit(f)(x), f(x))
+
+
+def test_a_write_through_a_view_that_only_a_strided_fortran_like_layout_makes_replays_as_eagerly():
+    # both arguments are neither C- nor F-contiguous (one signature); eagerly sin(x) follows x's layout
+    # (Fortran-like for the second), so v.T.reshape(-1) is a view and the write changes v
+    def f(x):
+        v = np.sin(x)
+        r = v.T.reshape(-1)
+        r[0] = 100.0
+        return v
+
+    jf = pb.jit(f)
+    c_like = np.ones((3, 8))[:, ::2]
+    jf(c_like)
+    jf(c_like)
+    f_like = np.asfortranarray(np.ones((3, 8)))[:, ::2]
+    # the strides are part of the signature: traced anew, and the write through NumPy's view is refused
+    with pytest.raises(pb.JitError, match="shares memory with another"):
+        jf(f_like)
+    np.testing.assert_array_equal(jf(c_like), f(np.ones((3, 8))[:, ::2]))
+
+
+@pytest.mark.parametrize("f, traced, replayed", [
+    (lambda x: np.bincount(x) * 2 + 1, np.array([1, 2, 2, 0]), np.array([3, 1, 5, 4])),  # length = max + 1
+    (lambda x: np.repeat(x * 1.0, x) * 2 + 1, np.array([1, 2, 2, 0]), np.array([3, 1, 5, 4])),  # counts from values
+    (lambda x: x.reshape(2, 2)[np.ix_(x[:2] > 1.5, x[2:] > 1.5)] * 2 + 1,  # np.ix_ of boolean masks
+     np.array([1.0, 2.0, 2.0, 0.0]), np.array([3.0, 1.0, 5.0, 4.0])),
+])
+def test_more_results_whose_shape_depends_on_values_replay_as_eagerly(f, traced, replayed):
+    jf = pb.jit(f)
+    jf(traced)
+    jf(traced)
+    np.testing.assert_allclose(jf(replayed), f(replayed.copy()))
