@@ -485,12 +485,14 @@ def real(val):
     return _part_view(real_part(val), val, "real") if _is_complex(val) else val
 
 
-@composite(np.imag, args="val", numpy_value=True, notes="""Of a real tracked array: plain zeros. Of a complex one: its
+@composite(np.imag, args="val", notes="""Of a real tracked array: plain zeros. Of a complex one: its
            imaginary part (NumPy's view of it; writing through that view is refused).""")
 def imag(val):
     if _is_complex(val):
         return _part_view(imag_part(val), val, "imag")
     plain = stop_gradient(val)
+    if not isinstance(plain, np.ndarray):
+        return np.imag(plain)  # of a number: NumPy's (0.0 for a Python float, np.float32(0.0) for np.float32)
     return zeros_as(plain, np.shape(plain))
 
 
