@@ -131,6 +131,12 @@ class Jitted:
             found, result = self._replay(key, arrays)
             if found:
                 return result
+            if result is _LINALG_FAILED:
+                # a replay met a LinAlgError: trace this call (taking the code's own branch, or raising), but
+                # keep the trace out of the cache, where it would be tried first for regular matrices too
+                # (no guard says which branch a matrix takes)
+                self._counts["traces"] += 1
+                return self._trace(args, kwargs, arrays)[0]
             if key in self._cache:
                 self._counts["retraces"] += 1
                 self._note_stale(self._cache[key][0][0])
@@ -172,19 +178,23 @@ class Jitted:
         if variants is None:
             return False, None
         self._cache.move_to_end(key)
+        linalg_failed = False
         for program, rebuild in list(variants):
             try:
                 outputs = program(*arrays)
-            except (Retrace, np.linalg.LinAlgError):
+            except Retrace:
+                continue
+            except np.linalg.LinAlgError:
                 # a linear-algebra failure is data-dependent, and code may catch it (try: inv, except: svd)
                 # where the trace took the other branch: trace again, which raises it if the code does not
                 # (the replay writes into the caller's arrays only after it has finished)
+                linalg_failed = True
                 continue
             self._counts["replays"] += 1
             if self._stale_run:  # a replay between them: the retraces are not in a row
                 self._stale_run = 0
             return True, rebuild(outputs, arrays)
-        return False, None
+        return False, _LINALG_FAILED if linalg_failed else None
 
     def _trace(self, args, kwargs, arrays):
         trace = Trace()
@@ -226,10 +236,11 @@ class Jitted:
                 return tree.fmap(lambda leaf: outputs[order[id(leaf)]] if id(leaf) in order else _fresh(leaf), result)
 
         if written:
-            _refuse_shared_written(arrays)  # before the caller's arrays are written
+            written_at = {k for k, _ in written}
+            _refuse_shared_written(arrays, written_at)  # before the caller's arrays are written
 
             def rebuild(outputs, arrays):
-                _refuse_shared_written(arrays)
+                _refuse_shared_written(arrays, written_at)
                 for j, (k, _) in enumerate(written):
                     np.copyto(arrays[k], outputs[n_results + j])
                 return build(outputs)
@@ -294,6 +305,9 @@ def _is_array(x):
     return type(x) is np.ndarray or isinstance(x, (np.number, np.bool_))
 
 
+_LINALG_FAILED = object()  # what `_replay` returns for a call whose replay met a LinAlgError
+
+
 def _order(a):
     """An array's memory order: what is a view and what a copy depends on it (`a.T.reshape(-1)`), and so
     what an in-place write reaches. NumPy scalars have none."""
@@ -301,8 +315,9 @@ def _order(a):
     return None if flags is None else "C" if flags.c_contiguous else "F" if flags.f_contiguous else a.strides
 
 
-def _sharing_memory(arrays):
-    """Two of `arrays` that share memory (a pair of positions), or None: a sweep of their byte spans."""
+def _sharing_memory(arrays, among):
+    """Two of `arrays`, one of them at a position in `among`, that share memory (their positions), or None:
+    a sweep of their byte spans."""
     spans = []
     for k, a in enumerate(arrays):
         if type(a) is np.ndarray and a.size:
@@ -315,13 +330,14 @@ def _sharing_memory(arrays):
         for start, _, j in spans[i + 1:]:
             if start >= end:
                 break
-            if np.shares_memory(arrays[k], arrays[j]):
+            if (k in among or j in among) and np.shares_memory(arrays[k], arrays[j]):
                 return k, j
     return None
 
 
-def _refuse_shared_written(arrays):
-    shared = _sharing_memory(arrays)
+def _refuse_shared_written(arrays, written):
+    """Refuse an argument written by the function that shares memory with another argument."""
+    shared = _sharing_memory(arrays, written)
     if shared is not None:
         raise JitError(f"pb.jit: arguments {shared[0]} and {shared[1]} (in the order the arrays are met) share "
                        "memory, and the function writes into its arguments: a replay keeps them apart, where "

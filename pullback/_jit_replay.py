@@ -268,7 +268,8 @@ def compile_trace(trace, output_slots, fuse=False):
         namespace[f"dtype{k}"] = dtype
         head.append(f"    b{k} = empty({shape!r}, dtype{k})")
     namespace["empty"] = np.empty
-    outs = ", ".join(f"s{s}.copy()" if _is_kept(trace, s, namespace) else f"s{s}" for s in output_slots)
+    made = _made_afresh(trace, live)
+    outs = ", ".join(f"s{s}.copy()" if _is_kept(trace, s, namespace, made) else f"s{s}" for s in output_slots)
     source = "\n".join(parts_source + head + body + [f"    return [{outs}]"])
     exec(compile(source, "<pb.jit program>", "exec"), namespace)
     make_fused = None
@@ -281,13 +282,39 @@ def compile_trace(trace, output_slots, fuse=False):
                    n_kernels=len({first for first, _ in kernel_of.values()}))
 
 
-def _is_kept(trace, slot, namespace):
+def _made_afresh(trace, live):
+    """The slots whose arrays each replay makes anew: results of elementwise ufuncs, and of other live nodes
+    that read no constant array and share no input's memory (np.asarray of a constant is the constant)."""
+    made = set()
+    for index in live:
+        node = trace.nodes[index]
+        constants = []
+        _collect_arrays((node.args, node.kwargs), constants)
+        if node.elementwise or not (node.aliases or constants):
+            made.update(node.outputs if isinstance(node.outputs, tuple) else (node.outputs,))
+    return made
+
+
+def _collect_arrays(x, found):
+    if isinstance(x, np.ndarray):
+        found.append(x)
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            _collect_arrays(v, found)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _collect_arrays(v, found)
+
+
+def _is_kept(trace, slot, namespace, made):
     """Whether output `slot` would be an array the program keeps from call to call (a constant of
     the trace, or a read-only view of one): each call then hands out a copy, as an eager call
     hands out a new array, so that a caller writing into one result changes no other."""
     value = trace.values[slot]
-    if type(value) is not np.ndarray or slot in trace.released_c_order:
-        return False  # a large value the trace let go of (its stand-in is read-only): made by the call
+    if type(value) is not np.ndarray:
+        return False
+    if slot in trace.released_c_order:  # a large value the trace let go of (its stand-in is read-only):
+        return slot not in made  # made by the call, or a constant of the trace
     if any(np.may_share_memory(value, trace.values[i]) for i in trace.inputs):
         return False  # an argument, or a view of one: the plain function hands out the same
     constants = [c for c in namespace.values() if type(c) is np.ndarray]

@@ -781,7 +781,8 @@ _VALUE_SHAPED = {np.nonzero, np.flatnonzero, np.argwhere, np.unique, np.unique_v
                  np.unique_inverse, np.unique_all, np.extract, np.compress, np.trim_zeros, np.roots,
                  np.linalg.eig, np.linalg.eigvals, np.setdiff1d, np.intersect1d, np.union1d, np.setxor1d,
                  np.real_if_close, np.emath.sqrt, np.emath.log, np.emath.log2, np.emath.log10, np.emath.logn,
-                 np.emath.power, np.emath.arccos, np.emath.arcsin, np.emath.arctanh, np.bincount, np.ix_}
+                 np.emath.power, np.emath.arccos, np.emath.arcsin, np.emath.arctanh, np.bincount, np.ix_,
+                 np.delete, np.histogram, np.histogram_bin_edges}
 
 
 def _shaped_by_values(fn, args):
@@ -793,7 +794,7 @@ def _shaped_by_values(fn, args):
         return len(args) > 1 and np.ndim(args[1]) > 0
     if fn is _getitem:  # a boolean mask picks as many elements as it holds True
         index = args[1] if isinstance(args[1], tuple) else (args[1],)
-        return any(isinstance(part, np.ndarray) and part.dtype == bool for part in index)
+        return any(isinstance(part, (np.ndarray, np.bool_)) and part.dtype == bool for part in index)
     return False
 
 

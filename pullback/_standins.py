@@ -24,8 +24,8 @@ def index_update(x, index, value):
 
 
 def astype(x, dtype):
-    """`x.astype(dtype)` as a function."""
-    return x.astype(dtype)
+    """`x.astype(dtype)` as a function (of a Python number too: the NumPy number of that dtype)."""
+    return x.astype(dtype) if hasattr(x, "astype") else np.dtype(dtype).type(x)
 
 
 def power(x, y):

@@ -60,11 +60,12 @@ class Traced:
                     return apply1(rule, self)
                 if len(inputs) == 2:
                     result = apply2(rule, inputs[0], inputs[1])
-                    if type(self._value) is np.ndarray or not _python_numbers(*inputs):
+                    if type(self._value) is np.ndarray or ufunc.nout != 1 or not _python_numbers(*inputs):
                         return result
                     # the rules of + - * compute with Python's operators: a NumPy ufunc of two Python numbers
-                    # gives a NumPy number
-                    return _as_python(result, ufunc(stop_gradient(inputs[0]), stop_gradient(inputs[1])))
+                    # gives a NumPy number (its warnings were given by the rule's own computation)
+                    with np.errstate(all="ignore"):
+                        return _as_python(result, ufunc(stop_gradient(inputs[0]), stop_gradient(inputs[1])))
                 return apply(rule, tuple(_as_operand(x) for x in inputs))
         if method == "at":  # its index is no operand: refused before anything reads it as an array
             raise TypeError(f"{ufunc_name(ufunc)}.at is not supported on tracked values: it writes in place; build the "
@@ -173,7 +174,10 @@ class Traced:
 
     @property
     def imag(self):
-        return FUNCTIONS[np.imag](self) if self.dtype.kind == "c" else np.zeros_like(stop_gradient(self))
+        if self.dtype.kind == "c":
+            return FUNCTIONS[np.imag](self)
+        plain = stop_gradient(self)  # of a real number, its own `.imag` (0.0, or np.float32(0.0))
+        return np.zeros_like(plain) if isinstance(plain, np.ndarray) or not hasattr(plain, "imag") else plain.imag
 
     @real.setter
     def real(self, value):
@@ -678,13 +682,13 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
         rule = UFUNC_RULES.get(ufunc)
         if rule is None:
             raise missing_rule(ufunc)
-        plain = None
-        if all(type(stop_gradient(x)) in _PYTHON_SCALARS for x in inputs):  # NumPy's number, of the loop's dtype
-            plain = ufunc(*strip_all(inputs)) if dtype is None else ufunc(*strip_all(inputs), dtype=dtype)
         if dtype is not None:
             inputs = _cast_to_loop(ufunc, inputs, dtype)
         result = apply(rule, inputs)
-        return result if plain is None else _as_python(result, plain)
+        if ufunc.nout != 1 or not all(type(stop_gradient(x)) in _PYTHON_SCALARS for x in inputs):
+            return result
+        with np.errstate(all="ignore"):  # a NumPy number, as the ufunc gives for Python numbers
+            return _as_python(result, ufunc(*strip_all(inputs)))
     if method == "reduce":
         reduction = _REDUCTIONS.get(ufunc)
         if reduction is not None:
@@ -724,8 +728,9 @@ def _cast_to_loop(ufunc, inputs, dtype):
     except (TypeError, ValueError):  # let NumPy raise its own error
         ufunc(*strip_all(inputs), dtype=dtype)
         raise
-    return tuple(x if isinstance(g, type) or g == want else FUNCTIONS[astype](x, want)
-                 for x, g, want in zip(inputs, given, loop))
+    # Python numbers too: the loop computes in its dtype (and a tangent then has that dtype)
+    return tuple(x if not isinstance(g, type) and g == want else FUNCTIONS[astype](x, want) if isinstance(x, Traced)
+                 else want.type(x) for x, g, want in zip(inputs, given, loop))
 
 
 def _outputs(kwargs):

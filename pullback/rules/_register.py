@@ -23,6 +23,7 @@ user should know; both end up in the coverage table, with whether a forward rule
 
 import collections
 import functools
+import inspect
 import sys
 import warnings
 
@@ -164,11 +165,23 @@ def valued_as_numpy(fn, impl):
     arrays, the composite's own value stands.
     """
 
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a ufunc
+        signature = None
+    # NumPy's call must not write into the traced values' arrays (copy=False, overwrite_input=True)
+    in_place = {name: value for name, value in (("copy", True), ("overwrite_input", False))
+                if signature is not None and name in signature.parameters}
+
     @functools.wraps(impl)
     def run(*args, **kwargs):
         plain_args, plain_kwargs = strip_all(args), strip_all(kwargs)
         if not (_plain(plain_args) and _plain(plain_kwargs)):
             return impl(*args, **kwargs)
+        if in_place:
+            bound = signature.bind(*plain_args, **plain_kwargs)
+            bound.arguments.update(in_place)
+            plain_args, plain_kwargs = bound.args, bound.kwargs
         plain = fn(*plain_args, **plain_kwargs)  # NumPy's value, and its errors and warnings, first
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the composite's own: NumPy's were given

@@ -248,6 +248,30 @@ def _eig_values_back(g, v):
     return _t(np.linalg.inv(v)) @ (g[..., :, None] * _t(v))
 
 
+def _check_eigenvalue_derivative(w, v, g=None):
+    """Refuse where the eigenvalues' derivative does not exist or is not the one computed: a defective
+    matrix (its eigenvectors do not span), and a repeated eigenvalue, where the individual eigenvalues move
+    apart along the direction taken (forward mode: `g` None), or where the cotangent `g` weighs the tied
+    eigenvalues differently (a function that is not symmetric in them)."""
+    w, v = stop_gradient(w), stop_gradient(v)
+    if np.any(np.linalg.cond(v) > 1e10):
+        raise ValueError("The eigenvalues of a defective matrix (a repeated eigenvalue without as many eigenvectors) "
+                         "have no derivative there. Perturb the matrix, or differentiate np.trace or np.linalg.det.")
+    n = np.shape(w)[-1]
+    tied = (np.abs(w[..., :, None] - w[..., None, :]) <= 1e-10 * max(1.0, float(np.max(np.abs(w), initial=0.0))))
+    tied = tied & ~np.eye(n, dtype=bool)
+    if not np.any(tied):
+        return
+    if g is not None:
+        g = stop_gradient(g)
+        scale = max(1.0, float(np.max(np.abs(g), initial=0.0)))
+        if not np.any(tied & (np.abs(g[..., :, None] - g[..., None, :]) > 1e-12 * scale)):
+            return  # a symmetric function of the tied eigenvalues: its gradient exists and is the one computed
+    raise ValueError("At a repeated eigenvalue the individual eigenvalues have no derivative: they split apart in a "
+                     "way that depends on the direction. A function symmetric in the tied eigenvalues (their sum, "
+                     "product) is differentiable in reverse mode; or perturb the matrix.")
+
+
 def _eig_vectors_tangent(t, w, v, gaps):
     p = np.linalg.solve(v, t @ v)
     dv = v @ (gaps * p)
@@ -274,12 +298,18 @@ def eig_vectors(a, once):
 @rrule(eig_values)
 def _eig_values_rule(a, once):
     w, v = once(a)
-    return w, lambda g: (_eig_values_back(g, v), None)
+
+    def back(g):
+        _check_eigenvalue_derivative(w, v, g)
+        return _eig_values_back(g, v), None
+
+    return w, back
 
 
 @forward_in_first(eig_values)
 def _eig_values_frule(t, a, once):
     w, v = once(a)
+    _check_eigenvalue_derivative(w, v)
     return w, np.diagonal(np.linalg.solve(v, t @ v), axis1=-2, axis2=-1)
 
 
@@ -346,13 +376,20 @@ def _nearest_one_to_one(distance):
 @rrule(eigenvalues)
 def _eigenvalues_rule(a):
     w = eigenvalues(a)
-    return w, lambda g: (_eig_values_back(g, _matched_vectors(a, w)),)
+
+    def back(g):
+        v = _matched_vectors(a, w)
+        _check_eigenvalue_derivative(w, v, g)
+        return (_eig_values_back(g, v),)
+
+    return w, back
 
 
 @forward_in_first(eigenvalues)
 def _eigenvalues_frule(t, a):
     w = eigenvalues(a)
     v = _matched_vectors(a, w)
+    _check_eigenvalue_derivative(w, v)
     return w, np.diagonal(np.linalg.solve(v, t @ v), axis1=-2, axis2=-1)
 
 
