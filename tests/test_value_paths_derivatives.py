@@ -2,6 +2,7 @@
 numbers (divmod), composites whose NumPy call could write in place (copy=False), eigenvalues at repeated
 and defective points, tangents of a ufunc's dtype=, warnings given once."""
 import numpy as np
+
 import pullback as pb
 
 
