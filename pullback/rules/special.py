@@ -1112,12 +1112,14 @@ def _below(n, name, reflect=False, poles=True):
     elif poles and np.any((n <= -2) & (n == np.round(n))):
         raise NotImplementedError(f"scipy.special.{name}: the derivative at a negative integer degree is not "
                                   "available; pass a degree n ≥ 0 (or a non-integer one).")
-    return np.where(n == -1, 0.0, n - 1.0) if poles else n - 1.0
+    lowered = np.where(n == -1, 0.0, n - 1.0) if poles else n - 1.0
+    return float(lowered) if np.ndim(lowered) == 0 else lowered  # a number mixes with any array type (CuPy's)
 
 
 def _alive(n):
     """0 where the degree is -1 (the function is 0 there), else 1."""
-    return (stop_gradient(n) != -1) * 1.0
+    alive = (stop_gradient(n) != -1) * 1.0
+    return float(alive) if np.ndim(alive) == 0 else alive
 
 
 def _poly(name, dx, params=(), notes=""):
