@@ -204,3 +204,28 @@ def axis_index(axis, ndim):
     2
     """
     return normalize_axis_index(operator.index(axis), ndim)
+
+
+def sharing_memory(arrays, among=None):
+    """Two positions in `arrays` whose NumPy arrays share memory (one of them in `among`, if given), or None:
+    a sweep of their byte spans, then NumPy's exact check on the spans that overlap.
+
+    >>> x = np.arange(6.0)
+    >>> sharing_memory([x[:3], np.ones(2), x[2:]])
+    (0, 2)
+    """
+    spans = []
+    for k, a in enumerate(arrays):
+        if type(a) is np.ndarray and a.size:
+            start = end = a.__array_interface__["data"][0]
+            for n, stride in zip(a.shape, a.strides):
+                start, end = start + min((n - 1) * stride, 0), end + max((n - 1) * stride, 0)
+            spans.append((start, end + a.itemsize, k))
+    spans.sort()
+    for i, (_, end, k) in enumerate(spans):
+        for start, _, j in spans[i + 1:]:
+            if start >= end:
+                break
+            if (among is None or k in among or j in among) and np.shares_memory(arrays[k], arrays[j]):
+                return min(k, j), max(k, j)
+    return None

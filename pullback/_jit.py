@@ -46,6 +46,7 @@ import warnings
 import numpy as np
 
 from . import _jit_random, _jit_watch, tree
+from ._arrays import sharing_memory
 from ._jit_replay import Deferred, Retrace
 from ._jit_trace import JitError, Number, RandomSource, Symbol, Trace
 
@@ -315,29 +316,9 @@ def _order(a):
     return None if flags is None else "C" if flags.c_contiguous else "F" if flags.f_contiguous else a.strides
 
 
-def _sharing_memory(arrays, among):
-    """Two of `arrays`, one of them at a position in `among`, that share memory (their positions), or None:
-    a sweep of their byte spans."""
-    spans = []
-    for k, a in enumerate(arrays):
-        if type(a) is np.ndarray and a.size:
-            start = end = a.__array_interface__["data"][0]
-            for n, stride in zip(a.shape, a.strides):
-                start, end = start + min((n - 1) * stride, 0), end + max((n - 1) * stride, 0)
-            spans.append((start, end + a.itemsize, k))
-    spans.sort()
-    for i, (_, end, k) in enumerate(spans):
-        for start, _, j in spans[i + 1:]:
-            if start >= end:
-                break
-            if (k in among or j in among) and np.shares_memory(arrays[k], arrays[j]):
-                return k, j
-    return None
-
-
 def _refuse_shared_written(arrays, written):
     """Refuse an argument written by the function that shares memory with another argument."""
-    shared = _sharing_memory(arrays, written)
+    shared = sharing_memory(arrays, written)
     if shared is not None:
         raise JitError(f"pb.jit: arguments {shared[0]} and {shared[1]} (in the order the arrays are met) share "
                        "memory, and the function writes into its arguments: a replay keeps them apart, where "

@@ -26,7 +26,7 @@ import numpy as np
 
 from . import _jit_fuse
 from ._jit_parallel import PARTS, operand_source, splittable
-from ._jit_trace import Ref, setitem_copy
+from ._jit_trace import Ref, collect, setitem_copy
 
 
 class Retrace(Exception):
@@ -289,21 +289,10 @@ def _made_afresh(trace, live):
     for index in live:
         node = trace.nodes[index]
         constants = []
-        _collect_arrays((node.args, node.kwargs), constants)
+        collect((node.args, node.kwargs), np.ndarray, constants)
         if node.elementwise or not (node.aliases or constants):
             made.update(node.outputs if isinstance(node.outputs, tuple) else (node.outputs,))
     return made
-
-
-def _collect_arrays(x, found):
-    if isinstance(x, np.ndarray):
-        found.append(x)
-    elif isinstance(x, (tuple, list)):
-        for v in x:
-            _collect_arrays(v, found)
-    elif isinstance(x, dict):
-        for v in x.values():
-            _collect_arrays(v, found)
 
 
 def _is_kept(trace, slot, namespace, made):

@@ -115,17 +115,24 @@ class Guard:
         self.slot, self.convert, self.expected, self.after = slot, convert, expected, after
 
 
-def _collect_refs(x, found):
-    if isinstance(x, Ref):
-        found.append(x.slot)
+def collect(x, kind, found):
+    """Append to `found` each part of `x` of type `kind`, through tuples, lists, dicts and slices."""
+    if isinstance(x, kind):
+        found.append(x)
     elif isinstance(x, (tuple, list)):
         for v in x:
-            _collect_refs(v, found)
+            collect(v, kind, found)
     elif isinstance(x, dict):
         for v in x.values():
-            _collect_refs(v, found)
+            collect(v, kind, found)
     elif isinstance(x, slice):
-        _collect_refs((x.start, x.stop, x.step), found)
+        collect((x.start, x.stop, x.step), kind, found)
+
+
+def _collect_refs(x, found):
+    refs = []
+    collect(x, Ref, refs)
+    found.extend(ref.slot for ref in refs)
 
 
 # a value no Symbol holds any more is kept as a stand-in of its shape and dtype when it is this large

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .. import Tangent, Thunk, tree, unthunk
+from .._arrays import sharing_memory
 from .._jit_trace import JitError, Symbol
 from ._state import Leaf, copy_value, mirror
 from ._walk import describe, entries, is_array, is_param, name, nothing
@@ -104,28 +105,15 @@ def _steps(state, model, grad, in_place=False):
     return steps
 
 
-def _byte_span(x):
-    """The first and one-past-last byte addresses of non-empty `x`'s elements."""
-    start = end = x.__array_interface__["data"][0]
-    for n, stride in zip(x.shape, x.strides):
-        reach = (n - 1) * stride
-        start, end = start + min(reach, 0), end + max(reach, 0)
-    return start, end + x.itemsize
-
-
 def _refuse_overlaps(written):
     """`update_` writes each step into its array: two arrays sharing memory would each take both steps."""
-    spans = sorted(((_byte_span(x), x, path) for x, path in written if isinstance(x, np.ndarray) and x.size),
-                   key=lambda span: span[0][0])
-    for i, ((_, end), x, path) in enumerate(spans):
-        for (start, _), y, other in spans[i + 1:]:
-            if start >= end:
-                break
-            if np.shares_memory(x, y):
-                raise ValueError(
-                    f"update_ would write the steps of {name(path)} and {name(other)} into shared memory (one is a "
-                    "view of the other), so each would take both steps. Use optim.update, which returns new arrays, "
-                    "or keep one of them in the model and make the other from it where it is used.")
+    shared = sharing_memory([x for x, _ in written])
+    if shared is not None:
+        path, other = written[shared[0]][1], written[shared[1]][1]
+        raise ValueError(
+            f"update_ would write the steps of {name(path)} and {name(other)} into shared memory (one is a "
+            "view of the other), so each would take both steps. Use optim.update, which returns new arrays, "
+            "or keep one of them in the model and make the other from it where it is used.")
 
 
 def pair(state, model, grad):
