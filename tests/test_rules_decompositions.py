@@ -41,6 +41,31 @@ def test_cholesky_through_a_symmetric_parametrisation():
     second_order(lambda b: np.linalg.cholesky(b @ b.T + np.eye(3)), b)
 
 
+
+def test_upper_cholesky_is_numpys_own_factor_in_both_modes():
+    # LAPACK's upper factorisation rounds unlike the transpose of the lower factor of a.T
+    rng = np.random.default_rng(0)
+    rng.normal(size=17)
+    a = spd(rng, (4, 4))
+    expected = np.linalg.cholesky(a, upper=True)
+    assert not np.array_equal(expected, np.linalg.cholesky(a.T).T)  # the case this test is about
+    seen = []
+    pb.gradient(lambda a: project(seen.append(pb.stop_gradient(np.linalg.cholesky(a, upper=True))) or
+                                  np.linalg.cholesky(a, upper=True)), a)
+    assert np.array_equal(seen[0], expected)
+    value, _ = pb.jvp(lambda a: np.linalg.cholesky(a, upper=True), (a,), (np.ones_like(a),))
+    assert np.array_equal(value, expected)
+    gradcheck(lambda a: np.linalg.cholesky(a, upper=True), a)
+    second_order(lambda a: np.linalg.cholesky(a, upper=True), a)
+
+
+def test_cholesky_of_a_dask_array_is_refused():
+    # np.linalg.cholesky of a Dask array is Dask's, which returns the upper factor: its gradient was the lower one's
+    da = pytest.importorskip("dask.array")
+    a = da.from_array(spd(np.random.default_rng(1), (4, 4)), chunks=2)
+    with pytest.raises(TypeError, match="dask.array.linalg.cholesky, which returns the upper factor"):
+        pb.gradient(lambda a: np.sum(np.linalg.cholesky(a)), a)
+
 @SETTINGS
 @given(batch=batches, n=sizes, uplo=st.sampled_from(["L", "U"]), dtype=dtypes, seed=seeds)
 def test_eigh_and_eigvalsh(batch, n, uplo, dtype, seed):

@@ -200,3 +200,42 @@ def test_a_result_that_is_not_unique_is_refused():
         np.testing.assert_array_equal(vectors, L.eigh(a)[1])
     with pytest.raises(ValueError, match="Rows of Vh beyond"):  # the extra rows of a full SVD have no gradient
         pb.gradient(lambda r: np.sum(linalg.svd(r)[2]), R.T.copy())
+
+
+def _seen_values(f, *args):
+    """What `f(*args)` computes inside a gradient call, as plain arrays."""
+    seen = []
+    pb.gradient(lambda *a: np.sum(np.abs(seen.append(pb.stop_gradient(f(*a))) or f(*a)[0])), *args)
+    return seen[0]
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_cho_factor_and_cho_solve_give_scipy_own_values(lower):
+    # two triangular solves round unlike SciPy's one LAPACK call (potrs): this matrix showed it
+    rng = np.random.default_rng(0)
+    rng.normal(size=17)
+    s = rng.normal(size=(4, 4))
+    s = s @ s.T + 4 * np.eye(4)
+    b = s[:, 0].copy()
+    factor = L.cho_factor(s, lower)
+    (c, flag), x = _seen_values(lambda s: linalg.cho_factor(s, lower), s), _seen_values(
+        lambda s, b: linalg.cho_solve(linalg.cho_factor(s, lower), b), s, b)
+    assert np.array_equal(c, factor[0]) and flag is lower
+    assert np.array_equal(x, L.cho_solve(factor, b))
+    gradcheck(lambda s, b: linalg.cho_solve(linalg.cho_factor(s @ s.T + np.eye(4), lower), b), s, b)
+
+
+def test_lstsq_of_an_exact_fit_gives_its_residues():
+    # the residue of an exact fit is rounding (about 1e-32): it agrees with SciPy's relative to b, not to itself
+    a = np.random.default_rng(0).normal(size=(4, 3))
+    b = a[:, 0].copy()
+    expected = L.lstsq(a, b)
+    x, residues, rank, s = _seen_values(lambda a, b: linalg.lstsq(a, b), a, b)
+    assert np.array_equal(x, expected[0]) and rank == 3
+    assert abs(float(residues) - float(expected[1])) < 1e-28
+    (g,) = pb.gradient(lambda a: np.sum(linalg.lstsq(a, b)[0] ** 2), a)
+    h = 1e-6
+    e = np.zeros_like(a)
+    e[1, 2] = h
+    fd = (np.sum(L.lstsq(a + e, b)[0] ** 2) - np.sum(L.lstsq(a - e, b)[0] ** 2)) / (2 * h)
+    assert np.isclose(g[1, 2], fd, rtol=1e-6)

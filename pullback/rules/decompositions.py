@@ -17,7 +17,7 @@ be used, so it gives NaN there.
 
 import numpy as np
 
-from .._arrays import like_input, zeros_as
+from .._arrays import like_input, type_name, zeros_as
 from .._extend import primitive, rrule
 from .._values import stop_gradient
 from ._register import composite, forward_in_first, with_numpy_value
@@ -77,35 +77,61 @@ def cholesky_lower(a):
     return np.linalg.cholesky(a)
 
 
+@primitive
+def cholesky_upper(a):
+    """The upper Cholesky factor of `a`, reading its upper triangle (NumPy's own, which rounds
+    unlike the transpose of the lower factor of `a.T`)."""
+    return np.linalg.cholesky(a, upper=True)
+
+
+def _cholesky_lower_back(L, g):
+    # A = L Lᵀ gives S = L⁻ᵀ Φ(Lᵀ Ḡ) L⁻¹ with Φ = lower triangle, halved diagonal.
+    p = np.tril(_t(L) @ g)
+    p = p - 0.5 * np.triu(p)
+    s = _t(np.linalg.solve(_t(L), _t(np.linalg.solve(_t(L), p))))
+    return _triangle_gradient(s, lower=True)
+
+
+def _cholesky_lower_tangent(L, t):
+    # dL = L Φ(L⁻¹ dA L⁻ᵀ), Φ = lower triangle with halved diagonal; dA is what the lower triangle gives.
+    inside = _t(np.linalg.solve(L, _t(np.linalg.solve(L, _symmetric_part(t, lower=True)))))
+    return L @ (np.tril(inside) - 0.5 * np.triu(np.tril(inside)))
+
+
 @rrule(cholesky_lower)
 def _cholesky_rule(a):
     L = cholesky_lower(a)
+    return L, lambda g: (_cholesky_lower_back(L, g),)
 
-    def back(g):
-        # A = L Lᵀ gives S = L⁻ᵀ Φ(Lᵀ Ḡ) L⁻¹ with Φ = lower triangle, halved diagonal.
-        p = np.tril(_t(L) @ g)
-        p = p - 0.5 * np.triu(p)
-        s = _t(np.linalg.solve(_t(L), _t(np.linalg.solve(_t(L), p))))
-        return (_triangle_gradient(s, lower=True),)
 
-    return L, back
+@rrule(cholesky_upper)
+def _cholesky_upper_rule(a):
+    U = cholesky_upper(a)  # Uᵀ is the lower factor of aᵀ
+    return U, lambda g: (_t(_cholesky_lower_back(_t(U), _t(g))),)
 
 
 @forward_in_first(cholesky_lower)
 def _cholesky_frule(t, a):
-    # dL = L Φ(L⁻¹ dA L⁻ᵀ), Φ = lower triangle with halved diagonal; dA is what the lower triangle gives.
     L = cholesky_lower(a)
-    inside = _t(np.linalg.solve(L, _t(np.linalg.solve(L, _symmetric_part(t, lower=True)))))
-    return L, L @ (np.tril(inside) - 0.5 * np.triu(np.tril(inside)))
+    return L, _cholesky_lower_tangent(L, t)
+
+
+@forward_in_first(cholesky_upper)
+def _cholesky_upper_frule(t, a):
+    U = cholesky_upper(a)
+    return U, _t(_cholesky_lower_tangent(_t(U), _t(t)))
 
 
 @composite(np.linalg.cholesky, args="a", notes="""Reads the lower triangle (the upper with
       `upper=True`); the gradient lies in that triangle. Needs a positive definite input.""")
 def cholesky(a, /, *, upper=False):
     _real_only(a, "cholesky")
-    if upper:
-        return _t(cholesky_lower(_t(a)))
-    return cholesky_lower(a)
+    if type_name(stop_gradient(a)).startswith("dask."):
+        raise TypeError(
+            "numpy.linalg.cholesky of a Dask array runs dask.array.linalg.cholesky, which returns the upper factor "
+            "(NumPy returns the lower one) and reads both triangles of its blocks, so pullback does not differentiate "
+            "it. Factor a NumPy array instead (x.compute()), or write the solve it serves with np.linalg.solve.")
+    return cholesky_upper(a) if upper else cholesky_lower(a)
 
 
 # --- symmetric eigendecomposition -----------------------------------------------------

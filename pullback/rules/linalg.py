@@ -23,7 +23,8 @@ from .._arrays import like_input, zeros_as
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ._register import add_tangents, composite, describe, forward_in_first, forward_rule, rule, without_gradient
+from ._register import add_tangents, composite, describe, forward_in_first, forward_rule, numpy_valued, rule, \
+    without_gradient
 from .reductions import refuse_out
 
 
@@ -458,9 +459,10 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     if not _any_tracked(a):
         return _linalg().cho_factor(a, lower, overwrite_a, check_finite)
     _square_2d("cho_factor", a)
-    if lower:
-        return np.tril(np.linalg.cholesky(a)) + np.triu(a, 1), True
-    return _t(np.linalg.cholesky(_t(a))) + np.tril(a, -1), False
+    factor = np.tril(np.linalg.cholesky(a)) + np.triu(a, 1) if lower else _t(np.linalg.cholesky(_t(a))) + np.tril(a, -1)
+    # SciPy's own factor, which rounds unlike NumPy's (LAPACK reads SciPy's C-ordered matrix as its transpose)
+    exact, _ = _linalg().cho_factor(stop_gradient(a), lower, check_finite=check_finite)
+    return numpy_valued(factor, exact), bool(lower)
 
 
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
@@ -473,8 +475,10 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
         raise TypeError("pullback.scipy.linalg.cho_solve of complex values is not differentiable by pullback (its rule "
                         "solves with A = L Lᵀ, not L Lᴴ); use np.linalg.solve on the complex matrix.")
     if lower:  # A = L Lᵀ
-        return triangular_solve(c, triangular_solve(c, b, False, True, False), True, True, False)
-    return triangular_solve(c, triangular_solve(c, b, True, False, False), False, False, False)
+        x = triangular_solve(c, triangular_solve(c, b, False, True, False), True, True, False)
+    else:
+        x = triangular_solve(c, triangular_solve(c, b, True, False, False), False, False, False)
+    return numpy_valued(x, _linalg().cho_solve((stop_gradient(c), lower), stop_gradient(b), check_finite=check_finite))
 
 
 def expm(A):

@@ -60,8 +60,9 @@ def _plain(value):
     return stop_gradient(value) if isinstance(value, Traced) else value
 
 
-def _agree(value, exact, what):
-    """`value` (traced), carrying SciPy's `exact` value: the two must agree to rounding."""
+def _agree(value, exact, what, scale=None):
+    """`value` (traced), carrying SciPy's `exact` value: the two must agree to rounding (relative to `scale`,
+    by default the largest magnitude of `exact`)."""
     plain, given = np.asarray(stop_gradient(value)), exact
     exact = np.asarray(exact)
     if plain.shape != exact.shape:
@@ -70,7 +71,8 @@ def _agree(value, exact, what):
     # answer (a flipped or rotated basis where the result is not unique).
     tol = 1e-2 if np.finfo(np.result_type(plain.dtype, exact.dtype, np.float32)).bits <= 32 else 1e-6
     finite = np.isfinite(exact)
-    scale = float(np.max(np.abs(exact[finite]))) if finite.any() else 0.0
+    if scale is None:
+        scale = float(np.max(np.abs(exact[finite]))) if finite.any() else 0.0
     with np.errstate(invalid="ignore"):  # inf - inf where both overflowed: equal, so they agree
         close = (plain == exact) | (np.isnan(plain) & np.isnan(exact)) | (np.abs(plain - exact) <= tol * max(scale, 1e-300))
     if not np.all(close):
@@ -332,7 +334,8 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     if np.size(residues0):
         residual = b - a @ x
         squares = np.real(residual * np.conj(residual)) if np.iscomplexobj(x0) else residual ** 2
-        residues = _agree(np.sum(squares, axis=0), residues0, "lstsq")
+        # a residual rounds relative to b (an exact fit leaves about 1e-32 either way), not to itself
+        residues = _agree(np.sum(squares, axis=0), residues0, "lstsq", scale=float(np.sum(np.abs(_plain(b)) ** 2)))
     else:
         residues = residues0
     s = None if s0 is None else _agree(np.linalg.svd(a, compute_uv=False), s0, "lstsq")
