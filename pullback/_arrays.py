@@ -163,13 +163,33 @@ def as_array_api(a, like, dtype=None):
 
 
 def as_numpy(x):
-    """An array-API-only array `x` as a NumPy array (through DLPack, without copying on the CPU); others as they are."""
+    """An array-API-only array `x` as a NumPy array (through DLPack, without copying on the CPU), a `np.memmap`
+    as an ndarray of its memory (it computes as one, but its views keep its type); others as they are."""
+    if type(x) is np.memmap:
+        return x.view(np.ndarray)
     if _FOREIGN.get(type(x)) is not False and speaks_array_api_only(type(x)):
         try:
             return np.from_dlpack(x)
         except (TypeError, BufferError, RuntimeError):
             return np.asarray(x)
     return x
+
+
+def without_memmaps(args):
+    """`args` of a NumPy call with each `np.memmap` in it, or in a list, tuple or dict in it, read as an ndarray.
+
+    >>> import tempfile, os
+    >>> m = np.memmap(os.path.join(tempfile.mkdtemp(), "m"), mode="w+", shape=(2,))
+    >>> [type(a).__name__ for a in without_memmaps(([m, 1.0], m))]
+    ['list', 'ndarray']
+    """
+    if type(args) is np.memmap:
+        return args.view(np.ndarray)
+    if type(args) in (list, tuple):
+        return type(args)(without_memmaps(a) for a in args)
+    if type(args) is dict:
+        return {k: without_memmaps(v) for k, v in args.items()}
+    return args
 
 
 def holds_foreign_array(x):

@@ -184,7 +184,7 @@ def subclass_error(x):
 def check_operand(x):
     """Refuse an operand that pullback cannot differentiate alongside a traced value (never a silent result)."""
     if isinstance(x, np.ndarray):
-        if type(x) is not np.ndarray:
+        if type(x) is not np.ndarray and type(x) is not np.memmap:  # a memmap computes as an ndarray
             raise subclass_error(x)
         return
     cls = type(x)

@@ -191,7 +191,7 @@ class Arguments:
         """
         leaf = self.leaves[index]
         primal = leaf.primal
-        if type(primal) is not np.ndarray:
+        if not isinstance(primal, np.ndarray):
             return
         # the other differentiated arrays, and the arrays `f` was given as they are (the same array
         # at a place that is not differentiated, such as a keyword argument, counts too)
@@ -306,7 +306,7 @@ def _is_tracked_value(x):
 
 def _is_float_array(x):
     """A float or complex NumPy array (not a subclass), or a traced value of an outer level holding one."""
-    if type(x) is np.ndarray:
+    if type(x) is np.ndarray or type(x) is np.memmap:  # a memmap is tracked as an ndarray of its memory
         return x.dtype.kind in "fc"
     if is_foreign_array(x):  # a Dask, CuPy or array-API array: tracked as it is
         return dtype_kind(x) in "fc"
@@ -340,7 +340,7 @@ def _refuse_untrackable(x, where):
 
     `where` names the place (formatted only when an error is raised).
     """
-    subclass = isinstance(x, np.ndarray) and type(x) is not np.ndarray
+    subclass = isinstance(x, np.ndarray) and type(x) is not np.ndarray and type(x) is not np.memmap
     other_number = isinstance(x, (fractions.Fraction, decimal.Decimal))
     if type(x) is np.ndarray and x.dtype == object and any(isinstance(v, (float, complex, np.inexact)) for v in x.flat):
         raise TypeError(

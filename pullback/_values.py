@@ -14,7 +14,7 @@ import operator
 import numpy as np
 
 from . import _namespace
-from ._arrays import is_foreign_array_type
+from ._arrays import is_foreign_array_type, without_memmaps
 from ._errors import (
     check_operand,
     conversion_error,
@@ -73,6 +73,9 @@ class Traced:
         return _ufunc_general(ufunc, method, tuple(_as_operand(x) for x in inputs), kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        if np.memmap in types:  # it computes as an ndarray of its memory (np.load(..., mmap_mode="r") gives one)
+            args, kwargs = without_memmaps(args), without_memmaps(kwargs)
+            types = tuple(t for t in types if t is not np.memmap)
         for t in types:
             if (t is not Tracked and t is not np.ndarray and not issubclass(t, Traced) and not hasattr(t, "__stop_gradient__")
                     and not is_foreign_array_type(t)):  # Dask, CuPy, ...: the rule computes with them
@@ -627,8 +630,11 @@ def _with_sequence(name, traced, sequence, reflected):
 
 
 def _as_operand(x):
-    """A ufunc operand as NumPy reads it: a list or tuple of numbers becomes an array (np.power([2, 3], x))."""
-    return np.asarray(x) if type(x) is list or type(x) is tuple else x
+    """A ufunc operand as NumPy reads it: a list or tuple of numbers becomes an array (np.power([2, 3], x)), and
+    a `np.memmap` an ndarray of its memory (its results are ndarrays, but its views would keep its type)."""
+    if type(x) is list or type(x) is tuple:
+        return np.asarray(x)
+    return x.view(np.ndarray) if type(x) is np.memmap else x
 
 
 def _foreign(x):
