@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import tree
-from ._api import gradient, trace_call
+from ._api import _untrack, gradient, trace_call
 from ._arrays import as_array_api, as_numpy, is_foreign_array, like_input, size_of
 from ._backward import backward, fit
 from ._forward import ForwardLevel, fit_tangent
@@ -111,8 +111,12 @@ def withjacobian(f: Callable[..., Any], *args: Any) -> WithJacobian:
     if like is not None:  # array_api_strict's arrays: computed with as NumPy's, results of their type and device
         val, grad = withjacobian(f, *args)
         return WithJacobian(as_array_api(val, like), tree.fmap(lambda r: as_array_api(r, like), grad))
-    y = f(*args)
+    # One call of f, recorded: its value is the one returned, and reverse mode sweeps its tape. Forward
+    # mode runs f again per input element, and each run must give that value (see _forward_columns).
+    tape, out, (traced, ids) = trace_call(f, args, {}, range(len(args)))
+    y = _untrack(out, tape)
     if not _is_float_output(y):
+        tape.nodes.clear()
         raise TypeError(f"jacobian needs f to return one real array or number; got {type(y).__name__}.")
     arguments = Arguments(args, range(len(args)))
     arguments.track(lambda x, path, companion: x)
@@ -120,7 +124,8 @@ def withjacobian(f: Callable[..., Any], *args: Any) -> WithJacobian:
     n_in = sum(size_of(leaf.primal) for leaf in leaves)
     # complex values: forward mode, which gives the complex derivative (see _forward_columns)
     forward = n_in <= size_of(y) or np.iscomplexobj(y) or any(np.iscomplexobj(leaf.primal) for leaf in leaves)
-    parts_of = _forward_columns(f, arguments) if forward else _reverse_rows(f, args, y)
+    parts_of = _forward_columns(f, arguments, y) if forward else _reverse_rows(tape, out, traced, ids, y)
+    tape.nodes.clear()
     results = [None] * len(leaves)
     for key, _, primal in leaves:
         parts = parts_of[key]
@@ -167,19 +172,37 @@ def _array_api_as_numpy(args):
     return (found[0], args) if found else (None, args)
 
 
-def _forward_columns(f, arguments):
-    """For each leaf, the output tangent for each basis direction of that leaf (forward mode)."""
+def _forward_columns(f, arguments, y):
+    """For each leaf, the output tangent for each basis direction of that leaf (forward mode), from
+    one run of f per direction; each run must give `y`, the value of f's first call."""
     columns = {}
     for key, _, primal in list(arguments.leaves):
         columns[key] = []
         for j in range(size_of(primal)):
             basis = _basis(primal, j)
             out, tag = run_forward(f, arguments, lambda k, x, path, c, key=key, basis=basis: basis if k == key else None)
+            _check_same_value(y, primal_part(out, tag))
             columns[key].append(tangent_part(out, tag))
             if np.iscomplexobj(primal):
                 out, tag = run_forward(f, arguments, lambda k, x, path, c, key=key, basis=basis: 1j * basis if k == key else None)
                 _check_holomorphic(columns[key][-1], tangent_part(out, tag), arguments.leaves[key].path)
     return columns
+
+
+def _check_same_value(first, again):
+    """Raise where a later run of f gave another value than its first (it draws random numbers, or reads
+    state it updates): the Jacobian's columns would be derivatives of different functions."""
+    a, b = stop_gradient(first), stop_gradient(again)
+    if not all(type(v) in (float, complex) or isinstance(v, (np.ndarray, np.generic)) for v in (a, b)):
+        return  # another library's arrays (Dask: comparing them would compute them)
+    a, b = np.asarray(a), np.asarray(b)
+    scale = float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0))
+    if a.shape != b.shape or not np.allclose(a, b, rtol=1e-6, atol=1e-9 * (1.0 + scale), equal_nan=True):
+        raise RuntimeError(
+            "jacobian: f gave a different value when run again (it draws random numbers, or reads state it "
+            "updates), so its Jacobian is not defined. Forward mode runs f once per input element: make f "
+            "deterministic (a seeded np.random.default_rng(seed) created inside f), or compute the Jacobian "
+            "of one fixed draw by passing the random values as an argument.")
 
 
 def _check_holomorphic(along_real, along_imaginary, path):
@@ -194,9 +217,9 @@ def _check_holomorphic(along_real, along_imaginary, path):
         )
 
 
-def _reverse_rows(f, args, y):
-    """For each leaf key, the gradient of each output element (reverse mode, one sweep per element)."""
-    tape, out, (arguments, ids) = trace_call(f, args, {}, range(len(args)))
+def _reverse_rows(tape, out, arguments, ids, y):
+    """For each leaf key, the gradient of each output element: one sweep of `tape` (f's recorded call,
+    whose output is `out`) per element."""
     leaves = [(leaf.index, node, leaf.primal) for leaf, node in zip(arguments.leaves, ids)]
     # the leaves come in the same walk order as the caller's
     rows = {k: [] for k in range(len(leaves))}
@@ -210,7 +233,6 @@ def _reverse_rows(f, args, y):
         for k, (_, node, primal) in enumerate(leaves):
             g = None if grads is None else grads[node]
             rows[k].append(None if g is None else fit(g, primal))
-    tape.nodes.clear()
     return rows
 
 

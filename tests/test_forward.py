@@ -292,3 +292,36 @@ def test_primitive_with_only_a_reverse_rule_works_forward_by_transposition():
 def test_frule_on_a_composite_is_refused():
     with pytest.raises(TypeError, match="composing"):
         pb.frule(np.concatenate)(lambda p, t: None)
+
+
+def test_jacobian_value_and_rows_come_from_one_call_in_reverse_mode():
+    # f draws random numbers: the value and every row must be those of one call (f ran twice before)
+    rng = np.random.default_rng(0)
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return np.sum(x ** 2 * rng.normal(size=3))
+
+    x = np.array([0.5, -1.0, 2.0])
+    val, (jac,) = pb.withjacobian(f, x)
+    assert len(calls) == 1
+    weights = jac / (2 * x)  # the draw the Jacobian saw
+    assert np.isclose(val, np.sum(x ** 2 * weights))
+
+
+def test_jacobian_in_forward_mode_refuses_a_function_that_changes_between_runs():
+    rng = np.random.default_rng(0)
+    x = np.array([0.5, -1.0])
+    with pytest.raises(RuntimeError, match="f gave a different value when run again"):
+        pb.jacobian(lambda x: x * rng.normal(size=2), x)
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return np.stack([np.sin(x), x ** 3])
+
+    val, (jac,) = pb.withjacobian(f, x)  # deterministic: one recorded call, then one run per input element
+    assert len(calls) == 3
+    np.testing.assert_allclose(jac, [np.diag(np.cos(x)), np.diag(3 * x ** 2)])
+    np.testing.assert_array_equal(val, f(x))
