@@ -189,7 +189,7 @@ def _forward_columns(f, arguments, y):
     return columns
 
 
-def _check_same_value(first, again):
+def _check_same_value(first, again, name="jacobian"):
     """Raise where a later run of f gave another value than its first (it draws random numbers, or reads
     state it updates): the Jacobian's columns would be derivatives of different functions."""
     a, b = stop_gradient(first), stop_gradient(again)
@@ -199,9 +199,10 @@ def _check_same_value(first, again):
     scale = float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0))
     if a.shape != b.shape or not np.allclose(a, b, rtol=1e-6, atol=1e-9 * (1.0 + scale), equal_nan=True):
         raise RuntimeError(
-            "jacobian: f gave a different value when run again (it draws random numbers, or reads state it "
-            "updates), so its Jacobian is not defined. Forward mode runs f once per input element: make f "
-            "deterministic (a seeded np.random.default_rng(seed) created inside f), or compute the Jacobian "
+            f"{name}: f gave a different {'value' if name == 'jacobian' else 'gradient'} when run again (it draws random numbers, or reads state it "
+            f"updates), so its {name.capitalize()} is not defined. {'Forward mode runs' if name == 'jacobian' else 'It runs'} "
+            "f once per input element: make f "
+            f"deterministic (a seeded np.random.default_rng(seed) created inside f), or compute the {name.capitalize()} "
             "of one fixed draw by passing the random values as an argument.")
 
 
@@ -265,15 +266,19 @@ def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
     """
     if isinstance(x, (np.ndarray, np.generic)):
         _check_float_argument("hvp", x)
+    return _gradient_and_hvp(f, x, v)[1]
 
+
+def _gradient_and_hvp(f, x, v):
+    """The gradient of scalar `f` at `x`, and the Hessian times `v` (one run of f, forward over reverse)."""
     def gradient_of_f(x):
         (g,) = gradient(f, x)
         return np.zeros_like(x) if g is None else g
 
-    _, h_v = jvp(gradient_of_f, (x,), (v,))
+    g, h_v = jvp(gradient_of_f, (x,), (v,))
     if h_v is None:
-        return 0.0 if type(x) is float else np.zeros_like(x)
-    return h_v
+        return g, 0.0 if type(x) is float else np.zeros_like(x)
+    return g, h_v
 
 
 def _check_float_argument(name, x):
@@ -313,7 +318,12 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
     _check_float_argument("hessian", x)
     if x.size == 0:
         return np.zeros(x.shape + x.shape, x.dtype)
-    columns = [hvp(f, x, like_input(_basis(x, j), x)) for j in range(x.size)]  # a Dask x: Dask directions, Dask columns
+    columns, first = [], None
+    for j in range(x.size):  # a Dask x: Dask directions, Dask columns
+        g, column = _gradient_and_hvp(f, x, like_input(_basis(x, j), x))
+        first = g if first is None else first
+        _check_same_value(first, g, "hessian")  # one run of f per column: each must be the same function
+        columns.append(column)
     return np.stack([np.reshape(c, (-1,)) for c in columns], axis=-1).reshape(x.shape + x.shape)  # Dask's reshape takes no int
 
 

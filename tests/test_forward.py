@@ -313,7 +313,7 @@ def test_jacobian_value_and_rows_come_from_one_call_in_reverse_mode():
 def test_jacobian_in_forward_mode_refuses_a_function_that_changes_between_runs():
     rng = np.random.default_rng(0)
     x = np.array([0.5, -1.0])
-    with pytest.raises(RuntimeError, match="f gave a different value when run again"):
+    with pytest.raises(RuntimeError, match="jacobian: f gave a different value when run again"):
         pb.jacobian(lambda x: x * rng.normal(size=2), x)
     calls = []
 
@@ -325,3 +325,9 @@ def test_jacobian_in_forward_mode_refuses_a_function_that_changes_between_runs()
     assert len(calls) == 3
     np.testing.assert_allclose(jac, [np.diag(np.cos(x)), np.diag(3 * x ** 2)])
     np.testing.assert_array_equal(val, f(x))
+
+
+def test_hessian_refuses_a_function_that_changes_between_runs():
+    rng = np.random.default_rng(0)
+    with pytest.raises(RuntimeError, match="hessian: f gave a different gradient when run again"):
+        pb.hessian(lambda x: np.sum(x ** 3 * rng.normal(size=2)), np.array([0.5, -1.0]))

@@ -23,8 +23,7 @@ from .._arrays import like_input, zeros_as
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ._register import add_tangents, composite, describe, forward_in_first, forward_rule, numpy_valued, rule, \
-    without_gradient
+from ._register import add_tangents, composite, describe, forward_in_first, forward_rule, numpy_valued, rule, without_gradient
 from .reductions import refuse_out
 
 
