@@ -304,9 +304,13 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
     like, (x,) = _array_api_as_numpy((x,))
     if like is not None:  # an array_api_strict array: computed with as a NumPy array, the Hessian of its type and device
         return as_array_api(hessian(f, x), like)
-    if type(stop_gradient(x)) is float:  # a Python float, or one an outer derivative is tracing
+    plain = stop_gradient(x)
+    if isinstance(plain, float) and not isinstance(plain, np.generic):  # a Python float (also pb.jit's stand-in)
         h = hvp(f, x, 1.0)
-        return h if is_traced(h) else float(h)
+        if is_traced(h):  # an outer derivative is tracing x
+            return h
+        convert = getattr(type(h), "__pullback_convert__", None)  # pb.jit's stand-in: float(h), recorded
+        return float(h) if convert is None else convert(h, float)
     if not (isinstance(x, np.ndarray) or is_traced(x) or is_foreign_array(x)):  # a list, a NumPy scalar
         try:
             x = np.asarray(x)

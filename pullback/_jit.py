@@ -49,6 +49,7 @@ from . import _jit_random, _jit_watch, tree
 from ._arrays import sharing_memory
 from ._jit_replay import Deferred, Retrace
 from ._jit_trace import JitError, Number, RandomSource, Symbol, Trace
+from ._standins import is_traced
 
 __all__ = ["jit", "JitError"]
 
@@ -180,15 +181,20 @@ class Jitted:
             return False, None
         self._cache.move_to_end(key)
         linalg_failed = False
+        # a replay that stops after drawing random numbers gives them back: the next variant, or the
+        # trace, draws them again from where the call found the generators
+        states = [(g, g.bit_generator.state) for g in arrays if isinstance(g, np.random.Generator)]
         for program, rebuild in list(variants):
             try:
                 outputs = program(*arrays)
             except Retrace:
+                _restore(states)
                 continue
             except np.linalg.LinAlgError:
                 # a linear-algebra failure is data-dependent, and code may catch it (try: inv, except: svd)
                 # where the trace took the other branch: trace again, which raises it if the code does not
                 # (the replay writes into the caller's arrays only after it has finished)
+                _restore(states)
                 linalg_failed = True
                 continue
             self._counts["replays"] += 1
@@ -257,6 +263,12 @@ class Jitted:
         watch = _jit_watch.collect(self.fn, _jit_watch.constant_arrays(trace), _argument_objects(args, kwargs))
         program = Deferred(trace, [v.slot for v in out_leaves] + [slot for _, slot in written], watch)
         return concrete, (program, rebuild)
+
+
+def _restore(states):
+    """Put generators back in the states `(generator, bit_generator.state)` they were read in."""
+    for generator, state in states:
+        generator.bit_generator.state = state
 
 
 def _argument_objects(args, kwargs):
@@ -343,7 +355,7 @@ def _signature(args, kwargs):
 
     def leaf(value, parts, path):
         nonlocal traced
-        if isinstance(value, Symbol):
+        if isinstance(value, Symbol) or is_traced(value):  # called inside another trace, or a derivative: inline
             traced = True
         elif isinstance(value, np.ndarray) and type(value) is not np.ndarray:
             raise JitError(f"pb.jit: the argument at {path.format('args')} is a {type(value).__name__}, a subclass "

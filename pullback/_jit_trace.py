@@ -370,6 +370,15 @@ class Symbol:
     def _concrete(self):
         return self.owner.values[self.slot]
 
+    def __pullback_traced_value__(self):
+        """The value this stand-in had in the trace (its type tells a NumPy scalar from a 0-d array)."""
+        return self.owner.values[self.slot]
+
+    def __pullback_convert__(self, kind):
+        """`kind(value)` (float, a NumPy scalar type, np.asarray), recorded: how pullback turns a result
+        into the type its argument had, which `float(x)` (a guard) would fix at the traced value."""
+        return self.owner.number_call(kind, getattr(kind, "__name__", "convert"), (self,))
+
     def record_primitive(self, fn, name, args, kwargs):
         """A `pb.primitive` called on this Symbol: recorded as one call of its NumPy code (which
         the replay runs on plain arrays), not traced through."""

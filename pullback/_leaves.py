@@ -371,6 +371,16 @@ def leaf_gradient(g, primal, returned):
     g = fit(g, like)
     if g is None or _is_tracked_value(g):  # a nested call: this result is itself being differentiated
         return g
+    convert = getattr(type(g), "__pullback_convert__", None)
+    if convert is not None:  # a pb.jit stand-in: the conversions below, recorded
+        traced = getattr(type(primal), "__pullback_traced_value__", None)
+        kind = primal if traced is None else traced(primal)  # the argument, or the value it stands for
+        if type(kind) is float or type(kind) is complex:
+            return convert(g, type(kind))
+        if isinstance(kind, np.generic):
+            return convert(g, kind.dtype.type)
+        if type(kind) is np.ndarray and kind.ndim == 0:
+            return convert(g, np.asarray)  # NumPy's arithmetic on 0-d arrays gives scalars
     if is_foreign_array(primal) or is_foreign_array(g):  # its library's array, as the rules left it
         g = as_type_of(g, primal)
         if g is primal or id(g) in returned:  # one gradient object per leaf, as with NumPy arrays

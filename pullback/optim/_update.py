@@ -298,10 +298,27 @@ def _leaf_gradient(g, x, path):
 
 # --- pass 3: write -----------------------------------------------------------------
 def _subtract(x, delta):
-    new = x - delta
-    if not is_array(new):
-        new = np.asarray(new)  # NumPy turns 0-d results into scalars
+    new = _array_again(x - delta, x)
     return new if new.dtype == x.dtype else new.astype(x.dtype)  # also keeps a non-native byte order
+
+
+def _array_again(value, before):
+    """`value` as a 0-d array where it is a NumPy scalar and `before` was an array (NumPy's arithmetic
+    on 0-d arrays gives scalars); under pb.jit the conversion is recorded, so each replay makes it."""
+    convert = getattr(type(value), "__pullback_convert__", None)
+    if convert is not None:
+        if isinstance(value.__pullback_traced_value__(), np.generic) and isinstance(_traced_value(before), np.ndarray):
+            return convert(value, np.asarray)
+        return value
+    if isinstance(value, np.generic) and isinstance(_traced_value(before), np.ndarray):
+        return np.asarray(value)
+    return value if is_array(value) else np.asarray(value)
+
+
+def _traced_value(x):
+    """A pb.jit stand-in's value in the trace (it tells a 0-d array from a NumPy scalar); `x` itself otherwise."""
+    traced = getattr(type(x), "__pullback_traced_value__", None)
+    return x if traced is None else traced(x)
 
 
 def _unshared(new, old):
@@ -312,8 +329,8 @@ def _unshared(new, old):
     def fresh(value, before):
         if isinstance(value, np.ndarray):
             return value.copy() if id(value) in old_ids else value
-        if isinstance(value, np.generic) and isinstance(before, np.ndarray):
-            return np.asarray(value)
+        if isinstance(value, np.generic) or hasattr(type(value), "__pullback_convert__"):
+            return _array_again(value, before)
         return value
 
     return tree.fmap(fresh, new, old)

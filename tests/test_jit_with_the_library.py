@@ -1,0 +1,170 @@
+"""pb.jit composed with the rest of the library on realistic code: training steps with random
+draws and guards, derivatives of jitted functions and jitted derivatives, and results of the
+types an eager call gives. Each case compares the jitted call with the same call made eagerly."""
+
+import numpy as np
+
+import pullback as pb
+
+optim = pb.optim
+nn = pb.nn
+
+
+def _state(rng):
+    return rng.bit_generator.state["state"]
+
+
+def test_generator_not_advanced_twice_when_a_guard_fails_after_a_draw():
+    # A replay draws from the caller's generator, then a guard fails and the call is traced
+    # again, drawing a second time: the generator drifts away from the eager sequence.
+    def f(r, x):
+        noise = r.normal(size=3)
+        return noise + x * float(np.sum(x))  # float(...) is a guard
+
+    jf = pb.jit(f)
+    r_eager, r_jit = np.random.default_rng(0), np.random.default_rng(0)
+    for x in (np.ones(3), 2 * np.ones(3), 3 * np.ones(3)):
+        expected = f(r_eager, x.copy())
+        got = jf(r_jit, x.copy())
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+        assert _state(r_jit) == _state(r_eager)
+
+
+def test_dropout_with_clipnorm_training_step_matches_eager():
+    # Realistic form of the above: ClipNorm's float(norm) is a guard that fails at every step,
+    # so each jitted step draws the dropout mask twice.
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 3)).astype(np.float32)
+    y = rng.normal(size=(8, 1)).astype(np.float32)
+
+    def make():
+        return nn.Chain(nn.Dense(3, 16, nn.relu, rng=np.random.default_rng(1)),
+                        nn.Dropout(0.5, rng=np.random.default_rng(7)),
+                        nn.Dense(16, 1, rng=np.random.default_rng(2)))
+
+    def step(state, model, x, y):
+        val, (g,) = pb.withgradient(lambda m: nn.mse(m(x), y), model)
+        state, model = optim.update(state, model, g)
+        return state, model, val
+
+    rule = optim.OptimiserChain(optim.ClipNorm(0.1), optim.Adam(0.01))
+    me, mj = make(), make()
+    se, sj = optim.setup(rule, me), optim.setup(rule, mj)
+    jstep = pb.jit(step)
+    for i in range(4):
+        xi = x * (1 + 0.1 * i)
+        se, me, ve = step(se, me, xi.copy(), y.copy())
+        sj, mj, vj = jstep(sj, mj, xi.copy(), y.copy())
+        np.testing.assert_allclose(vj, ve, rtol=1e-5)
+        assert _state(mj.layers[1].rng) == _state(me.layers[1].rng), f"dropout generator drifted at step {i}"
+        for a, b in ((mj.layers[0].weight, me.layers[0].weight), (mj.layers[2].weight, me.layers[2].weight)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_random_augmentation_branch_keeps_generator_in_step():
+    # `if rng.random() < p:` after the draw is a guard; when it fails the replay has already
+    # drawn, and the trace draws again.
+    def augment(r, x):
+        if r.random() < 0.5:
+            x = x[::-1]
+        return x * 2.0
+
+    jaug = pb.jit(augment)
+    r_eager, r_jit = np.random.default_rng(1), np.random.default_rng(1)
+    for i in range(8):
+        x = np.arange(4.0) + i
+        np.testing.assert_array_equal(jaug(r_jit, x.copy()), augment(r_eager, x.copy()))
+        assert _state(r_jit) == _state(r_eager), f"generator drifted at call {i}"
+
+
+def test_gradient_of_jitted_function_with_a_data_argument():
+    # The differentiated argument is a pullback tracked value (not a jit input) and the data
+    # array is a jit input: the trace mixes the two and hands trace Symbols back to the tape.
+    f = lambda w, x: np.sum(np.sin(w) * x)
+    jf = pb.jit(f)
+    x, w = np.array([1.0, 2.0]), np.array([1.0, 1.0])
+    ve, (ge,) = pb.withgradient(lambda w: f(w, x), w.copy())
+    vj, (gj,) = pb.withgradient(lambda w: jf(w, x), w.copy())
+    assert isinstance(gj, np.ndarray), type(gj)  # a Symbol
+    np.testing.assert_allclose(gj, ge)
+    np.testing.assert_allclose(vj, ve)
+
+
+def test_jitted_function_called_twice_inside_gradient_with_different_data():
+    f = lambda w, x: np.sum(w * x)
+    jf = pb.jit(f)
+    x1, x2, w = np.array([1.0, 2.0]), np.array([10.0, 20.0]), np.array([1.0, 1.0])
+    ve, (ge,) = pb.withgradient(lambda w: f(w, x1) + f(w, x2), w.copy())
+    vj, (gj,) = pb.withgradient(lambda w: jf(w, x1) + jf(w, x2), w.copy())
+    assert isinstance(gj, np.ndarray), type(gj)
+    np.testing.assert_allclose(gj, ge)
+    np.testing.assert_allclose(vj, ve)
+
+
+def test_jvp_of_jitted_function_with_a_data_argument():
+    f = lambda w, x: np.sum(np.sin(w) * x)
+    jf = pb.jit(f)
+    x, w = np.array([1.0, 2.0]), np.array([1.0, 1.0])
+    ye, te = pb.jvp(lambda w: f(w, x), (w.copy(),), (x.copy(),))
+    yj, tj = pb.jvp(lambda w: jf(w, x), (w.copy(),), (x.copy(),))
+    assert isinstance(tj, (float, np.floating, np.ndarray)), type(tj)
+    np.testing.assert_allclose(tj, te)
+    np.testing.assert_allclose(yj, ye)
+
+
+def test_gradient_of_zero_d_array_is_zero_d_array():
+    f = lambda t: pb.gradient(lambda s: s ** 3, t)
+    jf = pb.jit(f)
+    for v in (2.0, 3.0):
+        expected = f(np.array(v))
+        got = jf(np.array(v))
+        assert type(got[0]) is type(expected[0]) is np.ndarray, (type(got[0]), type(expected[0]))
+        np.testing.assert_allclose(got[0], expected[0])
+
+
+def test_update_of_zero_d_parameter_keeps_an_array_and_eager_steps_can_follow():
+    def step(state, model, g):
+        return optim.update(state, model, g)
+
+    model = {"t": np.array(0.5), "w": np.ones(2)}
+    g = {"t": np.array(0.25), "w": np.ones(2)}
+    state = optim.setup(optim.Adam(0.1), model)
+    se, me = step(state, {k: v.copy() for k, v in model.items()}, g)
+    sj, mj = pb.jit(step)(optim.setup(optim.Adam(0.1), {k: v.copy() for k, v in model.items()}),
+                          {k: v.copy() for k, v in model.items()}, g)
+    assert type(me["t"]) is np.ndarray
+    assert type(mj["t"]) is np.ndarray, type(mj["t"])  # np.float64 under pb.jit
+    # an eager step after a jitted one (evaluation, a last step without jit) must still work
+    optim.update(sj, mj, g)
+
+
+def test_gradient_with_respect_to_python_float_argument_is_a_float():
+    f = lambda t, x: pb.gradient(lambda s, y: np.sum(s * y ** 2), t, x)
+    x = np.arange(1.0, 5.0)
+    expected = f(2.0, x.copy())
+    got = pb.jit(f)(2.0, x.copy())
+    assert type(expected[0]) is float
+    assert type(got[0]) is float, type(got[0])  # a 0-d array under pb.jit
+    assert got[0] == expected[0]
+
+
+def test_hessian_of_python_float_argument_is_a_float():
+    f = lambda t: pb.hessian(lambda s: s ** 4, t)
+    expected, got = f(2.0), pb.jit(f)(2.0)
+    assert type(expected) is float
+    assert type(got) is float, type(got)
+    assert got == expected
+
+
+def test_gradient_of_numpy_scalar_and_python_float_fields_keep_their_types():
+    # README: "Python floats get floats"; NumPy scalars are values with their own derivative.
+    def grads(m, x):
+        return pb.gradient(lambda m: np.sum((m["w"] * x * m["s"] * m["f"] - 1) ** 2), m)[0]
+
+    m = {"w": np.ones(2), "s": np.float64(0.5), "f": 0.5}
+    x = np.array([1.0, 2.0])
+    expected = grads(dict(m), x.copy())
+    got = pb.jit(grads)(dict(m), x.copy())
+    assert type(expected["s"]) is np.float64 and type(expected["f"]) is float
+    assert (type(got["s"]), type(got["f"])) == (np.float64, float), (type(got["s"]), type(got["f"]))
+    assert got["s"] == expected["s"] and got["f"] == expected["f"]
