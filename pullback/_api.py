@@ -54,7 +54,7 @@ def withgradient(f: Callable[..., Any], *args: Any, **kwargs: Any) -> "WithGradi
         tape, out, plans = trace_call(f, args, kwargs, range(len(args)))
         try:
             grads = _gradients(tape, out[0] if isinstance(out, tuple) else out, plans)
-            return WithGradient(_untrack(out, tape, plans[0]), grads)
+            return WithGradient(untrack(out, tape, plans[0]), grads)
         finally:
             _release(tape)
 
@@ -71,7 +71,7 @@ def pullback(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Cal
     (array([ 2., 20.]),)
     """
     tape, out, plan = trace_call(f, args, kwargs, range(len(args)))
-    y = _untrack(out, tape, plan[0])
+    y = untrack(out, tape, plan[0])
 
     def back(dy: Any) -> tuple[Any, ...]:
         seeds: dict[int, Any] = {}
@@ -137,7 +137,7 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_
                     primary = out
                 grads = _gradients(tape, primary, plans)
                 picked = tuple(grads[p] if p not in positions[:k] else _copy_of(grads[p]) for k, p in enumerate(positions))
-                return _untrack(out, tape, plans[0]), picked[0] if single else picked
+                return untrack(out, tape, plans[0]), picked[0] if single else picked
             finally:
                 _release(tape)
 
@@ -266,7 +266,7 @@ def _collect_seeds(out, dy, tape, seeds):
               cycle=lambda *a: None)
 
 
-def _untrack(out, tape, arguments=None):
+def untrack(out, tape, arguments=None):
     """`out` with this tape's tracked values replaced by their plain values (outer levels kept).
 
     Where the differentiated `arguments` hold an array-API-only array (array_api_strict's), which

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import tree
-from ._api import _untrack, gradient, trace_call
+from ._api import gradient, trace_call, untrack
 from ._arrays import as_array_api, as_numpy, is_foreign_array, like_input, size_of
 from ._backward import backward, fit
 from ._forward import ForwardLevel, fit_tangent
@@ -114,7 +114,7 @@ def withjacobian(f: Callable[..., Any], *args: Any) -> WithJacobian:
     # One call of f, recorded: its value is the one returned, and reverse mode sweeps its tape. Forward
     # mode runs f again per input element, and each run must give that value (see _forward_columns).
     tape, out, (traced, ids) = trace_call(f, args, {}, range(len(args)))
-    y = _untrack(out, tape)
+    y = untrack(out, tape)
     if not _is_float_output(y):
         tape.nodes.clear()
         raise TypeError(f"jacobian needs f to return one real array or number; got {type(y).__name__}.")
@@ -208,8 +208,8 @@ def _check_same_value(first, again, name="jacobian"):
 
 def _check_holomorphic(along_real, along_imaginary, path):
     """The complex derivative exists where the derivative along i is i times the one along 1 (Cauchy-Riemann)."""
-    a = 0.0 if along_real is None else np.asarray(along_real)
-    b = 0.0 if along_imaginary is None else np.asarray(along_imaginary)
+    a = 0.0 if along_real is None else along_real  # not np.asarray: pb.jit's stand-ins compare as arrays
+    b = 0.0 if along_imaginary is None else along_imaginary
     if not np.allclose(b, 1j * a, rtol=1e-6, atol=1e-9 * (1.0 + np.max(np.abs(a), initial=0.0))):
         raise TypeError(
             f"jacobian: f is not holomorphic in {path} (its derivative along the imaginary direction is not i times "

@@ -41,6 +41,7 @@ True
 import collections
 import functools
 import threading
+import types
 import warnings
 
 import numpy as np
@@ -94,6 +95,10 @@ class Jitted:
         self._counts = {"traces": 0, "replays": 0, "retraces": 0}
         self._tracing = threading.RLock()
         self._stale_run, self._warned = 0, False  # retraces in a row for a changed global; warned of them
+
+    def __get__(self, obj, objtype=None):
+        """As a method (`jitted = pb.jit(plain)` in a class body): the object is the first argument."""
+        return self if obj is None else functools.partial(self, obj)
 
     def cache_info(self):
         return CacheInfo(self._counts["traces"], self._counts["replays"], self._counts["retraces"], len(self._cache))
@@ -221,6 +226,13 @@ class Jitted:
                 "cannot see, so every replay would repeat the same draws. Pass a np.random.Generator as an "
                 "argument (pb.jit records its draws, and a replay draws afresh), or draw outside the jitted "
                 "function and pass the arrays in.")
+        for path, leaf in tree.leaves_with_path(result):
+            if isinstance(leaf, (types.FunctionType, types.MethodType, functools.partial)) and _closes_over_trace(leaf):
+                raise JitError(
+                    f"pb.jit: the function returned a function ({path.format('the result')}, "
+                    f"{getattr(leaf, '__qualname__', type(leaf).__name__)}) that holds values of the trace (a pullback from "
+                    "pb.vjp, say); a replay cannot make it again. Return arrays: call it inside the jitted function "
+                    "(pb.jit(lambda x, v: pb.vjp(f, x)[1](v))).")
         out_leaves = [v for _, v in tree.leaves_with_path(result) if isinstance(v, (Symbol, RandomSource, Number))]
         foreign = [v for v in out_leaves if v.owner is not trace]
         if foreign:
@@ -263,6 +275,37 @@ class Jitted:
         watch = _jit_watch.collect(self.fn, _jit_watch.constant_arrays(trace), _argument_objects(args, kwargs))
         program = Deferred(trace, [v.slot for v in out_leaves] + [slot for _, slot in written], watch)
         return concrete, (program, rebuild)
+
+
+def _closes_over_trace(value, depth=0):
+    """Whether `value`, a function returned by a traced call, holds a trace's stand-in or a value being
+    differentiated in its closure (looked into through functions and containers, a few levels deep)."""
+    if isinstance(value, (Symbol, Number)) or is_traced(value):
+        return True
+    if depth > 3:
+        return False
+    if isinstance(value, functools.partial):
+        return any(_closes_over_trace(v, depth + 1) for v in (value.func, *value.args, *value.keywords.values()))
+    inner = getattr(value, "__func__", value)  # a bound method's function
+    cells = getattr(inner, "__closure__", None) or ()
+    contents = [cell.cell_contents for cell in cells if _filled(cell)]
+    if hasattr(value, "__self__") and not isinstance(value.__self__, type):
+        contents.append(value.__self__)
+    for content in contents:
+        if callable(content) and not isinstance(content, type):
+            if _closes_over_trace(content, depth + 1):
+                return True
+        elif any(isinstance(leaf, (Symbol, Number)) or is_traced(leaf) for leaf in tree.leaves(content)):
+            return True
+    return False
+
+
+def _filled(cell):
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 def _restore(states):
@@ -387,6 +430,15 @@ def _signature(args, kwargs):
 
 
 def _static_value(leaf):
+    """A constant leaf as the signature holds it: its value (a set or bytearray, unhashable, by its
+    contents, which a caller may change between calls); another unhashable object by identity."""
+    if type(leaf) is set:
+        try:
+            return ("set", frozenset(leaf))
+        except TypeError:  # an unhashable element
+            pass
+    elif type(leaf) is bytearray:
+        return ("bytearray", bytes(leaf))
     try:
         hash(leaf)
     except TypeError:

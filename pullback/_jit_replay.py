@@ -27,6 +27,7 @@ import numpy as np
 from . import _jit_fuse
 from ._jit_parallel import PARTS, operand_source, splittable
 from ._jit_trace import Ref, collect, setitem_copy
+from ._jit_watch import same_value
 
 
 class Retrace(Exception):
@@ -198,7 +199,7 @@ def compile_trace(trace, output_slots, fuse=False):
     live = _needed_nodes(trace, output_slots)
     last_use = _last_uses(trace, output_slots, live)
     planner = _Planner(trace, last_use)
-    namespace = {"Retrace": Retrace}
+    namespace = {"Retrace": Retrace, "same": same_value}
     body = []
     guards_after = {}
     for g_index, guard in enumerate(trace.guards):
@@ -406,7 +407,10 @@ def _setitem_in_place(x, index, value):
 
 
 def _guard_line(guard, g_index):
-    return f"    if convert{g_index}(s{guard.slot}) != expected{g_index}: raise Retrace"
+    # equal values (the usual case) pass with one comparison; a zero of another sign, or a NaN for a NaN,
+    # is told apart by `same` (-0.0 == 0.0 holds, but copysign(1, x) tells them apart)
+    return (f"    g = convert{g_index}(s{guard.slot})\n"
+            f"    if (g != expected{g_index} or g == 0) and not same(g, expected{g_index}): raise Retrace")
 
 
 def _positional_out(node):

@@ -16,7 +16,9 @@ an object, a dict or a module of the caller's own reached that way (`cfg.scale`,
 `config.lr`, `self.lr` of a bound method, a slot, an attribute read through a `weakref.proxy`), or
 an attribute of its class or of a class reached (a class attribute, a method called as
 `self.helper(...)`, followed in turn), is an entry too when the code reached names it (an
-attribute name or a string constant of that code): the code reads it, or at least could. Every
+attribute name or a string constant of that code): the code reads it, or at least could; so is
+the absence from an object of a name its class holds as a plain value (setting `step.lr` would
+shadow the class's `lr`). A default argument value of a function reached is followed as a global is. Every
 attribute of an object of one of pullback's classes (a `pb.nn` layer held in a global) is an
 entry, as pullback's code, not walked, reads them. So is each item of a list of at most 32 items
 (and its length); a tuple's items are followed too.
@@ -133,7 +135,7 @@ def collect(fn, constants=(), arguments=()):
             functions.append(value)
         elif isinstance(value, types.MethodType):
             found(value.__func__, depth, path)
-            hold(_instance_dict(value.__self__), depth, f"{path}.__self__" if depth else "self")
+            hold(_instance_dict(value.__self__), depth, f"{path}.__self__" if depth else "self", of=type(value.__self__))
             hold_class(type(value.__self__), depth)
         elif isinstance(value, (classmethod, staticmethod)):  # a class's method, read as `Cls.make(...)`
             found(value.__func__, depth, path)
@@ -160,7 +162,7 @@ def collect(fn, constants=(), arguments=()):
                     else:
                         found(item, depth + 1, f"{path}[{k}]")
         else:  # an object: the attributes the code names; all of them for one of pullback's classes
-            hold(_instance_dict(value), depth, path, every=_module_of(type(value)) in _LIBRARIES)
+            hold(_instance_dict(value), depth, path, every=_module_of(type(value)) in _LIBRARIES, of=type(value))
             slots = _slots_of(type(value))
             if slots:  # a __slots__ class: its slots, read through their descriptors
                 hold(_Slots(value, slots), depth, path, key=("slots", id(value)))
@@ -169,11 +171,13 @@ def collect(fn, constants=(), arguments=()):
             if isinstance(call, types.FunctionType):
                 functions.append(call)
 
-    def hold(namespace, depth, path, attributes=True, key=None, every=False):
+    def hold(namespace, depth, path, attributes=True, key=None, every=False, of=None):
+        """Watch the entries of `namespace` the code names; with `of`, the class of the object whose
+        `__dict__` it is, also the absence of the names its class holds (`s.lr = 0.5` would shadow `lr`)."""
         key = id(namespace) if key is None else key
         if isinstance(namespace, (dict, types.MappingProxyType, _Slots)) and key not in held and depth < _DEPTH:
             held.add(key)
-            holders.append((namespace, depth, path, attributes, every))
+            holders.append((namespace, depth, path, attributes, every, of))
 
     def hold_class(cls, depth):
         """A class's attributes and methods, and its bases' (those of the caller's own classes)."""
@@ -190,7 +194,8 @@ def collect(fn, constants=(), arguments=()):
             complete = False
             return
         entries[key] = ((namespace, name, value), where)
-        found(value, depth, path)
+        if value is not ABSENT:
+            found(value, depth, path)
 
     found(fn, 0, "self")
     roots = {id(f) for f in functions}  # the jitted function itself is walked wherever it was defined
@@ -224,18 +229,25 @@ def collect(fn, constants=(), arguments=()):
                 continue  # its cells only: what the caller gave it (`pb.grad(loss)` holds `loss`)
             read, strings = _names(code)
             names |= strings
+            # default values are read where a call leaves them out: an object or a dict among them as a global is
+            for default in (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values()):
+                found(default, 0, f"a default argument of {f.__qualname__}")
             namespace = f.__globals__
             for name in read:
                 if name in namespace:
                     watch(namespace, name, namespace[name], 0, name, f"`{name}` (a global that {f.__qualname__} reads)")
         before = len(entries)
-        for namespace, depth, path, attributes, every in list(holders):
+        for namespace, depth, path, attributes, every, of in list(holders):
             try:  # a dict another thread changes meanwhile: what was read is checked
                 named = [name for name in list(namespace) if type(name) is str] if every else \
                     [name for name in names if name in namespace]
                 for name in named:
                     inner = f"{path}.{name}" if attributes else f"{path}[{name!r}]"
                     watch(namespace, name, namespace[name], depth + 1, inner, f"`{inner}`")
+                if of is not None:  # a class attribute the code names, read through the object
+                    for name in names:
+                        if name not in namespace and _class_attribute(of, name):
+                            watch(namespace, name, ABSENT, depth + 1, path, f"`{path}.{name}` (not set on the object)")
             except (KeyError, RuntimeError):
                 complete = False
         if not functions and len(entries) == before:
@@ -304,13 +316,37 @@ def _module_of(cls):
     return (getattr(cls, "__module__", None) or "builtins").partition(".")[0]
 
 
+class _Absent:
+    """The value of an entry that watches a name not being set (an object's attribute its class holds)."""
+
+    def __repr__(self):
+        return "ABSENT"
+
+
+ABSENT = _Absent()
+
+
+def _class_attribute(cls, name):
+    """Whether a class of the caller's own in `cls`'s order holds a plain value (not a method or a
+    descriptor) under `name`, which setting the attribute on an object would shadow."""
+    for base in cls.__mro__:
+        if _module_of(base) in _NOT_FOLLOWED:
+            continue
+        attribute = vars(base).get(name, ABSENT)
+        if attribute is not ABSENT:
+            return not (callable(attribute) or hasattr(type(attribute), "__get__"))
+    return False
+
+
 def _holds(namespace, name, value):
     """Whether `namespace` (a dict, a class's mappingproxy or a cell) still holds `value` under `name`, as `Watch.check` asks."""
+    if value is ABSENT:
+        return name not in namespace
     try:
         now = namespace.cell_contents if isinstance(namespace, types.CellType) else namespace[name]
     except (KeyError, IndexError, ValueError):
         return False
-    return now is value or (_is_scalar(value) and _same(now, value))
+    return now is value or (_is_scalar(value) and same_value(now, value))
 
 
 def _views_one_of(array, ids):
@@ -369,7 +405,7 @@ def _is_scalar(value):
     return issubclass(type(value), _SCALARS)
 
 
-def _same(a, b):
+def same_value(a, b):
     """Whether `a`, found where the trace read `b`, is a value equal to it (a float's sign of zero too; a
     NaN recomputed each call is the NaN the trace read, as its bits may differ only in the payload)."""
     if type(a) is not type(b):
@@ -382,7 +418,7 @@ def _same(a, b):
 def _compile(entries, arrays, lengths=()):
     """`unchanged()`: True while every entry holds its value and every array its bytes (None if nothing
     is watched). One generated expression: no loop, no call but a byte copy per array."""
-    namespace = {"same": _same}
+    namespace = {"same": same_value}
     terms = []
     for i, (items, length, _) in enumerate(lengths):
         namespace[f"l{i}"] = items
@@ -390,7 +426,10 @@ def _compile(entries, arrays, lengths=()):
     for i, (where, name, value) in enumerate(entries):
         namespace[f"w{i}"], namespace[f"v{i}"] = where, value
         read = f"w{i}.cell_contents" if isinstance(where, types.CellType) else f"w{i}[{name!r}]"
-        terms.append(f"({read} is v{i} or same({read}, v{i}))" if _is_scalar(value) else f"{read} is v{i}")
+        if value is ABSENT:
+            terms.append(f"{name!r} not in w{i}")
+        else:
+            terms.append(f"({read} is v{i} or same({read}, v{i}))" if _is_scalar(value) else f"{read} is v{i}")
     for j, (array, snapshot) in enumerate(arrays):
         namespace[f"a{j}"], namespace[f"b{j}"] = array, snapshot
         terms.append(f"a{j}.tobytes() == b{j}")

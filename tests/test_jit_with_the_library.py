@@ -168,3 +168,136 @@ def test_gradient_of_numpy_scalar_and_python_float_fields_keep_their_types():
     assert type(expected["s"]) is np.float64 and type(expected["f"]) is float
     assert (type(got["s"]), type(got["f"])) == (np.float64, float), (type(got["s"]), type(got["f"]))
     assert got["s"] == expected["s"] and got["f"] == expected["f"]
+
+
+def test_guard_on_float_argument_distinguishes_negative_zero():
+    import math
+
+    f = lambda x, t: x * math.copysign(1.0, t)
+    jf = pb.jit(f)
+    x = np.arange(4.0)
+    np.testing.assert_array_equal(jf(x, 0.0), f(x, 0.0))
+    np.testing.assert_array_equal(jf(x, -0.0), f(x, -0.0))  # replays the trace for +0.0
+
+
+def test_jacobian_of_complex_function_under_jit():
+    f = lambda z: pb.jacobian(lambda z: z ** 2, z)
+    z = np.arange(1.0, 4.0) + 1j * np.arange(1.0, 4.0)
+    expected = f(z.copy())
+    got = pb.jit(f)(z.copy())  # JitError naming np.asarray, raised by pullback's own _check_holomorphic
+    np.testing.assert_allclose(got[0], expected[0])
+
+
+def test_instance_attribute_shadowing_class_attribute_retraces():
+    class Step:
+        lr = 0.1
+
+        def __call__(self, w, g):
+            return w - self.lr * g
+
+    s = Step()
+    js = pb.jit(s)
+    x = np.arange(4.0)
+    np.testing.assert_allclose(js(x, x), s(x, x))
+    s.lr = 0.5  # a hyperparameter set on the instance, over the class default
+    np.testing.assert_allclose(js(x, x), s(x, x))
+
+
+def test_attribute_of_object_default_argument_retraces():
+    class Cfg:
+        scale = 2.0
+
+    cfg = Cfg()
+
+    def f(x, c=cfg):
+        return x * c.scale
+
+    jf = pb.jit(f)
+    x = np.arange(4.0)
+    np.testing.assert_allclose(jf(x), f(x))
+    cfg.scale = 5.0
+    np.testing.assert_allclose(jf(x), f(x))
+
+
+def test_entry_of_dict_default_argument_retraces():
+    def f(x, cfg={"s": 2.0}):
+        return x * cfg["s"]
+
+    jf = pb.jit(f)
+    x = np.arange(4.0)
+    np.testing.assert_allclose(jf(x), f(x))
+    f.__defaults__[0]["s"] = 5.0
+    np.testing.assert_allclose(jf(x), f(x))
+
+
+def test_set_argument_mutated_between_calls_retraces():
+    # The signature holds "the value of every leaf that is neither an array, a Python number nor
+    # a random generator"; an unhashable leaf (a set) is keyed by its identity instead, so a
+    # change to its contents replays the old program.
+    def step(w, g, frozen):
+        return {k: (w[k] if k in frozen else w[k] - 0.1 * g[k]) for k in w}
+
+    w = {"a": np.ones(2), "b": np.ones(2)}
+    g = {"a": np.ones(2), "b": np.ones(2)}
+    frozen = {"a"}
+    jstep = pb.jit(step)
+    for _ in range(2):
+        expected, got = step(w, g, frozen), jstep(w, g, frozen)
+        for k in w:
+            np.testing.assert_allclose(got[k], expected[k])
+        frozen.discard("a")
+        frozen.add("b")
+
+
+def test_pullback_returned_from_jit_gives_arrays():
+    g = lambda x: np.tanh(np.outer(x, x)) @ x
+    jv = pb.jit(lambda x: pb.vjp(g, x))
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        x, v = rng.normal(size=3), rng.normal(size=3)
+        try:
+            y, back = jv(x.copy())
+        except pb.JitError:
+            return  # refusing to return a closure over the trace would be clear
+        ye, back_e = pb.vjp(g, x.copy())
+        np.testing.assert_allclose(y, ye)
+        (got,) = back(v)  # a tuple of trace Symbols, not arrays
+        assert isinstance(got, np.ndarray), type(got)
+        np.testing.assert_allclose(got, back_e(v)[0])
+
+
+def test_embedding_training_step_under_jit():
+    # Embedding.__call__ does np.asarray(indices), so an index array passed to the jitted step
+    # is refused with a JitError that names np.asarray (eager works).
+    def make():
+        return nn.Chain(nn.Embedding(10, 4, rng=np.random.default_rng(0)), nn.Dense(4, 1, rng=np.random.default_rng(1)))
+
+    def step(state, model, idx):
+        val, (g,) = pb.withgradient(lambda m: np.mean(m(idx) ** 2), model)
+        state, model = optim.update(state, model, g)
+        return state, model, val
+
+    me, mj = make(), make()
+    se, sj = optim.setup(optim.Adam(0.01), me), optim.setup(optim.Adam(0.01), mj)
+    jstep = pb.jit(step)
+    for i in range(3):
+        idx = (np.arange(6).reshape(2, 3) + i) % 10
+        se, me, ve = step(se, me, idx.copy())
+        sj, mj, vj = jstep(sj, mj, idx.copy())
+        np.testing.assert_allclose(vj, ve, rtol=1e-5)
+        np.testing.assert_allclose(mj.layers[0].weight, me.layers[0].weight, rtol=1e-5, atol=1e-6)
+
+
+def test_jit_as_method_decorator():
+    class Model:
+        def __init__(self):
+            self.w, self.s = np.ones(3), 2.0
+
+        def plain(self, x):
+            return x * self.w * self.s
+
+        jitted = pb.jit(plain)
+
+    m = Model()
+    x = np.arange(3.0)
+    np.testing.assert_allclose(m.jitted(x), m.plain(x))  # TypeError: missing argument 'x'

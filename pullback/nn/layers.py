@@ -225,7 +225,8 @@ class Embedding:
         return ("weight",)
 
     def __call__(self, indices: ArrayLike) -> Any:
-        indices = np.asarray(indices)
+        if not hasattr(indices, "dtype"):  # a list; an array (also pb.jit's stand-in) as it is
+            indices = np.asarray(indices)
         if indices.dtype.kind not in "iu":
             raise TypeError(f"Embedding takes integer indices; got dtype {indices.dtype}")
         n = self.weight.shape[0]
