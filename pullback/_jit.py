@@ -217,8 +217,11 @@ class Jitted:
         generators = _jit_random.snapshot(self.fn, [a for a in arrays if isinstance(a, _jit_random.GENERATORS)],
                                           (args, kwargs))
         given = _leaf_ids(symbolic)
-        result = self.fn(*symbolic[0], **symbolic[1])
+        outside = _jit_watch.collect(self.fn, (), _argument_objects(args, kwargs))  # what it reads, as it is now
+        with _jit_random.watching_entropy(_refuse_fresh_entropy):
+            result = self.fn(*symbolic[0], **symbolic[1])
         _refuse_changed_arguments(given, _leaf_ids(symbolic))
+        _refuse_changed_outside(outside)
         hidden = _jit_random.advanced(generators)
         if hidden:
             raise JitError(
@@ -256,12 +259,21 @@ class Jitted:
 
         if written:
             written_at = {k for k, _ in written}
-            _refuse_shared_written(arrays, written_at)  # before the caller's arrays are written
+            # arrays the trace read as they were, not as inputs: its calls' constants, and what it reached by name
+            constants = _jit_watch.constant_arrays(trace) + outside.reached
+            _refuse_shared_written(arrays, written_at, constants)  # before the caller's arrays are written
+            # a written argument returned (`a += 1; return a`, a model whose statistics were updated) is the
+            # caller's array, as without pb.jit
+            final = {slot: k for k, slot in written}
+            returned = [(position, final[v.slot]) for position, v in enumerate(out_leaves)
+                        if isinstance(v, Symbol) and v.slot in final]
 
             def rebuild(outputs, arrays):
-                _refuse_shared_written(arrays, written_at)
+                _refuse_shared_written(arrays, written_at, constants)
                 for j, (k, _) in enumerate(written):
                     np.copyto(arrays[k], outputs[n_results + j])
+                for position, k in returned:
+                    outputs[position] = arrays[k]
                 return build(outputs)
         else:
             def rebuild(outputs, arrays):
@@ -339,6 +351,28 @@ def _refuse_changed_arguments(before, after):
                        "objects. Return the new values instead, or write into the arrays themselves (x[...] = v).")
 
 
+def _refuse_fresh_entropy(what):
+    raise JitError(f"pb.jit: the function {what}, so each call without pb.jit draws other numbers, where every "
+                   "replay would repeat the trace's. Pass a np.random.Generator as an argument (pb.jit records its "
+                   "draws, and a replay draws afresh), or seed the one made inside (np.random.default_rng(seed)).")
+
+
+def _refuse_changed_outside(watch):
+    """Refuse a trace whose function stored one of its traced values outside its arguments (set an attribute
+    of `self`, appended to a list, rebound a global): later code would read a stand-in of the trace, and a
+    replay would not store its own values there. Other changes happen at the trace only, as in JAX."""
+    stored = [where for where, value in watch.new_values() if any(_is_trace_value(v) for v in tree.leaves(value))]
+    if stored:
+        raise JitError(f"pb.jit: the function stored a traced value in {', '.join(stored[:3])}, outside its "
+                       "arguments; a replay would not store its own values there, as each call without pb.jit "
+                       "does. Return the new values instead (and pass them back in as arguments), or keep that "
+                       "code outside the jitted function.")
+
+
+def _is_trace_value(v):
+    return isinstance(v, (Symbol, Number, RandomSource))
+
+
 def _fresh(leaf):
     """A constant array output, copied so a caller writing into it cannot change later replays."""
     return leaf.copy() if isinstance(leaf, np.ndarray) else leaf
@@ -371,13 +405,20 @@ def _order(a):
     return None if flags is None else "C" if flags.c_contiguous else "F" if flags.f_contiguous else a.strides
 
 
-def _refuse_shared_written(arrays, written):
-    """Refuse an argument written by the function that shares memory with another argument."""
+def _refuse_shared_written(arrays, written, constants=()):
+    """Refuse an argument written by the function that shares memory with another argument, or with an
+    array the trace read outside the arguments (`constants`: a global, a closure, an object's attribute)."""
     shared = sharing_memory(arrays, written)
     if shared is not None:
         raise JitError(f"pb.jit: arguments {shared[0]} and {shared[1]} (in the order the arrays are met) share "
                        "memory, and the function writes into its arguments: a replay keeps them apart, where "
                        "NumPy's writes into one change the other. Pass separate arrays (.copy()), or one array once.")
+    for k in written:
+        if any(np.may_share_memory(arrays[k], c) and np.shares_memory(arrays[k], c) for c in constants):
+            raise JitError(f"pb.jit: the function writes into argument {k} (in the order the arrays are met), whose "
+                           "memory it also reads outside its arguments (through a global, a closure or an object's "
+                           "attribute): a replay reads the values the trace saw there, where NumPy reads the written "
+                           "ones. Reach the array one way only: as the argument.")
 
 
 def _signature(args, kwargs):

@@ -9,7 +9,10 @@ and of NumPy's global generator (`np.random.rand`, `np.random.normal`, ...) and 
 (`random.random()`, a `random.Random` held in a global); `advanced`
 names those the trace moved, so that `pb.jit` refuses the trace and names the fix. A legacy
 `np.random.RandomState` passed as an argument is refused the same way when drawn from (only a
-`np.random.Generator` argument is recorded).
+`np.random.Generator` argument is recorded). A generator made inside the function from fresh
+entropy (`np.random.default_rng()` without a seed) would also give the trace's draws at every
+replay: `watching_entropy` refuses it as it is made, and lets `np.random.default_rng(seed)` take a
+Python-number seed passed in (its value fixed by a guard, so another seed traces again).
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -20,10 +23,13 @@ names those the trace moved, so that `pb.jit` refuses the trace and names the fi
 ['`rng` (a global that <lambda> reads)']
 """
 
+import contextlib
 import random
+import threading
 import types
 
 import numpy as np
+from numpy.random import bit_generator
 
 GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
 GLOBAL = "NumPy's global generator (np.random.rand, np.random.normal, ...)"
@@ -97,6 +103,45 @@ def snapshot(fn, inputs, arguments=((), {})):
         look(value, f"kwargs[{key!r}]", "an argument", 1)
     look(fn, "the function", "the function itself", 0)
     return found
+
+
+_tracing = threading.local()  # .depth: the traces running in this thread
+_installed = [0, None]  # traces running in any thread; the functions replaced while they run
+_install_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def watching_entropy(refuse):
+    """While a trace runs in this thread: making a generator from fresh entropy calls `refuse(what)`
+    (which raises), and `np.random.default_rng(n)` of a traced Python number `n` reads its value."""
+    with _install_lock:
+        if _installed[0] == 0:
+            _installed[1] = (bit_generator.randbits, np.random.default_rng)
+            bit_generator.randbits, np.random.default_rng = _guarded_randbits, _guarded_default_rng
+        _installed[0] += 1
+    _tracing.depth = getattr(_tracing, "depth", 0) + 1
+    _tracing.refuse = refuse
+    try:
+        yield
+    finally:
+        _tracing.depth -= 1
+        with _install_lock:
+            _installed[0] -= 1
+            if _installed[0] == 0:
+                bit_generator.randbits, np.random.default_rng = _installed[1]
+
+
+def _guarded_randbits(bits):
+    if getattr(_tracing, "depth", 0):
+        _tracing.refuse("made a random generator from fresh entropy (np.random.default_rng() without a seed, or a "
+                        "bit generator such as np.random.PCG64())")
+    return _installed[1][0](bits)
+
+
+def _guarded_default_rng(seed=None):
+    if getattr(_tracing, "depth", 0) and hasattr(type(seed), "__pullback_value__"):  # a traced Python number
+        seed = int(seed)  # fixed by a guard: another seed traces again
+    return _installed[1][1](seed)
 
 
 def advanced(states):

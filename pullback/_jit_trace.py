@@ -433,9 +433,10 @@ class Symbol:
         return _rebind(out, result, f"np.{name}(..., out=...)")
 
     def __array__(self, dtype=None, copy=None):
-        raise JitError("pb.jit: a traced array was converted to a NumPy array (np.asarray, np.array, or a "
-                       "library that calls them), which the replay could not follow. Keep the computation "
-                       "in NumPy calls on the array, or move the conversion outside the jitted function.")
+        raise JitError("pb.jit: a traced array was converted to a NumPy array (np.asarray, np.array, a library "
+                       "that calls them, indexing a plain array with it as in np.eye(3)[labels], or writing it into "
+                       "a plain array), which the replay could not follow. Keep the computation in NumPy calls on "
+                       "the traced array (np.take(np.eye(3), labels, axis=0)), or move it outside the jitted function.")
 
     # --- metadata, known from the concrete value ----------------------------------------------
     shape = property(lambda self: self._concrete().shape)
@@ -539,12 +540,17 @@ class RandomSource:
     afresh from the generator passed to that call (and advances it as an eager call would)."""
 
     __slots__ = ("owner", "slot")
-    __array_ufunc__ = None  # not an array; but a leaf to pb.tree, as a generator is
+    __array_ufunc__ = None  # not an array (NumPy's opt-out)
+    __pullback_leaf__ = True  # but a leaf to pb.tree, as a generator is
 
     def __init__(self, trace, slot):
         self.owner, self.slot = trace, slot
 
     def __getattr__(self, name):
+        if name in ("bit_generator", "spawn"):  # draws made through them would be hidden from the trace
+            raise JitError(f"pb.jit: Generator.{name} of a generator argument is not followed: its draws would be "
+                           "the trace's at every replay. Draw from the generator itself (rng.normal(...), "
+                           "rng.integers(...)), or pass the generator you would make from it as an argument.")
         method = getattr(np.random.Generator, name)
         if not callable(method):
             return getattr(self.owner.values[self.slot], name)

@@ -78,14 +78,27 @@ class Watch:
 
     `complete` is False when the walk stopped at its limits (what it did not reach is not checked)."""
 
-    def __init__(self, entries, arrays, complete, lengths=()):
+    def __init__(self, entries, arrays, complete, lengths=(), reached=()):
         self.entries = [entry for entry, _ in entries]  # [(a module's globals, an object's or a plain dict,
         self._where = [where for _, where in entries]  # or a cell; name; value)], and where each was read
         self.arrays = [(array, snapshot) for (array, snapshot), _ in arrays]  # [(array, its bytes then)]
         self._array_where = [where for _, where in arrays]
         self.lengths = list(lengths)  # [(list, its length, where)]: a list followed item by item
+        self.reached = list(reached)  # every array reached by a name, however large
         self.complete = complete
         self.check = _compile(self.entries, self.arrays, self.lengths)
+
+    def new_values(self):
+        """`(where, value now)` for each entry that no longer holds, and each new item of a list followed."""
+        found = [(where, items[length:]) for items, length, where in self.lengths if len(items) > length]
+        for (namespace, name, value), where in zip(self.entries, self._where):
+            if not _holds(namespace, name, value):
+                try:
+                    found.append((where, namespace.cell_contents if isinstance(namespace, types.CellType)
+                                  else namespace[name]))
+                except (KeyError, IndexError, ValueError):  # deleted: nothing stored
+                    pass
+        return found
 
     def changed(self):
         """Where the values that no longer hold were read (for a message)."""
@@ -257,7 +270,7 @@ def collect(fn, constants=(), arguments=()):
     snapshotted = {id(a) for a, _ in listed}  # a view of one of those (`weight.T`) changes with it: not compared twice
     small = [((a, a.tobytes()), f"`{path}`" if path else f"an array of shape {a.shape} the trace used as a constant")
              for a, path in listed if not _views_one_of(a, snapshotted)]
-    return Watch(list(entries.values()), small, complete, lengths)
+    return Watch(list(entries.values()), small, complete, lengths, [a for a, _ in arrays.values()])
 
 
 def constant_arrays(trace):

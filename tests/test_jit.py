@@ -306,7 +306,10 @@ def test_converting_a_traced_array_to_numpy_is_refused_naming_the_fix():
 
 def test_a_value_leaked_from_another_trace_is_refused_naming_the_fix():
     leaked = []
-    pb.jit(lambda x: leaked.append(x) or x * 2.0)(np.ones(2))
+    with pytest.raises(pb.JitError, match="stored a traced value in `leaked`"):  # where the watch sees it
+        pb.jit(lambda x: leaked.append(x) or x * 2.0)(np.ones(2))
+    leaked = [None] * 40  # a long list is data, not followed item by item: the leak goes unseen there
+    pb.jit(lambda x: leaked.insert(0, x) or x * 2.0)(np.ones(2))
     for uses in (lambda y: np.sin(y) + leaked[0],  # a ufunc (the short recording path)
                  lambda y: y * 2.0 - leaked[0],  # an operator
                  lambda y: np.maximum(y, leaked[0], dtype=np.float64),  # a ufunc with options

@@ -12,6 +12,7 @@ from numpy.typing import DTypeLike
 
 from .._arrays import numpy_backed
 from .._extend import primitive, rrule
+from .._jit_trace import JitError
 from .._tangents import Thunk
 from .._values import stop_gradient
 from .layers import check_sizes
@@ -151,6 +152,11 @@ class BatchNorm:
         keep, new = 1.0 - self.momentum, self.momentum
         unbiased = var * (m / max(m - 1, 1))
         # In place: inside a gradient call this layer is a copy, but these arrays are the user's.
+        if type(self.running_mean) is np.ndarray and hasattr(type(mean), "__pullback_traced_value__"):
+            raise JitError("pb.jit: a BatchNorm layer in training mode writes its running statistics into arrays "
+                           "of a model the jitted function does not get as an argument (held in a global or a "
+                           "closure), which a replay could not update. Pass the model as an argument (its "
+                           "statistics are then written at every call), or call it in evaluation mode.")
         self.running_mean[...] = keep * self.running_mean + new * mean
         self.running_var[...] = keep * self.running_var + new * unbiased
 
