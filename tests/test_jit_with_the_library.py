@@ -489,3 +489,13 @@ def test_returned_model_after_batchnorm_step_shares_running_statistics():
     rj, _ = pb.jit(step)(mj, x.copy())
     assert np.shares_memory(re.layers[1].running_mean, me.layers[1].running_mean)
     assert np.shares_memory(rj.layers[1].running_mean, mj.layers[1].running_mean)
+
+
+def test_a_nan_guard_replays_instead_of_tracing_again():
+    # float(total) is a guard: NaN at the trace and NaN at the replay is the same outcome (it retraced every call)
+    f = pb.jit(lambda x: x + float(np.sum(x)))
+    x = np.array([1.0, np.nan])
+    for _ in range(3):
+        np.testing.assert_array_equal(f(x), [np.nan, np.nan])
+    info = f.cache_info()
+    assert (info.traces, info.replays, info.retraces) == (1, 2, 0)
