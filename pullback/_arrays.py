@@ -205,6 +205,15 @@ def holds_foreign_array(x):
     return is_foreign_array(x)
 
 
+def rechunked_like(a, like):
+    """Dask array `a` in the chunks of Dask array `like` of the same shape, where they differ (as a concatenation
+    leaves them: repeated, the chunks would only get smaller); other values as they are."""
+    chunks = getattr(like, "chunks", None)
+    if chunks is None or not hasattr(a, "rechunk") or getattr(a, "chunks", None) == chunks:
+        return a
+    return a.rechunk(chunks)
+
+
 def size_of(x):
     """`np.size(x)` read from the shape, where that is known: `np.size` of a Dask array computes the array.
 

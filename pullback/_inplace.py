@@ -141,14 +141,17 @@ def set_item(x, index, value):
     of `value` (`x[[0, 0]] = 5.0`); when the writes differ NumPy keeps one of them, so that is refused.
     """
     index = _plain_index(index)
-    if not _is_basic(index):
+    if not names_each_once(index):
         index, value = _without_repeats(x.shape, index, value)
     rebind(x, FUNCTIONS[index_update](x, index, value))
 
 
-def _is_basic(index):
+def names_each_once(index):
+    """Whether `x[index]` cannot name an element twice, known without reading the index's values (a Dask
+    mask's would be computed): ints, slices, None, `...` and boolean masks, unlike integer arrays."""
     parts = index if type(index) is tuple else (index,)
-    return all(p is None or p is Ellipsis or isinstance(p, (int, np.integer, slice)) for p in parts)
+    return all(p is None or p is Ellipsis or isinstance(p, (int, np.integer, slice))
+               or getattr(getattr(p, "dtype", None), "kind", None) == "b" for p in parts)
 
 
 def _without_repeats(shape, index, value):

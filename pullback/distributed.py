@@ -13,6 +13,7 @@ added as they are. See docs/distributed.md for fault tolerance and measured cost
 """
 
 import copy
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 
 from . import tree
 from ._api import withgradient
+from ._arrays import dtype_kind
 from ._tangents import accum
 from .optim import update
 
@@ -229,7 +231,7 @@ def _is_dask_array(x):
 def _dask_array_parts(client, arrays):
     rows = arrays[0].chunks[0]
     for k, a in enumerate(arrays):
-        if a.chunks[0] != rows:
+        if not np.array_equal(a.chunks[0], rows, equal_nan=True):  # unknown sizes (NaN) are checked on the workers
             raise ValueError(f"pb.distributed.step: Dask array {k} is chunked {a.chunks[0]} along axis 0 but array 0 "
                              f"is chunked {rows}; rechunk them alike")
         if any(len(c) != 1 for c in a.chunks[1:]):
@@ -241,7 +243,10 @@ def _dask_array_parts(client, arrays):
     parts = []
     for i, n in enumerate(rows):
         data = tuple(futures[k * len(rows) + i] for k in range(len(arrays)))
-        parts.append(_Part(i, data, False, int(n), signature))
+        if math.isnan(n):  # a chunk size Dask does not know (after x[mask]): _shard_parts asks the worker
+            parts.append(_Part(i, data, False, None))
+        else:
+            parts.append(_Part(i, data, False, int(n), signature))
     return parts
 
 
@@ -310,7 +315,14 @@ def _weighted_change(old, new, weight):
 def _scaled(grad, weight):
     if weight == 1.0:
         return grad
-    return tree.fmap(lambda v: v * weight if isinstance(v, (np.ndarray, float, np.floating)) else v, grad)
+    return tree.fmap(lambda v: v * weight if _is_inexact(v) else v, grad)
+
+
+def _is_inexact(v):
+    """A float or complex number, or such an array of any library (NumPy's, Dask's, CuPy's)."""
+    if isinstance(v, (float, complex, np.inexact)):
+        return True
+    return hasattr(v, "shape") and hasattr(v, "dtype") and dtype_kind(v) in "fc"
 
 
 def _combine(a, b):

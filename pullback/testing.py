@@ -27,7 +27,7 @@ import numpy as np
 
 from . import tree
 from ._api import pullback
-from ._arrays import size_of
+from ._arrays import as_array_api, as_numpy, as_type_of, dtype_kind, is_foreign_array, size_of, speaks_array_api_only
 from ._derivatives import jvp
 from ._leaves import Arguments
 
@@ -281,7 +281,7 @@ def _check(f, args, roots, modes, order, options, rng, of):
         primal = leaf.primal
         rtol = options["rtol"]
         if rtol is None:
-            rtol = 1e-5 if np.result_type(primal) == np.float64 else 2e-3
+            rtol = 1e-5 if _dtype(primal) == np.float64 else 2e-3
         found = {mode: [] for mode in modes}  # (derivative, central difference) along each direction
         vs = _directions(primal, rng, options["directions"], options["dense_up_to"])
         for v in vs:
@@ -363,7 +363,7 @@ def _transpose(f, args, rng, rtol, atol, of):
     scale = float(sum(np.sum(np.abs(t)) for t in forward_terms + reverse_terms))
     if rtol is None:
         values = [leaf.primal for leaf in arguments.leaves] + _floats(y)
-        coarsest = max((np.finfo(np.result_type(x)).eps for x in values), default=np.finfo(np.float64).eps)
+        coarsest = max((np.finfo(_dtype(x)).eps for x in values), default=np.finfo(np.float64).eps)
         rtol = max(1e-10, 1000 * float(coarsest))
     finite = np.isfinite(forward) and np.isfinite(reverse) and np.isfinite(scale)
     ok = finite and abs(forward - reverse) <= rtol * scale + atol
@@ -449,7 +449,8 @@ class _Moves:
     def at(self, f, key, step):
         def move(index, x):
             x = x.copy() if isinstance(x, np.ndarray) else x  # f may write into its arguments
-            return x + step if index == key else x
+            x = x + step if index == key else x
+            return as_type_of(x, self.arguments.leaves[index].primal)  # an array API leaf is read as NumPy's: back
 
         return f(*_replace_leaves(self.arguments, move))
 
@@ -501,7 +502,7 @@ def _is_complex_leaf(x):
 def _along(g, v):
     """The derivative along direction `v` that gradient `g` gives: Re(sum(g v)) (a cotangent c of z
     stands for dz -> Re(c dz); for real leaves this is the plain sum)."""
-    return float(np.real(np.sum(np.asarray(g) * np.asarray(v))))
+    return float(np.real(np.sum(as_numpy(g) * np.asarray(v))))
 
 
 def _widened(v):
@@ -524,10 +525,14 @@ def _like(v, x):
         return float(v)
     if type(x) is complex:
         return complex(v)
-    return np.asarray(v, dtype=x.dtype) if isinstance(x, np.ndarray) else x.dtype.type(v)
+    if isinstance(x, np.ndarray) or is_foreign_array(x):
+        return as_type_of(np.asarray(v, dtype=_dtype(x)), x)  # an array API array's on its own device
+    return x.dtype.type(v)
 
 
 def _to_float64(x):
+    if speaks_array_api_only(type(x)) and dtype_kind(x) in "fc":
+        return as_array_api(_to_float64(as_numpy(x)), x)
     if isinstance(x, np.ndarray) and x.dtype.kind in "fc":
         return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
     if isinstance(x, np.floating):
@@ -542,13 +547,14 @@ def _zero_if_none(t, x):
 
 
 def _dtype(x):
-    return getattr(x, "dtype", np.float64)
+    """The NumPy dtype of leaf `x` (an array-API-only array's read through DLPack)."""
+    return as_numpy(x).dtype if speaks_array_api_only(type(x)) else np.dtype(getattr(x, "dtype", np.float64))
 
 
 # --- outputs ------------------------------------------------------------------------------------------
 def _is_float(x):
     return type(x) is float or (isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind == "f") or (
-        hasattr(type(x), "__array_function__") and getattr(getattr(x, "dtype", None), "kind", "?") == "f")  # Dask, CuPy
+        is_foreign_array(x) and dtype_kind(x) == "f")  # Dask, CuPy, array API
 
 
 def _pairs(y, t, floats=False):
@@ -573,7 +579,7 @@ def _cotangent_like(y, rng, scalar_one):
         if not _is_float(y):
             return None
         if np.ndim(y) == 0 and scalar_one:
-            return 1.0 if type(y) is float else y.dtype.type(1.0)
+            return 1.0 if type(y) is float else _like(1.0, y) if is_foreign_array(y) else y.dtype.type(1.0)
         return _like(rng.normal(size=np.shape(y)), y)
     return kind.rebuild(y, {k: _cotangent_like(c, rng, scalar_one) for k, c in kind.children(y).items()})
 
@@ -583,7 +589,7 @@ def _inner(u, t):
     total = 0.0
     for a, b in _pairs(u, t):
         if a is not None and b is not None:
-            total += float(np.sum(np.asarray(a, np.float64) * np.asarray(b, np.float64)))
+            total += float(np.sum(np.asarray(as_numpy(a), np.float64) * np.asarray(as_numpy(b), np.float64)))
     return total
 
 

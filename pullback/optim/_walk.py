@@ -5,14 +5,22 @@ call into `pb.tree`; places are `tree.Path`s, printed from the root `model`."""
 import numpy as np
 
 from .. import Tangent, stop_gradient, tree
-from .._arrays import speaks_nep18
+from .._arrays import dtype_kind, speaks_array_api_only, speaks_nep18, type_name
 
 ROOT = "model"  # how messages name the model: model.layers[0].weight, model['w']
 
 
 def is_param(x):
     """True for a float or complex array (NumPy's, or a library's that NumPy dispatches to, such as CuPy's):
-    the only kinds of leaf an optimiser trains."""
+    the only kinds of leaf an optimiser trains. A float array that only speaks the array API (array_api_strict's)
+    gets a gradient but cannot be updated with NumPy calls, so it is refused rather than left untrained."""
+    if speaks_array_api_only(type(x)) and dtype_kind(x) in "fc":
+        raise TypeError(
+            f"pb.optim trains NumPy arrays and arrays that NumPy functions dispatch to (CuPy, Dask), not "
+            f"{type_name(x)}, which only speaks the array API. Keep the model's parameters as NumPy arrays "
+            "(np.from_dlpack(x)) and convert them where the other library needs them, or update them yourself "
+            "from pb.gradient's result."
+        )
     return (isinstance(x, np.ndarray) or speaks_nep18(type(x))) and x.dtype.kind in "fc"
 
 

@@ -17,7 +17,7 @@ be used, so it gives NaN there.
 
 import numpy as np
 
-from .._arrays import like_input, type_name, zeros_as
+from .._arrays import holds_foreign_array, like_input, type_name, zeros_as
 from .._extend import primitive, rrule
 from .._values import stop_gradient
 from ._register import composite, forward_in_first, with_numpy_value
@@ -139,7 +139,10 @@ _EIGH = type(np.linalg.eigh(np.eye(1)))
 
 
 def _distinct_gaps(w, what):
-    """1 / (w_j - w_i) off the diagonal; a clear error where two values coincide exactly."""
+    """1 / (w_j - w_i) off the diagonal; a clear error where two values coincide exactly (NaN there for
+    a Dask array, whose values are not known until computed)."""
+    if holds_foreign_array(w):
+        return _gaps_or_nan(w)
     gaps = w[..., None, :] - w[..., :, None]
     n = np.shape(stop_gradient(w))[-1]
     off = ~np.eye(n, dtype=bool)
@@ -434,6 +437,8 @@ def _thin(u, s, vh):
 
 
 def _check_unused_columns(g, k, axis, what):
+    if np.shape(stop_gradient(g))[axis] == k:  # full_matrices=False: there are none (and a Dask g stays lazy)
+        return
     extra = stop_gradient(g)[..., :, k:] if axis == -1 else stop_gradient(g)[..., k:, :]
     if np.any(extra != 0):
         raise ValueError(
@@ -515,8 +520,7 @@ def _svd_u_rule(a, once):
         inner = (f * (ut_g - _t(ut_g))) * s[..., None, :]
         grad = u_k @ inner @ vh_k
         if m > k:  # the part of g outside the span of U
-            _refuse_zero_singular(s)
-            grad = grad + ((g - u_k @ ut_g) / s[..., None, :]) @ vh_k
+            grad = grad + ((g - u_k @ ut_g) / _nonzero_singular(s)[..., None, :]) @ vh_k
         return (grad, None)
 
     return u, back
@@ -544,8 +548,7 @@ def _svd_vh_rule(a, once):
         inner = s[..., :, None] * (f * (vt_g - _t(vt_g)))
         grad = u_k @ inner @ vh_k
         if n > k:
-            _refuse_zero_singular(s)
-            grad = grad + u_k @ (_t(gv - v_k @ vt_g) / s[..., :, None])
+            grad = grad + u_k @ (_t(gv - v_k @ vt_g) / _nonzero_singular(s)[..., :, None])
         return (grad, None)
 
     return vh, back
@@ -558,12 +561,16 @@ def _svd_vh_frule(t, a, once):
     return vh, _t(_with_nan_columns(_svd_vector_tangent(_t(t), _t(vh_k), s, u_k), _t(vh)))
 
 
-def _refuse_zero_singular(s):
+def _nonzero_singular(s):
+    """`s`, refused where a singular value is zero (NaN there for a Dask array, which is not computed here)."""
+    if holds_foreign_array(s):
+        return np.where(stop_gradient(s) == 0, np.nan, s)
     if np.any(stop_gradient(s) == 0):
         raise ValueError(
             "Singular vectors of a non-square matrix with a zero singular value have no derivative; "
             "use a function of the singular values only, or perturb the input."
         )
+    return s
 
 
 @composite(np.linalg.svd, args="a", notes="""Singular values are differentiable everywhere;
@@ -578,7 +585,8 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     if hermitian:
         raise TypeError("numpy.linalg.svd(hermitian=True) is not supported on tracked values; "
                         "use hermitian=False (same values) or np.linalg.eigh.")
-    once = _Once(lambda m: tuple(np.linalg.svd(m, full_matrices=full_matrices)))
+    full = full_matrices and compute_uv  # the values alone need no full U and Vh (Dask's svd makes none)
+    once = _Once(lambda m: tuple(np.linalg.svd(m, full_matrices=full)))
     s = svd_values(a, once)
     if not compute_uv:  # LAPACK's values-only routine rounds differently from the full one
         return with_numpy_value(s, np.linalg.svd, a, compute_uv=False)
@@ -696,7 +704,8 @@ def qr(a, mode="reduced"):
     _real_only(a, "qr")
     if mode not in ("reduced", "complete", "r"):
         raise TypeError(f"numpy.linalg.qr(mode={mode!r}) is not supported on tracked values; use 'reduced'.")
-    once = _Once(lambda m: tuple(np.linalg.qr(m, mode="complete" if mode == "complete" else "reduced")))
+    # mode left out unless 'complete': Dask's qr takes none
+    once = _Once(lambda m: tuple(np.linalg.qr(m, mode="complete") if mode == "complete" else np.linalg.qr(m)))
     r = qr_r(a, once)
     if mode == "r":
         return r

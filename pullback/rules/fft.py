@@ -92,7 +92,7 @@ def _real_dft_rule(x, n, axis, norm):
     size = length if n is None else n
 
     def back(g):
-        full = dft(_fit_length(g, axis, size), None, axis, norm, False)
+        full = dft(g, size, axis, norm, False)  # the FFT pads g to size (np.pad first would split a Dask chunk)
         return np.real(_fit_length(full, axis, length)), None, None, None
 
     return y, back

@@ -5,9 +5,9 @@ and apply_along_axis and apply_over_axes, which call the user's function on trac
 
 import numpy as np
 
-from .._arrays import axis_index, dtype_kind, is_foreign_array, like_input, speaks_nep18, type_name, zeros_as
+from .._arrays import axis_index, dtype_kind, holds_foreign_array, is_foreign_array, like_input, speaks_nep18, type_name, zeros_as
 from .._extend import primitive, rrule
-from .._inplace import mark_view, plain_of, write_out
+from .._inplace import mark_view, names_each_once, plain_of, write_out
 from .._registry import FUNCTIONS
 from .._standins import getitem, index_update
 from .._tangents import InplaceableThunk, Thunk
@@ -116,12 +116,14 @@ def _add_at_by_rows(buffer, index, g):
     rows = np.asarray(parts[k]) if k < len(parts) and isinstance(parts[k], (list, np.ndarray)) else None
     if rows is None or rows.dtype.kind not in "iu" or rows.ndim != 1:
         raise _no_add_at(buffer)
-    unique, inverse = np.unique(rows % np.shape(buffer)[len(lead) - sum(p is None for p in lead)], return_inverse=True)
+    rows = rows % np.shape(buffer)[len(lead) - sum(p is None for p in lead)]
+    unique, inverse = np.unique(rows, return_inverse=True)
     if len(unique) < len(rows):
         ones = np.zeros((len(unique), len(rows)), dtype=np.result_type(g))
         ones[inverse, np.arange(len(rows))] = 1.0
         g = np.moveaxis(np.tensordot(like_input(ones, g), g, axes=([1], [k])), 0, k)  # the rows going to one place, summed
-    target = tuple(p for p in (*lead, unique, *rest) if p is not None)
+        rows = unique  # g's rows are now in np.unique's (sorted) order; otherwise they stay in the index's
+    target = tuple(p for p in (*lead, rows, *rest) if p is not None)
     if any(p is None for p in parts):  # new axes (of length 1): Dask writes through none
         g = np.reshape(g, np.shape(buffer[target]))
     buffer[target] += g
@@ -214,7 +216,7 @@ def assign(x, index, value):
 
 
 def _refuse_repeats(shape, index):
-    if is_basic(index):
+    if names_each_once(index):
         return
     positions = np.arange(int(np.prod(shape))).reshape(shape)[index]
     if np.unique(positions).size != np.size(positions):
@@ -425,21 +427,29 @@ def choose(a, choices, out=None, mode="raise"):
 @composite(np.piecewise, args="x, the functions' outputs", notes="""Each function runs on the elements
            its condition selects (traced), as in NumPy; constants are plain.""")
 def piecewise(x, condlist, funclist, *args, **kw):
-    plain_x = np.asarray(stop_gradient(x))
+    plain_x = stop_gradient(x)
+    plain_x = plain_x if is_foreign_array(plain_x) else np.asarray(plain_x)  # Dask's stays lazy
     plain = np.piecewise(plain_x, strip_all(condlist), funclist, *args, **kw)  # NumPy checks the lists
-    if np.isscalar(condlist) or (not isinstance(condlist[0], (list, np.ndarray)) and plain_x.ndim != 0):
+    if np.isscalar(condlist) or (not isinstance(condlist[0], (list, np.ndarray)) and not is_foreign_array(condlist[0])
+                                 and np.ndim(plain_x) != 0):
         condlist = [condlist]
-    conditions = list(np.asarray(strip_all(condlist), dtype=bool))
+    conditions = [c.astype(bool) if is_foreign_array(c) else np.asarray(c, dtype=bool) for c in strip_all(condlist)]
     if len(conditions) == len(funclist) - 1:  # the last function takes what no condition does
-        conditions.append(~np.any(conditions, axis=0))
+        conditions.append(~np.any(np.stack(conditions), axis=0))
     if not isinstance(x, Traced) or plain.dtype.kind not in "fc":
         return plain
-    if not isinstance(stop_gradient(x), np.ndarray):  # a number: NumPy reads it as a 0-d array
+    if np.ndim(x) == 0 and not is_foreign_array(plain_x):  # a number: NumPy reads it as a 0-d array
         x = np.reshape(x, ())
     y = x * 0.0  # NumPy starts from zeros_like(x)
     for condition, f in zip(conditions, funclist):
         if not callable(f):
             y = np.where(condition, f, y)
+        elif holds_foreign_array(condition):
+            # Dask cannot write back x[condition], of unknown length, so f (elementwise, as Dask's piecewise runs it
+            # on blocks) runs on all of x; the elements not selected carry no gradient into f, which may not be
+            # differentiable there
+            selected = np.where(condition, x, stop_gradient(x))
+            y = np.where(condition, f(selected, *args, **kw), y)
         elif np.any(condition):
             y = assign_into(y, condition, f(x[condition], *args, **kw))
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)

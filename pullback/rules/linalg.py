@@ -19,11 +19,11 @@ array([0., 1.])
 
 import numpy as np
 
-from .._arrays import like_input, zeros_as
+from .._arrays import holds_foreign_array, like_input, size_of, zeros_as
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ._register import add_tangents, composite, describe, forward_in_first, forward_rule, numpy_valued, rule, without_gradient
+from ._register import add_tangents, composite, describe, forward_in_first, forward_rule, rule, with_numpy_value, without_gradient
 from .reductions import refuse_out
 
 
@@ -314,7 +314,12 @@ def pinv_frule(t, a, rcond=None, hermitian=False, **kwargs):
 @primitive
 def least_squares(a, b, rcond):
     """The solution `x` of `np.linalg.lstsq(a, b, rcond)`."""
-    return np.linalg.lstsq(a, b, rcond=rcond)[0]
+    return _lstsq(a, b, rcond)[0]
+
+
+def _lstsq(a, b, rcond):
+    """`np.linalg.lstsq(a, b, rcond)`, the default rcond left out: Dask's lstsq takes none."""
+    return np.linalg.lstsq(a, b) if rcond is None else np.linalg.lstsq(a, b, rcond=rcond)
 
 
 @rrule(least_squares)
@@ -351,9 +356,14 @@ def lstsq(a, b, rcond=None):
     x = least_squares(a, b, rcond)
     # The rank, from NumPy's own solve of the plain values (an int: inside pb.jit, a guard), decides
     # whether there are residuals, as in NumPy: a full column rank and more rows than columns.
-    rank = np.linalg.lstsq(stop_gradient(a), stop_gradient(b), rcond=rcond)[2]
+    _, plain_residuals, rank, _ = _lstsq(stop_gradient(a), stop_gradient(b), rcond)
     rows, columns = np.shape(a)[-2:]
-    if int(rank) == columns and rows > columns:
+    if holds_foreign_array(rank) and not hasattr(type(rank), "__pullback_traced_value__"):
+        # a lazy rank (Dask's; pb.jit's stand-in is read as an int, a guard): the library's own shape decides
+        has_residuals = size_of(plain_residuals) > 0
+    else:
+        has_residuals = int(rank) == columns and rows > columns
+    if has_residuals:
         r = b - a @ x
         residuals = np.sum(np.abs(r) ** 2 if np.iscomplexobj(r) else r ** 2, axis=0)
         if np.ndim(b) == 1:
@@ -459,9 +469,8 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
         return _linalg().cho_factor(a, lower, overwrite_a, check_finite)
     _square_2d("cho_factor", a)
     factor = np.tril(np.linalg.cholesky(a)) + np.triu(a, 1) if lower else _t(np.linalg.cholesky(_t(a))) + np.tril(a, -1)
-    # SciPy's own factor, which rounds unlike NumPy's (LAPACK reads SciPy's C-ordered matrix as its transpose)
-    exact, _ = _linalg().cho_factor(stop_gradient(a), lower, check_finite=check_finite)
-    return numpy_valued(factor, exact), bool(lower)
+    # SciPy's own factor, which may round unlike NumPy's (not under pb.jit, which cannot call SciPy on its stand-ins)
+    return with_numpy_value(factor, lambda a: _linalg().cho_factor(a, lower, check_finite=check_finite)[0], a), bool(lower)
 
 
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
@@ -477,7 +486,8 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
         x = triangular_solve(c, triangular_solve(c, b, False, True, False), True, True, False)
     else:
         x = triangular_solve(c, triangular_solve(c, b, True, False, False), False, False, False)
-    return numpy_valued(x, _linalg().cho_solve((stop_gradient(c), lower), stop_gradient(b), check_finite=check_finite))
+    # SciPy's own value: one LAPACK call rounds unlike two triangular solves
+    return with_numpy_value(x, lambda c, b: _linalg().cho_solve((c, lower), b, check_finite=check_finite), c, b)
 
 
 def expm(A):

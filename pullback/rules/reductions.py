@@ -2,11 +2,13 @@
 nanmax, nanmin, nanprod), in both modes; and
 the reductions to a bool or a count (all, any, ...), which carry no gradient."""
 
+import math
+
 import numpy as np
 
 from .._arrays import holds_foreign_array
 from .._tangents import Thunk
-from .._values import Traced
+from .._values import Traced, stop_gradient
 from ._register import composite, forward_in_first, linear_forward, rule, without_gradient
 
 _NO = np._NoValue
@@ -21,12 +23,18 @@ def reduced_axes(axis, ndim):
     return (axis % ndim,)
 
 
-def expand_to(g, shape, axis, keepdims):
-    """Broadcast a reduced cotangent back over the reduced axes of `shape`."""
+def expand_to(g, shape, axis, keepdims, like=None):
+    """Broadcast a reduced cotangent back over the reduced axes of `shape`, the shape of `like` (the input),
+    which is needed where Dask does not know the shape (NaN lengths, after x[mask])."""
     if np.shape(g) == shape:  # nothing was reduced (a 0-d input, or no axes)
         return g
     if not keepdims and axis is not None:  # a full reduction's 0-d cotangent broadcasts as it is
         g = np.reshape(g, _kept_shape(shape, axis))
+    if any(math.isnan(n) for n in shape):  # np.broadcast_to cannot make an unknown length: add to zeros of it
+        if like is None:
+            raise ValueError(f"The gradient of this reduction needs the shape of its input, {shape}, which Dask does "
+                             "not know yet: call x.compute_chunk_sizes() on the input first.")
+        return g + np.zeros_like(stop_gradient(like), dtype=np.result_type(g))
     return np.broadcast_to(g, shape)
 
 
@@ -99,10 +107,16 @@ def sum_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, w
     _check_plain("sum", out, initial, where)
     y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims, **given_options(initial, where))
     shape = np.shape(x)
+    like = _unknown_shape(x)  # kept by the pullback only where Dask does not know the shape
     if initial is None:
-        return y, lambda g: (masked(expand_to(g, shape, axis, keepdims), where),)
+        return y, lambda g: (masked(expand_to(g, shape, axis, keepdims, like), where),)
     # initial (position 5) is added once to every result element
-    return y, lambda g: (masked(expand_to(g, shape, axis, keepdims), where), None, None, None, None, Thunk(np.sum, g))
+    return y, lambda g: (masked(expand_to(g, shape, axis, keepdims, like), where), None, None, None, None, Thunk(np.sum, g))
+
+
+def _unknown_shape(x):
+    """`x` where its shape has lengths Dask does not know yet (NaN), else None: what `expand_to` needs."""
+    return x if any(math.isnan(n) for n in np.shape(x)) else None
 
 
 @forward_in_first(np.sum)
@@ -117,11 +131,15 @@ def mean_rule(x, axis=None, dtype=None, out=None, keepdims=False, where=True):
     y = np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims, **given_options(where=where))
     shape = np.shape(x)
     if where is True:
-        count = np.prod([shape[k] for k in reduced_axes(axis, len(shape))], dtype=np.int64)
+        count = np.prod([shape[k] for k in reduced_axes(axis, len(shape))])
+        if math.isnan(count):  # lengths Dask does not know yet (after x[mask]): counted lazily
+            count = np.sum(np.ones_like(stop_gradient(x)), axis=axis, keepdims=keepdims)
+            return y, lambda g: (expand_to(g / count, shape, axis, keepdims, x),)
         return y, lambda g: (expand_to(g / float(count), shape, axis, keepdims),)
     # an empty slice's mean is NaN, and no element of it is selected: it sends no gradient
     count = np.maximum(selected_count(where, shape, axis), 1)
-    return y, lambda g: (masked(expand_to(g, shape, axis, keepdims) / count, where),)
+    like = _unknown_shape(x)
+    return y, lambda g: (masked(expand_to(g, shape, axis, keepdims, like) / count, where),)
 
 
 linear_forward(np.mean)
@@ -200,7 +218,7 @@ def prod_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, 
     def back(g):
         factors = x if where is True else np.where(where, x, 1.0)  # unselected elements count as one
         others = product_of_others(factors, axis)
-        g_x = expand_to(g, shape, axis, keepdims) * (others if initial is None else others * initial)
+        g_x = expand_to(g, shape, axis, keepdims, x) * (others if initial is None else others * initial)
         if initial is None:
             return (masked(g_x, where),)
         # initial (position 5) multiplies every result element
@@ -280,6 +298,8 @@ def _nan_extreme(reduce, fill, name):
         missing = np.isnan(a)
         y = reduce(np.where(missing, fill, a), axis=axis, keepdims=keep)
         empty = np.all(missing, axis=axis, keepdims=keep)
+        if holds_foreign_array(empty):  # no branch on a Dask array's values, which would compute it
+            return np.where(empty, np.nan, y)
         if np.any(empty):
             np.nanmax(np.where(missing, np.nan, 0.0), axis=axis)  # NumPy's warning for an all-NaN slice
             y = np.where(empty, np.nan, y)

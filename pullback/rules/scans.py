@@ -6,7 +6,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 
 import numpy as np
 
-from .._arrays import axis_index, holds_foreign_array, like_input
+from .._arrays import axis_index, holds_foreign_array, like_input, rechunked_like
 from .._values import Traced, stop_gradient
 from ._register import as_array, composite, forward_in_first, linear_forward, rule
 from .reductions import refuse_out
@@ -57,7 +57,8 @@ def _shifted(v, shift, axis, fill):
     head[axis] = slice(0, np.shape(v)[axis] - shift)
     pad = list(np.shape(v))
     pad[axis] = shift
-    return np.concatenate([np.full_like(stop_gradient(v), fill, shape=pad), v[tuple(head)]], axis=axis)
+    shifted = np.concatenate([np.full_like(stop_gradient(v), fill, shape=pad), v[tuple(head)]], axis=axis)
+    return rechunked_like(shifted, v)  # Dask: the scans repeat this, so keep v's chunks
 
 
 def _linear_scan(a, b, axis):

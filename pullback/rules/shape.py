@@ -8,7 +8,7 @@ All of these are linear, so each forward rule applies the same operation to the 
 
 import numpy as np
 
-from .._arrays import axis_index, like_input, size_of, speaks_nep18, zeros_as
+from .._arrays import axis_index, like_input, size_of, speaks_nep18, type_name, zeros_as
 from .._extend import primitive, rrule
 from .._inplace import plain_of, write_out
 from .._registry import FUNCTIONS
@@ -570,6 +570,10 @@ def delete(arr, obj, axis=None):
            `arr`'s dtype, as NumPy casts them).""")
 def insert(arr, obj, values, axis=None):
     plain = np.insert(stop_gradient(arr), stop_gradient(obj), stop_gradient(values), axis)
+    if plain.dtype.kind == "O" and np.result_type(plain_of(arr)).kind in "fc":  # Dask inserts a list of values so
+        raise TypeError(f"np.insert of {type(values).__name__} values into a {type_name(plain_of(arr))} gives "
+                        "an object array, which cannot be differentiated: pass float values as an array of arr's "
+                        "type (da.asarray(values) for a Dask arr) or as one number")
     if plain.dtype.kind not in "fc":
         return plain
     sources = _labels(np.shape(arr))

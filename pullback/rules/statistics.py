@@ -6,7 +6,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 
 import numpy as np
 
-from .._arrays import like_input, size_of
+from .._arrays import holds_foreign_array, like_input, size_of
 from .._values import Traced, stop_gradient
 from ._register import as_array, composite, forward_in_first, rule
 from .reductions import expand_to, given_options, mask_of, masked, reduced_size, refuse_out, selected_count
@@ -52,7 +52,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=_NO, *, where=_NO):
     missing = np.isnan(a)
     count = np.sum(~missing, axis=axis, keepdims=keep)
     total = np.sum(np.where(missing, 0.0, a), axis=axis, dtype=dtype, keepdims=keep)
-    return total / np.asarray(count, dtype=np.result_type(total.dtype, np.float16))
+    return total / count.astype(np.result_type(total.dtype, np.float16))  # not np.asarray: a Dask count stays lazy
 
 
 def _ddof(name, ddof, correction, mean):
@@ -148,6 +148,12 @@ def ptp(a, axis=None, out=None, keepdims=_NO):
     return np.max(a, axis=axis, keepdims=keep) - np.min(a, axis=axis, keepdims=keep)
 
 
+def _given(**options):
+    """The options a call was given (not left at np._NoValue), to pass on by keyword: another library's
+    function (Dask's nanvar, median) may take fewer of them, or in another order."""
+    return {k: v for k, v in options.items() if v is not _NO}
+
+
 def _nan_moments(name, a, axis, dtype, out, ddof, keepdims, where, mean, correction):
     refuse_out(name, out, where)
     ddof = _ddof(name, ddof, correction, mean)
@@ -166,7 +172,7 @@ def _nan_moments(name, a, axis, dtype, out, ddof, keepdims, where, mean, correct
 
 @composite(np.nanvar, args="a", numpy_value=True, notes="NaNs are left out and get zero gradient; `ddof` and `correction` as in var.")
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
-    plain = np.nanvar(stop_gradient(a), axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction)
+    plain = np.nanvar(stop_gradient(a), **_given(axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction))
     y = _nan_moments("nanvar", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)
 
@@ -174,7 +180,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_N
 @composite(np.nanstd, args="a", numpy_value=True, notes="""NaNs are left out and get zero gradient; where the spread is
            zero the gradient is taken as 0 (the derivative does not exist), as in std.""")
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
-    plain = np.nanstd(stop_gradient(a), axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction)
+    plain = np.nanstd(stop_gradient(a), **_given(axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction))
     v = _nan_moments("nanstd", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
     flat = stop_gradient(v) == 0
     y = np.where(flat, 0.0, np.sqrt(np.where(flat, 1.0, v)))
@@ -262,6 +268,8 @@ def _order_statistics(a, q, axis, method, keepdims, skip_nan, plain):
     counts = np.sum(~missing, axis=-1) if skip_nan else np.full(rest, n)
     low = np.zeros(rest + (q.size,), dtype=np.intp)
     weight = np.zeros(rest + (q.size,))
+    if skip_nan and holds_foreign_array(counts):  # each line's positions follow its count: computed, as the order is
+        counts = np.asarray(counts)
     for c in np.unique(counts):
         if c == 0:
             continue
@@ -300,7 +308,7 @@ def _quantile_like(name, scale, skip_nan):
             raise TypeError(f"numpy.{name}: {key}= is not supported on tracked values; {fixes[key]}.")
         if isinstance(q, Traced):
             raise TypeError(f"numpy.{name}: the levels q carry no gradient in pullback; pass them as plain values.")
-        plain = np.asarray(numpy_fn(stop_gradient(a), q, axis, None, False, method, keepdims))
+        plain = numpy_fn(stop_gradient(a), q, **_given(axis=axis, method=method, keepdims=keepdims))
         return _order_statistics(a, np.asarray(q, dtype=np.float64) / scale, axis, method, keepdims, skip_nan, plain)
 
     return run
@@ -318,7 +326,7 @@ def _median_like(name, skip_nan):
         if out is not None:
             raise TypeError(f"numpy.{name}: out= is not supported on tracked values; drop out= and assign the result "
                             f"instead (y = np.{name}(a)), or write it into an existing array (z[...] = np.{name}(a)).")
-        plain = np.asarray(numpy_fn(stop_gradient(a), axis, None, False, keepdims))
+        plain = numpy_fn(stop_gradient(a), **_given(axis=axis, keepdims=keepdims))
         return _order_statistics(a, 0.5, axis, "linear", keepdims, skip_nan, plain)
 
     return run
