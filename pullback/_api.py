@@ -193,6 +193,7 @@ def trace_call(f, args, kwargs, positions):
             out = f(*tracked, **tracked_kwargs)
     finally:
         tape.close()
+    arguments.refuse_unseen_writes()
     return tape, out, (arguments, ids)
 
 

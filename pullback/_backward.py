@@ -6,7 +6,7 @@ from ._arrays import is_foreign_array_type
 from ._registry import FUNCTIONS
 from ._reverse import collector_paused
 from ._standins import astype, dtype_of
-from ._tangents import ARRAY_TYPES, CARRIED, FACTOR_RANGE, InplaceableThunk, Scaled, Thunk, accum
+from ._tangents import ARRAY_TYPES, CARRIED, FACTOR_RANGE, InplaceableThunk, PerOperand, Scaled, Thunk, accum
 from ._values import Traced
 
 
@@ -42,7 +42,7 @@ def _sweep(tape, seeds):
                 factors.pop(i, None)
                 continue
         factor = factors.pop(i, 1.0) if factors else 1.0
-        if factor != 1.0 and not _carries(g, in_ids, nodes):
+        if factor != 1.0 and not _carries(g, back, in_ids, nodes):
             g, factor = g * factor, 1.0
         cotangents = back(g)
         if len(in_ids) == 1:  # the common unary case, without the loop
@@ -84,12 +84,20 @@ def missing_cotangents(back, cotangents, in_ids):
         "positional argument of the call, None where there is none.")
 
 
-def _carries(g, in_ids, nodes):
-    """Whether a factor pending on `g` may be passed on to the cotangents computed from it: `g` and
-    the inputs it goes to are arrays (of `ARRAY_TYPES`) of a dtype in `CARRIED`."""
-    if type(g) not in ARRAY_TYPES or g.dtype not in CARRIED:
+def _carries(g, back, in_ids, nodes):
+    """Whether a factor pending on `g` may be passed on to the cotangents computed from it: `back`
+    is linear, and `g` and the inputs it goes to are arrays (of `ARRAY_TYPES`) of a dtype in `CARRIED`."""
+    if type(g) not in ARRAY_TYPES or g.dtype not in CARRIED or not _builtin(back):
         return False
     return all(j < 0 or (type(nodes[j][0]) is tuple and nodes[j][0][1] in CARRIED) for j in in_ids)
+
+
+def _builtin(back):
+    """Whether pullback's own rules made `back`: their pullbacks are linear; a user's rule may not
+    be (JAX's `clip_gradient` clips its cotangent), so it gets the cotangent multiplied out."""
+    if type(back) is PerOperand:
+        return all(b is None or _builtin(b) for b in back)
+    return (getattr(back, "__module__", None) or "").startswith("pullback.")
 
 
 def _send(grads, nodes, owned, factors, j, ct, factor):
@@ -123,7 +131,9 @@ def _add(current, ct, like, j, owned):
     """`current + ct` for node `j`, in place when `current` is a buffer this sweep owns."""
     if j in owned:
         if isinstance(ct, InplaceableThunk) and type(current) is np.ndarray:
-            return ct.add_into(current)
+            total = _add_into(ct, current)
+            if total is not None:
+                return total
         ct = fit(ct, like)
         if ct is None:
             return current
@@ -133,9 +143,8 @@ def _add(current, ct, like, j, owned):
     a = fit(current, like)
     if a is None:
         return ct
-    if type(a) is np.ndarray and isinstance(ct, InplaceableThunk):
-        total = ct.add_into(a.copy())
-    else:
+    total = _add_into(ct, a.copy()) if type(a) is np.ndarray and isinstance(ct, InplaceableThunk) else None
+    if total is None:
         b = fit(ct, like)
         if b is None:
             return a
@@ -143,6 +152,17 @@ def _add(current, ct, like, j, owned):
     if type(total) is np.ndarray:
         owned.add(j)
     return total
+
+
+def _add_into(ct, buffer):
+    """`ct.add_into(buffer)`, or None where the cotangent it adds keeps the broadcast shape of the
+    rule's output (which rules may return) and so does not fit the argument-shaped buffer."""
+    try:
+        return ct.add_into(buffer)
+    except ValueError:
+        if np.shape(ct()) == buffer.shape:  # another error: the rule's own
+            raise
+        return None
 
 
 def fit(g, like):

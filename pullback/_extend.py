@@ -14,6 +14,7 @@ import inspect
 
 import numpy as np
 
+from . import tree
 from ._errors import missing_rule
 from ._inplace import mark_view
 from ._registry import FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, SERVED_BY, UFUNC_RULES, qualified_name
@@ -28,6 +29,9 @@ STAND_INS = (getitem, index_update, astype, power)
 
 def primitive(fn):
     """Make `fn` opaque to tracing: tracked arguments go to the rule registered with `rrule`.
+
+    The rule sees the values being differentiated that `fn` is given as positional arguments; one
+    inside a container argument (a list, a dict, `self`) would bypass it, so it is refused.
 
     >>> import numpy as np, pullback as pb
     >>> @pb.primitive
@@ -54,7 +58,9 @@ def primitive(fn):
                 rule = REVERSE_RULES.get(call)
                 if rule is None:
                     raise missing_rule(fn)
-                return apply(rule, args, kwargs)
+                _refuse_traced_inside(fn, args, kwargs)
+                return _marked(apply(rule, args, kwargs), args, call in VIEWS)
+        _refuse_traced_inside(fn, args, kwargs)
         for a in (*args, *kwargs.values()):
             record = getattr(a, "record_primitive", None)  # a pb.jit Symbol: recorded whole
             if record is not None:
@@ -63,6 +69,36 @@ def primitive(fn):
 
     call._pullback_primitive = True
     return call
+
+
+# The primitives whose rule was registered with `view=True`.
+VIEWS = set()
+
+
+def _refuse_traced_inside(fn, args, kwargs):
+    """Raise for a traced value inside a container argument (a list, a dict, `self`) of a user's primitive:
+    the rule is given plain arguments, so it would bypass the rule, whose derivative would be silently lost.
+    (pullback's own primitives pass such containers on purpose: a shared computation keyed by its input.)"""
+    if (getattr(fn, "__module__", None) or "").startswith("pullback."):
+        return
+    for k, a in enumerate((*args, *kwargs.values())):
+        if tree.kind_of(a) is None:
+            continue
+        for path, v in tree.leaves_with_path(a):
+            if isinstance(v, Traced):
+                where = path.format(f"argument {k}" if k < len(args) else f"keyword argument {list(kwargs)[k - len(args)]!r}")
+                raise TypeError(
+                    f"{qualified_name(fn)} is a pullback.primitive, and {where} is a value being differentiated inside "
+                    f"a {type(a).__name__}. A primitive's rule sees only the values it is given directly as positional "
+                    "arguments, so this one's derivative would be lost. Pass it as a positional argument of its own "
+                    "(a method's parameters included), or make the function a plain one, not a primitive.")
+
+
+def _marked(y, args, view):
+    """`y`, marked as a view of the first argument when the rule says so (`view=True`) and NumPy made one."""
+    if view and isinstance(y, Traced) and args and isinstance(args[0], Traced):
+        mark_view(y, args[0])
+    return y
 
 
 def rrule(fn, *, view=False):
@@ -205,10 +241,7 @@ class RuleCall:
     def __call__(self, *args, **kwargs):
         if kwargs and self.names:
             args, kwargs = to_positions(self.names, args, kwargs)
-        y = apply(self.rule, args, kwargs)
-        if self.view and isinstance(y, Traced) and args and isinstance(args[0], Traced):
-            mark_view(y, args[0])
-        return y
+        return _marked(apply(self.rule, args, kwargs), args, self.view)
 
 
 class PlainCall:
@@ -263,7 +296,12 @@ def _set_reverse_rule(fn, rule, view):
         UFUNC_RULES[fn] = rule
         NONDIFF_UFUNCS.discard(fn)
         FUNCTIONS[fn] = RuleCall(rule, (), False)  # the ufunc called as a function (the `@` operator is)
-    elif not _is_primitive(fn):
+    elif _is_primitive(fn):
+        if view:
+            VIEWS.add(fn)
+        else:
+            VIEWS.discard(fn)
+    else:
         _refuse_unreachable(fn)
         FUNCTIONS[fn] = RuleCall(rule, positional_names(fn), view)
     REVERSE_RULES[fn] = rule

@@ -15,6 +15,8 @@ Conventions (see the README's "How gradients look"):
 
 import decimal
 import fractions
+import functools
+import types
 from collections import deque
 from collections.abc import Mapping, Sequence, Set
 
@@ -82,9 +84,8 @@ class Arguments:
         self.leaves = []
         # the common call, arrays and numbers only, takes a short path with the same results
         self._flat = not any(tree.kind_of(a) is not None for a in (*self.args, *self.kwargs.values()))
-        chosen = tuple(self.args[i] for i in self.positions)
-        self._trainable = (_flat_trainable_ids(chosen, self.positions) if self._flat
-                           else _trainable_ids(chosen, self.positions))
+        self._trainable = (_flat_trainable_ids(self.args, self.positions) if self._flat
+                           else _trainable_ids(self.args, self.positions))
         self._array_index = {}
         self._place_index = {}
         self.array_api_like = None  # the first array-API-only leaf (array_api_strict's): see `track`
@@ -106,26 +107,40 @@ class Arguments:
         self._array_index = {}
         self._place_index = {}
         self._made = {}
+        self._plain = []  # (path, array) for the arrays f is given as they are
         chosen = set(self.positions)
         trainable = self._trainable
+        tangents = self._tangents_of_arrays(companions) if companions is not None else {}
+        methods = []
 
         def wrap(x, path, companion):
             index = len(self.leaves)
             where = Where(path, self.describe)
             self.leaves.append(Leaf(index, where, x))
-            plain = as_numpy(x)  # array-API-only arrays are read as NumPy's
-            if plain is not x and self.array_api_like is None:  # results computed from it take its type and device
+            plain = as_numpy(x)  # array-API-only arrays are read as NumPy's (a memmap as an ndarray)
+            if plain is not x and self.array_api_like is None and not isinstance(x, np.ndarray):
+                # results computed from it take its type and device
                 self.array_api_like = x
             return make_leaf(plain, where, companion), index
 
         def leaf(x, parts, path):
-            if id(x) in trainable:
-                new, index = wrap(x, path, parts[0] if parts else None)
+            if id(x) in trainable:  # an array, made a leaf at its first trainable place, with the tangent given there
+                new, index = wrap(x, trainable[id(x)], tangents.get(id(x)))
                 self._array_index[id(x)] = index
                 return new
             if _is_root_argument(path, chosen):
                 return self._scalar(x, path, parts[0] if parts else None, wrap, (None, path[1][0]))
+            if isinstance(x, np.ndarray):
+                self._plain.append((path, x))
+            elif type(x) is types.MethodType:
+                methods.append((path, x))
             return x
+
+        def repeat(x, first, parts, path):
+            if path[0][0] == 1 and id(x) in self._array_index:  # keyword arguments are not differentiated
+                self._plain.append((path, x))
+                return x
+            return first
 
         def node(x, kind, old, new, parts, path, shell):
             if parts and len(path) > 1:  # the root pair is ours, not the caller's
@@ -143,21 +158,86 @@ class Arguments:
             return tree.copy_node(x, kind, new, shell)
 
         if self._flat:
-            args = [self._track_flat_argument(i, a, companions, chosen, wrap) for i, a in enumerate(self.args)]
+            args = [self._track_flat_argument(i, a, companions, tangents, chosen, wrap) for i, a in enumerate(self.args)]
             self.tracked = (args, dict(self.kwargs))
-            return self.tracked
-        ys = ((tuple(companions), None),) if companions is not None else ()
-        new = tree.walk((self.args, self.kwargs), leaf, node, ys=ys, cycle=tree.copy_cycle)
-        self.tracked = (list(new[0]), new[1])
+            self._plain += [(tree.ROOT.child(1, False).child(k, False), a) for k, a in self.kwargs.items()
+                            if isinstance(a, np.ndarray)]
+        else:
+            ys = ((tuple(companions), None),) if companions is not None else ()
+            new = tree.walk((self.args, self.kwargs), leaf, node, ys=ys, repeat=repeat, cycle=tree.copy_cycle)
+            self.tracked = (list(new[0]), new[1])
+            for path, method in methods:
+                self._refuse_bound_method(path, method)
+        self._watch_aliases()
         return self.tracked
 
-    def _track_flat_argument(self, i, x, companions, chosen, wrap):
+    def _tangents_of_arrays(self, companions):
+        """The tangent given for each differentiated array, from whichever of its trainable places has one:
+        a tie's first place may be a frozen field, or an argument given no tangent. Two different
+        tangents for one array are refused."""
+        found = {}
+
+        def visit(x, parts, path):
+            t = parts[0]
+            if t is not None and self._trainable.get(id(x)) is not None:
+                first = found.setdefault(id(x), (t, path))[0]
+                if first is not t:
+                    raise ValueError(
+                        f"Tangents are given at {self.describe(found[id(x)][1])} and at {self.describe(path)}, which "
+                        "hold the same array object: one parameter, which moves along one tangent. Give it at one "
+                        "place (None at the others), or pass a copy of the array (w.copy()) to make them two.")
+
+        tree.walk((_chosen(self.args, self.positions),), visit, lambda *a: None, ys=((tuple(companions),),), trainable_only=True,
+                  repeat=lambda x, first, parts, path: visit(x, parts, path), cycle=lambda *a: None)
+        return {k: t for k, (t, _) in found.items()}
+
+    def _refuse_bound_method(self, path, method):
+        """Raise for a bound method whose object is also among the differentiated arguments: inside `f` it
+        would still call the caller's object, not the copy being differentiated, and lose its gradient."""
+        if id(method.__self__) in self._trainable:
+            raise TypeError(
+                f"{_sentence_start(Where(path, self.describe))} is a bound method of a {type(method.__self__).__name__} "
+                "that is being differentiated. Inside the function it would run on the caller's object, not on the "
+                "tracked copy, so its parameters' gradient would be lost. Keep the object and call it "
+                "(self.enc(x)), or define a method that does (def forward_fn(self, x): return self.enc(x)).")
+
+    def _watch_aliases(self):
+        """Note the differentiated arrays whose memory an array `f` is given as it is shares (a keyword
+        view of one, a frozen field holding a view): `f` could change them by writing into it, unseen."""
+        self._aliased = []
+        if not self._plain:
+            return
+        by_memory = {}
+        for path, a in self._plain:
+            by_memory.setdefault(id(memory_of(a)), []).append((path, a))
+        for leaf in self.leaves:
+            primal = leaf.primal
+            if type(primal) is np.ndarray:
+                for path, a in by_memory.get(id(memory_of(primal)), ()):
+                    if np.may_share_memory(primal, a):  # enough: only a write through an alias changes its bytes
+                        self._aliased.append((leaf, path, primal.copy()))
+                        break
+
+    def refuse_unseen_writes(self):
+        """Raise after `f` changed a differentiated array through an array it was given as it is (see
+        `_watch_aliases`): the value would change without the gradient following, silently."""
+        for leaf, path, before in self._aliased:
+            if not np.array_equal(leaf.primal, before, equal_nan=True):
+                raise ValueError(
+                    f"The function wrote into {self.describe(path)}, which shares memory with {leaf.path}, a "
+                    "differentiated array: the value changed, but pullback cannot follow a write into an array it "
+                    "does not differentiate, so the gradient would not. Pass the array once and take the view "
+                    "inside the function, or pass a copy (x.copy()).")
+
+    def _track_flat_argument(self, i, x, companions, tangents, chosen, wrap):
         """`track` for argument `i` when no argument is a container: what the walk would do, directly."""
         companion = companions[i] if companions is not None else None
+        if isinstance(x, np.ndarray) and i not in chosen:
+            self._plain.append((tree.ROOT.child(0, False).child(i, False), x))
         if id(x) in self._trainable:
             index = self._array_index.get(id(x))
             if index is None:
-                new, index = wrap(x, tree.ROOT.child(0, False).child(i, False), companion)
+                new, index = wrap(x, self._trainable[id(x)], tangents.get(id(x)))
                 self._array_index[id(x)] = index
                 self._made[id(x)] = new
             return self._made[id(x)]
@@ -169,6 +249,8 @@ class Arguments:
         """A trainable place holding `x`: a tracked scalar, or `x` itself (refusing what cannot be tracked)."""
         if hasattr(type(x), "__pullback_value__"):  # a number pb.jit traces: differentiated at its value, guarded
             x = x.__pullback_value__()
+        elif _number_subclass(type(x)) and _computes_as_its_base(type(x)):
+            x = complex(x) if isinstance(x, complex) else float(x)  # a float subclass that only adds methods
         if type(x) is float or type(x) is complex or (isinstance(x, np.generic) and x.dtype.kind in "fc"):
             new, index = wrap(x, path, companion)
             self._place_index[place] = index
@@ -196,7 +278,7 @@ class Arguments:
         # the other differentiated arrays, and the arrays `f` was given as they are (the same array
         # at a place that is not differentiated, such as a keyword argument, counts too)
         others = [(other.where.path, other.primal) for other in self.leaves if other.index != index]
-        others += [(path, a) for path, a in tree.leaves_with_path(self.tracked) if isinstance(a, np.ndarray)]
+        others += self._plain
         for path, other in others:
             if np.shares_memory(primal, other):
                 raise ValueError(
@@ -218,6 +300,7 @@ class Arguments:
 
         def result(index, primal):
             r = results[index]
+            primal = self.leaves[index].primal  # as tracked (a float subclass's value is a float)
             if hasattr(type(primal), "__pullback_value__"):  # a number pb.jit traces
                 primal = primal.__pullback_value__()
             return None if r is None else convert(r, primal, returned)
@@ -264,13 +347,20 @@ def _is_root_argument(path, chosen):
     return len(path) == 2 and path[0][0] == 0 and path[1][0] in chosen
 
 
-def _flat_trainable_ids(values, positions):
+def _chosen(args, positions):
+    """`args` with the arguments not at `positions` left out (None), so that a walk names places alike."""
+    chosen = set(positions)
+    return tuple(a if i in chosen else None for i, a in enumerate(args))
+
+
+def _flat_trainable_ids(args, positions):
     """`_trainable_ids` for arguments that are all leaves."""
-    found = set()
-    for x, i in zip(values, positions):
+    found = {}
+    for i in sorted(positions):  # a tie's first place in the order the arguments come
+        x = args[i]
         if isinstance(x, (np.ndarray, np.generic)) or _is_tracked_value(x) or is_foreign_array(x):
             if _is_float_array(x):
-                found.add(id(x))
+                found.setdefault(id(x), tree.ROOT.child(0, False).child(i, False))
             else:
                 _refuse_untrackable(x, f"argument {i}")
         else:
@@ -278,25 +368,27 @@ def _flat_trainable_ids(values, positions):
     return found
 
 
-def _trainable_ids(roots, positions):
-    """Ids of the arrays (float, at trainable places) and containers reachable trainably from `roots`,
-    the arguments at `positions`."""
-    found = set()
+def _trainable_ids(args, positions):
+    """The arrays (float, at trainable places) and containers reachable trainably from the arguments at
+    `positions`: {id: the array's first trainable place, or None for a container}."""
+    found = {}
 
     def leaf(x, parts, path):
         if isinstance(x, np.ndarray) or isinstance(x, np.generic) or _is_tracked_value(x) or is_foreign_array(x):
             if _is_float_array(x):
-                found.add(id(x))
+                found[id(x)] = path
             else:
-                _refuse_untrackable(x, tree.Path(path[1:]).format(f"argument {positions[path[0][0]]}"))
+                _refuse_untrackable(x, tree.Path(path[2:]).format(f"argument {path[1][0]}"))
         else:
-            _refuse_hidden_arrays(x, tree.Path(path[1:]).format(f"argument {positions[path[0][0]]}"))
+            _refuse_hidden_arrays(x, tree.Path(path[2:]).format(f"argument {path[1][0]}"))
 
     def node(x, kind, old, new, parts, path, shell):
-        found.add(id(x))
+        found[id(x)] = None
 
-    tree.walk(roots, leaf, node, trainable_only=True)
-    found.discard(id(roots))
+    root = (_chosen(args, positions),)  # paths as `Arguments.track` names them: (0, position), ...
+    tree.walk(root, leaf, node, trainable_only=True)
+    found.pop(id(root), None)
+    found.pop(id(root[0]), None)
     return found
 
 
@@ -342,10 +434,18 @@ def _refuse_untrackable(x, where):
     """
     subclass = isinstance(x, np.ndarray) and type(x) is not np.ndarray and type(x) is not np.memmap
     other_number = isinstance(x, (fractions.Fraction, decimal.Decimal))
-    if type(x) is np.ndarray and x.dtype == object and any(isinstance(v, (float, complex, np.inexact)) for v in x.flat):
+    if type(x) is np.ndarray and x.dtype == object and any(
+            isinstance(v, (float, complex, np.inexact)) or _is_float_array(v) or tree.kind_of(v) is not None for v in x.flat):
         raise TypeError(
-            f"{_sentence_start(where)} is a NumPy array of dtype object holding floats, which pullback cannot differentiate (it "
-            "tracks float and complex arrays). Convert it with x.astype(float), or pass it by keyword if it is a constant."
+            f"{_sentence_start(where)} is a NumPy array of dtype object holding floats or float arrays, which pullback "
+            "cannot differentiate (it tracks float and complex arrays). Convert it with x.astype(float), pass the "
+            "arrays it holds as a list or tuple, or pass it by keyword if it is a constant."
+        )
+    if _number_subclass(type(x)):  # one that redefines its arithmetic: see `_computes_as_its_base`
+        raise TypeError(
+            f"{_sentence_start(where)} is a {type(x).__qualname__}, a subclass of {_number_base(type(x)).__name__} that "
+            "redefines its arithmetic, which pullback does not follow. Pass float(x) (or complex(x)) to "
+            "differentiate it, or pass it by keyword if it is a constant."
         )
     if not (subclass or other_number):
         return
@@ -363,6 +463,30 @@ def _refuse_untrackable(x, where):
     )
 
 
+def _number_subclass(cls):
+    """Whether `cls` is a subclass of float or complex of the user's (not NumPy's scalars)."""
+    return issubclass(cls, (float, complex)) and cls is not float and cls is not complex and not issubclass(cls, np.generic)
+
+
+def _number_base(cls):
+    return complex if issubclass(cls, complex) else float
+
+
+# what a float subclass may define and still compute as float does
+_NOT_ARITHMETIC = frozenset(("__new__", "__init__", "__repr__", "__str__", "__format__", "__doc__", "__module__",
+                             "__qualname__", "__dict__", "__weakref__", "__slots__", "__getnewargs__", "__reduce__",
+                             "__reduce_ex__", "__getstate__", "__init_subclass__", "__subclasshook__", "__annotations__"))
+
+
+@functools.lru_cache(maxsize=None)
+def _computes_as_its_base(cls):
+    """Whether `cls`, a subclass of float or complex, redefines none of its base's operations, so that
+    tracking its value as the base computes what `f` computes with it."""
+    base = _number_base(cls)
+    own = {name for k in cls.__mro__[:cls.__mro__.index(base)] for name in vars(k)}
+    return not (own & set(dir(base))) - _NOT_ARITHMETIC
+
+
 def leaf_gradient(g, primal, returned):
     """The user-facing gradient of a leaf: fitted to the primal's shape and dtype, an array the caller owns."""
     from ._backward import fit  # the sweep's one broadcasting helper
@@ -372,15 +496,16 @@ def leaf_gradient(g, primal, returned):
     if g is None or _is_tracked_value(g):  # a nested call: this result is itself being differentiated
         return g
     convert = getattr(type(g), "__pullback_convert__", None)
-    if convert is not None:  # a pb.jit stand-in: the conversions below, recorded
-        traced = getattr(type(primal), "__pullback_traced_value__", None)
+    traced = getattr(type(primal), "__pullback_traced_value__", None)
+    if convert is not None or traced is not None:  # pb.jit's stand-ins: the conversions below (recorded for one)
         kind = primal if traced is None else traced(primal)  # the argument, or the value it stands for
+        as_kind = (lambda kind: convert(g, kind)) if convert is not None else (lambda kind: kind(g))
         if type(kind) is float or type(kind) is complex:
-            return convert(g, type(kind))
+            return as_kind(type(kind))
         if isinstance(kind, np.generic):
-            return convert(g, kind.dtype.type)
+            return as_kind(kind.dtype.type)
         if type(kind) is np.ndarray and kind.ndim == 0:
-            return convert(g, np.asarray)  # NumPy's arithmetic on 0-d arrays gives scalars
+            return as_kind(np.asarray)  # NumPy's arithmetic on 0-d arrays gives scalars
     if is_foreign_array(primal) or is_foreign_array(g):  # its library's array, as the rules left it
         g = as_type_of(g, primal)
         if g is primal or id(g) in returned:  # one gradient object per leaf, as with NumPy arrays

@@ -152,8 +152,8 @@ def unthunk(x):
     if kind is tuple or kind is list:
         return kind(unthunk(v) for v in x)
     if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return kind(*(unthunk(v) for v in x))
-    if kind is dict:
+        return kind._make(unthunk(v) for v in x)
+    if isinstance(x, dict):  # a subclass too, as a dict: the kind that mirrors one (see `pb.tree.mirror`)
         return {k: unthunk(v) for k, v in x.items()}
     if isinstance(x, Tangent):
         return Tangent._make(x.primal_type, {k: unthunk(v) for k, v in x._entries.items()})
@@ -182,7 +182,7 @@ def accum(a, b):
     if kind is tuple or kind is list:
         return kind(accum(x, y) for x, y in zip(a, b))
     if isinstance(a, tuple) and hasattr(a, "_fields"):
-        return kind(*(accum(x, y) for x, y in zip(a, b)))
+        return kind._make(accum(x, y) for x, y in zip(a, b))
     if kind is dict:
         keys = dict.fromkeys([*a, *b])
         return {k: accum(a.get(k), b.get(k)) for k in keys}

@@ -1,10 +1,12 @@
 """See inside arbitrary Python objects, walk them and rebuild them: the one walker of pullback.
 
-Builtin containers, namedtuples, dataclasses (frozen and slotted too), attrs classes
-and plain objects (`__dict__`, `__slots__`) need no registration; anything else can
-be taught with `register`. A class may name its trainable fields with a method
+Builtin containers and their subclasses, namedtuples (and their subclasses' instance
+attributes), dataclasses (frozen and slotted too), attrs classes and plain objects
+(`__dict__`, `__slots__`, private `__x` slots as `_Cls__x`) need no registration; anything
+else can be taught with `register`. A class may name its trainable fields with a method
 `trainable(self)` returning field names. Anything that speaks NumPy's dispatch
-protocols (`__array_ufunc__`, `__array_function__`) is a leaf.
+protocols (`__array_ufunc__`, `__array_function__`) is a leaf; a class that sets
+`__array_ufunc__ = None` (NumPy's opt-out) is not.
 
 The walk is iterative (no recursion limit) and identity-preserving: an object met at
 several places is visited once, and a cycle is rebuilt as a cycle. Places are named by
@@ -168,15 +170,42 @@ def _dict_fill(shell, kids):
 
 _TANGENT = Kind(lambda t: dict(t._entries), lambda t, kids: Tangent._make(t.primal_type, dict(kids)), fields=True)
 _TUPLE = Kind(_seq_children, lambda x, kids: tuple(kids.values()))
-_NAMEDTUPLE = Kind(lambda x: dict(zip(x._fields, x)), lambda x, kids: type(x)(*kids.values()), fields=True)
+_NAMEDTUPLE = Kind(lambda x: _namedtuple_children(x), lambda x, kids: _namedtuple_like(x, kids), fields=True)
 _LIST = Kind(_seq_children, lambda x, kids: _list_like(x, kids), lambda x: _list_like(x, {}), _list_fill)
 _DICT = Kind(dict, lambda x, kids: _dict_like(x, kids), lambda x: _dict_like(x, {}), _dict_fill)
+
+
+def _namedtuple_children(x):
+    kids = dict(zip(x._fields, x))
+    kids.update(getattr(x, "__dict__", ()))  # a subclass without __slots__ = () has instance attributes
+    return kids
+
+
+def _namedtuple_like(x, kids):
+    fields = x._fields
+    new = type(x)._make([kids[k] for k in fields])  # _make, not __new__, which a subclass may redefine
+    if len(kids) > len(fields):
+        new.__dict__.update({k: v for k, v in kids.items() if k not in fields})
+    return new
+
+
+def _copy_of(x, new_empty):
+    """A copy of container `x` by the copy protocol, so that a subclass keeps its own state; where
+    `__copy__` gives `x` itself (as an immutable type's does), `new_empty(type(x))` with `x`'s attributes."""
+    new = copy.copy(x)
+    if new is x:
+        new = new_empty(type(x))
+        if hasattr(x, "__dict__") and x.__dict__ is not x:
+            new.__dict__.update(x.__dict__)
+    if getattr(x, "__dict__", None) is x:  # the AttrDict recipe, `self.__dict__ = self`: the copy is its own too
+        new.__dict__ = new
+    return new
 
 
 def _dict_like(x, kids):
     if type(x) is dict:
         return dict(kids)
-    new = copy.copy(x)  # keeps a subclass's own state (OrderedDict, defaultdict's factory)
+    new = _copy_of(x, dict.__new__)  # keeps a subclass's own state (OrderedDict, defaultdict's factory)
     new.clear()
     new.update(kids)
     return new
@@ -185,7 +214,7 @@ def _dict_like(x, kids):
 def _list_like(x, kids):
     if type(x) is list:
         return list(kids.values())
-    new = copy.copy(x)  # a list subclass keeps its own attributes
+    new = _copy_of(x, list.__new__)  # a list subclass keeps its own attributes
     new[:] = kids.values()
     return new
 
@@ -203,11 +232,14 @@ _OPAQUE = (
 @functools.lru_cache(maxsize=None)
 def _declared_fields(cls):
     """The fields a class declares: dataclass or attrs fields, or slots."""
+    slots = tuple(s for k in reversed(cls.__mro__) for s in _slots_of(k))
     if dataclasses.is_dataclass(cls):
-        return tuple(f.name for f in dataclasses.fields(cls))
-    if hasattr(cls, "__attrs_attrs__"):
-        return tuple(a.name for a in cls.__attrs_attrs__)
-    return tuple(s for k in reversed(cls.__mro__) for s in _slots_of(k))
+        declared = tuple(f.name for f in dataclasses.fields(cls))
+    elif hasattr(cls, "__attrs_attrs__"):
+        declared = tuple(a.name for a in cls.__attrs_attrs__)
+    else:
+        return slots
+    return declared + tuple(s for s in slots if s not in declared)  # slots a plain base class declares
 
 
 def _field_names(x):
@@ -221,10 +253,13 @@ def _field_names(x):
 
 
 def _slots_of(cls):
+    """The attribute names of the slots `cls` itself declares (`__w` is stored as `_Cls__w`)."""
     slots = cls.__dict__.get("__slots__", ())
     if isinstance(slots, str):
         slots = (slots,)
-    return [s for s in slots if s not in ("__dict__", "__weakref__")]
+    prefix = "_" + cls.__name__.lstrip("_")
+    return [prefix + s if s.startswith("__") and not s.endswith("__") and prefix != "_" else s
+            for s in slots if s not in ("__dict__", "__weakref__")]
 
 
 _MISSING = object()
@@ -251,7 +286,7 @@ def _object_shell(x):
     cls = type(x)
     if cls.__new__ is not object.__new__:
         try:
-            return copy.copy(x)
+            new = copy.copy(x)
         except TypeError as error:
             try:
                 new = object.__new__(cls)
@@ -261,8 +296,9 @@ def _object_shell(x):
                     f"({error}). Give the class a __getnewargs__ or __copy__ method, or teach pullback its "
                     "fields with pullback.tree.register(cls, children, rebuild)."
                 ) from error
-    else:
-        new = object.__new__(cls)
+        if new is not x:
+            return new
+    new = object.__new__(cls)  # also where __copy__ gives the object itself
     if hasattr(x, "__dict__"):
         new.__dict__.update(x.__dict__)
     for name in (s for k in cls.__mro__ for s in _slots_of(k)):
@@ -343,8 +379,10 @@ def _speaks_numpy(cls: Any) -> bool:
     found = _SPEAKS_NUMPY.get(cls)
     if found is None:
         found = _SPEAKS_NUMPY[cls] = (
-            hasattr(cls, "__array_ufunc__") or hasattr(cls, "__array_function__") or hasattr(cls, "__array_namespace__")
-            or hasattr(cls, "__pullback_value__"))
+            # `__array_ufunc__ = None` is NumPy's opt-out (NEP 13): an object that is not an array
+            getattr(cls, "__array_ufunc__", None) is not None or hasattr(cls, "__array_function__")
+            or hasattr(cls, "__array_namespace__") or hasattr(cls, "__pullback_value__")
+            or getattr(cls, "__pullback_leaf__", False))  # pb.jit's stand-in for a random generator
     return found
 
 
@@ -632,14 +670,14 @@ def mirror(x: Any, kids: dict) -> Any:
     if cls is tuple or cls is list:
         return cls(kids.values())
     if isinstance(x, tuple) and hasattr(cls, "_fields"):
-        return cls(*kids.values())
+        return _namedtuple_like(x, kids)
     if isinstance(x, tuple):
         return tuple(kids.values())
     if isinstance(x, list):
         return list(kids.values())
     if isinstance(x, dict):
         return dict(kids)
-    return Tangent._make(cls, kids)
+    return Tangent._make(x.primal_type if cls is Tangent else cls, kids)
 
 
 def gradient_like(x: Any, f: Callable[[Any, "Path"], Any], exclude: Callable[[Any], bool] | None = None) -> Any:
