@@ -73,6 +73,7 @@ def run_forward(f, arguments, tangent_for, companions=None):
         out = f(*args, **kwargs)
     finally:
         tag.close()
+    arguments.refuse_unseen_writes()
     return out, tag
 
 
@@ -111,21 +112,24 @@ def withjacobian(f: Callable[..., Any], *args: Any) -> WithJacobian:
     if like is not None:  # array_api_strict's arrays: computed with as NumPy's, results of their type and device
         val, grad = withjacobian(f, *args)
         return WithJacobian(as_array_api(val, like), tree.fmap(lambda r: as_array_api(r, like), grad))
-    # One call of f, recorded: its value is the one returned, and reverse mode sweeps its tape. Forward
-    # mode runs f again per input element, and each run must give that value (see _forward_columns).
-    tape, out, (traced, ids) = trace_call(f, args, {}, range(len(args)))
-    y = untrack(out, tape)
-    if not _is_float_output(y):
-        tape.nodes.clear()
-        raise TypeError(f"jacobian needs f to return one real array or number; got {type(y).__name__}.")
+    # A first run gives f's value (and picks the mode); then one run per input element in forward mode, or
+    # one recorded run swept once per output element in reverse mode. Each run must give the first's value.
     arguments = Arguments(args, range(len(args)))
-    arguments.track(lambda x, path, companion: x)
+    y = primal_part(*run_forward(f, arguments, lambda k, x, path, c: None))
+    if not _is_float_output(y):
+        raise TypeError(f"jacobian needs f to return one real array or number; got {type(y).__name__}.")
     leaves = arguments.leaves
     n_in = sum(size_of(leaf.primal) for leaf in leaves)
     # complex values: forward mode, which gives the complex derivative (see _forward_columns)
     forward = n_in <= size_of(y) or np.iscomplexobj(y) or any(np.iscomplexobj(leaf.primal) for leaf in leaves)
-    parts_of = _forward_columns(f, arguments, y) if forward else _reverse_rows(tape, out, traced, ids, y)
-    tape.nodes.clear()
+    if forward:
+        parts_of = _forward_columns(f, arguments, y)
+    else:
+        tape, out, (traced, ids) = trace_call(f, args, {}, range(len(args)))
+        _check_same_value(y, untrack(out, tape))
+        y = untrack(out, tape)  # the value of the run the rows are the derivatives of
+        parts_of = _reverse_rows(tape, out, traced, ids, y)
+        tape.nodes.clear()
     results = [None] * len(leaves)
     for key, _, primal in leaves:
         parts = parts_of[key]
@@ -163,8 +167,8 @@ def _array_api_as_numpy(args):
 
     def read(v):
         plain = as_numpy(v)
-        if plain is v:
-            return v
+        if plain is v or isinstance(v, np.ndarray):  # a memmap is read as an ndarray; results stay NumPy's
+            return plain
         found.append(v)
         return seen.setdefault(id(v), plain)
 
@@ -193,11 +197,11 @@ def _check_same_value(first, again, name="jacobian"):
     """Raise where a later run of f gave another value than its first (it draws random numbers, or reads
     state it updates): the Jacobian's columns would be derivatives of different functions."""
     a, b = stop_gradient(first), stop_gradient(again)
-    if not all(type(v) in (float, complex) or isinstance(v, (np.ndarray, np.generic)) for v in (a, b)):
+    jitted = any(hasattr(type(v), "__pullback_traced_value__") for v in (a, b))  # pb.jit's stand-ins: a guard
+    if not jitted and not all(type(v) in (float, complex) or isinstance(v, (np.ndarray, np.generic)) for v in (a, b)):
         return  # another library's arrays (Dask: comparing them would compute them)
-    a, b = np.asarray(a), np.asarray(b)
-    scale = float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0))
-    if a.shape != b.shape or not np.allclose(a, b, rtol=1e-6, atol=1e-9 * (1.0 + scale), equal_nan=True):
+    scale = np.max(np.abs(np.where(np.isfinite(a), a, 0.0)), initial=0.0)
+    if np.shape(a) != np.shape(b) or not np.allclose(a, b, rtol=1e-6, atol=1e-9 * (1.0 + scale), equal_nan=True):
         raise RuntimeError(
             f"{name}: f gave a different {'value' if name == 'jacobian' else 'gradient'} when run again (it draws random numbers, or reads state it "
             f"updates), so its {name.capitalize()} is not defined. {'Forward mode runs' if name == 'jacobian' else 'It runs'} "
@@ -271,12 +275,14 @@ def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
 
 def _gradient_and_hvp(f, x, v):
     """The gradient of scalar `f` at `x`, and the Hessian times `v` (one run of f, forward over reverse)."""
+    structured = tree.kind_of(x) is not None  # a dict, a list, a model: no gradient is None, the only zero
+
     def gradient_of_f(x):
         (g,) = gradient(f, x)
-        return np.zeros_like(x) if g is None else g
+        return np.zeros_like(x) if g is None and not structured else g
 
     g, h_v = jvp(gradient_of_f, (x,), (v,))
-    if h_v is None:
+    if h_v is None and not structured:
         return g, 0.0 if type(x) is float else np.zeros_like(x)
     return g, h_v
 

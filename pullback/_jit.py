@@ -218,8 +218,14 @@ class Jitted:
                                           (args, kwargs))
         given = _leaf_ids(symbolic)
         outside = _jit_watch.collect(self.fn, (), _argument_objects(args, kwargs))  # what it reads, as it is now
-        with _jit_random.watching_entropy(_refuse_fresh_entropy):
+        with _jit_random.watching_entropy() as fresh:
             result = self.fn(*symbolic[0], **symbolic[1])
+        if _jit_random.drawn(fresh):
+            raise JitError("pb.jit: the function drew from a random generator made from fresh entropy "
+                           "(np.random.default_rng() without a seed), so each call without pb.jit draws other numbers, "
+                           "where every replay would repeat the trace's. Pass a np.random.Generator as an argument "
+                           "(pb.jit records its draws, and a replay draws afresh), or seed the one made inside "
+                           "(np.random.default_rng(seed)).")
         _refuse_changed_arguments(given, _leaf_ids(symbolic))
         _refuse_changed_outside(outside)
         hidden = _jit_random.advanced(generators)
@@ -259,8 +265,7 @@ class Jitted:
 
         if written:
             written_at = {k for k, _ in written}
-            # arrays the trace read as they were, not as inputs: its calls' constants, and what it reached by name
-            constants = _jit_watch.constant_arrays(trace) + outside.reached
+            constants = _jit_watch.constant_arrays(trace)  # arrays the trace's calls read as they were, not as inputs
             _refuse_shared_written(arrays, written_at, constants)  # before the caller's arrays are written
             # a written argument returned (`a += 1; return a`, a model whose statistics were updated) is the
             # caller's array, as without pb.jit
@@ -292,7 +297,7 @@ class Jitted:
 def _closes_over_trace(value, depth=0):
     """Whether `value`, a function returned by a traced call, holds a trace's stand-in or a value being
     differentiated in its closure (looked into through functions and containers, a few levels deep)."""
-    if isinstance(value, (Symbol, Number)) or is_traced(value):
+    if isinstance(value, (Symbol, Number, RandomSource)) or is_traced(value):
         return True
     if depth > 3:
         return False
@@ -307,7 +312,7 @@ def _closes_over_trace(value, depth=0):
         if callable(content) and not isinstance(content, type):
             if _closes_over_trace(content, depth + 1):
                 return True
-        elif any(isinstance(leaf, (Symbol, Number)) or is_traced(leaf) for leaf in tree.leaves(content)):
+        elif any(isinstance(leaf, (Symbol, Number, RandomSource)) or is_traced(leaf) for leaf in tree.leaves(content)):
             return True
     return False
 
@@ -349,12 +354,6 @@ def _refuse_changed_arguments(before, after):
         raise JitError(f"pb.jit: the function changed {', '.join(sorted(changed)[:3])} of its arguments (an "
                        "attribute set, an entry added or replaced), which a replay cannot do to the caller's "
                        "objects. Return the new values instead, or write into the arrays themselves (x[...] = v).")
-
-
-def _refuse_fresh_entropy(what):
-    raise JitError(f"pb.jit: the function {what}, so each call without pb.jit draws other numbers, where every "
-                   "replay would repeat the trace's. Pass a np.random.Generator as an argument (pb.jit records its "
-                   "draws, and a replay draws afresh), or seed the one made inside (np.random.default_rng(seed)).")
 
 
 def _refuse_changed_outside(watch):
@@ -475,7 +474,7 @@ def _static_value(leaf):
     contents, which a caller may change between calls); another unhashable object by identity."""
     if type(leaf) is set:
         try:
-            return ("set", frozenset(leaf))
+            return ("set", frozenset((type(e), e) for e in leaf))  # {1} and {1.0} are equal sets, not one signature
         except TypeError:  # an unhashable element
             pass
     elif type(leaf) is bytearray:

@@ -11,8 +11,12 @@ names those the trace moved, so that `pb.jit` refuses the trace and names the fi
 `np.random.RandomState` passed as an argument is refused the same way when drawn from (only a
 `np.random.Generator` argument is recorded). A generator made inside the function from fresh
 entropy (`np.random.default_rng()` without a seed) would also give the trace's draws at every
-replay: `watching_entropy` refuses it as it is made, and lets `np.random.default_rng(seed)` take a
-Python-number seed passed in (its value fixed by a guard, so another seed traces again).
+replay: `watching_entropy` lists those made while a trace runs (one that drew is refused), and
+lets `np.random.default_rng(seed)` take a Python-number seed passed in (its value fixed by a
+guard, so another seed traces again) or a generator argument (returned as it is, as NumPy
+does). Only `np.random.default_rng` is watched:
+a bit generator made without a seed (`np.random.PCG64()`) is not seen (NumPy's legacy
+`RandomState(seed)` makes one too, then seeds it).
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -29,7 +33,6 @@ import threading
 import types
 
 import numpy as np
-from numpy.random import bit_generator
 
 GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
 GLOBAL = "NumPy's global generator (np.random.rand, np.random.normal, ...)"
@@ -111,37 +114,44 @@ _install_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def watching_entropy(refuse):
-    """While a trace runs in this thread: making a generator from fresh entropy calls `refuse(what)`
-    (which raises), and `np.random.default_rng(n)` of a traced Python number `n` reads its value."""
+def watching_entropy():
+    """While a trace runs in this thread, `np.random.default_rng(n)` of a traced Python number `n` reads its
+    value, and the generators `np.random.default_rng()` makes from fresh entropy are listed, with their
+    states, in the list this yields: one that drew during the trace is what `drawn` names."""
     with _install_lock:
         if _installed[0] == 0:
-            _installed[1] = (bit_generator.randbits, np.random.default_rng)
-            bit_generator.randbits, np.random.default_rng = _guarded_randbits, _guarded_default_rng
+            _installed[1] = np.random.default_rng
+            np.random.default_rng = _guarded_default_rng
         _installed[0] += 1
-    _tracing.depth = getattr(_tracing, "depth", 0) + 1
-    _tracing.refuse = refuse
+    outer = getattr(_tracing, "fresh", None)
+    _tracing.fresh = fresh = []
     try:
-        yield
+        yield fresh
     finally:
-        _tracing.depth -= 1
+        _tracing.fresh = outer
         with _install_lock:
             _installed[0] -= 1
             if _installed[0] == 0:
-                bit_generator.randbits, np.random.default_rng = _installed[1]
+                np.random.default_rng = _installed[1]
 
 
-def _guarded_randbits(bits):
-    if getattr(_tracing, "depth", 0):
-        _tracing.refuse("made a random generator from fresh entropy (np.random.default_rng() without a seed, or a "
-                        "bit generator such as np.random.PCG64())")
-    return _installed[1][0](bits)
+def drawn(fresh):
+    """Whether a generator of `watching_entropy`'s list has drawn since it was made."""
+    return any(not _same(_state_of(generator), state) for generator, state in fresh)
 
 
 def _guarded_default_rng(seed=None):
-    if getattr(_tracing, "depth", 0) and hasattr(type(seed), "__pullback_value__"):  # a traced Python number
-        seed = int(seed)  # fixed by a guard: another seed traces again
-    return _installed[1][1](seed)
+    fresh = getattr(_tracing, "fresh", None)
+    if fresh is not None:
+        if seed is None:  # fresh entropy: refused if it draws (an unscrambled Sobol sequence makes one, unused)
+            generator = _installed[1]()
+            fresh.append((generator, _state_of(generator)))
+            return generator
+        if hasattr(type(seed), "__pullback_value__"):  # a traced Python number
+            seed = int(seed)  # fixed by a guard: another seed traces again
+        elif getattr(type(seed), "__pullback_leaf__", False):  # a generator argument: NumPy returns it as it is
+            return seed
+    return _installed[1](seed)
 
 
 def advanced(states):

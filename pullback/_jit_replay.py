@@ -476,13 +476,14 @@ def _last_uses(trace, output_slots, live):
 
 
 def _needed_nodes(trace, output_slots):
-    """Indices of the nodes the outputs and the guards depend on (the rest is dead code)."""
+    """Indices of the nodes the outputs and the guards depend on, and the draws from a generator argument
+    (each advances it, as the eager call does, whether its numbers are used or not); the rest is dead code."""
     needed = set(output_slots) | {guard.slot for guard in trace.guards}
     live = set()
     for index in range(len(trace.nodes) - 1, -1, -1):
         node = trace.nodes[index]
         outs = node.outputs if isinstance(node.outputs, tuple) else (node.outputs,)
-        if any(out in needed for out in outs):
+        if any(out in needed for out in outs) or node.name.startswith("Generator."):
             live.add(index)
             needed.update(node.slots_read())
     return live

@@ -78,19 +78,22 @@ class Watch:
 
     `complete` is False when the walk stopped at its limits (what it did not reach is not checked)."""
 
-    def __init__(self, entries, arrays, complete, lengths=(), reached=()):
+    def __init__(self, entries, arrays, complete, lengths=(), keys=()):
         self.entries = [entry for entry, _ in entries]  # [(a module's globals, an object's or a plain dict,
         self._where = [where for _, where in entries]  # or a cell; name; value)], and where each was read
         self.arrays = [(array, snapshot) for (array, snapshot), _ in arrays]  # [(array, its bytes then)]
         self._array_where = [where for _, where in arrays]
         self.lengths = list(lengths)  # [(list, its length, where)]: a list followed item by item
-        self.reached = list(reached)  # every array reached by a name, however large
+        self.keys = list(keys)  # [(a dict or an object's __dict__, the keys it had, where)]: for names added
         self.complete = complete
         self.check = _compile(self.entries, self.arrays, self.lengths)
 
     def new_values(self):
-        """`(where, value now)` for each entry that no longer holds, and each new item of a list followed."""
+        """`(where, value now)` for each entry that no longer holds, each new item of a list followed, and
+        each name added to a namespace watched (a new attribute, dict key or global)."""
         found = [(where, items[length:]) for items, length, where in self.lengths if len(items) > length]
+        for namespace, before, where in self.keys:
+            found += [(f"`{where}` ({name!r} added)", namespace[name]) for name in list(namespace) if name not in before]
         for (namespace, name, value), where in zip(self.entries, self._where):
             if not _holds(namespace, name, value):
                 try:
@@ -122,6 +125,7 @@ def collect(fn, constants=(), arguments=()):
     holders, held = [], set()
     arrays = {}  # id -> (array, where)
     lengths = []  # [(list, its length, where)]
+    keys, keyed = [], set()  # [(dict, its keys, where)], and the ids of those dicts
     complete = True
 
     def found(value, depth, path):
@@ -191,6 +195,9 @@ def collect(fn, constants=(), arguments=()):
         if isinstance(namespace, (dict, types.MappingProxyType, _Slots)) and key not in held and depth < _DEPTH:
             held.add(key)
             holders.append((namespace, depth, path, attributes, every, of))
+            if type(namespace) is dict and id(namespace) not in keyed:
+                keyed.add(id(namespace))
+                keys.append((namespace, frozenset(namespace), path))
 
     def hold_class(cls, depth):
         """A class's attributes and methods, and its bases' (those of the caller's own classes)."""
@@ -242,6 +249,9 @@ def collect(fn, constants=(), arguments=()):
                 continue  # its cells only: what the caller gave it (`pb.grad(loss)` holds `loss`)
             read, strings = _names(code)
             names |= strings
+            if id(f.__globals__) not in keyed:  # a global the function may add
+                keyed.add(id(f.__globals__))
+                keys.append((f.__globals__, frozenset(f.__globals__), f"the globals of {f.__qualname__}"))
             # default values are read where a call leaves them out: an object or a dict among them as a global is
             for default in (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values()):
                 found(default, 0, f"a default argument of {f.__qualname__}")
@@ -270,7 +280,7 @@ def collect(fn, constants=(), arguments=()):
     snapshotted = {id(a) for a, _ in listed}  # a view of one of those (`weight.T`) changes with it: not compared twice
     small = [((a, a.tobytes()), f"`{path}`" if path else f"an array of shape {a.shape} the trace used as a constant")
              for a, path in listed if not _views_one_of(a, snapshotted)]
-    return Watch(list(entries.values()), small, complete, lengths, [a for a, _ in arrays.values()])
+    return Watch(list(entries.values()), small, complete, lengths, keys)
 
 
 def constant_arrays(trace):

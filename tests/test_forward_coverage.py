@@ -220,9 +220,10 @@ CASES = {
     "linalg.pinv_rule": [(np.linalg.pinv, normal((4, 3))), (np.linalg.pinv, normal((2, 2, 4)))],
     "linalg._lstsq_rule": [(lambda a, b: np.linalg.lstsq(a, b)[0], normal((4, 3), (4,))),
                                    (lambda a, b: np.linalg.lstsq(a, b)[0], normal((2, 3), (2, 2)))],
-    "decompositions._cholesky_rule": [
-        (np.linalg.cholesky, spd_with_noise((2, 3, 3))),
+    "decompositions._cholesky_rule": [(np.linalg.cholesky, spd_with_noise((2, 3, 3)))],
+    "decompositions._cholesky_upper_rule": [
         (lambda a: np.linalg.cholesky(a, upper=True), spd_with_noise((3, 3), upper=True)),
+        (lambda a: np.linalg.cholesky(a, upper=True), spd_with_noise((2, 3, 3), upper=True)),
     ],
     "decompositions._eigh_values_rule": [(np.linalg.eigvalsh, spd_with_noise((2, 3, 3))),
                                          (lambda a: np.linalg.eigh(a, "U")[0], spd_with_noise((4, 4), upper=True))],

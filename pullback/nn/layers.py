@@ -225,14 +225,14 @@ class Embedding:
         return ("weight",)
 
     def __call__(self, indices: ArrayLike) -> Any:
-        if not hasattr(indices, "dtype"):  # a list; an array (also pb.jit's stand-in) as it is
-            indices = np.asarray(indices)
-        if indices.dtype.kind not in "iu":
-            raise TypeError(f"Embedding takes integer indices; got dtype {indices.dtype}")
+        # a list as an array; an array (also pb.jit's stand-in) as it is
+        ids: Any = indices if hasattr(indices, "dtype") else np.asarray(indices)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"Embedding takes integer indices; got dtype {ids.dtype}")
         n = self.weight.shape[0]
-        if indices.size and (indices.min() < 0 or indices.max() >= n):
-            raise IndexError(f"Embedding indices must lie in 0..{n - 1}; got {indices.min()}..{indices.max()}")
-        return self.weight[indices]
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
+            raise IndexError(f"Embedding indices must lie in 0..{n - 1}; got {ids.min()}..{ids.max()}")
+        return self.weight[ids]
 
     def __repr__(self):
         return f"Embedding({self.weight.shape[0]}, {self.weight.shape[1]})"
