@@ -14,7 +14,6 @@ import inspect
 
 import numpy as np
 
-from . import tree
 from ._errors import missing_rule
 from ._inplace import mark_view
 from ._registry import FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, SERVED_BY, UFUNC_RULES, qualified_name
@@ -31,7 +30,7 @@ def primitive(fn):
     """Make `fn` opaque to tracing: tracked arguments go to the rule registered with `rrule`.
 
     The rule sees the values being differentiated that `fn` is given as positional arguments; one
-    inside a container argument (a list, a dict, `self`) would bypass it, so it is refused.
+    inside a list, tuple or dict argument (and not given on its own) would bypass it, so it is refused.
 
     >>> import numpy as np, pullback as pb
     >>> @pb.primitive
@@ -76,17 +75,22 @@ VIEWS = set()
 
 
 def _refuse_traced_inside(fn, args, kwargs):
-    """Raise for a traced value inside a container argument (a list, a dict, `self`) of a user's primitive:
+    """Raise for a traced value inside a list, tuple or dict argument of a user's primitive (not also given on its own):
     the rule is given plain arguments, so it would bypass the rule, whose derivative would be silently lost.
     (pullback's own primitives pass such containers on purpose: a shared computation keyed by its input.)"""
     if (getattr(fn, "__module__", None) or "").startswith("pullback."):
         return
+    given = None
     for k, a in enumerate((*args, *kwargs.values())):
-        if tree.kind_of(a) is None:
+        kind = type(a)
+        if kind is not list and kind is not tuple and kind is not dict:  # `self` is left to its method
             continue
-        for path, v in tree.leaves_with_path(a):
+        for key, v in (a.items() if kind is dict else enumerate(a)):  # one level: options are short tuples
             if isinstance(v, Traced):
-                where = path.format(f"argument {k}" if k < len(args) else f"keyword argument {list(kwargs)[k - len(args)]!r}")
+                given = {id(p) for p in args if isinstance(p, Traced)} if given is None else given
+                if id(v) in given:  # also passed as an argument of its own: the rule sees it
+                    continue
+                where = f"{f'argument {k}' if k < len(args) else f'keyword argument {list(kwargs)[k - len(args)]!r}'}[{key!r}]"
                 raise TypeError(
                     f"{qualified_name(fn)} is a pullback.primitive, and {where} is a value being differentiated inside "
                     f"a {type(a).__name__}. A primitive's rule sees only the values it is given directly as positional "

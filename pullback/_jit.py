@@ -39,6 +39,7 @@ True
 """
 
 import collections
+import dis
 import functools
 import threading
 import types
@@ -265,7 +266,9 @@ class Jitted:
 
         if written:
             written_at = {k for k, _ in written}
-            constants = _jit_watch.constant_arrays(trace)  # arrays the trace's calls read as they were, not as inputs
+            # arrays the trace read as they were, not as inputs: its calls' constants, and the arrays among (or one
+            # level inside) the globals and closure variables the function loads
+            constants = _jit_watch.constant_arrays(trace) + _loaded_arrays(self.fn)
             _refuse_shared_written(arrays, written_at, constants)  # before the caller's arrays are written
             # a written argument returned (`a += 1; return a`, a model whose statistics were updated) is the
             # caller's array, as without pb.jit
@@ -323,6 +326,36 @@ def _filled(cell):
     except ValueError:
         return False
     return True
+
+
+def _loaded_arrays(fn):
+    """The arrays `fn` (a function, or a bound method's function) reaches through the globals it loads
+    (not names it uses as attributes) and its closure variables, directly or one level inside a dict,
+    a list, a tuple or an object's attributes."""
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    values = [cell.cell_contents for cell in fn.__closure__ or () if _filled(cell)]
+    values += [fn.__globals__[name] for name in _global_loads(code) if name in fn.__globals__]
+    found = []
+    for value in values:
+        if type(value) is np.ndarray:
+            found.append(value)
+            continue
+        inner = value.values() if type(value) is dict else value if type(value) in (list, tuple) else \
+            getattr(value, "__dict__", {}).values() if not isinstance(value, (type, types.ModuleType)) else ()
+        found += [v for v in inner if type(v) is np.ndarray]
+    return found
+
+
+def _global_loads(code):
+    """The names `code` (and the code nested in it) loads as globals."""
+    names = [i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names += _global_loads(const)
+    return names
 
 
 def _restore(states):

@@ -15,7 +15,6 @@ Conventions (see the README's "How gradients look"):
 
 import decimal
 import fractions
-import functools
 import types
 from collections import deque
 from collections.abc import Mapping, Sequence, Set
@@ -111,7 +110,7 @@ class Arguments:
         chosen = set(self.positions)
         trainable = self._trainable
         tangents = self._tangents_of_arrays(companions) if companions is not None else {}
-        methods = []
+        methods, rebound = [], set()  # bound methods met as leaves; those bound again to their object's copy
 
         def wrap(x, path, companion):
             index = len(self.leaves)
@@ -137,8 +136,9 @@ class Arguments:
             return x
 
         def repeat(x, first, parts, path):
-            if path[0][0] == 1 and id(x) in self._array_index:  # keyword arguments are not differentiated
-                self._plain.append((path, x))
+            if path[0][0] == 1 and (id(x) in self._array_index or id(x) in trainable):  # keywords are not differentiated
+                if isinstance(x, np.ndarray):
+                    self._plain.append((path, x))
                 return x
             return first
 
@@ -155,7 +155,16 @@ class Arguments:
                         new[k] = self._scalar(child, path.child(k, kind.fields), part, wrap, (id(x), k), new[k])
             if len(path) == 0:  # the root pair is ours, not the caller's
                 return new
-            return tree.copy_node(x, kind, new, shell)
+            copy = tree.copy_node(x, kind, new, shell)
+            for k, child in new.items():  # `self.act = self.relu`: bound to the copy, as a copy of the object would be
+                if type(child) is types.MethodType and child.__self__ is x:
+                    rebound.add(id(child))
+                    method = types.MethodType(child.__func__, copy)
+                    if isinstance(copy, dict):
+                        copy[k] = method
+                    else:
+                        object.__setattr__(copy, k, method)
+            return copy
 
         if self._flat:
             args = [self._track_flat_argument(i, a, companions, tangents, chosen, wrap) for i, a in enumerate(self.args)]
@@ -167,7 +176,8 @@ class Arguments:
             new = tree.walk((self.args, self.kwargs), leaf, node, ys=ys, repeat=repeat, cycle=tree.copy_cycle)
             self.tracked = (list(new[0]), new[1])
             for path, method in methods:
-                self._refuse_bound_method(path, method)
+                if id(method) not in rebound:
+                    self._refuse_bound_method(path, method)
         self._watch_aliases()
         return self.tracked
 
@@ -181,7 +191,7 @@ class Arguments:
             t = parts[0]
             if t is not None and self._trainable.get(id(x)) is not None:
                 first = found.setdefault(id(x), (t, path))[0]
-                if first is not t:
+                if first is not t and not (np.shape(first) == np.shape(t) and np.array_equal(first, t)):
                     raise ValueError(
                         f"Tangents are given at {self.describe(found[id(x)][1])} and at {self.describe(path)}, which "
                         "hold the same array object: one parameter, which moves along one tangent. Give it at one "
@@ -249,8 +259,6 @@ class Arguments:
         """A trainable place holding `x`: a tracked scalar, or `x` itself (refusing what cannot be tracked)."""
         if hasattr(type(x), "__pullback_value__"):  # a number pb.jit traces: differentiated at its value, guarded
             x = x.__pullback_value__()
-        elif _number_subclass(type(x)) and _computes_as_its_base(type(x)):
-            x = complex(x) if isinstance(x, complex) else float(x)  # a float subclass that only adds methods
         if type(x) is float or type(x) is complex or (isinstance(x, np.generic) and x.dtype.kind in "fc"):
             new, index = wrap(x, path, companion)
             self._place_index[place] = index
@@ -435,17 +443,17 @@ def _refuse_untrackable(x, where):
     subclass = isinstance(x, np.ndarray) and type(x) is not np.ndarray and type(x) is not np.memmap
     other_number = isinstance(x, (fractions.Fraction, decimal.Decimal))
     if type(x) is np.ndarray and x.dtype == object and any(
-            isinstance(v, (float, complex, np.inexact)) or _is_float_array(v) or tree.kind_of(v) is not None for v in x.flat):
+            isinstance(v, (float, complex, np.inexact)) or _is_float_array(v) for v in x.flat):
         raise TypeError(
             f"{_sentence_start(where)} is a NumPy array of dtype object holding floats or float arrays, which pullback "
             "cannot differentiate (it tracks float and complex arrays). Convert it with x.astype(float), pass the "
             "arrays it holds as a list or tuple, or pass it by keyword if it is a constant."
         )
-    if _number_subclass(type(x)):  # one that redefines its arithmetic: see `_computes_as_its_base`
+    if _number_subclass(type(x)):  # its tracked value would be a plain float: isinstance and its methods would change
         raise TypeError(
-            f"{_sentence_start(where)} is a {type(x).__qualname__}, a subclass of {_number_base(type(x)).__name__} that "
-            "redefines its arithmetic, which pullback does not follow. Pass float(x) (or complex(x)) to "
-            "differentiate it, or pass it by keyword if it is a constant."
+            f"{_sentence_start(where)} is a {type(x).__qualname__}, a subclass of {_number_base(type(x)).__name__}, which "
+            "pullback cannot track as itself (its methods and isinstance checks would see a plain number). Pass "
+            f"{_number_base(type(x)).__name__}(x) to differentiate it, or pass it by keyword if it is a constant."
         )
     if not (subclass or other_number):
         return
@@ -470,21 +478,6 @@ def _number_subclass(cls):
 
 def _number_base(cls):
     return complex if issubclass(cls, complex) else float
-
-
-# what a float subclass may define and still compute as float does
-_NOT_ARITHMETIC = frozenset(("__new__", "__init__", "__repr__", "__str__", "__format__", "__doc__", "__module__",
-                             "__qualname__", "__dict__", "__weakref__", "__slots__", "__getnewargs__", "__reduce__",
-                             "__reduce_ex__", "__getstate__", "__init_subclass__", "__subclasshook__", "__annotations__"))
-
-
-@functools.lru_cache(maxsize=None)
-def _computes_as_its_base(cls):
-    """Whether `cls`, a subclass of float or complex, redefines none of its base's operations, so that
-    tracking its value as the base computes what `f` computes with it."""
-    base = _number_base(cls)
-    own = {name for k in cls.__mro__[:cls.__mro__.index(base)] for name in vars(k)}
-    return not (own & set(dir(base))) - _NOT_ARITHMETIC
 
 
 def leaf_gradient(g, primal, returned):

@@ -230,21 +230,19 @@ class _MyFloat(float):
     pass
 
 
-def test_float_subclass_leaf_gets_its_gradient():
-    (g,) = pb.gradient(lambda d: d["x"] ** 2, {"x": _MyFloat(3.0)})
-    assert g is not None and g["x"] == 6.0
-    (g,) = pb.gradient(lambda x: x ** 3, _MyFloat(2.0))
+def test_float_subclass_leaf_is_refused_naming_the_fix():
+    # tracked as a plain float, its methods and isinstance checks would change what f computes
+    with pytest.raises(TypeError, match=r"Argument 0\['x'\] is a _MyFloat, a subclass of float.*Pass float\(x\)"):
+        pb.gradient(lambda d: d["x"] ** 2, {"x": _MyFloat(3.0)})
+    with pytest.raises(TypeError, match=r"is a _OddFloat, a subclass of float"):
+        pb.gradient(lambda x: x * 2.0, _OddFloat(3.0))
+    (g,) = pb.gradient(lambda x: x ** 3, float(_MyFloat(2.0)))
     assert g == 12.0 and type(g) is float
 
 
 class _OddFloat(float):
     def __mul__(self, other):  # arithmetic of its own, which a tracked float would not follow
         return float(self) * other + 1.0
-
-
-def test_float_subclass_with_arithmetic_of_its_own_is_refused():
-    with pytest.raises(TypeError, match=r"Argument 0\['x'\] is a _OddFloat, a subclass of float that redefines"):
-        pb.gradient(lambda d: d["x"] * 2.0, {"x": _OddFloat(3.0)})
 
 
 # --- a pb.primitive given a container of traced values -------------------------------------------
@@ -493,16 +491,6 @@ class _TanhLayer:
 def _tanh_layer_rule(self, x):
     y = np.tanh(self.w * x)
     return y, lambda dy: (None, dy * (1 - y ** 2) * self.w)
-
-
-def test_primitive_method_with_model_and_input_differentiated():
-    layer = _TanhLayer()
-    x = np.array([0.5, -0.2])
-    sech2 = 1 - np.tanh(layer.w * x) ** 2
-    with pytest.raises(TypeError, match=r"argument 0.w is a value being differentiated inside a _TanhLayer"):
-        pb.gradient(lambda m, x: np.sum(m(x)), layer, x)
-    (gx,) = pb.gradient(lambda x: np.sum(layer(x)), x)  # only x: the rule
-    np.testing.assert_allclose(gx, sech2 * layer.w)
 
 
 # --- a class that opts out of NumPy's ufunc dispatch (__array_ufunc__ = None, NEP 13) -------------

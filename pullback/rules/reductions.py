@@ -28,9 +28,14 @@ def expand_to(g, shape, axis, keepdims, like=None):
     which is needed where Dask does not know the shape (NaN lengths, after x[mask])."""
     if np.shape(g) == shape:  # nothing was reduced (a 0-d input, or no axes)
         return g
+    unknown = any(math.isnan(n) for n in shape)  # lengths Dask does not know yet (after x[mask])
     if not keepdims and axis is not None:  # a full reduction's 0-d cotangent broadcasts as it is
-        g = np.reshape(g, _kept_shape(shape, axis))
-    if any(math.isnan(n) for n in shape):  # np.broadcast_to cannot make an unknown length: add to zeros of it
+        if unknown:  # new axes by indexing: Dask's reshape (and expand_dims) needs the lengths
+            reduced = reduced_axes(axis, len(shape))
+            g = g[tuple(None if k in reduced else slice(None) for k in range(len(shape)))]
+        else:
+            g = np.reshape(g, _kept_shape(shape, axis))
+    if unknown:  # np.broadcast_to cannot make an unknown length: add to zeros of it
         if like is None:
             raise ValueError(f"The gradient of this reduction needs the shape of its input, {shape}, which Dask does "
                              "not know yet: call x.compute_chunk_sizes() on the input first.")
@@ -135,7 +140,8 @@ def mean_rule(x, axis=None, dtype=None, out=None, keepdims=False, where=True):
         if math.isnan(count):  # lengths Dask does not know yet (after x[mask]): counted lazily
             count = np.sum(np.ones_like(stop_gradient(x)), axis=axis, keepdims=keepdims)
             return y, lambda g: (expand_to(g / count, shape, axis, keepdims, x),)
-        return y, lambda g: (expand_to(g / float(count), shape, axis, keepdims),)
+        like = _unknown_shape(x)
+        return y, lambda g: (expand_to(g / float(count), shape, axis, keepdims, like),)
     # an empty slice's mean is NaN, and no element of it is selected: it sends no gradient
     count = np.maximum(selected_count(where, shape, axis), 1)
     like = _unknown_shape(x)
