@@ -243,13 +243,45 @@ def sharing_memory(arrays, among=None):
     >>> sharing_memory([x[:3], np.ones(2), x[2:]])
     (0, 2)
     """
-    spans = []
+    # Arrays whose memory NumPy allocated overlap only when one owner holds it: only those groups (and
+    # arrays on memory NumPy did not allocate, which any of them may hold) are swept.
+    groups = {}
     for k, a in enumerate(arrays):
         if type(a) is np.ndarray and a.size:
-            start = end = a.__array_interface__["data"][0]
-            for n, stride in zip(a.shape, a.strides):
-                start, end = start + min((n - 1) * stride, 0), end + max((n - 1) * stride, 0)
-            spans.append((start, end + a.itemsize, k))
+            groups.setdefault(memory_key(a), []).append(k)
+    for members in groups.values():
+        if len(members) > 1:
+            found = _overlapping(arrays, members, among)
+            if found is not None:
+                return found
+    return None
+
+
+def memory_key(a):
+    """The id of the array that allocated NumPy array `a`'s memory (through views, and memoryviews of
+    arrays), or None for memory NumPy did not allocate (a bytes object, a mapped file): two arrays share
+    memory only if their keys are equal.
+
+    >>> x = np.arange(4.0)
+    >>> memory_key(x[1:]) == memory_key(x.reshape(2, 2).T) == id(x), memory_key(np.frombuffer(b"12345678"))
+    (True, None)
+    """
+    while True:
+        base = a.base if isinstance(a, np.ndarray) else getattr(a, "obj", None)  # a memoryview's object
+        if base is None:
+            return id(a) if isinstance(a, np.ndarray) else None
+        a = base
+
+
+def _overlapping(arrays, members, among):
+    """`sharing_memory` for the arrays at positions `members`: a sweep of their byte spans."""
+    spans = []
+    for k in members:
+        a = arrays[k]
+        start = end = a.__array_interface__["data"][0]
+        for n, stride in zip(a.shape, a.strides):
+            start, end = start + min((n - 1) * stride, 0), end + max((n - 1) * stride, 0)
+        spans.append((start, end + a.itemsize, k))
     spans.sort()
     for i, (_, end, k) in enumerate(spans):
         for start, _, j in spans[i + 1:]:

@@ -12,7 +12,7 @@ from ._arrays import as_array_api, as_numpy, is_foreign_array, like_input, size_
 from ._backward import backward, fit
 from ._forward import ForwardLevel, fit_tangent
 from ._leaves import Arguments
-from ._standins import dtype_of, is_traced
+from ._standins import converted, dtype_of, is_stand_in, is_traced
 from ._values import Dual, Tracked, stop_gradient
 
 __all__ = ["jvp", "jacobian", "withjacobian", "hessian", "hvp", "WithJacobian"]
@@ -197,7 +197,7 @@ def _check_same_value(first, again, name="jacobian"):
     """Raise where a later run of f gave another value than its first (it draws random numbers, or reads
     state it updates): the Jacobian's columns would be derivatives of different functions."""
     a, b = stop_gradient(first), stop_gradient(again)
-    jitted = any(hasattr(type(v), "__pullback_traced_value__") for v in (a, b))  # pb.jit's stand-ins: a guard
+    jitted = is_stand_in(a) or is_stand_in(b)  # pb.jit's stand-ins: the comparison is a guard
     if not jitted and not all(type(v) in (float, complex) or isinstance(v, (np.ndarray, np.generic)) for v in (a, b)):
         return  # another library's arrays (Dask: comparing them would compute them)
     scale = np.max(np.abs(np.where(np.isfinite(a), a, 0.0)), initial=0.0)
@@ -315,8 +315,7 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
         h = hvp(f, x, 1.0)
         if is_traced(h):  # an outer derivative is tracing x
             return h
-        convert = getattr(type(h), "__pullback_convert__", None)  # pb.jit's stand-in: float(h), recorded
-        return float(h) if convert is None else convert(h, float)
+        return converted(h, float)  # recorded for pb.jit's stand-in
     if not (isinstance(x, np.ndarray) or is_traced(x) or is_foreign_array(x)):  # a list, a NumPy scalar
         try:
             x = np.asarray(x)

@@ -48,13 +48,14 @@ import warnings
 import numpy as np
 
 from . import _jit_random, _jit_watch, tree
-from ._arrays import sharing_memory
+from ._arrays import memory_key, sharing_memory
 from ._jit_replay import Deferred, Retrace
 from ._jit_trace import JitError, Number, RandomSource, Symbol, Trace
 from ._standins import is_traced
 
 __all__ = ["jit", "JitError"]
 
+_TRACE_VALUES = (Symbol, Number, RandomSource)  # the stand-ins of a trace
 # traces kept per signature, one per outcome of its guards (a value that changes every call,
 # such as float(loss) used in the computation, would otherwise grow the list without end)
 _VARIANTS_PER_SIGNATURE = 8
@@ -243,7 +244,7 @@ class Jitted:
                     f"{getattr(leaf, '__qualname__', type(leaf).__name__)}) that holds values of the trace (a pullback from "
                     "pb.vjp, say); a replay cannot make it again. Return arrays: call it inside the jitted function "
                     "(pb.jit(lambda x, v: pb.vjp(f, x)[1](v))).")
-        out_leaves = [v for _, v in tree.leaves_with_path(result) if isinstance(v, (Symbol, RandomSource, Number))]
+        out_leaves = [v for _, v in tree.leaves_with_path(result) if isinstance(v, _TRACE_VALUES)]
         foreign = [v for v in out_leaves if v.owner is not trace]
         if foreign:
             raise JitError("pb.jit: the function returned a value traced by another pb.jit call.")
@@ -268,7 +269,10 @@ class Jitted:
             written_at = {k for k, _ in written}
             # arrays the trace read as they were, not as inputs: its calls' constants, and the arrays among (or one
             # level inside) the globals and closure variables the function loads
-            constants = _jit_watch.constant_arrays(trace) + _loaded_arrays(self.fn)
+            constants = {}  # by the memory they are on (see `memory_key`): only those an argument's could be
+            for c in _jit_watch.constant_arrays(trace) + _loaded_arrays(self.fn):
+                if c.size:
+                    constants.setdefault(memory_key(c), []).append(c)
             _refuse_shared_written(arrays, written_at, constants)  # before the caller's arrays are written
             # a written argument returned (`a += 1; return a`, a model whose statistics were updated) is the
             # caller's array, as without pb.jit
@@ -300,7 +304,7 @@ class Jitted:
 def _closes_over_trace(value, depth=0):
     """Whether `value`, a function returned by a traced call, holds a trace's stand-in or a value being
     differentiated in its closure (looked into through functions and containers, a few levels deep)."""
-    if isinstance(value, (Symbol, Number, RandomSource)) or is_traced(value):
+    if isinstance(value, _TRACE_VALUES) or is_traced(value):
         return True
     if depth > 3:
         return False
@@ -315,7 +319,7 @@ def _closes_over_trace(value, depth=0):
         if callable(content) and not isinstance(content, type):
             if _closes_over_trace(content, depth + 1):
                 return True
-        elif any(isinstance(leaf, (Symbol, Number, RandomSource)) or is_traced(leaf) for leaf in tree.leaves(content)):
+        elif any(isinstance(leaf, _TRACE_VALUES) or is_traced(leaf) for leaf in tree.leaves(content)):
             return True
     return False
 
@@ -393,16 +397,12 @@ def _refuse_changed_outside(watch):
     """Refuse a trace whose function stored one of its traced values outside its arguments (set an attribute
     of `self`, appended to a list, rebound a global): later code would read a stand-in of the trace, and a
     replay would not store its own values there. Other changes happen at the trace only, as in JAX."""
-    stored = [where for where, value in watch.new_values() if any(_is_trace_value(v) for v in tree.leaves(value))]
+    stored = [where for where, value in watch.new_values() if any(isinstance(v, _TRACE_VALUES) for v in tree.leaves(value))]
     if stored:
         raise JitError(f"pb.jit: the function stored a traced value in {', '.join(stored[:3])}, outside its "
                        "arguments; a replay would not store its own values there, as each call without pb.jit "
                        "does. Return the new values instead (and pass them back in as arguments), or keep that "
                        "code outside the jitted function.")
-
-
-def _is_trace_value(v):
-    return isinstance(v, (Symbol, Number, RandomSource))
 
 
 def _fresh(leaf):
@@ -437,16 +437,17 @@ def _order(a):
     return None if flags is None else "C" if flags.c_contiguous else "F" if flags.f_contiguous else a.strides
 
 
-def _refuse_shared_written(arrays, written, constants=()):
+def _refuse_shared_written(arrays, written, constants=None):
     """Refuse an argument written by the function that shares memory with another argument, or with an
-    array the trace read outside the arguments (`constants`: a global, a closure, an object's attribute)."""
+    array the trace read outside the arguments (`constants`, by `memory_key`: a global, a closure, an
+    object's attribute)."""
     shared = sharing_memory(arrays, written)
     if shared is not None:
         raise JitError(f"pb.jit: arguments {shared[0]} and {shared[1]} (in the order the arrays are met) share "
                        "memory, and the function writes into its arguments: a replay keeps them apart, where "
                        "NumPy's writes into one change the other. Pass separate arrays (.copy()), or one array once.")
-    for k in written:
-        if any(np.may_share_memory(arrays[k], c) and np.shares_memory(arrays[k], c) for c in constants):
+    for k in written if constants else ():
+        if any(np.shares_memory(arrays[k], c) for c in constants.get(memory_key(arrays[k]), ())):
             raise JitError(f"pb.jit: the function writes into argument {k} (in the order the arrays are met), whose "
                            "memory it also reads outside its arguments (through a global, a closure or an object's "
                            "attribute): a replay reads the values the trace saw there, where NumPy reads the written "

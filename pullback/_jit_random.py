@@ -14,9 +14,8 @@ entropy (`np.random.default_rng()` without a seed) would also give the trace's d
 replay: `watching_entropy` lists those made while a trace runs (one that drew is refused), and
 lets `np.random.default_rng(seed)` take a Python-number seed passed in (its value fixed by a
 guard, so another seed traces again) or a generator argument (returned as it is, as NumPy
-does). Only `np.random.default_rng` is watched:
-a bit generator made without a seed (`np.random.PCG64()`) is not seen (NumPy's legacy
-`RandomState(seed)` makes one too, then seeds it).
+does). Only `np.random.default_rng` is watched: a bit generator made without a seed
+(`np.random.PCG64()`) is not seen (NumPy's legacy `RandomState(seed)` makes one too, then seeds it).
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -108,7 +107,7 @@ def snapshot(fn, inputs, arguments=((), {})):
     return found
 
 
-_tracing = threading.local()  # .depth: the traces running in this thread
+_tracing = threading.local()  # .fresh: the generators made from fresh entropy by the trace running here
 _installed = [0, None]  # traces running in any thread; the functions replaced while they run
 _install_lock = threading.Lock()
 

@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence, Set
 import numpy as np
 
 from . import tree
-from ._arrays import as_numpy, as_type_of, dtype_kind, is_foreign_array
+from ._arrays import as_numpy, as_type_of, dtype_kind, is_foreign_array, memory_key
+from ._standins import converted, is_stand_in, traced_value
 
 
 class Where:
@@ -219,11 +220,11 @@ class Arguments:
             return
         by_memory = {}
         for path, a in self._plain:
-            by_memory.setdefault(id(memory_of(a)), []).append((path, a))
+            by_memory.setdefault(memory_key(a), []).append((path, a))
         for leaf in self.leaves:
             primal = leaf.primal
             if type(primal) is np.ndarray:
-                for path, a in by_memory.get(id(memory_of(primal)), ()):
+                for path, a in by_memory.get(memory_key(primal), ()):
                     if np.may_share_memory(primal, a):  # enough: only a write through an alias changes its bytes
                         self._aliased.append((leaf, path, primal.copy()))
                         break
@@ -488,17 +489,14 @@ def leaf_gradient(g, primal, returned):
     g = fit(g, like)
     if g is None or _is_tracked_value(g):  # a nested call: this result is itself being differentiated
         return g
-    convert = getattr(type(g), "__pullback_convert__", None)
-    traced = getattr(type(primal), "__pullback_traced_value__", None)
-    if convert is not None or traced is not None:  # pb.jit's stand-ins: the conversions below (recorded for one)
-        kind = primal if traced is None else traced(primal)  # the argument, or the value it stands for
-        as_kind = (lambda kind: convert(g, kind)) if convert is not None else (lambda kind: kind(g))
+    if is_stand_in(g) or is_stand_in(primal):  # pb.jit's: the conversions below (recorded for a stand-in g)
+        kind = traced_value(primal)  # the argument, or the value it stands for
         if type(kind) is float or type(kind) is complex:
-            return as_kind(type(kind))
+            return converted(g, type(kind))
         if isinstance(kind, np.generic):
-            return as_kind(kind.dtype.type)
+            return converted(g, kind.dtype.type)
         if type(kind) is np.ndarray and kind.ndim == 0:
-            return as_kind(np.asarray)  # NumPy's arithmetic on 0-d arrays gives scalars
+            return converted(g, np.asarray)  # NumPy's arithmetic on 0-d arrays gives scalars
     if is_foreign_array(primal) or is_foreign_array(g):  # its library's array, as the rules left it
         g = as_type_of(g, primal)
         if g is primal or id(g) in returned:  # one gradient object per leaf, as with NumPy arrays

@@ -45,3 +45,21 @@ def dtype_of(x):
 def is_traced(x):
     """Whether `x` is a value pullback is differentiating (reverse or forward mode)."""
     return getattr(type(x), "pullback_traced", False)
+
+
+def is_stand_in(x):
+    """Whether `x` is a `pb.jit` stand-in for an array (a Symbol of a trace)."""
+    return hasattr(type(x), "__pullback_traced_value__")
+
+
+def traced_value(x):
+    """The value a `pb.jit` stand-in `x` had in its trace (its type tells a NumPy scalar from a 0-d
+    array); `x` itself otherwise."""
+    return x.__pullback_traced_value__() if is_stand_in(x) else x
+
+
+def converted(x, kind):
+    """`kind(x)` (float, a NumPy scalar type, np.asarray); for a `pb.jit` stand-in, recorded, so that each
+    replay converts its own value (`float(x)` would fix the traced one by a guard)."""
+    convert = getattr(type(x), "__pullback_convert__", None)
+    return kind(x) if convert is None else convert(x, kind)

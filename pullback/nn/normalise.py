@@ -13,6 +13,7 @@ from numpy.typing import DTypeLike
 from .._arrays import numpy_backed
 from .._extend import primitive, rrule
 from .._jit_trace import JitError
+from .._standins import is_stand_in
 from .._tangents import Thunk
 from .._values import stop_gradient
 from .layers import check_sizes
@@ -152,7 +153,7 @@ class BatchNorm:
         keep, new = 1.0 - self.momentum, self.momentum
         unbiased = var * (m / max(m - 1, 1))
         # In place: inside a gradient call this layer is a copy, but these arrays are the user's.
-        if type(self.running_mean) is np.ndarray and hasattr(type(mean), "__pullback_traced_value__"):
+        if type(self.running_mean) is np.ndarray and is_stand_in(mean):
             raise JitError("pb.jit: a BatchNorm layer in training mode writes its running statistics into arrays "
                            "of a model the jitted function does not get as an argument (held in a global or a "
                            "closure), which a replay could not update. Pass the model as an argument (its "

@@ -15,6 +15,7 @@ import numpy as np
 from .. import Tangent, Thunk, tree, unthunk
 from .._arrays import sharing_memory
 from .._jit_trace import JitError, Symbol
+from .._standins import converted, is_stand_in, traced_value
 from ._state import Leaf, copy_value, mirror
 from ._walk import describe, entries, is_array, is_param, name, nothing
 
@@ -305,20 +306,9 @@ def _subtract(x, delta):
 def _array_again(value, before):
     """`value` as a 0-d array where it is a NumPy scalar and `before` was an array (NumPy's arithmetic
     on 0-d arrays gives scalars); under pb.jit the conversion is recorded, so each replay makes it."""
-    convert = getattr(type(value), "__pullback_convert__", None)
-    if convert is not None:
-        if isinstance(value.__pullback_traced_value__(), np.generic) and isinstance(_traced_value(before), np.ndarray):
-            return convert(value, np.asarray)
-        return value
-    if isinstance(value, np.generic) and isinstance(_traced_value(before), np.ndarray):
-        return np.asarray(value)
+    if isinstance(traced_value(value), np.generic) and isinstance(traced_value(before), np.ndarray):
+        return converted(value, np.asarray)
     return value if is_array(value) else np.asarray(value)
-
-
-def _traced_value(x):
-    """A pb.jit stand-in's value in the trace (it tells a 0-d array from a NumPy scalar); `x` itself otherwise."""
-    traced = getattr(type(x), "__pullback_traced_value__", None)
-    return x if traced is None else traced(x)
 
 
 def _unshared(new, old):
@@ -329,7 +319,7 @@ def _unshared(new, old):
     def fresh(value, before):
         if isinstance(value, np.ndarray):
             return value.copy() if id(value) in old_ids else value
-        if isinstance(value, np.generic) or hasattr(type(value), "__pullback_convert__"):
+        if isinstance(value, np.generic) or is_stand_in(value):
             return _array_again(value, before)
         return value
 

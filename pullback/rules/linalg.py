@@ -21,6 +21,7 @@ import numpy as np
 
 from .._arrays import holds_foreign_array, like_input, size_of, zeros_as
 from .._extend import primitive, rrule
+from .._standins import is_stand_in
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, composite, describe, forward_in_first, forward_rule, rule, with_numpy_value, without_gradient
@@ -358,7 +359,7 @@ def lstsq(a, b, rcond=None):
     # whether there are residuals, as in NumPy: a full column rank and more rows than columns.
     _, plain_residuals, rank, _ = _lstsq(stop_gradient(a), stop_gradient(b), rcond)
     rows, columns = np.shape(a)[-2:]
-    if holds_foreign_array(rank) and not hasattr(type(rank), "__pullback_traced_value__"):
+    if holds_foreign_array(rank) and not is_stand_in(rank):
         # a lazy rank (Dask's; pb.jit's stand-in is read as an int, a guard): the library's own shape decides
         has_residuals = size_of(plain_residuals) > 0
     else:
