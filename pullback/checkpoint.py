@@ -22,9 +22,13 @@ A checkpoint is a ZIP archive (stored, not compressed) holding:
 
 A path names a place inside the model: ``.name`` for an object's field (or a namedtuple's),
 ``[i]`` for a tuple or list item, ``['key']`` for a dict entry, starting from ``model``.
-Every NumPy array reachable in the model is stored, trainable or not (running statistics
-too), each once: ``paths`` lists every place an array object appears, so ties are kept (in
-a model with cycles, every place short of going back into a container already on the way).
+Every array reachable in the model is stored, trainable or not (running statistics too), each
+once. That includes arrays of other libraries pullback accepts: a Dask array is computed (by
+Dask's own scheduler) and an array-API array (array_api_strict's) read through DLPack when the
+file is written; on loading, each array comes back as an array of the type of `like`'s array
+at that place (a Dask array in `like`'s chunks, an array-API array of `like`'s library on its
+device). ``paths`` lists every place an array object appears, so ties are kept (in a model
+with cycles, every place short of going back into a container already on the way).
 Other fields (numbers, strings, functions, flags) are not stored; they come from `like`.
 
 With an optimiser state, ``"state"`` is::
@@ -37,9 +41,10 @@ With an optimiser state, ``"state"`` is::
 One leaf per distinct trainable array, keyed by the array's first path. A rule is named
 (``"Adam"`` for the built-in rules, ``"module:Class"`` for a `pullback.optim.Rule` subclass
 of your own, which must be imported before loading) with JSON hyperparameters (a
-non-finite float as below); an ``OptimiserChain``'s ``hyper`` is
-``{"rules": {"tuple": [rule, ...]}}``. A rule's state
-value is encoded as: a JSON number, bool or null for itself; ``{"array": i}`` for state
+non-finite float as below; a tuple as ``{"tuple": [...]}``, a list as ``{"list": [...]}``);
+an ``OptimiserChain``'s ``hyper`` is ``{"rules": {"tuple": [rule, ...]}}``. A state whose rule
+class was redefined after the state was made (a notebook cell run again) is refused at
+saving. A rule's state value is encoded as: a JSON number, bool or null for itself; ``{"array": i}`` for state
 array ``i``; ``{"scalar": i}`` for a NumPy scalar kept as 0-d array ``i``; ``{"tuple": [...]}``
 and ``{"list": [...]}`` for sequences; ``{"float": "inf"}`` (or ``"-inf"``, ``"nan"``) for a
 non-finite float.
@@ -50,9 +55,11 @@ process may lead to an array: ``str``, ``int``, ``bool``, ``None`` and tuples of
 Loading never runs code from the file: it parses JSON and ``.npy`` headers, refuses
 pickled (object) arrays, and builds rules only from classes already defined in the process.
 Its memory is bounded by what `like` declares. The manifest may be at most 16 MiB and
-nested at most 64 levels deep. Every shape and dtype in the manifest is checked against
-`like` before any entry is read: each model array against the array of `like` at its path,
-each optimiser state array against what the stored rule keeps for that parameter (Adam's
+nested at most 64 levels deep; `save` refuses, before writing anything, a model or state
+whose manifest would not be. Every shape and dtype in the manifest is checked against
+`like` before any entry is read: each model array against the array of `like` at its path
+(the dtype may differ in byte order only: a file written on a big-endian machine loads into
+a native `like`, the values converted to `like`'s byte order), each optimiser state array against what the stored rule keeps for that parameter (Adam's
 moments have the parameter's shape and dtype, for instance), and the state's entries must
 be exactly the trainable arrays of `like`. Entries are then read a bounded piece at a time,
 never more bytes than their ``.npy`` header and data need. Entries may be stored or
@@ -64,9 +71,12 @@ The archive is also a valid ``.npz``: ``numpy.load(path)["model/0"]`` reads an a
 without pullback.
 
 Saving is atomic: the file is written under a temporary name in the same directory
-(``.<name>.<random>.tmp``), flushed to disk (fsync) and moved over `path` with
-`os.replace`, then the directory is synced. An error part way removes the temporary file;
-a crash may leave it behind, but either way any old file at `path` is untouched.
+(``.<name>.<random>.tmp``, the name shortened where the file system's limit needs it),
+flushed to disk (fsync), given the permission bits of the file it replaces (if any) and
+moved over `path` with `os.replace`, then the directory is synced. An empty path, a folder,
+or a path in a folder that does not exist is refused before anything is written. An error
+part way removes the temporary file; a crash may leave it behind, but either way any old
+file at `path` is untouched.
 """
 
 import contextlib
@@ -76,6 +86,7 @@ import json
 import math
 import os
 import secrets
+import stat
 import struct
 import zipfile
 import zlib
@@ -86,6 +97,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import stop_gradient, tree
+from ._arrays import as_array_api, as_numpy, is_foreign_array, rechunked_like, speaks_nep18, type_name
 from .optim import Leaf
 from .optim._state import mirror
 from .optim._update import pair
@@ -126,27 +138,26 @@ def save(path: str | os.PathLike[str], model: Any, state: Any = None) -> None:
     ...     sorted(zipfile.ZipFile(os.path.join(folder, "m.ckpt")).namelist())
     ['manifest.json', 'model/0.npy']
     """
+    path = check_path(path)
     groups = _array_groups(model)
     arrays = [(x, paths) for x, paths in groups.values()]
     state_manifest, state_arrays = (None, []) if state is None else _encode_state(state, model)
+    specs = [_spec(f"model/{i}.npy", x) | {"paths": paths} for i, (x, paths) in enumerate(arrays)]
+    if state_manifest is not None:
+        state_manifest["arrays"] = [_spec(f"state/{i}.npy", x) | {"path": where} for i, (x, where) in enumerate(state_arrays)]
+    manifest = {
+        "format": FORMAT, "version": VERSION, "written_by": f"pullback {_version()}",
+        "model_type": type(model).__name__, "arrays": specs, "state": state_manifest,
+    }
+    _check_manifest_limits(manifest)
+    stored = [(spec, x, paths[0]) for spec, (x, paths) in zip(specs, arrays)]
+    if state_manifest is not None:
+        stored += [(spec, x, f"the optimiser state for {where}") for spec, (x, where) in zip(state_manifest["arrays"], state_arrays)]
 
     def write(file, temporary):
         with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_STORED) as archive:
-            specs = []
-            for i, (x, paths) in enumerate(arrays):
-                spec = _write_array(archive, f"model/{i}.npy", x)
-                spec["paths"] = paths
-                specs.append(spec)
-            if state_manifest is not None:
-                state_manifest["arrays"] = []
-                for i, (x, where) in enumerate(state_arrays):
-                    spec = _write_array(archive, f"state/{i}.npy", x)
-                    spec["path"] = where
-                    state_manifest["arrays"].append(spec)
-            manifest = {
-                "format": FORMAT, "version": VERSION, "written_by": f"pullback {_version()}",
-                "model_type": type(model).__name__, "arrays": specs, "state": state_manifest,
-            }
+            for spec, x, where in stored:
+                spec["sha256"] = _write_array(archive, spec, x, where)
             text = json.dumps(manifest, indent=1, allow_nan=False)
             archive.writestr(zipfile.ZipInfo(MANIFEST, _FIXED_TIME), text.encode("utf-8"))
 
@@ -180,7 +191,7 @@ def _array_places(model):
     def leaf(x, ys, path):
         if stop_gradient(x) is not x:
             raise CheckpointError(f"{path.format('model')} is being differentiated; save the model outside gradient calls.")
-        if isinstance(x, np.ndarray):
+        if _is_array(x):
             _check_storable(x, lambda: path.format("model"))
             return x
         return None
@@ -200,7 +211,7 @@ def _array_places(model):
             continue
         if type(item) is int:  # a way back into a container that was being walked (a cycle)
             item = found[item]
-        if isinstance(item, np.ndarray):
+        if _is_array(item):
             if unstable is not None:
                 where, key = unstable
                 raise CheckpointError(
@@ -226,22 +237,126 @@ def _stable_key(key):
 
 def _check_storable(x, where):
     """Refuse an array a checkpoint cannot store; `where()` names its place (formatted only for the message)."""
-    if type(x) is not np.ndarray:
+    if type(x) is not np.ndarray and not is_foreign_array(x):
         raise CheckpointError(f"{where()} is a {type(x).__name__}; checkpoints store plain numpy.ndarray values only.")
-    dtype = x.dtype
+    dtype = numpy_dtype(x, where)
+    if not dtype.type.__module__.startswith("numpy"):
+        raise CheckpointError(
+            f"{where()} has dtype {dtype}, from the {dtype.type.__module__} package, which neither a checkpoint "
+            "(NumPy's .npy format) nor a safetensors file written through NumPy can describe; convert it to a NumPy "
+            "dtype that holds its values exactly, e.g. x.astype(np.float32)."
+        )
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or np.dtype(dtype.str) != dtype:
         raise CheckpointError(
             f"{where()} has dtype {dtype}, which a checkpoint cannot store without pickle; "
             "convert it to a numeric, boolean or string array."
         )
+    if any(n != n for n in x.shape):  # NaN: a Dask array whose chunk sizes are not known
+        raise CheckpointError(
+            f"{where()} has a shape not known until it is computed ({x.shape}); compute its chunk sizes first "
+            "(Dask: x.compute_chunk_sizes())."
+        )
 
 
-def _write_array(archive, name, x):
+# --- arrays of other libraries ---------------------------------------------------------------
+# A checkpoint stores every array: NumPy's, and another library's (Dask, CuPy, array API). Another
+# library's array is read as a NumPy array when it is written, and an array read from a file is
+# given back as an array of the type of the array of `like` that it replaces.
+_API_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+               "float16", "float32", "float64", "complex64", "complex128")  # the array API's names
+
+
+def _is_array(x):
+    """Whether a checkpoint stores `x`: a NumPy array, or an array of a library pullback accepts."""
+    return isinstance(x, np.ndarray) or is_foreign_array(x)
+
+
+def numpy_dtype(x, where):
+    """`x.dtype` as a NumPy dtype (an array-API library has dtype objects of its own); `where()` names `x`."""
+    if isinstance(x.dtype, np.dtype):
+        return x.dtype
+    namespace = x.__array_namespace__()
+    for name in _API_DTYPES:
+        if x.dtype == getattr(namespace, name, None):
+            return np.dtype(name)
+    raise CheckpointError(f"{where()} has dtype {x.dtype}, which has no NumPy equivalent; convert it to a standard dtype.")
+
+
+def to_numpy(x, where):
+    """`x` as a NumPy array: another library's array read through DLPack or computed (Dask by its own scheduler)."""
+    if isinstance(x, np.ndarray):
+        return x
+    try:
+        return np.asarray(as_numpy(x))
+    except (TypeError, ValueError, RuntimeError, BufferError) as error:
+        raise CheckpointError(
+            f"{where()} is a {type_name(x)} that cannot be read as a NumPy array ({error}); "
+            "convert it to a NumPy array (on the CPU) before saving."
+        ) from None
+
+
+def to_type_of(a, like):
+    """NumPy array `a` as an array of `like`'s type: Dask in `like`'s chunks (for `like`'s shape), array API on `like`'s device."""
+    if isinstance(like, np.ndarray) or not is_foreign_array(like):
+        return a
+    if speaks_nep18(type(like)):
+        b = np.asarray(a, like=like)
+        return rechunked_like(b, like) if b.shape == like.shape else b
+    return as_array_api(a, like, like.dtype)
+
+
+def rebuilt(like, replacements):
+    """A copy of `like` (every container new; ties, shared objects and cycles kept) with arrays replaced by id.
+
+    An object that cannot be copied (an open file) is kept as it is where nothing in it changes.
+    """
+
+    def node(value, kind, old, new, parts, path, shell):
+        try:
+            return tree.copy_node(value, kind, new, shell)
+        except TypeError:
+            if shell is None and all(new[k] is v for k, v in old.items()):
+                return value
+            raise
+
+    return tree.walk(like, lambda a, parts, path: replacements.get(id(a), a), node, cycle=tree.copy_cycle)
+
+
+def _spec(entry, x):
+    """An array's manifest entry before it is written (its digest, of fixed length, comes with the data)."""
+    return {"entry": entry, "dtype": numpy_dtype(x, lambda: entry).str, "shape": list(x.shape), "sha256": "0" * 64}
+
+
+def _check_manifest_limits(manifest):
+    """Refuse to write a manifest `load` would refuse: the same size and nesting limits."""
+    size = len(json.dumps(manifest, indent=1, allow_nan=False).encode("utf-8"))
+    if size > _MAX_MANIFEST:
+        raise CheckpointError(
+            f"The checkpoint's manifest would be {size} bytes, more than the {_MAX_MANIFEST // 2**20} MiB that load "
+            f"accepts ({len(manifest['arrays'])} arrays); store fewer, larger arrays (stack the small ones) or "
+            "use shorter dict keys."
+        )
+    if _nesting(manifest) > _MAX_NESTING:
+        raise CheckpointError(
+            f"The checkpoint's manifest would be nested more than the {_MAX_NESTING} levels deep that load accepts "
+            "(rules inside OptimiserChains inside OptimiserChains, or deeply nested rule states); flatten them, "
+            "e.g. OptimiserChain(a, b, c) rather than OptimiserChain(a, OptimiserChain(b, c))."
+        )
+
+
+def _write_array(archive, spec, x, where):
+    """Write `x` to `spec`'s entry as a `.npy` array; its SHA-256."""
+    x = to_numpy(x, lambda: where)
+    if x.dtype.str != spec["dtype"] or list(x.shape) != spec["shape"]:
+        raise CheckpointError(
+            f"{where} computed to dtype {x.dtype} and shape {x.shape}, but declared dtype {np.dtype(spec['dtype'])} "
+            f"and shape {tuple(spec['shape'])}; fix the array (for Dask, its meta or chunks) before saving."
+        )
     digest = hashlib.sha256()
-    info = zipfile.ZipInfo(name, _FIXED_TIME)
+    info = zipfile.ZipInfo(spec["entry"], _FIXED_TIME)
     with archive.open(info, "w", force_zip64=x.nbytes > 2**30) as out:
         np.lib.format.write_array(_Hashing(out, digest), x, allow_pickle=False)
-    return {"entry": name, "dtype": x.dtype.str, "shape": list(x.shape), "sha256": digest.hexdigest()}
+    return digest.hexdigest()
 
 
 class _Hashing:
@@ -291,7 +406,15 @@ def _encode_state(state, model):
 
 def _encode_rule(rule, where):
     name = rule_name(type(rule))
-    if RULES.get(name) is not type(rule):
+    registered = RULES.get(name)
+    if registered is not None and registered is not type(rule):
+        raise CheckpointError(
+            f"The rule {rule!r} at {where} is an instance of {name} as it was before that class was redefined "
+            "(its module reloaded, or the notebook cell that defines it run again): load would rebuild it with the "
+            "new definition. Make the state again with setup(rule, model) from the current class, or save before "
+            "redefining it."
+        )
+    if registered is None:
         raise CheckpointError(f"The rule {rule!r} at {where} is not a registered pullback.optim.Rule subclass.")
     return {"rule": name, "hyper": {k: _encode_hyper(v, where) for k, v in rule.hyperparameters().items()}}
 
@@ -299,8 +422,8 @@ def _encode_rule(rule, where):
 def _encode_hyper(value, where):
     if isinstance(value, Rule):
         return _encode_rule(value, where)
-    if isinstance(value, (tuple, list)):
-        return {"tuple": [_encode_hyper(v, where) for v in value]}
+    if type(value) in (tuple, list):
+        return {type(value).__name__: [_encode_hyper(v, where) for v in value]}
     if isinstance(value, float) and not isinstance(value, np.generic):
         return value if math.isfinite(value) else {"float": repr(value)}
     if value is None or isinstance(value, (bool, int, str)) and not isinstance(value, np.generic):
@@ -309,7 +432,7 @@ def _encode_hyper(value, where):
 
 
 def _encode_value(value, arrays, where):
-    if isinstance(value, np.ndarray):
+    if _is_array(value):
         _check_storable(value, lambda: f"the optimiser state for {where}")
         arrays.append((value, where))
         return {"array": len(arrays) - 1}
@@ -330,25 +453,58 @@ def _encode_value(value, arrays, where):
     )
 
 
-def write_atomically(path, write):
-    """Run `write(file, temporary_path)` on a temporary file next to `path`, sync it, then move it over `path`."""
+def check_path(path):
+    """`path` as a string, if a file can be written there: not empty, not a folder, in a folder that exists."""
     path = os.fspath(path)
-    if os.path.isdir(path):
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not path:
+        raise ValueError("The path to save to is empty; give a file name, e.g. 'model.ckpt'.")
+    if os.path.isdir(path) or not os.path.basename(path):
         raise IsADirectoryError(f"{path} is a folder; give the file to write, e.g. {os.path.join(path, 'model.ckpt')}")
     folder = os.path.dirname(os.path.abspath(path))
-    temporary = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(
+            f"Cannot save {path}: the folder {folder} does not exist; create it first, e.g. os.makedirs({folder!r}, exist_ok=True)."
+        )
+    return path
+
+
+def write_atomically(path, write):
+    """Run `write(file, temporary_path)` on a temporary file next to `path`, sync it, then move it over `path`.
+
+    The new file keeps the permission bits of the file it replaces.
+    """
+    path = check_path(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    temporary = os.path.join(folder, _temporary_name(folder, os.path.basename(path)))
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as file:
             write(file, temporary)
             file.flush()
             os.fsync(file.fileno())
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(temporary, stat.S_IMODE(os.stat(path).st_mode))
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
     _sync_folder(folder)
+
+
+def _temporary_name(folder, name):
+    """``.<name>.<random>.tmp``, with `name` shortened to keep it within the folder's longest file name."""
+    try:
+        longest = os.pathconf(folder, "PC_NAME_MAX")
+    except (AttributeError, ValueError, OSError):  # no pathconf (Windows), or no limit reported
+        longest = None
+    longest = longest if longest and longest > 0 else 255
+    token = secrets.token_hex(6)
+    while len(os.fsencode(f".{name}.{token}.tmp")) > longest and name:
+        name = name[:-1]
+    return f".{name}.{token}.tmp"
 
 
 def _sync_folder(folder):
@@ -392,7 +548,7 @@ def _rule_state_problem(rule, value, x, chain=""):
 
 def _value_problem(value, reference, x, item, where):
     at = f"item {item} of {where}" if item else where
-    if isinstance(reference, np.ndarray):
+    if _is_array(reference):
         if not (_is_stored_array(value) and same_dtype(value.dtype, reference.dtype) and value.shape == reference.shape):
             return f"{at} is {_shape_of(value)}, where the rule keeps an array of dtype {reference.dtype} and shape {reference.shape}"
         return None
@@ -414,7 +570,7 @@ def same_dtype(a, b):
 
 
 def _is_stored_array(value):
-    return isinstance(value, (np.ndarray, np.generic, _Slot))
+    return isinstance(value, (np.ndarray, np.generic, _Slot)) or is_foreign_array(value)
 
 
 def _shape_of(value):
@@ -464,8 +620,9 @@ def _load(reader, like):
     plan = _match_like(reader, manifest["arrays"], like)
     state_plan = None if manifest["state"] is None else _plan_state(reader, manifest["state"], like)
     # Every shape and dtype now agrees with `like`: only now is any entry read.
-    replacements = {id(target): reader.array(spec, spec["paths"][0]) for target, spec in plan}
-    new_model = tree.fmap(lambda a: replacements.get(id(a), a), like) if replacements else like
+    replacements = {id(target): to_type_of(reader.array(spec, spec["paths"][0]).astype(dtype, copy=False), target)
+                    for target, dtype, spec in plan}
+    new_model = rebuilt(like, replacements)
     if state_plan is None:
         return new_model
     return new_model, _build_state(reader, manifest["state"]["arrays"], state_plan, new_model)
@@ -699,7 +856,11 @@ def _expect(reader, obj, key, kind, where):
 
 
 def _match_like(reader, specs, like):
-    """Check the stored arrays against `like`: `[(array of like, spec)]`, nothing read yet."""
+    """Check the stored arrays against `like`: `[(array of like, its NumPy dtype, spec)]`, nothing read yet.
+
+    A stored dtype may differ from `like`'s in byte order only (a file written on a big-endian machine);
+    the values are read into `like`'s.
+    """
     try:
         groups = _array_groups(like)
     except CheckpointError as error:
@@ -726,13 +887,14 @@ def _match_like(reader, specs, like):
             extra = sorted(group_of[id(target)] - set(paths))[0]
             reader.fail(f"in `like`, {paths[0]} and {extra} are one shared array, but the file stores them separately.")
         dtype, shape = np.dtype(spec["dtype"]), tuple(spec["shape"])
-        if target.shape != shape or target.dtype != dtype:
+        target_dtype = numpy_dtype(target, lambda: paths[0])
+        if tuple(target.shape) != shape or not same_dtype(target_dtype, dtype):
             reader.fail(
                 f"{paths[0]} has shape {shape} and dtype {dtype} in the file, "
-                f"but shape {target.shape} and dtype {target.dtype} in `like`."
+                f"but shape {tuple(target.shape)} and dtype {target_dtype} in `like`."
             )
         covered.update(paths)
-        plan.append((target, spec))
+        plan.append((target, target_dtype, spec))
     missing = [p for p in at if p not in covered]
     if missing:
         reader.fail(f"`like` has an array at {missing[0]}, but the file has no value for it.")
@@ -793,16 +955,22 @@ def _plan_state(reader, manifest, like):
 
 def _build_state(reader, specs, leaves, model):
     arrays = [reader.array(spec, f"optimiser state for {spec['path']}") for spec in specs]
-    built = {path: Leaf(rule, _fill(value, arrays), frozen) for path, (rule, value, frozen) in leaves.items()}
-    return mirror(model, lambda x, path: built[path])
+    arrays = [x.astype(x.dtype.newbyteorder("="), copy=False) for x in arrays]  # native byte order
+
+    def build(x, path):
+        rule, value, frozen = leaves[path]
+        return Leaf(rule, _fill(value, arrays, x), frozen)
+
+    return mirror(model, build)
 
 
-def _fill(value, arrays):
-    """`value` with each `_Slot` replaced by the array read for it."""
+def _fill(value, arrays, x):
+    """`value` with each `_Slot` replaced by the array read for it, arrays of parameter `x`'s type (a Dask
+    parameter's moments as Dask arrays)."""
     if isinstance(value, _Slot):
-        return arrays[value.index][()] if value.scalar else arrays[value.index]
+        return arrays[value.index][()] if value.scalar else to_type_of(arrays[value.index], x)
     if type(value) in (tuple, list):
-        return type(value)(_fill(v, arrays) for v in value)
+        return type(value)(_fill(v, arrays, x) for v in value)
     return value
 
 
@@ -829,8 +997,9 @@ def _decode_hyper(reader, value, where):
     if isinstance(value, dict):
         if "rule" in value:
             return _decode_rule(reader, value, where)
-        if set(value) == {"tuple"} and isinstance(value["tuple"], list):
-            return tuple(_decode_hyper(reader, v, where) for v in value["tuple"])
+        if len(value) == 1 and set(value) <= {"tuple", "list"} and isinstance(next(iter(value.values())), list):
+            (kind, items), = value.items()
+            return (tuple if kind == "tuple" else list)(_decode_hyper(reader, v, where) for v in items)
         if set(value) == {"float"}:
             return _decode_float(reader, value["float"], where)
         reader.fail(f"malformed manifest: {where} has a hyperparameter {value!r} of unknown form.")
@@ -910,27 +1079,28 @@ def load_state_dict(model: Model, state: Mapping[str, ArrayLike]) -> Model:
             + "; ".join(f"{what} keys {few(keys)}" for what, keys in (("missing", missing), ("unexpected", unexpected)) if keys)
             + ". Its keys must be those of state_dict(model) for a model built the same way."
         )
-    groups: dict[int, tuple[np.ndarray, list[str]]] = {}
+    groups: dict[int, tuple[Any, list[str]]] = {}
     for p, x in places:
         groups.setdefault(id(x), (x, []))[1].append(p)
     replacements = {}
     for x, paths in groups.values():
         keys = [_key(p) for p in paths]
-        values = [np.asarray(state[k]) for k in keys]
+        dtype = numpy_dtype(x, lambda: keys[0])
+        values = [to_numpy(state[k], lambda: f"The state dict's {k}") for k in keys]
         for k, v in zip(keys, values):
-            if v.shape != x.shape or not same_dtype(v.dtype, x.dtype):
+            if v.shape != tuple(x.shape) or not same_dtype(v.dtype, dtype):
                 raise CheckpointError(
                     f"The state dict's {k} has shape {v.shape} and dtype {v.dtype}, but the model's array there has "
-                    f"shape {x.shape} and dtype {x.dtype}; convert it (for instance .astype) or build the model to match."
+                    f"shape {tuple(x.shape)} and dtype {dtype}; convert it (for instance .astype) or build the model to match."
                 )
-        first = values[0].astype(x.dtype, copy=False)
+        first = values[0].astype(dtype, copy=False)
         for k, v in zip(keys[1:], values[1:]):
-            if v is not values[0] and _bytes(v.astype(x.dtype, copy=False)) != _bytes(first):
+            if v is not values[0] and _bytes(v.astype(dtype, copy=False)) != _bytes(first):
                 raise CheckpointError(
                     f"In the model, {keys[0]} and {k} are one shared array, but the state dict gives them different values."
                 )
-        replacements[id(x)] = np.array(first, dtype=x.dtype, copy=True, order="K")
-    return tree.fmap(lambda a: replacements.get(id(a), a), model)
+        replacements[id(x)] = to_type_of(np.array(first, dtype=dtype, copy=True, order="K"), x)
+    return rebuilt(model, replacements)
 
 
 def _key(path):

@@ -4,31 +4,55 @@ A safetensors file is a flat map of names to arrays, read by the `safetensors` p
 (``safetensors.numpy.load_file``), PyTorch (``safetensors.torch.load_file``) and others.
 pullback writes `state_dict(model)`: every array of the model under its state-dict key
 (``"layers[0].weight"``), C-ordered and little-endian, a tied array under each of its keys,
-with the metadata ``{"format": "pullback"}``. Optimiser states are not stored (use a
-``.ckpt`` checkpoint); nor are arrays of dtypes safetensors lacks (strings, float128,
-complex128).
+with the metadata ``{"format": "pullback"}``. Another library's array (Dask, array API) is
+stored as a checkpoint stores it, and comes back as an array of the type of `like`'s. Optimiser
+states are not stored (use a ``.ckpt`` checkpoint); nor are arrays of dtypes safetensors lacks
+(strings, float128, complex128).
 
 Loading takes the layout from the file: a file written by pullback, or one whose names are
 exactly those of `state_dict(like)`, is read name by name (shape and dtype must match
 `like`; tied places must hold equal arrays). Without pullback's metadata, such names may be
 PyTorch's (a model with the same attribute names): 4-d filters that fit only PyTorch's layout
-are read as PyTorch's, and a file whose filters fit both is refused. Any other file is taken as a PyTorch state
-dict (a torchvision checkpoint, say) and mapped with
+are read as PyTorch's, and a file whose filters fit both is refused. Any other file is taken
+as a PyTorch state dict (a torchvision checkpoint, say) and mapped with
 `pullback.nn.torch_interop.load_torch_state_dict`, pairing modules in natural key order
 (safetensors does not keep PyTorch's order) and converting layouts; float arrays are cast
-to `like`'s dtypes. Either way every name and shape is checked against `like` before any
-array is read, and arrays are read one at a time. `like` itself is never changed.
+to `like`'s dtypes. Natural order is module order where same-shaped modules differ in the
+numbers of their names (``layer1.0.conv1``, ``layer1.0.conv2``, ``layer1.1.conv1``) or sit
+at different depths (``bn1`` and ``layer1.0.bn1``, as in torchvision's ResNets; this is a
+convention, not a proof: a module ``head`` defined before a block ``blocks.0`` of the same
+shapes would be taken after it, so load such a file with `load_torch_state_dict` in module
+order). A file with two modules of the same array names and shapes, at the same depth, whose
+names first differ in more than numbers (``proj`` and ``out``: alphabetical order says nothing
+about the model's) is refused as ambiguous, naming them. bfloat16 arrays (most published PyTorch weights) are
+read exactly as float32. Either way every name and shape is checked against `like` before any
+array is read, and arrays are read one at a time. `like` itself is never changed; the result
+is a copy.
 
 The `safetensors` package is imported only when such a file is saved or loaded:
 ``pip install "pullback[safetensors]"``.
 """
 
+import functools
+import json
 import os
+import re
+import struct
 
 import numpy as np
 
-from . import tree
-from .checkpoint import CheckpointError, few, same_dtype, state_dict, write_atomically
+from .checkpoint import (
+    CheckpointError,
+    check_path,
+    few,
+    numpy_dtype,
+    rebuilt,
+    same_dtype,
+    state_dict,
+    to_numpy,
+    to_type_of,
+    write_atomically,
+)
 
 __all__ = ["save", "load"]
 
@@ -41,6 +65,7 @@ _DTYPES = {
     "C64": np.dtype(np.complex64),
 }
 _STORABLE = {dtype.newbyteorder("<") for dtype in _DTYPES.values()}
+_DIGITS = re.compile(r"\d+")
 
 
 def _package():
@@ -66,6 +91,7 @@ def save(path, model, state=None):
     ...     pb.load(os.path.join(folder, "m.safetensors"), like={"w": np.zeros(3)})
     {'w': array([0., 1., 2.])}
     """
+    check_path(path)
     if state is not None:
         raise CheckpointError(
             f"{os.fspath(path)}: a safetensors file holds arrays only, not an optimiser state; "
@@ -73,17 +99,19 @@ def save(path, model, state=None):
         )
     arrays = state_dict(model)
     for key, x in arrays.items():
-        if x.dtype.newbyteorder("<") not in _STORABLE:
+        dtype = numpy_dtype(x, lambda: key)
+        if dtype.newbyteorder("<") not in _STORABLE:
             raise CheckpointError(
-                f"{key} has dtype {x.dtype}, which safetensors cannot store (it stores bool, integers, float16/32/64 "
+                f"{key} has dtype {dtype}, which safetensors cannot store (it stores bool, integers, float16/32/64 "
                 "and complex64); convert it, or save to a .ckpt checkpoint, which stores it."
             )
     package = _package()
     little = {}
-    converted = {}  # a tied array is converted once
+    converted = {}  # a tied array is converted once (another library's array read as a NumPy array)
     for key, x in arrays.items():
         if id(x) not in converted:
-            converted[id(x)] = np.asarray(x, dtype=x.dtype.newbyteorder("<"), order="C")
+            value = to_numpy(x, lambda: key)
+            converted[id(x)] = np.asarray(value, dtype=value.dtype.newbyteorder("<"), order="C")
         little[key] = converted[id(x)]
 
     def write(file, temporary):  # safetensors writes the file by name; `file` then syncs it
@@ -112,7 +140,8 @@ def load(path, like):
     except package.SafetensorError as error:
         raise CheckpointError(f"{name} is not a readable safetensors file: {error}") from None
     with handle:
-        tensors = {key: _Stored(handle, name, key, package.SafetensorError) for key in handle.keys()}
+        offsets = functools.cache(lambda: _data_offsets(name))
+        tensors = {key: _Stored(handle, name, key, package.SafetensorError, offsets) for key in handle.keys()}
         expected = state_dict(like)
         if (handle.metadata() or {}).get("format") == METADATA["format"]:
             return _load_pullback(name, tensors, expected, like)
@@ -143,24 +172,54 @@ def _load_same_names(name, tensors, expected, like):
 
 
 class _Stored:
-    """One array of an open safetensors file: its shape and dtype now, its values when asked."""
+    """One array of an open safetensors file: its shape and dtype now, its values when asked.
 
-    def __init__(self, handle, name, key, error):
-        self.handle, self.name, self.key, self.error = handle, name, key, error
+    A bfloat16 array (most published PyTorch weights) is read as float32, exactly: each value's
+    16 bits are the upper half of the float32 of the same value.
+    """
+
+    def __init__(self, handle, name, key, error, offsets):
+        self.handle, self.name, self.key, self.error, self.offsets = handle, name, key, error, offsets
         view = handle.get_slice(key)
         self.shape, code = tuple(view.get_shape()), view.get_dtype()
-        if code not in _DTYPES:
+        self.bfloat16 = code == "BF16"
+        if code not in _DTYPES and not self.bfloat16:
             raise CheckpointError(f"{name}: {key} has dtype {code}, which NumPy cannot hold; convert it to float32 first.")
-        self.dtype = _DTYPES[code]
+        self.dtype = np.dtype(np.float32) if self.bfloat16 else _DTYPES[code]
+        self.described = "bfloat16 (read as float32)" if self.bfloat16 else str(self.dtype)
 
     def __array__(self, dtype=None, copy=None):
-        try:
-            x = self.handle.get_tensor(self.key)
-        except self.error as error:
-            raise CheckpointError(f"{self.name}: {self.key} cannot be read: {error}") from None
+        x = self._bfloat16() if self.bfloat16 else self._read()
         if x.shape != self.shape or x.dtype != self.dtype:  # the header promised otherwise
             raise CheckpointError(f"{self.name}: {self.key} is corrupted: its data does not match its header.")
         return x if dtype is None else x.astype(dtype, copy=False)
+
+    def _read(self):
+        try:
+            return self.handle.get_tensor(self.key)
+        except self.error as error:
+            raise CheckpointError(f"{self.name}: {self.key} cannot be read: {error}") from None
+
+    def _bfloat16(self):
+        """The array's bfloat16 bits, from the file (NumPy has no bfloat16), widened into float32s."""
+        start, end = self.offsets()[self.key]
+        with open(self.name, "rb") as file:
+            file.seek(start)
+            data = file.read(end - start)
+        if len(data) != 2 * int(np.prod(self.shape)):
+            raise CheckpointError(f"{self.name}: {self.key} is corrupted: its data does not match its header.")
+        bits = np.frombuffer(data, "<u2").astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(self.shape)
+
+
+def _data_offsets(name):
+    """`{key: (start, end)}`: where each array's bytes lie in the safetensors file `name` (whose header
+    safetensors has already checked)."""
+    with open(name, "rb") as file:
+        (length,) = struct.unpack("<Q", file.read(8))
+        header = json.loads(file.read(length))
+    start = 8 + length
+    return {k: (start + v["data_offsets"][0], start + v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"}
 
 
 def _load_pullback(name, tensors, expected, like):
@@ -169,29 +228,31 @@ def _load_pullback(name, tensors, expected, like):
     if missing or unexpected:
         problems = "; ".join(f"{what} {few(keys)}" for what, keys in (("no value for", missing), ("unexpected", unexpected)) if keys)
         raise CheckpointError(f"{name} does not match `like`: {problems}. `like` must be built the same way as the saved model.")
+    dtypes = {key: numpy_dtype(x, lambda: key) for key, x in expected.items()}
     for key, x in expected.items():
         stored = tensors[key]
-        if stored.shape != x.shape or not same_dtype(stored.dtype, x.dtype):
+        if stored.shape != tuple(x.shape) or not same_dtype(stored.dtype, dtypes[key]):
             raise CheckpointError(
-                f"{name}: {key} has shape {stored.shape} and dtype {stored.dtype} in the file, "
-                f"but shape {x.shape} and dtype {x.dtype} in `like`."
+                f"{name}: {key} has shape {stored.shape} and dtype {stored.described} in the file, "
+                f"but shape {tuple(x.shape)} and dtype {dtypes[key]} in `like`."
             )
     # Every name, shape and dtype agrees with `like`: now read, one array at a time.
-    replacements, first_key = {}, {}
+    values, first_key = {}, {}
     for key, x in expected.items():
-        value = np.asarray(tensors[key]).astype(x.dtype, copy=False)
-        if id(x) not in replacements:
-            replacements[id(x)], first_key[id(x)] = np.array(value, copy=True), key
-        elif value.tobytes() != replacements[id(x)].tobytes():
+        value = np.asarray(tensors[key]).astype(dtypes[key], copy=False)
+        if id(x) not in values:
+            values[id(x)], first_key[id(x)] = np.array(value, copy=True), key
+        elif value.tobytes() != values[id(x)].tobytes():
             raise CheckpointError(
                 f"{name}: in `like`, {first_key[id(x)]} and {key} are one shared array, but the file holds different values."
             )
-    return tree.fmap(lambda a: replacements.get(id(a), a), like)
+    return rebuilt(like, {id(x): to_type_of(values[id(x)], x) for x in expected.values()})
 
 
 def _load_torch(name, tensors, like):
     from .nn.torch_interop import load_torch_state_dict
 
+    _check_order_is_known(name, tensors)
     try:
         return load_torch_state_dict(like, tensors, key_order="natural")
     except ValueError as error:
@@ -200,3 +261,50 @@ def _load_torch(name, tensors, like):
             f"{name} has neither the names of state_dict(like) (such as {example}) nor a PyTorch layout "
             f"that fits `like`: {error}"
         ) from None
+
+
+def _check_order_is_known(name, tensors):
+    """Refuse a PyTorch file in which natural key order may pair same-shaped modules with the wrong layers.
+
+    Modules holding arrays of the same names and shapes are paired with the model's layers in natural key
+    order. Where two of them sit at the same depth and their names first differ in more than numbers
+    (``proj`` and ``out``, ``encoder.fc`` and ``decoder.fc``), that order is alphabetical, which says
+    nothing about the model's: refuse rather than guess.
+    """
+    modules = {}
+    for key, stored in tensors.items():
+        prefix, _, array = key.rpartition(".")
+        if array != "num_batches_tracked":
+            modules.setdefault(prefix, {})[array] = stored.shape
+    alike = {}
+    for prefix, shapes in modules.items():
+        alike.setdefault(frozenset(shapes.items()), []).append(prefix)
+    for prefixes in alike.values():
+        split = [prefix.split(".") for prefix in prefixes]
+        for i, a in enumerate(split):
+            for j in range(i + 1, len(split)):
+                if _order_is_a_guess(a, split[j]):
+                    _refuse_ambiguous(name, tensors, prefixes[i], prefixes[j], modules[prefixes[i]])
+
+
+def _order_is_a_guess(a, b):
+    """Whether module names `a` and `b` (split at dots) are at the same depth and first differ in more than numbers."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x != y:
+            return _DIGITS.sub("0", x) != _DIGITS.sub("0", y)
+    return False
+
+
+def _refuse_ambiguous(name, tensors, first, second, shapes):
+    keys = [k for k in tensors if k.rpartition(".")[0] in (first, second)]
+    shown = ", ".join(f"{n} {shape}" for n, shape in shapes.items())
+    raise CheckpointError(
+        f"{name}: the PyTorch modules {first!r} and {second!r} hold arrays of the same names and shapes ({shown}), "
+        f"and nothing in the file tells which comes first in the model (safetensors keeps no order, and the keys "
+        f"{few(keys, 8)} sort alphabetically, which says nothing about it), so which pullback layer takes which "
+        "would be a guess. Load the state dict in PyTorch's module order: "
+        "pullback.nn.torch_interop.load_torch_state_dict(like, {k: v.numpy() for k, v in module.state_dict().items()}); "
+        "or rename its keys to those of pb.state_dict(like) and load it with pb.load_state_dict(like, arrays)."
+    )

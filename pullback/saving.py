@@ -56,4 +56,4 @@ def load(path: str | os.PathLike[str], like: Any) -> Any:
 
 
 def _is_safetensors(path):
-    return os.fspath(path).lower().endswith(".safetensors")
+    return os.fsdecode(path).lower().endswith(".safetensors")

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import stat
 import struct
 import subprocess
 import sys
@@ -881,3 +882,193 @@ def test_a_cyclic_model_names_each_array_at_every_place_short_of_a_way_back(tmp_
     head, tail = loaded["head"], loaded["tail"]
     assert head.next.next is tail and tail.prev.prev is head and head.next.prev is head
     assert [head.w[0], head.next.w[0], tail.w[0]] == [1.0, 2.0, 3.0]
+
+
+# --- arrays of other libraries ------------------------------------------------------------
+def test_a_dask_array_is_stored_and_comes_back_as_dask_in_like_s_chunks(tmp_path):
+    """pb.optim trains Dask arrays: pb.save must store them (computed), never skip them."""
+    da = pytest.importorskip("dask.array")
+    model = {"w": da.from_array(np.array([1.0, 2.0, 3.0]), chunks=2), "b": np.array([4.0, 5.0])}
+    pb.save(tmp_path / "model.ckpt", model)
+    loaded = pb.load(tmp_path / "model.ckpt", like={"w": da.zeros(3, chunks=1), "b": np.zeros(2)})
+    assert isinstance(loaded["w"], da.Array) and loaded["w"].chunks == ((1, 1, 1),)
+    np.testing.assert_array_equal(np.asarray(loaded["w"]), [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(loaded["b"], [4.0, 5.0])
+
+
+def test_a_dask_model_and_its_optimiser_state_round_trip(tmp_path):
+    da = pytest.importorskip("dask.array")
+    model = {"w": da.from_array(np.arange(5.0), chunks=2)}
+    state = optim.setup(optim.Adam(0.1), model)
+    state, model = optim.update(state, model, {"w": da.ones(5, chunks=2)})
+    pb.save(tmp_path / "run.ckpt", model, state)
+    loaded, loaded_state = pb.load(tmp_path / "run.ckpt", like={"w": da.zeros(5, chunks=2)})
+    np.testing.assert_array_equal(np.asarray(loaded["w"]), np.asarray(model["w"]))
+    moments = loaded_state["w"].state[:2]
+    assert all(isinstance(m, da.Array) for m in moments) and loaded_state["w"].state[2] == 1
+    for mine, theirs in zip(moments, state["w"].state[:2]):
+        np.testing.assert_array_equal(np.asarray(mine), np.asarray(theirs))
+
+
+def test_an_array_api_array_is_stored_and_comes_back_as_one(tmp_path):
+    xp = pytest.importorskip("array_api_strict")
+    model = {"w": xp.asarray([1.0, 2.0], dtype=xp.float32), "n": xp.asarray([3], dtype=xp.int64)}
+    pb.save(tmp_path / "model.ckpt", model)
+    like = {"w": xp.asarray([0.0, 0.0], dtype=xp.float32), "n": xp.asarray([0], dtype=xp.int64)}
+    loaded = pb.load(tmp_path / "model.ckpt", like=like)
+    assert type(loaded["w"]) is type(like["w"]) and loaded["w"].dtype == xp.float32
+    assert loaded["w"].device == like["w"].device
+    np.testing.assert_array_equal(np.from_dlpack(loaded["w"]), [1.0, 2.0])
+    np.testing.assert_array_equal(np.from_dlpack(loaded["n"]), [3])
+    with pytest.raises(CheckpointError, match=r"model\['w'\] has shape \(2,\) and dtype float32 in the file, but shape "
+                       r"\(2,\) and dtype float64"):
+        pb.load(tmp_path / "model.ckpt", like={"w": xp.asarray([0.0, 0.0]), "n": like["n"]})
+
+
+def test_a_big_endian_checkpoint_loads_into_a_native_like(tmp_path):
+    """The format is portable: a file written from big-endian arrays (as on s390x) loads into a native `like`."""
+    values = np.array([1.5, -2.0, 3.25])
+    model = [values.astype(">f8")]
+    state = optim.setup(optim.Momentum(), model)
+    state, model = optim.update(state, model, [np.ones(3, ">f8")])
+    pb.save(tmp_path / "m.ckpt", model, state)
+    loaded, loaded_state = pb.load(tmp_path / "m.ckpt", like=[np.zeros(3)])
+    assert loaded[0].dtype == np.dtype("=f8") and loaded_state[0].state[0].dtype == np.dtype("=f8")
+    np.testing.assert_array_equal(loaded[0], model[0])
+    np.testing.assert_array_equal(loaded_state[0].state[0], state[0].state[0])
+
+
+def test_load_with_a_like_holding_no_arrays_returns_a_copy_not_like_itself(tmp_path):
+    """'load reads into a copy of like (like itself is never changed)', arrays or not."""
+    pb.save(tmp_path / "m.ckpt", {"lr": 0.5, "names": ["a"]})
+    like = {"lr": 0.1, "names": ["b"]}
+    loaded = pb.load(tmp_path / "m.ckpt", like=like)
+    assert loaded == like and loaded is not like and loaded["names"] is not like["names"]
+    loaded["names"].append("c")
+    assert like == {"lr": 0.1, "names": ["b"]}
+
+
+def test_an_object_that_cannot_be_copied_is_kept_in_the_loaded_copy(tmp_path):
+    pb.save(tmp_path / "m.ckpt", {"w": np.ones(2)})
+    with open(os.devnull) as log:
+        like = {"w": np.zeros(2), "log": log, "config": {"depth": 2}}
+        loaded = pb.load(tmp_path / "m.ckpt", like=like)
+        assert loaded["log"] is log and loaded["config"] == like["config"] and loaded["config"] is not like["config"]
+    np.testing.assert_array_equal(loaded["w"], 1.0)
+
+
+# --- what save writes, load reads ---------------------------------------------------------
+def test_save_refuses_a_manifest_larger_than_load_accepts_before_writing(tmp_path):
+    model = {f"{'k' * 2**20}{i}": np.full(1, float(i)) for i in range(17)}  # 17 paths of 1 MiB each
+    path = tmp_path / "model.ckpt"
+    with pytest.raises(CheckpointError, match=r"manifest would be \d+ bytes, more than the 16 MiB that load accepts"):
+        pb.save(path, model)
+    assert not path.exists() and os.listdir(tmp_path) == []
+
+
+def test_save_refuses_optimiser_chains_nested_deeper_than_load_accepts(tmp_path):
+    rule = optim.Adam()
+    for _ in range(15):
+        rule = optim.OptimiserChain(rule)
+    model = {"w": np.ones(2)}
+    state = optim.setup(rule, model)
+    with pytest.raises(CheckpointError, match=r"nested more than the 64 levels deep that load accepts.*OptimiserChain\(a, b, c\)"):
+        pb.save(tmp_path / "run.ckpt", model, state)
+    assert os.listdir(tmp_path) == []
+    shallow = optim.OptimiserChain(optim.OptimiserChain(optim.Adam()))
+    pb.save(tmp_path / "run.ckpt", model, optim.setup(shallow, model))
+    assert pb.load(tmp_path / "run.ckpt", like=model)[1]["w"].rule == shallow
+
+
+def test_a_list_hyperparameter_of_a_custom_rule_comes_back_a_list(tmp_path):
+    @dataclasses.dataclass(frozen=True)
+    class StepsRule(optim.Rule):
+        milestones: list = dataclasses.field(default_factory=lambda: [10, 20])
+        shape: tuple = (1, 2)
+        lr: float = 0.1
+
+        def apply(self, state, x, dx):
+            return state, self.lr * dx
+
+    model = {"w": np.ones(2)}
+    state = optim.setup(StepsRule(), model)
+    pb.save(tmp_path / "run.ckpt", model, state)
+    _, loaded = pb.load(tmp_path / "run.ckpt", like=model)
+    rule = loaded["w"].rule
+    assert type(rule.milestones) is list and type(rule.shape) is tuple and rule == state["w"].rule
+
+
+def test_saving_a_state_whose_rule_class_was_redefined_says_so(tmp_path):
+    """Re-running a notebook cell that defines a Rule makes an existing state's class stale."""
+
+    def define():
+        @dataclasses.dataclass(frozen=True)
+        class NotebookRule(optim.Rule):
+            lr: float = 0.1
+
+            def apply(self, state, x, dx):
+                return state, self.lr * dx
+
+        return NotebookRule
+
+    model = {"w": np.ones(2)}
+    state = optim.setup(define()(), model)
+    define()  # the cell is run again
+    with pytest.raises(CheckpointError, match=r"before that class was redefined.*setup\(rule, model\)") as info:
+        pb.save(tmp_path / "run.ckpt", model, state)
+    assert "not a registered" not in str(info.value) and os.listdir(tmp_path) == []
+
+
+# --- paths and files ---------------------------------------------------------------------
+def test_saving_into_a_missing_folder_names_the_folder_not_a_temporary_file(tmp_path):
+    folder = tmp_path / "runs" / "day1"
+    with pytest.raises(FileNotFoundError, match="does not exist; create it first") as info:
+        pb.save(folder / "model.ckpt", {"w": np.zeros(2)})
+    assert ".tmp" not in str(info.value) and str(folder) in str(info.value)
+
+
+def test_a_file_name_the_file_system_accepts_can_be_saved(tmp_path):
+    """A 250-byte name is legal (NAME_MAX is 255); its temporary name is shortened to fit."""
+    path = tmp_path / ("m" * 245 + ".ckpt")
+    pb.save(path, {"w": np.arange(2.0)})
+    pb.save(path, {"w": np.arange(2.0)})  # and replaced
+    np.testing.assert_array_equal(pb.load(path, like={"w": np.zeros(2)})["w"], [0.0, 1.0])
+    assert os.listdir(tmp_path) == [path.name]
+
+
+def test_an_empty_path_is_refused_clearly_without_writing_anything(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    seen = []
+    real_open = os.open
+
+    def spying_open(path, *args, **kwargs):
+        seen.append(os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", spying_open)
+    for name in ("", b""):
+        with pytest.raises(ValueError, match="path to save to is empty; give a file name") as info:
+            pb.save(name, {"w": np.zeros(1)})
+        assert ".tmp" not in str(info.value)
+    assert seen == [] and os.listdir(tmp_path) == ["work"] and os.listdir(work) == []
+
+
+def test_overwriting_a_private_checkpoint_keeps_it_private(tmp_path):
+    path = tmp_path / "model.ckpt"
+    pb.save(path, {"w": np.zeros(2)})
+    os.chmod(path, 0o600)
+    pb.save(path, {"w": np.ones(2)})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    np.testing.assert_array_equal(pb.load(path, like={"w": np.zeros(2)})["w"], 1.0)
+
+
+def test_a_bfloat16_array_is_refused_naming_its_dtype_and_the_conversion(tmp_path):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    model = {"w": np.ones(2, ml_dtypes.bfloat16)}
+    for name in ("m.ckpt", "m.safetensors"):
+        with pytest.raises(CheckpointError, match=r"model\['w'\] has dtype bfloat16, from the ml_dtypes package.*"
+                           r"x\.astype\(np\.float32\)"):
+            pb.save(tmp_path / name, model)
+    assert os.listdir(tmp_path) == []

@@ -350,3 +350,77 @@ def test_natural_key_order_compares_numbers_as_numbers():
         np.testing.assert_array_equal(mine.bias, theirs.bias)
     given = load_torch_state_dict(source, shuffled)  # the dict's own (wrong) order pairs layer 2 with module 10
     np.testing.assert_array_equal(given.layers[2].weight, source.layers[10].weight)
+
+
+# --- arrays of other libraries, bfloat16 files, ambiguous PyTorch files -------------------------
+def test_state_dict_lists_dask_and_array_api_arrays():
+    da = pytest.importorskip("dask.array")
+    model = {"w": da.ones(3, chunks=2), "b": np.zeros(2)}
+    assert list(state_dict(model)) == ["['w']", "['b']"] and state_dict(model)["['w']"] is model["w"]
+    loaded = load_state_dict(model, {"['w']": np.arange(3.0), "['b']": np.ones(2)})
+    assert isinstance(loaded["w"], da.Array) and loaded["w"].chunks == ((2, 1),)
+    np.testing.assert_array_equal(np.asarray(loaded["w"]), [0.0, 1.0, 2.0])
+
+
+def test_a_safetensors_file_stores_dask_and_array_api_arrays(tmp_path):
+    pytest.importorskip("safetensors")
+    da = pytest.importorskip("dask.array")
+    xp = pytest.importorskip("array_api_strict")
+    model = {"w": da.from_array(np.arange(5.0), chunks=2), "a": xp.asarray([1.0, 2.0], dtype=xp.float32)}
+    pb.save(tmp_path / "m.safetensors", model)
+    like = {"w": da.zeros(5, chunks=3), "a": xp.asarray([0.0, 0.0], dtype=xp.float32)}
+    loaded = pb.load(tmp_path / "m.safetensors", like=like)
+    assert isinstance(loaded["w"], da.Array) and loaded["w"].chunks == ((3, 2),)
+    assert type(loaded["a"]) is type(like["a"]) and loaded["a"].dtype == xp.float32
+    np.testing.assert_array_equal(np.asarray(loaded["w"]), np.arange(5.0))
+    np.testing.assert_array_equal(np.from_dlpack(loaded["a"]), [1.0, 2.0])
+
+
+def test_a_torch_safetensors_file_whose_same_shaped_layers_cannot_be_told_apart_is_refused(tmp_path):
+    """`proj` then `out` in PyTorch's module order; safetensors sorts them `out`, `proj`: pairing by that
+    order would swap the layers, so the file is refused as ambiguous, naming the keys and the fix."""
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    rng = np.random.default_rng(0)
+    proj_w, proj_b, out_w, out_b = (rng.standard_normal(s).astype(np.float32) for s in ((4, 4), 4, (4, 4), 4))
+    sd = {"proj.weight": proj_w, "proj.bias": proj_b, "out.weight": out_w, "out.bias": out_b}
+    safetensors_numpy.save_file(sd, str(tmp_path / "torch.safetensors"), metadata={"format": "pt"})
+    like = pb.nn.Chain(pb.nn.Dense(4, 4), pb.nn.Dense(4, 4))
+    with pytest.raises(CheckpointError, match=r"modules 'out' and 'proj' hold arrays of the same names and shapes.*"
+                       r"out\.bias, out\.weight, proj\.bias, proj\.weight.*load_torch_state_dict.*pb\.load_state_dict"):
+        pb.load(tmp_path / "torch.safetensors", like=like)
+    loaded = load_torch_state_dict(like, sd)  # the fix: the state dict in module order
+    np.testing.assert_array_equal(loaded.layers[0].weight, proj_w)
+    np.testing.assert_array_equal(loaded.layers[1].weight, out_w)
+
+
+def test_same_shaped_modules_told_apart_by_numbers_or_depth_load_from_safetensors(tmp_path):
+    """As in torchvision's ResNets (`bn1`, then `layer1.0.bn1`, `layer1.0.bn2`, ...): natural order is taken."""
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    rng = np.random.default_rng(0)
+    order = ["fc", "layers.0.fc1", "layers.0.fc2", "layers.1.fc1", "layers.2.fc1", "layers.10.fc1"]  # module order
+    sd = {f"{n}.{a}": rng.standard_normal(s).astype(np.float32) for n in order for a, s in (("weight", (3, 3)), ("bias", 3))}
+    safetensors_numpy.save_file(sd, str(tmp_path / "torch.safetensors"))
+    loaded = pb.load(tmp_path / "torch.safetensors", like=pb.nn.Chain(*[pb.nn.Dense(3, 3) for _ in order]))
+    for layer, n in zip(loaded.layers, order):
+        np.testing.assert_array_equal(layer.weight, sd[f"{n}.weight"])
+
+
+def test_a_bfloat16_safetensors_file_from_pytorch_loads_into_a_float32_model(tmp_path):
+    """bfloat16 (most published PyTorch weights) is read exactly: its bits are float32's upper half."""
+    torch = pytest.importorskip("torch")
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    linear = torch.nn.Linear(2, 3).to(torch.bfloat16)
+    with torch.no_grad():
+        linear.weight[0, 0] = -1.5e38  # near bfloat16's limit
+    tensors = {f"fc.{k}": v for k, v in linear.state_dict().items()}
+    safetensors_torch.save_file(tensors, str(tmp_path / "bf16.safetensors"))
+    loaded = pb.load(tmp_path / "bf16.safetensors", like=pb.nn.Chain(pb.nn.Dense(2, 3)))
+    expected = linear.weight.detach().float().numpy()
+    assert loaded.layers[0].weight.dtype == np.float32 and np.array_equal(loaded.layers[0].weight, expected)
+    np.testing.assert_array_equal(loaded.layers[0].bias, linear.bias.detach().float().numpy())
+    same_names = {"weight": linear.weight, "bias": linear.bias}  # pullback's names: read name by name
+    safetensors_torch.save_file(same_names, str(tmp_path / "named.safetensors"))
+    assert np.array_equal(pb.load(tmp_path / "named.safetensors", like=pb.nn.Dense(2, 3)).weight, expected)
+    with pytest.raises(CheckpointError, match=r"weight has shape \(3, 2\) and dtype bfloat16 \(read as float32\) in the "
+                       r"file, but shape \(3, 2\) and dtype float64"):
+        pb.load(tmp_path / "named.safetensors", like=pb.nn.Dense(2, 3, dtype=np.float64))
