@@ -189,6 +189,34 @@ def test_shape_errors_name_the_problem():
         pb.nn.MaxPool(2, padding=2)
 
 
+@pytest.mark.parametrize("make,argument", [
+    (lambda: pb.nn.Conv(4, 4, 3, groups=0), "groups"),
+    (lambda: pb.nn.ConvTranspose(4, 4, 3, groups=0), "groups"),
+    (lambda: pb.nn.conv2d(np.ones((1, 4, 4, 4)), np.ones((3, 3, 4, 4)), groups=0), "groups"),
+    (lambda: pb.nn.conv_transpose2d(np.ones((1, 4, 4, 4)), np.ones((3, 3, 4, 4)), groups=0), "groups"),
+    (lambda: pb.nn.Conv(4, 4, 0), "kernel_size"),
+    (lambda: pb.nn.Conv(4, 4, 3, stride=0), "stride"),
+    (lambda: pb.nn.Conv(4, 4, 3, dilation=(1, 0)), "dilation"),
+    (lambda: pb.nn.MaxPool(2, stride=0)(np.ones((1, 4, 4, 1))), "stride"),
+    (lambda: pb.nn.MaxPool(0)(np.ones((1, 4, 4, 1))), "kernel"),
+    (lambda: pb.nn.MeanPool((2, 0)), "kernel"),
+], ids=["conv-groups0", "convT-groups0", "conv2d-groups0", "conv_transpose2d-groups0", "conv-kernel0", "conv-stride0",
+        "conv-dilation0", "maxpool-stride0", "maxpool-kernel0", "meanpool-kernel0"])
+def test_zero_sizes_are_refused_naming_the_argument_not_with_a_zero_division(make, argument):
+    with pytest.raises(ValueError, match=rf"^{argument} must be"):
+        make()
+
+
+def test_negative_output_padding_and_pool_stride_are_refused_as_such():
+    # before, the messages blamed the geometry ("does not fit", "gives (4, 4) outputs")
+    with pytest.raises(ValueError, match="output_padding must be at least 0; got -1"):
+        pb.nn.conv_transpose2d(np.ones((1, 5, 5, 3)), np.ones((3, 3, 2, 3)), stride=2, output_padding=-1)
+    with pytest.raises(ValueError, match="output_padding must be at least 0"):
+        pb.nn.ConvTranspose(3, 2, 3, output_padding=(0, -1))
+    with pytest.raises(ValueError, match="stride must be at least 1; got -1"):
+        pb.nn.mean_pool2d(np.ones((1, 4, 4, 1)), 2, stride=-1)
+
+
 def test_reprs():
     assert repr(pb.nn.Conv(3, 8, 3, pb.nn.relu, stride=2, padding="same")) == "Conv(3, 8, 3, relu, stride=2, padding=1)"
     assert repr(pb.nn.Conv(4, 8, (1, 3), groups=2, bias=False)) == "Conv(4, 8, (1, 3), groups=2, bias=False)"

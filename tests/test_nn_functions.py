@@ -105,6 +105,51 @@ def test_binary_cross_entropies():
     assert np.isfinite(pb.nn.logitbinarycrossentropy(np.array([-1000.0]), np.array([1.0])))
 
 
+@pytest.mark.parametrize("loss", [pb.nn.binary_crossentropy, pb.nn.logitbinarycrossentropy, pb.nn.mse])
+def test_elementwise_losses_refuse_targets_that_broadcast_into_another_shape(loss):
+    # (n, 1) predictions against (n,) labels would broadcast to (n, n) and average over all pairs
+    # (PyTorch: "Target size must be the same as input size"); a scalar target still broadcasts.
+    p = np.array([[0.9], [0.2], [0.6]])
+    with pytest.raises(ValueError, match=r"targets of shape \(3,\) do not match predictions of shape \(3, 1\)"):
+        loss(p, np.array([1.0, 0.0, 1.0]))
+    np.testing.assert_allclose(loss(p, 1.0), loss(p, np.ones((3, 1))), rtol=1e-15)
+
+
+def test_logitbinarycrossentropy_refuses_column_logits_against_flat_targets_as_torch_does():
+    torch = pytest.importorskip("torch")
+    logits, y = np.array([[2.0], [-1.0], [0.5]]), np.array([1.0, 0.0, 1.0])
+    with pytest.raises(ValueError, match=r"shape"):
+        pb.nn.logitbinarycrossentropy(logits, y)
+    with pytest.raises(ValueError):
+        torch.nn.functional.binary_cross_entropy_with_logits(torch.tensor(logits), torch.tensor(y))
+
+
+@pytest.mark.parametrize("dtype", [bool, np.int64])
+def test_cross_entropies_take_boolean_and_integer_one_hot_targets(dtype):
+    # np.eye(k, dtype=bool)[labels] (or labels[:, None] == classes) is a target shaped like the prediction
+    z = np.array([[1.0, 2.0, 0.5, -1.0], [0.0, 0.0, 3.0, 1.0], [2.0, -2.0, 0.0, 0.0]])
+    labels = np.array([0, 2, 1])
+    onehot = np.eye(4, dtype=dtype)[labels]
+    np.testing.assert_allclose(pb.nn.logitcrossentropy(z, onehot), pb.nn.logitcrossentropy(z, labels), rtol=1e-12)
+    p = pb.nn.softmax(z)
+    np.testing.assert_allclose(pb.nn.crossentropy(p, onehot), pb.nn.crossentropy(p, labels), rtol=1e-12)
+
+
+def test_label_errors_print_plain_numbers():
+    with pytest.raises(ValueError) as info:
+        pb.nn.logitcrossentropy(np.zeros((3, 4)), np.zeros((2,), dtype=np.int64))
+    assert "np.int64" not in str(info.value) and "should have shape (3,)" in str(info.value), str(info.value)
+
+
+def test_label_range_error_under_jit_shows_the_values():
+    f = pb.jit(lambda z, y: pb.nn.logitcrossentropy(z, y))
+    z = np.zeros((2, 3))
+    f(z, np.array([0, 1]))
+    with pytest.raises(ValueError) as info:
+        f(z, np.array([0, 7]))
+    assert "Symbol" not in str(info.value) and "from 0 to 7" in str(info.value), str(info.value)
+
+
 def test_losses_keep_float32():
     z = rng.standard_normal((4, 3)).astype(np.float32)
     labels = np.array([0, 1, 2, 1])
@@ -150,3 +195,15 @@ def test_elu_at_zero_has_the_left_derivative_alpha(alpha):
     np.testing.assert_allclose(g, [alpha, alpha * np.exp(-1.0), 1.0], rtol=1e-15)
     assert pb.jvp(lambda x: pb.nn.elu(x, alpha), (np.zeros(1),), (np.ones(1),))[1][0] == alpha
     assert_gradient(lambda x: np.sum(pb.nn.elu(x)), np.array([0.0]), dense_up_to=None)
+
+
+def test_gelu_is_finite_at_large_finite_float32_inputs():
+    # "All are stable at extreme inputs": x**3 (and 3 x**2 in its derivative) overflows float32 beyond
+    # |x| ~ 2e19, which made the gradient 0 * inf = nan; PyTorch's limits are 0 and 1.
+    x = np.array([-1e20, -1e30, 1e20, 1e30, -3e38, 3e38], dtype=np.float32)
+    with np.errstate(all="raise"):
+        (g,) = pb.gradient(lambda x: np.sum(pb.nn.gelu(x) * 0.5), x)
+        y = pb.nn.gelu(x)
+    np.testing.assert_array_equal(g, np.array([0.0, 0.0, 0.5, 0.5, 0.0, 0.5], dtype=np.float32))
+    np.testing.assert_array_equal(y, np.where(x > 0, x, 0.0))
+    assert y.dtype == np.float32

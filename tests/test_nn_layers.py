@@ -192,6 +192,15 @@ def test_embedding_gradient_accumulates_repeated_indices():
         e(np.array([1.0]))
 
 
+def test_embedding_index_error_under_jit_shows_the_values():
+    e = pb.nn.Embedding(5, 2, dtype=np.float64, rng=0)
+    f = pb.jit(lambda e, i: np.sum(e(i)))
+    f(e, np.array([0, 1]))
+    with pytest.raises(IndexError) as info:
+        f(e, np.array([-1, 1]))
+    assert "Symbol" not in str(info.value) and "got -1..1" in str(info.value), str(info.value)
+
+
 def test_dropout_masks_scales_and_gradient():
     d = pb.nn.Dropout(0.25, rng=np.random.default_rng(7), training=True)
     x = np.ones((400, 50), np.float32)
@@ -210,6 +219,17 @@ def test_dropout_masks_scales_and_gradient():
     dc = pb.nn.Dropout(0.5, dims=(0, 3), rng=0, training=True)
     y = dc(np.ones((2, 4, 4, 8)))
     assert np.all(y == y[:, :1, :1, :])
+
+
+def test_dropout_refuses_an_axis_the_input_does_not_have():
+    # dims=(4,) on a 4-d input used to wrap to axis 0 (d % ndim): a mask varying along the batch, silently
+    d = pb.nn.Dropout(0.5, dims=(4,), rng=0, training=True)
+    with pytest.raises(ValueError, match=r"dims=\(4,\).*no axis 4.*-4\.\.3"):
+        d(np.ones((2, 3, 3, 4)))
+    y = pb.nn.Dropout(0.5, dims=(0, -1), rng=0, training=True)(np.ones((2, 4, 4, 8)))  # negative: as NumPy's axes
+    assert np.all(y == y[:, :1, :1, :])
+    with pytest.raises(TypeError, match="dims should be axes"):
+        pb.nn.Dropout(0.5, dims=("channels",))
 
 
 def test_dropout_modes():
@@ -245,3 +265,29 @@ def test_non_trainable_layers_get_no_gradient():
     x = rng.standard_normal((2, 3)).astype(np.float32)
     (g,) = pb.gradient(lambda m: np.sum(m(x)), model)
     assert g.layers[1] is None and g.layers[2] is None and g.layers[0].weight is not None
+
+
+# --- loading PyTorch state dicts ------------------------------------------------------------------
+def test_load_torch_state_dict_copies_so_later_writes_to_the_state_dict_cannot_reach_the_model():
+    """`{k: v.numpy() ...}` views PyTorch's own tensors: sharing them means PyTorch training changes the
+    pullback model and pullback's in-place BatchNorm statistics change the PyTorch module."""
+    from pullback.nn.torch_interop import load_torch_state_dict
+
+    sd = {"weight": np.array([[1.0, 2.0]], np.float32), "bias": np.array([0.5], np.float32)}
+    loaded = load_torch_state_dict(pb.nn.Dense(2, 1), sd)
+    assert not np.shares_memory(loaded.weight, sd["weight"])
+    assert not np.shares_memory(loaded.bias, sd["bias"])
+    sd["weight"][0, 0] = 99.0
+    assert loaded.weight[0, 0] == 1.0
+
+
+def test_training_a_batchnorm_loaded_from_a_torch_state_dict_leaves_the_state_dict_alone():
+    from pullback.nn.torch_interop import load_torch_state_dict
+
+    sd = {"weight": np.ones(3, np.float32), "bias": np.zeros(3, np.float32),
+          "running_mean": np.zeros(3, np.float32), "running_var": np.ones(3, np.float32),
+          "num_batches_tracked": np.array(0, np.int64)}
+    model = load_torch_state_dict(pb.nn.BatchNorm(3), sd)
+    pb.nn.trainmode(model)(np.random.default_rng(0).standard_normal((8, 3)).astype(np.float32))
+    assert not np.array_equal(model.running_mean, np.zeros(3))
+    assert np.array_equal(sd["running_mean"], np.zeros(3))

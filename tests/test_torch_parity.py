@@ -300,6 +300,32 @@ def test_load_torch_weights_refuses_a_different_architecture():
         pb.nn.load_torch_weights(model, nn.Sequential(nn.Linear(4, 2), nn.Conv2d(3, 4, 3)))
 
 
+@pytest.mark.parametrize("kind,theirs,ours", [
+    ("PReLU", lambda: nn.Sequential(nn.Linear(2, 3), nn.PReLU()), lambda: pb.nn.Chain(pb.nn.Dense(2, 3), pb.nn.leaky_relu)),
+    ("GroupNorm", lambda: nn.Sequential(nn.Linear(2, 4), nn.GroupNorm(2, 4)), lambda: pb.nn.Chain(pb.nn.Dense(2, 4))),
+    ("Conv1d", lambda: nn.Sequential(nn.Conv1d(2, 2, 3)), lambda: pb.nn.Chain()),
+    ("MultiheadAttention", lambda: nn.MultiheadAttention(4, 2), lambda: pb.nn.Chain()),
+    ("Bilinear", lambda: nn.Sequential(nn.Bilinear(2, 2, 3), nn.Linear(3, 1)), lambda: pb.nn.Chain(pb.nn.Dense(3, 1))),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_load_torch_weights_refuses_parameters_it_would_drop(kind, theirs, ours):
+    # as load_torch_state_dict refuses arrays "which no layer of the model takes"; before, such modules
+    # were skipped and the load reported success, losing their trained parameters
+    with pytest.raises(ValueError, match=rf"belongs to a {kind}, which no pullback layer takes"):
+        pb.nn.load_torch_weights(ours(), theirs())
+
+
+@pytest.mark.parametrize("option", [{"padding_idx": 0}, {"max_norm": 1.0}, {"scale_grad_by_freq": True}], ids=str)
+def test_load_torch_weights_refuses_embedding_options_pullback_lacks(option):
+    # PyTorch's padding row gets no gradient and max_norm renormalises rows: training the loaded model
+    # would silently differ (as padding_mode != "zeros" and track_running_stats=False, refused too)
+    model = pb.nn.Embedding(5, 3)
+    before = model.weight.copy()
+    with pytest.raises(ValueError, match=next(iter(option))):
+        pb.nn.load_torch_weights(model, nn.Embedding(5, 3, **option))
+    np.testing.assert_array_equal(model.weight, before)
+    pb.nn.load_torch_weights(model, nn.Embedding(5, 3))
+
+
 def test_a_state_dict_of_convolutions_with_biases_loads():
     from pullback.nn.torch_interop import load_torch_state_dict
 

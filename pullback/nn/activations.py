@@ -72,7 +72,10 @@ def gelu(x: Any) -> Any:
     >>> gelu(np.array([0.0, 1.0]))
     array([0.        , 0.84119199])
     """
-    return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
+    # Past |x| = 10 the tanh is exactly ±1 in every float dtype, so clipping x inside the cubic changes
+    # no value and no derivative, and x**3 (and its derivative 3 x**2) cannot overflow to inf * 0 = nan.
+    inner = np.clip(x, -10.0, 10.0)
+    return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (inner + 0.044715 * inner**3)))
 
 
 def softplus(x: Any) -> Any:

@@ -39,13 +39,25 @@ Padding = int | tuple[int, int] | tuple[tuple[int, int], tuple[int, int]] | Lite
 
 
 # --- geometry ----------------------------------------------------------------------------
-def as_pair(v, name):
-    if isinstance(v, (int, np.integer)):
-        return (int(v), int(v))
-    v = tuple(int(a) for a in v)
-    if len(v) != 2:
-        raise ValueError(f"{name} should be an int or a pair of ints for 2-d images; got {v}")
-    return v
+def as_pair(v, name, minimum=None):
+    """`v` (an int or a pair of ints) as a pair, each at least `minimum` if one is given.
+
+    >>> as_pair(0, "stride", minimum=1)
+    Traceback (most recent call last):
+    ValueError: stride must be at least 1; got 0
+    """
+    pair = (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(a) for a in v)
+    if len(pair) != 2:
+        raise ValueError(f"{name} should be an int or a pair of ints for 2-d images; got {pair}")
+    if minimum is not None and min(pair) < minimum:
+        raise ValueError(f"{name} must be at least {minimum}; got {v!r}")
+    return pair
+
+
+def check_groups(groups):
+    """Refuse a `groups` that is not a positive int (before anything divides by it)."""
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"groups must be a positive int; got {groups!r}")
 
 
 def normalise_padding(padding, kernel=None, dilation=(1, 1)):
@@ -446,20 +458,20 @@ for _op in (_conv, _conv_transpose, _conv_filter):
 
 
 def conv_geometry(kernel, stride, padding, dilation, groups):
-    dilation = as_pair(dilation, "dilation")
-    geometry = {
-        "stride": as_pair(stride, "stride"),
+    as_pair(kernel, "kernel_size", minimum=1)
+    check_groups(groups)
+    dilation = as_pair(dilation, "dilation", minimum=1)
+    return {
+        "stride": as_pair(stride, "stride", minimum=1),
         "padding": normalise_padding(padding, kernel, dilation),
         "dilation": dilation,
         "groups": int(groups),
     }
-    if min(geometry["stride"]) < 1 or min(dilation) < 1 or geometry["groups"] < 1:
-        raise ValueError(f"stride, dilation and groups must be positive; got {geometry}")
-    return geometry
 
 
 def _check_filter(x, w, groups, name):
     _check_image(x, name)
+    check_groups(groups)
     if np.ndim(w) != 4:
         raise ValueError(f"{name} expects a filter shaped (kernel_h, kernel_w, in_channels // groups, out_channels); got {np.shape(w)}")
     c, (_, _, cg, o) = np.shape(x)[3], np.shape(w)
@@ -500,6 +512,7 @@ def conv_transpose2d(
     (1, 4, 4, 1)
     """
     _check_image(x, "conv_transpose2d")
+    check_groups(groups)
     if np.ndim(w) != 4 or np.shape(w)[3] != np.shape(x)[3] or np.shape(x)[3] % groups:
         raise ValueError(
             "conv_transpose2d expects a filter shaped (kernel_h, kernel_w, out_channels // groups, in_channels) "
@@ -507,7 +520,7 @@ def conv_transpose2d(
         )
     kernel = np.shape(w)[:2]
     geometry = conv_geometry(kernel, stride, padding, dilation, groups)
-    extra = as_pair(output_padding, "output_padding")
+    extra = as_pair(output_padding, "output_padding", minimum=0)
     s, p, d = geometry["stride"], geometry["padding"], geometry["dilation"]
     if any(e >= max(sa, da) for e, sa, da in zip(extra, s, d)):
         raise ValueError(f"output_padding {extra} must be smaller than the stride or the dilation")
@@ -529,8 +542,8 @@ def conv_transpose2d(
 # --- pooling ---------------------------------------------------------------------------------
 def pool_geometry(x, kernel, stride, padding):
     _check_image(x, "pooling")
-    kernel = as_pair(kernel, "kernel")
-    stride = kernel if stride is None else as_pair(stride, "stride")
+    kernel = as_pair(kernel, "kernel", minimum=1)
+    stride = kernel if stride is None else as_pair(stride, "stride", minimum=1)
     padding = normalise_padding(padding, kernel)
     for (lo, hi), k in zip(padding, kernel):
         if max(lo, hi) > k // 2:

@@ -54,10 +54,10 @@ class Conv:
     ) -> None:
         check_sizes("Conv", "Conv(in_channels, out_channels, kernel_size, activation)", in_channels=in_channels,
                     out_channels=out_channels)
+        kernel = as_pair(kernel_size, "kernel_size", minimum=1)
+        geometry = conv_geometry(kernel, stride, padding, dilation, groups)
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
-        kernel = as_pair(kernel_size, "kernel_size")
-        geometry = conv_geometry(kernel, stride, padding, dilation, groups)
         self.weight = init(as_generator(rng), (*kernel, in_channels // groups, out_channels), dtype)
         self.bias = np.zeros(out_channels, dtype=dtype) if bias else None
         self.activation = activation
@@ -114,7 +114,7 @@ class ConvTranspose(Conv):
         super().__init__(out_channels, in_channels, kernel_size, activation, stride=stride, padding=padding,
                          dilation=dilation, groups=groups, bias=False, dtype=dtype, rng=rng, init=init)
         self.bias = np.zeros(out_channels, dtype=dtype) if bias else None
-        self.output_padding = as_pair(output_padding, "output_padding")
+        self.output_padding = as_pair(output_padding, "output_padding", minimum=0)
 
     def __call__(self, x: Any) -> Any:
         y = conv_transpose2d(x, self.weight, stride=self.stride, padding=self.padding,

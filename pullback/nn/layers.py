@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from .._arrays import axis_index
+from .._standins import traced_value
 from . import init as initialisers
 from .modes import is_training
 
@@ -230,21 +232,31 @@ class Embedding:
         if ids.dtype.kind not in "iu":
             raise TypeError(f"Embedding takes integer indices; got dtype {ids.dtype}")
         n = self.weight.shape[0]
-        if ids.size and (ids.min() < 0 or ids.max() >= n):
-            raise IndexError(f"Embedding indices must lie in 0..{n - 1}; got {ids.min()}..{ids.max()}")
+        if ids.size:
+            low, high = ids.min(), ids.max()
+            if low < 0 or high >= n:  # under pb.jit a guard on the indices' range; the message shows the values
+                raise IndexError(f"Embedding indices must lie in 0..{n - 1}; got {traced_value(low)}..{traced_value(high)}")
         return self.weight[ids]
 
     def __repr__(self):
         return f"Embedding({self.weight.shape[0]}, {self.weight.shape[1]})"
 
 
+def _as_axes(dims: Iterable[int]) -> tuple[int, ...]:
+    """Dropout's `dims` as a tuple of ints."""
+    dims = tuple(dims)
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
+        raise TypeError(f"Dropout: dims should be axes (ints), such as dims=(0, 3); got {dims!r}")
+    return tuple(int(d) for d in dims)
+
+
 class Dropout:
     """Zero each element with probability `p` in training mode and scale the rest by 1 / (1 - p).
 
     `rng` (a `np.random.Generator`, or an int seed) draws the masks: pass one for
-    reproducible runs. `dims` names the axes along which the mask varies (None: all); for
-    NHWC images, `dims=(0, 3)` drops whole channels. In evaluation mode it is the identity.
-    See `pb.nn.modes` for when a layer is in training mode.
+    reproducible runs. `dims` names the axes along which the mask varies (None: all; negative
+    ones count from the end); for NHWC images, `dims=(0, 3)` drops whole channels. In
+    evaluation mode it is the identity. See `pb.nn.modes` for when a layer is in training mode.
 
     >>> import numpy as np, pullback as pb
     >>> d = pb.nn.Dropout(0.5, rng=np.random.default_rng(0), training=True)
@@ -259,7 +271,7 @@ class Dropout:
         if not 0 <= p < 1:
             raise ValueError(f"Dropout probability p must be in [0, 1); got {p}")
         self.p = p
-        self.dims = None if dims is None else tuple(dims)
+        self.dims = None if dims is None else _as_axes(dims)
         self.rng = as_generator(rng)
         self.training = training
 
@@ -271,10 +283,19 @@ class Dropout:
             return x
         shape = np.shape(x)
         if self.dims is not None:
-            axes = {d % len(shape) for d in self.dims}
+            axes = self._axes(shape)
             shape = tuple(n if k in axes else 1 for k, n in enumerate(shape))
         keep = (self.rng.random(shape) >= self.p).astype(x.dtype)
         return x * (keep * (1.0 / (1.0 - self.p)))
+
+    def _axes(self, shape):
+        """`dims` as axes of an input of `shape` (negative ones count from the end, as in NumPy)."""
+        ndim = len(shape)
+        for d in self.dims:
+            if not -ndim <= d < ndim:
+                raise ValueError(f"Dropout(dims={self.dims}): inputs of shape {shape} have no axis {d}; "
+                                 f"give axes in {-ndim}..{ndim - 1}")
+        return {axis_index(d, ndim) for d in self.dims}
 
     def __repr__(self):
         extra = f", dims={self.dims}" if self.dims is not None else ""

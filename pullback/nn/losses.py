@@ -3,8 +3,11 @@
 `agg` says how per-element (or per-sample) losses are combined: `"mean"` (default),
 `"sum"`, `"none"` (return them all) or any function of one array, such as
 `lambda l: np.sum(l * weights)` (Flux's `agg`; the strings are PyTorch's `reduction`).
-Targets `y` may be probabilities / one-hot arrays shaped like the prediction, or, for the
-cross-entropies, integer class labels shaped like the prediction without the class axis.
+Targets `y` may be probabilities / one-hot arrays shaped like the prediction (boolean or
+integer one-hot arrays too), or, for the cross-entropies, integer class labels shaped like the
+prediction without the class axis. The elementwise losses (`mse` and the binary ones) let a
+target broadcast against the prediction only into the shape of one of them: `(n, 1)`
+predictions against `(n,)` targets, which would average over all `n * n` pairs, are refused.
 """
 
 from collections.abc import Callable
@@ -12,6 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._standins import traced_value
 from .._values import stop_gradient
 from .activations import logsoftmax, softplus
 
@@ -34,19 +38,38 @@ def _aggregate(losses, agg):
 
 
 def _targets(y, like, axis):
-    """`y` as probabilities shaped like `like` (integer labels become one-hot of `like`'s dtype)."""
+    """`y` as probabilities shaped like `like`: integer labels become one-hot of `like`'s dtype, and a
+    boolean or integer array shaped like `like` (a one-hot array) takes `like`'s dtype."""
     y_plain = stop_gradient(y)
-    if getattr(getattr(y_plain, "dtype", None), "kind", "") in ("i", "u", "b"):  # any array type
-        classes = np.shape(like)[axis]
-        expected = tuple(np.delete(np.shape(like), axis % np.ndim(like)))
-        if y_plain.shape != expected:
-            raise ValueError(f"integer labels should have shape {expected} for predictions of shape {np.shape(like)}; got {y_plain.shape}")
-        if y_plain.size and (y_plain.min() < 0 or y_plain.max() >= classes):
-            raise ValueError(f"labels must lie in 0..{classes - 1}; got values from {y_plain.min()} to {y_plain.max()}")
-        onehot = np.expand_dims(y_plain, -1) == np.arange(classes)
-        return np.moveaxis(onehot, -1, axis).astype(like.dtype)
-    if np.shape(y) != np.shape(like):
-        raise ValueError(f"targets of shape {np.shape(y)} do not match predictions of shape {np.shape(like)}")
+    if getattr(getattr(y_plain, "dtype", None), "kind", "") not in ("i", "u", "b"):  # any array type
+        if np.shape(y) != np.shape(like):
+            raise ValueError(f"targets of shape {np.shape(y)} do not match predictions of shape {np.shape(like)}")
+        return y
+    if np.shape(y_plain) == np.shape(like):
+        return y_plain.astype(like.dtype)
+    classes = np.shape(like)[axis]
+    expected = tuple(int(n) for k, n in enumerate(np.shape(like)) if k != axis % np.ndim(like))
+    if y_plain.shape != expected:
+        raise ValueError(f"integer labels should have shape {expected} for predictions of shape {np.shape(like)} "
+                         f"(or pass one-hot targets of that shape); got {y_plain.shape}")
+    if y_plain.size:
+        low, high = y_plain.min(), y_plain.max()
+        if low < 0 or high >= classes:  # under pb.jit a guard on the labels' range; the message shows the values
+            raise ValueError(f"labels must lie in 0..{classes - 1}; got values from {traced_value(low)} to {traced_value(high)}")
+    onehot = np.expand_dims(y_plain, -1) == np.arange(classes)
+    return np.moveaxis(onehot, -1, axis).astype(like.dtype)
+
+
+def _elementwise_targets(y, like):
+    """`y`, refused where it would broadcast against the predictions into a shape neither has:
+    (n, 1) predictions against (n,) targets would give the mean over all n * n pairs."""
+    try:
+        shape = np.broadcast_shapes(np.shape(y), np.shape(like))
+    except ValueError:
+        shape = None
+    if shape not in (np.shape(y), np.shape(like)):
+        raise ValueError(f"targets of shape {np.shape(y)} do not match predictions of shape {np.shape(like)}; "
+                         "give them one shape (for (n, 1) predictions and (n,) targets: y[:, None])")
     return y
 
 
@@ -57,6 +80,7 @@ def mse(yhat: Any, y: Any, *, agg: Aggregation = "mean") -> Any:
     >>> mse(np.array([1.0, 2.0]), np.array([1.0, 4.0]))
     np.float64(2.0)
     """
+    y = _elementwise_targets(y, yhat)
     return _aggregate((yhat - y) ** 2, agg)
 
 
@@ -92,6 +116,7 @@ def binary_crossentropy(yhat: Any, y: Any, *, agg: Aggregation = "mean", eps: fl
     >>> round(float(binary_crossentropy(np.array([0.75]), np.array([1.0]))), 6)
     0.287682
     """
+    y = _elementwise_targets(y, yhat)
     eps = np.finfo(yhat.dtype).eps if eps is None else eps
     return _aggregate(-y * np.log(yhat + eps) - (1 - y) * np.log(1 - yhat + eps), agg)
 
@@ -103,4 +128,5 @@ def logitbinarycrossentropy(logits: Any, y: Any, *, agg: Aggregation = "mean") -
     >>> round(float(logitbinarycrossentropy(np.array([np.log(3.0)]), np.array([1.0]))), 6)
     0.287682
     """
+    y = _elementwise_targets(y, logits)
     return _aggregate((1 - y) * logits + softplus(-logits), agg)

@@ -75,8 +75,11 @@ def load_torch_weights(model: Model, torch_module: Any) -> Model:
     Layers are paired in order: pullback's Dense/Conv/ConvTranspose/BatchNorm/LayerNorm/
     Embedding layers as a walk of `model` meets them, against the matching PyTorch modules
     in `torch_module.modules()` order. Kinds, shapes and convolution geometry must agree;
-    otherwise nothing is copied and a ValueError names the first mismatch.
+    otherwise nothing is copied and a ValueError names the first mismatch. A PyTorch module
+    holding parameters or buffers that no pullback layer takes (PReLU, GroupNorm, ...), and
+    options pullback's layers lack (an Embedding's `padding_idx`), are refused the same way.
     """
+    _check_nothing_dropped(torch_module)
     ours = parameter_layers(model)
     theirs = [m for m in torch_module.modules() if type(m).__name__ in _PAIRS]
     if len(ours) != len(theirs):
@@ -89,6 +92,19 @@ def load_torch_weights(model: Model, torch_module: Any) -> Model:
         for name, value in fields.items():
             setattr(layer, name, value)
     return model
+
+
+def _check_nothing_dropped(torch_module):
+    """Refuse a module holding parameters or buffers (its state dict's entries) that no pullback
+    layer takes, such as PReLU's weight or GroupNorm's: loading would silently lose them."""
+    modules = dict(torch_module.named_modules(remove_duplicate=False))
+    for key in torch_module.state_dict(keep_vars=True):
+        kind = type(modules[key.rpartition(".")[0]]).__name__
+        if kind not in _PAIRS:
+            raise ValueError(
+                f"The PyTorch module's {key} belongs to a {kind}, which no pullback layer takes (pullback pairs "
+                f"{', '.join(_PAIRS)}), so loading would drop it. Leave the {kind} out of the PyTorch model, or load "
+                "the other weights with load_torch_state_dict from a state dict without its entries.")
 
 
 def _converted(k, mine, other):
@@ -124,6 +140,8 @@ def _converted(k, mine, other):
             fields["shift"] = _numpy(other.bias, mine.shift)
         settings = {"eps": other.eps}
     else:
+        if kind == "Embedding":
+            _check_embedding(k, mine, other)
         fields = {"weight": _numpy(other.weight, mine.weight)}
     if kind in ("Linear", "Conv2d", "ConvTranspose2d"):
         if (other.bias is None) != (mine.bias is None):
@@ -144,6 +162,18 @@ def _check_affine(k, mine, other):
             raise ValueError(f"Layer {k} ({mine!r}): PyTorch's {theirs} is {'absent' if getattr(other, theirs) is None else 'present'}"
                              f" but pullback's {ours} is {'absent' if getattr(mine, ours) is None else 'present'}; "
                              "give the pullback layer the same parameters (affine=..., or set the field to None)")
+
+
+def _check_embedding(k, mine, other):
+    """PyTorch's Embedding options that change training, which pullback's Embedding does not have."""
+    options = {"padding_idx": (other.padding_idx, None, "its row gets no gradient"),
+               "max_norm": (other.max_norm, None, "looked-up rows are renormalised"),
+               "scale_grad_by_freq": (other.scale_grad_by_freq, False, "gradients are scaled by the indices' counts")}
+    for option, (value, plain, effect) in options.items():
+        if value != plain:
+            raise ValueError(f"Layer {k} ({mine!r}): PyTorch's Embedding has {option}={value!r} ({effect}), which "
+                             f"pullback's Embedding does not do; training the loaded model would differ. Make the "
+                             f"PyTorch module without {option}, or copy its weight by hand.")
 
 
 def _check_geometry(k, mine, other):
@@ -184,7 +214,8 @@ def load_torch_state_dict(
     ResNets). Arrays are converted as in the table above and cast to the layer's float
     dtype. Every layer must be paired and every array used (``num_batches_tracked``
     aside); otherwise a ValueError names the first problem, before any array is converted.
-    Only arrays travel: strides, padding, `eps` and `momentum` come from `model`.
+    Only arrays travel: strides, padding, `eps` and `momentum` come from `model`. The arrays are
+    copied, so the new model shares no memory with `state_dict`.
 
     >>> import numpy as np, pullback as pb
     >>> from pullback.nn.torch_interop import load_torch_state_dict
@@ -257,4 +288,4 @@ def _from_torch(value, like, kind, key):
         raise ValueError(f"{key} has dtype {value.dtype}; the layer's {like.dtype} takes floating-point arrays only.")
     if kind in (Conv, ConvTranspose) and value.ndim == 4:  # the filter (OIHW to HWIO), not the bias
         value = value.transpose(2, 3, 1, 0)
-    return np.asarray(value, dtype=like.dtype, order="C")
+    return np.array(value, dtype=like.dtype, order="C")  # a copy: the caller's arrays stay the caller's

@@ -16,7 +16,7 @@ from .. import Tangent, Thunk, tree, unthunk
 from .._arrays import sharing_memory
 from .._jit_trace import JitError, Symbol
 from .._standins import converted, is_stand_in, traced_value
-from ._state import Leaf, copy_value, mirror
+from ._state import Leaf, copy_value, mirror, summary
 from ._walk import describe, entries, is_array, is_param, name, nothing
 
 __all__ = ["update", "update_"]
@@ -90,6 +90,7 @@ def _steps(state, model, grad, in_place=False):
                            "repeat; inside pb.jit use optim.update and return the new state and model.")
         if in_place and isinstance(x, np.ndarray) and not x.flags.writeable:
             raise ValueError(f"update_ cannot write into {name(paths[0])}: the array is read-only. Use update, which returns new arrays.")
+        _check_fits(leaf, x, paths[0])
         dx = g.astype(x.dtype, copy=False) if is_array(g) else np.asarray(g, dtype=x.dtype)
         if dx.dtype.kind == "c":
             dx = np.conj(dx)  # a complex gradient dL/dx - i dL/dy: steepest descent is along its conjugate
@@ -104,6 +105,52 @@ def _steps(state, model, grad, in_place=False):
     if in_place:
         _refuse_overlaps(written)
     return steps
+
+
+def _check_fits(leaf, x, path):
+    """Refuse a rule state made for a parameter of another shape or dtype kind (a resized layer kept
+    its old state): its arrays would broadcast against the new parameter's, silently."""
+    probe = _probe(x)
+    if probe is None:
+        return
+    expected = leaf.rule.init(probe)
+    if not _agrees(leaf.state, expected):
+        raise _state_error(
+            f"its entry at {name(path)} was made for another parameter ({type(leaf.rule).__name__} keeps "
+            f"{summary(leaf.state)} there), but the model holds {describe(x)}, which needs {summary(expected)}")
+
+
+def _probe(x):
+    """What `rule.init` is given to see the state `x` needs: for a NumPy array or a `pb.jit` stand-in,
+    a read-only plain array of zeros of its shape and dtype, which costs no memory and records nothing;
+    another library's array itself; None where the shape is not known (a Dask array's may not be)."""
+    shape = tuple(getattr(x, "shape", ()))
+    if not all(isinstance(n, (int, np.integer)) for n in shape):
+        return None
+    if isinstance(x, np.ndarray) or is_stand_in(x):
+        return np.broadcast_to(np.zeros((), dtype=x.dtype), shape)
+    return x
+
+
+def _agrees(state, expected):
+    """Whether the arrays and numbers of a rule's `state` have the shapes and the kind (complex or
+    real) of those at the same places in `expected`. Places only one of them has are not compared:
+    a rule may change its state's structure (`adjust(state, centred=True)` adds a moment)."""
+    if tree.kind_of(state) is not None and tree.kind_of(expected) is not None:
+        theirs = tree.children(expected)
+        return all(key not in theirs or _agrees(child, theirs[key]) for key, child in tree.children(state).items())
+    mine, wanted = _layout(state), _layout(expected)
+    return mine is None or wanted is None or mine == wanted
+
+
+def _layout(value):
+    """A number's or an array's shape and whether it is complex; None for anything else."""
+    if isinstance(value, (int, float, complex)):
+        return (), isinstance(value, complex)
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or tree.kind_of(value) is not None:
+        return None
+    return tuple(getattr(value, "shape", ())), dtype.kind == "c"
 
 
 def _refuse_overlaps(written):
