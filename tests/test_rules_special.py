@@ -250,10 +250,6 @@ def test_more_ufuncs_second_order(name):
         pytest.skip("first derivatives only (quadrature)")
     k = smooth[-1]
     fn = ufunc(sp, name)
-    if name in ("elliprf", "elliprc"):  # their derivatives are elliprd, which has no rule: a clear error
-        with pytest.raises(NotImplementedError, match="no derivative rule for scipy.special.elliprd"):
-            pb.hessian(lambda x: fn(*[x if j == k else 1.5 for j in range(len(spec))]), 1.2)
-        return
     rng = np.random.default_rng(7)
     rest = {j: (float(np.mean(spec[j])) if j in slots else spec[j]) for j in range(len(spec))}
     x = rng.uniform(*spec[k], 4)
@@ -435,3 +431,151 @@ def test_rgamma_at_the_poles_of_gamma_has_exact_first_and_second_derivatives():
         assert pb.gradient(sp.rgamma, x) == ((-1) ** n * math.factorial(n),)
         assert pb.hessian(sp.rgamma, x) == pytest.approx(-2 * (-1) ** n * math.factorial(n) * psi, rel=1e-13)
     assert_gradient(lambda x: np.sum(sp.rgamma(x)), np.array([0.0, -1.0, -3.0, 0.7, 2.5, 3.0]), order=2, dense_up_to=None)
+
+
+def central(f, x, eps=1e-6):
+    return (f(x + eps) - f(x - eps)) / (2 * eps)
+
+
+def test_tklmbda_derivative_outside_support_is_zero():
+    """Tukey-lambda cdf: for lmbda > 0 the support is [-1/lmbda, 1/lmbda]; outside it the cdf is the
+    constant 0 or 1, so both partial derivatives are 0 (they once were the density formula at p = 1,
+    1.0 at (1.5, 2), and NaN in lmbda)."""
+    for x, lm in [(1.5, 2.0), (1.5, 1.0), (-1.5, 2.0)]:
+        fx = lambda t: sp.tklmbda(t, lm)  # noqa: E731
+        fl = lambda t: sp.tklmbda(x, t)  # noqa: E731
+        assert central(fx, x) == 0.0 and central(fl, lm) == 0.0
+        assert pb.gradient(fx, x)[0] == pytest.approx(0.0, abs=1e-12)
+        assert pb.jvp(fx, (x,), (1.0,))[1] == pytest.approx(0.0, abs=1e-12)
+        assert pb.gradient(fl, lm)[0] == pytest.approx(0.0, abs=1e-12)
+    x = np.array([-1.5, -0.3, 0.2, 0.45, 0.6])  # inside and outside the support of lmbda = 2
+    g = pb.gradient(lambda x: np.sum(sp.tklmbda(x, 2.0)), x)[0]
+    np.testing.assert_allclose(g, central(lambda x: sp.tklmbda(x, 2.0), x), rtol=1e-6, atol=1e-12)
+    assert not np.isnan(pb.hessian(lambda lm: sp.tklmbda(1.5, lm), 2.0))
+
+
+ORDERS = [(lambda n, x: sp.kn(n, x), "kn"), (lambda n, x: sp.yn(n, x), "yn"), (lambda n, x: sp.expn(n, x), "expn")]
+COUNTS = [(lambda n, x: sp.bdtr(1, n + 2, x / 2), "bdtr"), (lambda n, x: sp.bdtri(1, n + 2, x / 2), "bdtri"),
+          (lambda n, x: sp.nbdtr(1, n + 2, x / 2), "nbdtr"), (lambda n, x: sp.nbdtrc(n + 1, n + 2, x / 2), "nbdtrc"),
+          (lambda n, x: sp.nbdtri(1, n + 2, x / 2), "nbdtri")]
+
+
+@pytest.mark.parametrize("call, n", [(c, n) for c, _ in ORDERS for n in (0.5, 1.7, -0.5)]
+                         + [(c, n) for c, _ in COUNTS for n in (0.5, 1.7)],
+                         ids=[f"{name}({n})" for _, name in ORDERS for n in (0.5, 1.7, -0.5)]
+                         + [f"{name}({n})" for _, name in COUNTS for n in (0.5, 1.7)])
+def test_integer_orders_and_counts_given_as_floats_are_truncated_as_scipy_does(call, n):
+    """SciPy truncates a float order or count (kn(0.5, x) is kn(0, x), with a RuntimeWarning): the
+    derivative is that of what SciPy computes, its recurrences stepping from the truncated n (they
+    once stepped to n - 1 = -0.5, which SciPy truncates to 0, not -1)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f = lambda x: call(n, x)  # noqa: E731
+        assert f(0.7) == call(np.trunc(n), 0.7)
+        expected = central(f, 0.7)
+        assert pb.gradient(f, 0.7)[0] == pytest.approx(expected, rel=1e-6)
+        assert pb.jvp(f, (0.7,), (1.0,))[1] == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["psi", "digamma", "rgamma"])
+def test_complex_digamma_and_rgamma_have_complex_derivatives(name):
+    """SciPy's psi/digamma and rgamma take complex z; their rules once failed inside (a real-only floor
+    and polygamma). The pullback of a holomorphic function is c * f'(z), and second derivatives work."""
+    mpmath = pytest.importorskip("mpmath")
+    z = np.array([0.7 + 0.4j, 1.3 - 0.6j, -2.6 + 0.1j, 30.0 - 2.0j])
+    fn = getattr(sp, name)
+    w = [mpmath.mpc(v) for v in z]
+    if name == "rgamma":
+        first = [-mpmath.digamma(v) * mpmath.rgamma(v) for v in w]
+        second = [mpmath.rgamma(v) * (mpmath.digamma(v) ** 2 - mpmath.psi(1, v)) for v in w]
+    else:
+        first, second = [mpmath.psi(1, v) for v in w], [mpmath.psi(2, v) for v in w]
+    first, second = (np.array([complex(v) for v in d]) for d in (first, second))
+    _, back = pb.vjp(fn, z)
+    np.testing.assert_allclose(back(np.ones(4, complex))[0], first, rtol=1e-12)
+    np.testing.assert_allclose(back(np.full(4, 1j))[0], 1j * first, rtol=1e-12)
+    np.testing.assert_allclose(pb.jvp(fn, (z,), (np.ones(4, complex),))[1], first, rtol=1e-12)
+    d2 = pb.jvp(lambda z: pb.jvp(fn, (z,), (np.ones(4, complex),))[1], (z,), (np.ones(4, complex),))[1]
+    np.testing.assert_allclose(d2, second, rtol=1e-12)
+    d2 = pb.vjp(lambda z: pb.vjp(fn, z)[1](np.ones(4, complex))[0], z)[1](np.ones(4, complex))[0]
+    np.testing.assert_allclose(d2, second, rtol=1e-12)
+
+
+def test_complex_polygamma_against_mpmath():
+    mpmath = pytest.importorskip("mpmath")
+    z = np.array([0.7 + 0.4j, 1.3 - 0.6j, -3.3 + 0.2j, 25.0 + 3.0j, 0.01 - 0.01j, -40.5 + 1e-3j, 5j])
+    for n in (1, 2, 3, 5):
+        want = np.array([complex(mpmath.psi(n, mpmath.mpc(v))) for v in z])
+        np.testing.assert_allclose(special._complex_polygamma(n, z), want, rtol=1e-14)
+
+
+@pytest.mark.parametrize("point", [(0.3, 1.2, 2.5), (1e-3, 1.0, 1.0 + 1e-7), (50.0, 1e-4, 3.0), (2.0, 2.0, 2.0)])
+def test_elliprf_second_and_third_derivatives_against_mpmath(point):
+    """elliprf's derivatives are -elliprd / 6; elliprd's own partials (once "no rule for elliprd") are
+    Carlson-type integrals, by quadrature to about 1e-15, close arguments and wide scales included."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 30
+    x = np.array(point)
+    exact = [mpmath.mpf(v) for v in point]
+
+    def want(orders):
+        return float(mpmath.diff(mpmath.elliprf, tuple(exact), orders))
+
+    h = pb.hessian(lambda v: sp.elliprf(v[0], v[1], v[2]), x)
+    expected = [[want(tuple(int(i == r) + int(i == c) for i in range(3))) for c in range(3)] for r in range(3)]
+    np.testing.assert_allclose(h, expected, rtol=1e-12)
+    third = pb.gradient(lambda a: pb.hessian(lambda a: sp.elliprf(a, x[1], x[2]), a), x[0])[0]
+    assert third == pytest.approx(want((3, 0, 0)), rel=1e-11)
+    mpmath.mp.dps = 15
+
+
+def test_elliprc_second_derivatives_against_mpmath():
+    mpmath = pytest.importorskip("mpmath")
+    for point in [(0.3, 1.2), (2.0, 0.5), (1.0, 1.0 + 1e-8)]:
+        exact = tuple(mpmath.mpf(v) for v in point)
+        h = pb.hessian(lambda v: sp.elliprc(v[0], v[1]), np.array(point))
+        expected = [[float(mpmath.diff(mpmath.elliprc, exact, (int(r == 0) + int(c == 0), int(r == 1) + int(c == 1))))
+                     for c in range(2)] for r in range(2)]
+        np.testing.assert_allclose(h, expected, rtol=1e-12)
+    d2 = pb.jvp(lambda x: pb.gradient(lambda x: sp.elliprc(x, 1.5), x)[0], (0.7,), (1.0,))[1]
+    assert d2 == pytest.approx(float(mpmath.diff(lambda a: mpmath.elliprc(a, 1.5), mpmath.mpf(0.7), 2)), rel=1e-13)
+
+
+def test_kolmogorov_and_kolmogi_second_derivatives():
+    """kolmogorov's derivative is SciPy's _kolmogp (once "no rule for _kolmogp" in a second derivative);
+    its own is K'' from the two series of K, each where it converges fast."""
+    mpmath = pytest.importorskip("mpmath")
+
+    def k(y):
+        return 2 * mpmath.nsum(lambda j: (-1) ** (j - 1) * mpmath.exp(-2 * j * j * y * y), [1, mpmath.inf])
+
+    for y in (0.3, 0.6, 0.79, 0.81, 1.3, 2.5):
+        assert pb.hessian(sp.kolmogorov, y) == pytest.approx(float(mpmath.diff(k, y, 2)), rel=1e-12)
+        assert pb.jvp(lambda y: pb.gradient(sp.kolmogorov, y)[0], (y,), (1.0,))[1] == pytest.approx(
+            float(mpmath.diff(k, y, 2)), rel=1e-12)
+    assert pb.hessian(sp.kolmogorov, 0.0) == 0.0 and pb.hessian(sp.kolmogorov, -1.0) == 0.0
+    for p in (0.1, 0.5, 0.9):
+        y = mpmath.findroot(lambda y: k(y) - p, float(sp.kolmogi(p)))
+        expected = -mpmath.diff(k, y, 2) / mpmath.diff(k, y, 1) ** 3  # (K^-1)'' = -K'' / K'^3
+        assert pb.hessian(sp.kolmogi, p) == pytest.approx(float(expected), rel=1e-10)
+    assert_gradient(lambda y: np.sum(sp.kolmogorov(y)), np.array([0.4, 0.8, 1.5]), order=2)
+
+
+def test_smirnov_second_derivatives_are_refused_by_name():
+    assert pb.gradient(lambda d: sp.smirnov(5, d), 0.3)[0] == pytest.approx(central(lambda d: sp.smirnov(5, d), 0.3))
+    with pytest.raises(NotImplementedError, match="smirnov and smirnovi are differentiable once"):
+        pb.hessian(lambda d: sp.smirnov(5, d), 0.3)
+    with pytest.raises(NotImplementedError, match="smirnov and smirnovi are differentiable once"):
+        pb.jvp(lambda p: pb.gradient(lambda p: sp.smirnovi(5, p), p)[0], (0.3,), (1.0,))
+
+
+def test_elliprf_second_derivatives_at_a_zero_argument_are_not_finite():
+    """At x = 0 the slope of elliprf in x is -inf (SciPy's elliprd is inf there): its derivatives are not
+    finite either, never a silent number (the quadrature alone would give one)."""
+    assert pb.gradient(lambda x: sp.elliprf(x, 1.0, 2.0), 0.0)[0] == -np.inf
+    h = pb.hessian(lambda v: sp.elliprf(v[0], v[1], v[2]), np.array([0.0, 1.0, 2.0]))
+    assert not np.any(np.isfinite(h[:, 0])) and not np.any(np.isfinite(h[0]))
+    np.testing.assert_allclose(pb.hessian(lambda v: sp.elliprf(0.0, v[0], v[1]), np.array([1.0, 2.0])),
+                               pb.hessian(lambda v: sp.elliprf(v[0], v[1], 0.0), np.array([1.0, 2.0])), rtol=1e-14)

@@ -260,6 +260,90 @@ def test_forward_and_reverse_jacobians_agree():
     close(d_end, a @ sl.expm(a) @ y0)
 
 
+# --- complex states -----------------------------------------------------------------------------
+def test_solve_ivp_complex_state_jvp_and_vjp():
+    """y' = i y, y(1) = y0 exp(i): holomorphic and linear in y0, so J = exp(i), and the pullback of
+    a holomorphic map is c * f'(z) (JAX's convention). The tangents once were cast to float."""
+
+    def f(y0):
+        return integrate.solve_ivp(lambda t, y: 1j * y, (0.0, 1.0), y0, rtol=1e-11, atol=1e-11).y[:, -1]
+
+    y0 = np.array([1.0 + 0.5j])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", np.exceptions.ComplexWarning)
+        close(f(y0), y0 * np.exp(1j), rtol=1e-8)
+        for v in (np.array([1.0 + 0j]), np.array([1j])):
+            close(pb.jvp(f, (y0,), (v,))[1], np.exp(1j) * v)
+        _, back = pb.vjp(f, y0)
+        for u in (np.array([1.0 + 0j]), np.array([1j])):
+            close(back(u)[0], u * np.exp(1j))
+
+
+def test_solve_ivp_complex_state_gradient_in_real_parameter():
+    """y' = i w y, y(0) = 1: d y(1) / dw = i exp(i w); at w = 1 the real cotangent 1 gives
+    Re(i exp(i)) = -sin(1), a real gradient for the real w."""
+
+    def f(w):
+        sol = integrate.solve_ivp(lambda t, y, w: 1j * w * y, (0.0, 1.0), np.array([1.0 + 0j]), args=(w,),
+                                  rtol=1e-11, atol=1e-11)
+        return sol.y[:, -1]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", np.exceptions.ComplexWarning)
+        close(pb.jvp(f, (1.0,), (1.0,))[1], 1j * np.exp(1j) * np.ones(1))
+        g = pb.vjp(f, 1.0)[1](np.array([1.0 + 0j]))[0]
+        assert isinstance(g, float)
+        close(g, -np.sin(1.0))
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+def test_solve_ivp_non_holomorphic_complex_dynamics_against_differences(method):
+    """y' = -w conj(y) + i c y |reversed y| is not holomorphic: a real parameter w, complex c and y0;
+    the gradient is dL/dx - i dL/dy for each complex input, and jvp takes complex tangents."""
+
+    def f(y0, w, c):
+        rhs = lambda t, y, w, c: -w * np.conj(y) + 1j * c * y * np.abs(y[::-1])  # noqa: E731
+        return integrate.solve_ivp(rhs, (0.0, 1.0), y0, method, t_eval=np.array([0.5, 1.0]), args=(w, c),
+                                   rtol=1e-11, atol=1e-11).y
+
+    primals = [np.array([1.0 + 0.5j, -0.3 + 0.2j]), 0.7, np.array([0.4 - 0.2j, 0.1 + 0.3j])]
+    rng = np.random.default_rng(0)
+    u = rng.normal(size=(2, 2)) + 1j * rng.normal(size=(2, 2))
+
+    def loss(*a):
+        return np.real(np.sum(u * f(*a)))
+
+    def along(k, step):
+        return lambda h: loss(*[p + h * step if i == k else p for i, p in enumerate(primals)])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", np.exceptions.ComplexWarning)
+        g_y0, g_w, g_c = pb.gradient(loss, *primals)
+        tangents = (np.array([0.3 - 0.1j, 0.2 + 0.5j]), 0.4, np.array([0.1j, -0.2]))
+        y_dot = pb.jvp(f, tuple(primals), tangents)[1]
+    for k, g in ((0, g_y0), (2, g_c)):
+        for i in range(2):
+            e = np.eye(2)[i]
+            want = central(along(k, e), 0.0) - 1j * central(along(k, 1j * e), 0.0)
+            close(g[i], want)
+    close(g_w, central(along(1, 1.0), 0.0))
+    h = 1e-6
+    moved = [[p + s * h * d for p, d in zip(primals, tangents)] for s in (1, -1)]
+    close(y_dot, (f(*moved[0]) - f(*moved[1])) / (2 * h))
+
+
+def test_solve_ivp_complex_linear_system_with_bdf():
+    """BDF integrates complex states too: y(2) = expm(2A) y0 for a complex A."""
+    a = np.array([[-0.25 + 0.14j, 0, 0.33 + 0.44j], [0.25 + 0.58j, -0.2 + 0.14j, 0], [0, 0.2 + 0.4j, -0.1 + 0.97j]])
+
+    def final(y0):
+        return integrate.solve_ivp(linear, (0.0, 2.0), y0, "BDF", args=(a,), rtol=1e-10, atol=1e-12).y[:, -1]
+
+    y0, u, v = np.array([1, 1j, 0.5 + 0j]), np.array([1.0, 1j, 2 - 1j]), np.array([1j, 0, 1])
+    close(pb.vjp(final, y0)[1](u)[0], u @ sl.expm(2 * a), rtol=1e-7)
+    close(pb.jvp(final, (y0,), (v,))[1], sl.expm(2 * a) @ v, rtol=1e-7)
+
+
 # --- what is refused --------------------------------------------------------------------------
 def test_second_derivatives_are_refused_clearly():
     with pytest.raises(NotImplementedError, match="differentiable once"):
@@ -290,3 +374,20 @@ def test_a_failed_solve_has_no_derivative():
         warnings.simplefilter("ignore")
         with pytest.raises(RuntimeError, match="did not succeed.*Excess work"):
             pb.gradient(lambda y0: integrate.odeint(decay, y0, [0.0, 100.0], (1.0,), mxstep=3)[-1, 0], np.array([1.0]))
+
+
+def test_a_right_hand_side_closing_over_a_tracked_value_is_told_to_use_args():
+    """SciPy calls the right-hand side on plain values, so a traced result comes from a closure; the
+    error names args= (it once told the user of pullback's solve_ivp to use pullback's solve_ivp)."""
+
+    def closed(k):
+        return integrate.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0])).y[0, -1]
+
+    with pytest.raises(TypeError, match="solve_ivp: the right-hand side.*closure.*args=") as info:
+        pb.gradient(closed, 0.8)
+    assert "instead" not in str(info.value)
+    with pytest.raises(TypeError, match="odeint: the right-hand side.*args="):
+        pb.jvp(lambda k: integrate.odeint(lambda y, t: -k * y, np.array([1.0]), [0.0, 1.0]), (0.8,), (1.0,))
+    with pytest.raises(TypeError, match="solve_ivp: the right-hand side.*args="):
+        pb.gradient(lambda k, y0: integrate.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), y0).y[0, -1], 0.8,
+                    np.array([1.0]))

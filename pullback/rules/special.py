@@ -122,6 +122,17 @@ def _no_order_derivative(name):
     return refuse
 
 
+def _truncated(derivative, *integers):
+    """`derivative` with the inputs at positions `integers` (integer orders and counts) truncated toward
+    zero, as SciPy's loops truncate a float there (kn(0.5, x) is kn(0, x), with a RuntimeWarning): the
+    derivative of what SciPy computes, whose recurrences step to n - 1 and n + 1 of the truncated n."""
+
+    def d(g, *inputs):
+        return derivative(g, *(np.trunc(stop_gradient(v)) if i in integers else v for i, v in enumerate(inputs)))
+
+    return d
+
+
 _unary("expit")(lambda g, x, y, sp: g * y * (1.0 - y))
 _unary("logit")(lambda g, x, y, sp: g / (x * (1.0 - x)))
 _unary("log_expit")(lambda g, x, y, sp: g * sp.expit(-x))
@@ -133,8 +144,8 @@ _unary("erfcx")(lambda g, x, y, sp: g * (2.0 * x * y - 2.0 / SQRT_PI))
 _unary("gammaln", notes="Derivative digamma(x), also for negative x (gammaln is log|Γ|).")(
     lambda g, x, y, sp: g * sp.digamma(x))
 _unary("gamma")(lambda g, x, y, sp: g * y * sp.digamma(x))
-_unary("digamma", notes="Also reached as scipy.special.psi. Derivative polygamma(1, x).")(
-    lambda g, x, y, sp: g * polygamma(1, x))
+_unary("digamma", notes="Also reached as scipy.special.psi. Derivative polygamma(1, x), also for complex x.")(
+    lambda g, x, y, sp: g * _any_polygamma(1, x))
 _unary("ndtr")(lambda g, x, y, sp: g * np.exp(-0.5 * x * x) / SQRT_2PI)
 # φ(x) / Φ(x), with Φ(x) = exp(-x²/2) erfcx(-x/√2) / 2: the exponentials cancel, so no digits are lost
 # for very negative x (exp(-x²/2 - log Φ(x)) subtracts two huge numbers)
@@ -184,19 +195,25 @@ def _rgamma_derivative(x, y, sp):
     """d/dx 1/Γ(x) = -ψ(x)/Γ(x). At x = -n, where Γ has a pole, it is taken from the reflection
     formula 1/Γ(x) = Γ(1 - x) sin(πx)/π, whose derivative Γ(1 - x) (cos(πx) - ψ(1 - x) sin(πx)/π) is
     smooth there ((-1)^n n! at the pole), so higher derivatives are right too."""
-    pole = (stop_gradient(x) <= 0) & (np.floor(stop_gradient(x)) == stop_gradient(x))
+    pole = _gamma_poles(stop_gradient(x))
     if not np.any(pole):
         return -y * sp.digamma(x)
     regular = -y * sp.digamma(np.where(pole, 0.5, x))
     z = np.where(pole, x, 0.0)
     # cos(πz) and sin(πz) as (-1)^n cos(πd) and (-1)^n sin(πd), d = z + n = 0 at the pole: exact there
-    sign = np.where(np.remainder(stop_gradient(z), 2.0) == 0.0, 1.0, -1.0)
+    sign = np.where(np.remainder(np.real(stop_gradient(z)), 2.0) == 0.0, 1.0, -1.0)
     d = z - stop_gradient(z)
     reflected = sign * sp.gamma(1.0 - z) * (np.cos(np.pi * d) - sp.digamma(1.0 - z) * np.sin(np.pi * d) / np.pi)
     return np.where(pole, reflected, regular)
 
 
-_unary("rgamma", notes="1/Γ(x); at the poles of Γ (x = 0, -1, -2, ...) the derivative is (-1)^n n!.")(
+def _gamma_poles(x):
+    """Where the plain `x` (real or complex) is a pole of Γ: 0, -1, -2, ..."""
+    real = np.real(x)
+    return (np.imag(x) == 0) & (real <= 0) & (np.floor(real) == real)
+
+
+_unary("rgamma", notes="1/Γ(x), also complex; at the poles of Γ (x = 0, -1, -2, ...) the derivative is (-1)^n n!.")(
     lambda g, x, y, sp: g * _rgamma_derivative(x, y, sp))
 _unary("cosm1", notes="cos(x) - 1, accurate near 0.")(lambda g, x, y, sp: -g * np.sin(x))
 _unary("j0")(lambda g, x, y, sp: -g * sp.j1(x))
@@ -214,7 +231,8 @@ _binary("jv", _no_order_derivative("jv"), _bessel_order("jv"), "z",
         "Also reached as scipy.special.jn. The order v must be plain (its derivative raises).")
 _binary("yv", _no_order_derivative("yv"), _bessel_order("yv"), "z",
         "The order v must be plain (its derivative raises).")
-_binary("yn", _no_order_derivative("yn"), _bessel_order("yn"), "x", "The order n is an integer.")
+_binary("yn", _no_order_derivative("yn"), _truncated(_bessel_order("yn"), 0), "x",
+        "The order n is an integer (SciPy truncates a float one).")
 _binary("beta", lambda g, a, b, out, sp: g * out * (sp.digamma(a) - sp.digamma(a + b)),
         lambda g, a, b, out, sp: g * out * (sp.digamma(b) - sp.digamma(a + b)), "a, b")
 def _dpoch_dz(z, m, out, sp):
@@ -637,7 +655,7 @@ def _bessel_k(name):
 
 
 _order_binary("kv", _bessel_k("kv"))
-_order_binary("kn", _bessel_k("kn"), "x", "the order n")
+_order_binary("kn", _truncated(_bessel_k("kn"), 0), "x", "the order n", "SciPy truncates a float order n.")
 _order_binary("kve", lambda g, v, z, out, sp: g * (out - 0.5 * (sp.kve(v - 1, z) + sp.kve(v + 1, z))))
 _order_binary("jve", _real_z("jve", "exp(-|Im z|)", _bessel_order("jve")), notes="Real z (where it equals jv).")
 _order_binary("yve", _real_z("yve", "exp(-|Im z|)", _bessel_order("yve")), notes="Real z (where it equals yv).")
@@ -650,8 +668,9 @@ _order_binary("struve", lambda g, v, x, out, sp: g * (
     0.5 * (sp.struve(v - 1.0, x) - sp.struve(v + 1.0, x)) + _struve_term(v, x)), "x")
 _order_binary("modstruve", lambda g, v, x, out, sp: g * (
     0.5 * (sp.modstruve(v - 1.0, x) + sp.modstruve(v + 1.0, x)) + _struve_term(v, x)), "x")
-_order_binary("expn", lambda g, n, x, out, sp: -g * np.where(
-    stop_gradient(n) == 0, np.exp(-x) * (x + 1.0) / (x * x), sp.expn(np.maximum(n - 1, 0), x)), "x", "the order n")
+_order_binary("expn", _truncated(lambda g, n, x, out, sp: -g * np.where(
+    n == 0, np.exp(-x) * (x + 1.0) / (x * x), sp.expn(np.maximum(n - 1, 0), x)), 0), "x", "the order n",
+    "SciPy truncates a float order n.")
 _order_binary("hyp0f1", lambda g, v, z, out, sp: g * sp.hyp0f1(v + 1.0, z) / v, "z", "v")
 _nary("hyp1f1", (_plain("hyp1f1", "a"), _plain("hyp1f1", "b"),
                  lambda g, a, b, x, out, sp: g * a / b * sp.hyp1f1(a + 1.0, b + 1.0, x)), "x", "a and b must be plain.")
@@ -764,13 +783,57 @@ _binary("ellipeinc", lambda g, phi, m, out, sp: g * np.sqrt(1.0 - m * np.sin(phi
         lambda g, phi, m, out, sp: g * _incomplete_dm(
             phi, m, -0.5, _dellipe, lambda m: (out - sp.ellipkinc(phi, m)) / (2.0 * m), sp), "phi, m")
 # Carlson's symmetric integrals: ∂R_F(x, y, z)/∂z = -R_D(x, y, z)/6, and R_C(x, y) = R_F(x, y, y).
-_nary("elliprf", (lambda g, x, y, z, out, sp: -g * sp.elliprd(y, z, x) / 6.0,
-                  lambda g, x, y, z, out, sp: -g * sp.elliprd(x, z, y) / 6.0,
-                  lambda g, x, y, z, out, sp: -g * sp.elliprd(x, y, z) / 6.0), "x, y, z",
-      "Real arguments; second derivatives need elliprd's, which is not covered.")
-_binary("elliprc", lambda g, x, y, out, sp: -g * sp.elliprd(y, y, x) / 6.0,
-        lambda g, x, y, out, sp: -g * sp.elliprd(x, y, y) / 3.0, "x, y",
-        "Real arguments with y > 0; second derivatives need elliprd's, which is not covered.")
+_nary("elliprf", (lambda g, x, y, z, out, sp: -g * _elliprd(y, z, x) / 6.0,
+                  lambda g, x, y, z, out, sp: -g * _elliprd(x, z, y) / 6.0,
+                  lambda g, x, y, z, out, sp: -g * _elliprd(x, y, z) / 6.0), "x, y, z",
+      "Real arguments; higher derivatives by quadrature of Carlson-type integrals (about 1e-14 relative).")
+_binary("elliprc", lambda g, x, y, out, sp: -g * _elliprd(y, y, x) / 6.0,
+        lambda g, x, y, out, sp: -g * _elliprd(x, y, y) / 3.0, "x, y",
+        "Real arguments with y > 0; higher derivatives by quadrature of Carlson-type integrals (about 1e-14 relative).")
+
+
+def _elliprd(x, y, z):
+    """R_D = (3/2) ∫ (t+x)^-1/2 (t+y)^-1/2 (t+z)^-3/2 dt: SciPy's elliprd of plain arguments (first derivatives
+    of elliprf and elliprc); of traced ones (a second derivative), the quadrature, which differentiates again."""
+    if any(isinstance(v, Traced) for v in (x, y, z)):
+        return 1.5 * _carlson_integral((x, y, z), (0.5, 0.5, 1.5))
+    return _scipy_special().elliprd(x, y, z)
+
+
+def _carlson_integral(xs, powers):
+    """∫_0^∞ Π (t + x_i)^-b_i dt for x_i ≥ 0 (Σ b_i > 1), by Gauss–Legendre in s = √t: on [0, s_0], on pieces
+    from s_0 = √(least positive x_i)/2 to S = 2√(largest x_i), each at most twice the last, and on [S, ∞) in
+    u = 1/s. No singularity comes near a piece, so each is exact to rounding; written with traced operations
+    (the pieces from plain values), it differentiates again. Infinite where an x_i = 0 has b_i ≥ 1, and its
+    slope in an x_i = 0 is infinite (the integral's in x_i diverges)."""
+    plain = np.broadcast_arrays(*(np.asarray(stop_gradient(x), dtype=float) for x in xs))
+    largest = np.max(plain, axis=0)
+    least = np.min([np.where(x > 0, x, np.inf) for x in plain], axis=0)
+    s0, s_end = 0.5 * np.sqrt(np.where(np.isfinite(least), least, 1.0)), 2.0 * np.sqrt(np.where(largest > 0, largest, 1.0))
+    pieces = int(np.max(np.ceil(np.log2(np.maximum(s_end / s0, 2.0))), initial=1.0))
+    ratio = (s_end / s0) ** (1.0 / pieces)
+
+    def in_s(s):
+        out = 2.0 * s
+        for x, b in zip(xs, powers):
+            out = out * (s * s + np.expand_dims(x, -1)) ** -b
+        return out
+
+    def in_u(u):
+        out = 2.0 * u ** (2.0 * sum(powers) - 3.0)
+        for x, b in zip(xs, powers):
+            out = out * (1.0 + np.expand_dims(x, -1) * u * u) ** -b
+        return out
+
+    total = _gauss(in_s, s0) + _gauss(in_u, 1.0 / s_end)
+    for k in range(pieces):
+        start = s0 * ratio ** k
+        total = total + _gauss(lambda s, start=start: in_s(np.expand_dims(start, -1) + s), start * (ratio - 1.0))
+    for x, at in zip(xs, plain):  # at x_i = 0 the slope in x_i is infinite: -√x_i adds it, and 0 to the value
+        if np.any(at == 0):
+            total = total - np.sqrt(np.where(at == 0, x, 0.0))
+    divergent = np.any([(x == 0) & (b >= 1) for x, b in zip(plain, powers)], axis=0)
+    return total * np.where(divergent, np.inf, 1.0)  # infinite there, and so are its derivatives
 
 
 def _tukey_lambda_quantile_dlmbda(p, lm):
@@ -784,9 +847,17 @@ def _tukey_lambda_density(p, lm):
     return 1.0 / (np.power(p, lm - 1.0) + np.power(1.0 - p, lm - 1.0))
 
 
-_binary("tklmbda", lambda g, x, lm, p, sp: g * _tukey_lambda_density(p, lm),
-        lambda g, x, lm, p, sp: -g * _tukey_lambda_quantile_dlmbda(p, lm) * _tukey_lambda_density(p, lm), "x, lmbda",
-        "Inside the support (0 < cdf < 1); the derivatives come from the quantile function.")
+def _inside_support(p, derivative):
+    """derivative(p) where the cdf p is strictly between 0 and 1; 0 outside the support, where the cdf is the
+    constant 0 or 1 (the formulas, at p = 0 or 1, would give a density or a NaN there)."""
+    plain = stop_gradient(p)
+    return _split(p, (plain == 0) | (plain == 1), lambda p: 0.0 * p, derivative)
+
+
+_binary("tklmbda", lambda g, x, lm, p, sp: g * _inside_support(p, lambda p: _tukey_lambda_density(p, lm)),
+        lambda g, x, lm, p, sp: -g * _inside_support(
+            p, lambda p: _tukey_lambda_quantile_dlmbda(p, lm) * _tukey_lambda_density(p, lm)), "x, lmbda",
+        "The derivatives come from the quantile function inside the support (0 < cdf < 1), and are 0 outside it.")
 
 # Riemann and Hurwitz zeta: SciPy's zeta(x, q=None) calls these two ufuncs, so it works on traced values.
 _nary("_ufuncs._riemann_zeta", (lambda g, x, out, sp: g * _by_quadrature("zeta", "x", _zeta_ds, x, 1.0),),
@@ -836,15 +907,42 @@ def _voigt(k):
 _nary("voigt_profile", tuple(_voigt(k) for k in range(3)), "x, sigma, gamma",
       "Through the Faddeeva function w (computed by scipy.special.wofz): first derivatives only.")
 
-# Kolmogorov–Smirnov: SciPy's own density ufuncs (_kolmogp, _smirnovp) are the derivatives; they have no
-# rule themselves, so a second derivative raises.
-_unary("kolmogorov", args="y", notes="The survival function of the Kolmogorov distribution; first derivatives only.")(
-    lambda g, y, out, sp: g * sp._ufuncs._kolmogp(y))
-_unary("kolmogi", args="p", notes="The inverse of kolmogorov; first derivatives only.")(
-    lambda g, p, y, sp: g / sp._ufuncs._kolmogp(y))
-_binary("smirnov", None, lambda g, n, d, out, sp: g * sp._ufuncs._smirnovp(n, d), "d",
+# Kolmogorov–Smirnov. K'(y) is summed here, with traced operations, so that it differentiates again (SciPy's
+# _kolmogp is off by up to 2e-8 relative near y = 0.83); smirnov's derivative is SciPy's _smirnovp, refused below.
+def _kolmogorov_slope(y):
+    """K'(y) for K = scipy.special.kolmogorov: for y ≥ 0.8 from K = 2 Σ (-1)^(j-1) exp(-2j²y²), below from
+    K = 1 - √(2π)/y Σ exp(-a_j/y²), a_j = (2j-1)²π²/8, whose terms fall fast there; 0 for y ≤ 0 (K = 1)."""
+    def large(y):  # terms of Python numbers: y may be any library's array
+        return -8.0 * sum((-1.0) ** (j - 1) * (j * j) * y * np.exp(-2.0 * (j * j) * y * y) for j in range(1, 13))
+
+    def small(y):
+        terms = (np.exp(-a / (y * y) - 4.0 * np.log(y)) * (2.0 * a - y * y)
+                 for a in ((2 * j - 1) ** 2 * (math.pi ** 2 / 8.0) for j in range(1, 6)))
+        return -SQRT_2PI * sum(terms)
+
+    plain = stop_gradient(y)
+    return _split(y, plain <= 0, lambda y: 0.0 * y,
+                  lambda y: _split(y, plain < 0.8, small, large, safe=1.0, inside=0.5), safe=0.5)
+
+
+_unary("kolmogorov", args="y", notes="The survival function of the Kolmogorov distribution.")(
+    lambda g, y, out, sp: g * _kolmogorov_slope(y))
+_unary("kolmogi", args="p", notes="The inverse of kolmogorov.")(lambda g, p, y, sp: g / _kolmogorov_slope(y))
+
+
+def _smirnovp(n, d):
+    """∂smirnov/∂d, by SciPy's _smirnovp, which has no derivative here: refused for traced arguments, by the names
+    the user called."""
+    if any(isinstance(v, Traced) for v in (n, d)):
+        raise NotImplementedError("scipy.special.smirnov and smirnovi are differentiable once: their derivative is "
+                                  "SciPy's _smirnovp, which has none here, so second derivatives (hessian, a gradient "
+                                  "of a gradient) are not available. Use finite differences of pb.gradient.")
+    return _scipy_special()._ufuncs._smirnovp(n, d)
+
+
+_binary("smirnov", None, lambda g, n, d, out, sp: g * _smirnovp(n, d), "d",
         "The one-sided Kolmogorov–Smirnov survival function; n is an integer; first derivatives only.")
-_binary("smirnovi", None, lambda g, n, p, d, sp: g / sp._ufuncs._smirnovp(n, d), "p",
+_binary("smirnovi", None, lambda g, n, p, d, sp: g / _smirnovp(n, d), "p",
         "The inverse of smirnov; n is an integer; first derivatives only.")
 
 # besselpoly(a, λ, ν) = ∫_0^1 x^λ J_ν(2 a x) dx; J_ν' = (J_{ν-1} - J_{ν+1}) / 2
@@ -961,16 +1059,18 @@ def _binomial_density(k, n, p, sp):
     return _beta_density(k + 1.0, n - k, p, sp)
 
 
-_nary("bdtr", (None, None, lambda g, k, n, p, out, sp: -g * _binomial_density(k, n, p, sp)), "p", _COUNT_NOTE)
-_nary("bdtrc", (None, None, lambda g, k, n, p, out, sp: g * _binomial_density(k, n, p, sp)), "p", _COUNT_NOTE)
-_nary("bdtri", (None, None, lambda g, k, n, y, p, sp: -g / _binomial_density(k, n, p, sp)), "y",
+_nary("bdtr", (None, None, _truncated(lambda g, k, n, p, out, sp: -g * _binomial_density(k, n, p, sp), 1)), "p",
+      _COUNT_NOTE)
+_nary("bdtrc", (None, None, _truncated(lambda g, k, n, p, out, sp: g * _binomial_density(k, n, p, sp), 1)), "p",
+      _COUNT_NOTE)
+_nary("bdtri", (None, None, _truncated(lambda g, k, n, y, p, sp: -g / _binomial_density(k, n, p, sp), 1)), "y",
       "The inverse of bdtr in p. " + _COUNT_NOTE)
 # negative binomial: nbdtr(k, n, p) = betainc(n, k + 1, p)
-_nary("nbdtr", (None, None, lambda g, k, n, p, out, sp: g * _beta_density(n, np.floor(k) + 1.0, p, sp)), "p",
-      _COUNT_NOTE)
-_nary("nbdtrc", (None, None, lambda g, k, n, p, out, sp: -g * _beta_density(n, np.floor(k) + 1.0, p, sp)), "p",
-      _COUNT_NOTE)
-_nary("nbdtri", (None, None, lambda g, k, n, y, p, sp: g / _beta_density(n, np.floor(k) + 1.0, p, sp)), "y",
+_nary("nbdtr", (None, None, _truncated(lambda g, k, n, p, out, sp: g * _beta_density(n, k + 1.0, p, sp), 0, 1)),
+      "p", _COUNT_NOTE)
+_nary("nbdtrc", (None, None, _truncated(lambda g, k, n, p, out, sp: -g * _beta_density(n, k + 1.0, p, sp), 0, 1)),
+      "p", _COUNT_NOTE)
+_nary("nbdtri", (None, None, _truncated(lambda g, k, n, y, p, sp: g / _beta_density(n, k + 1.0, p, sp), 0, 1)), "y",
       "The inverse of nbdtr in p. " + _COUNT_NOTE)
 
 
@@ -1317,6 +1417,30 @@ def polygamma_frule(primals, tangents):
     if t_n is not None:
         _order_has_no_derivative()
     return polygamma(n, x), None if t_x is None else t_x * polygamma(np.add(n, 1), x)
+
+
+# ψ^(n)(z) for complex z (SciPy's polygamma is real only): ψ^(n)(z) = ψ^(n)(z + N) + (-1)^(n+1) n! Σ_k<N (z + k)^-(n+1),
+# with z + N far enough right for the asymptotic series (DLMF 5.15.8) in the Bernoulli numbers B_2 ... B_20.
+_BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510, 43867 / 798, -174611 / 330)
+
+
+def _any_polygamma(n, x):
+    """polygamma(n, x), for complex x too (as the derivatives of digamma of a complex argument need it)."""
+    return _complex_polygamma(n, x) if np.iscomplexobj(stop_gradient(x)) else polygamma(n, x)
+
+
+def _complex_polygamma(n, z):
+    """ψ^(n)(z), n ≥ 1, for complex z: the recurrence up to Re z ≥ 20 + n, then the asymptotic series (its
+    first omitted term is below 1e-17 relative there). Traced operations: it differentiates again."""
+    shift = np.maximum(np.ceil(20.0 + n - np.real(stop_gradient(z))), 0.0)
+    total = 0.0 * z
+    for k in range(int(np.max(shift, initial=0.0))):
+        total = total + np.where(k < shift, np.where(k < shift, z + k, 1.0) ** -(n + 1.0), 0.0)
+    w = z + shift
+    series = math.factorial(n - 1) / w ** n + math.factorial(n) / (2.0 * w ** (n + 1))
+    for k, b in enumerate(_BERNOULLI, start=1):
+        series = series + b * math.factorial(2 * k + n - 1) / math.factorial(2 * k) / w ** (2 * k + n)
+    return (-1.0) ** (n + 1) * (math.factorial(n) * total + series)
 
 
 _PYTHON_LEVEL = ("Call pullback.scipy.special.{} (SciPy's own converts its input with np.asarray, so it never "

@@ -18,7 +18,7 @@ modes and to any order, and SciPy itself when nothing is being differentiated.
 - `pullback.scipy.stats` (imported on first use): SciPy's distributions (`norm`, `gamma`,
   `poisson`, `multivariate_normal`, ...) with their `logpdf`, `pdf`, `cdf`, ... methods;
 - `pullback.scipy.integrate` (imported on first use): `odeint` and `solve_ivp`, differentiable
-  once (adjoint method) in the initial state, the times and the parameters in `args`.
+  once (adjoint method) in the initial state (real or complex), the times and the parameters in `args`.
 
 SciPy stays optional: nothing here imports it until a function needs it.
 

@@ -19,6 +19,10 @@ adjoint system is then linear, and implicit methods get its exact Jacobian.
 Forward mode (`pb.jvp`, and `pb.jacobian` when the inputs are fewer than the outputs) solves
 the tangent equation dδ/dt = ∂f/∂y δ + ∂f/∂θ θ̇ forwards instead, with `pb.jvp` of `func`.
 
+A complex state (`solve_ivp` with a complex `y0`, for the methods SciPy integrates it with)
+follows the README's convention: the cotangent a of y stands for dy -> Re(a · dy), so the same
+equations hold, the derivatives of real parameters and times being the real parts.
+
 Accuracy: these are the derivatives of the exact solution, each computed by SciPy to the
 solver's tolerances (the same method, `rtol` and `atol` as the solve); they are not the
 derivatives of SciPy's discrete steps. They agree with finite differences of SciPy's output
@@ -74,8 +78,9 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     options = dict(Dfun=Dfun, col_deriv=col_deriv, ml=ml, mu=mu, rtol=rtol, atol=atol, tcrit=tcrit, h0=h0, hmax=hmax,
                    hmin=hmin, ixpr=ixpr, mxstep=mxstep, mxhnil=mxhnil, mxordn=mxordn, mxords=mxords,
                    printmessg=printmessg, tfirst=tfirst)
+    plain_func = _plain_rhs(func, "odeint", "odeint(lambda y, t, k: -k * y, y0, t, args=(k,))")
     if not _holds_traced((y0, t, args)):
-        return _scipy().odeint(func, y0, t, args, full_output=full_output, **options)
+        return _scipy().odeint(plain_func, y0, t, args, full_output=full_output, **options)
     if not isinstance(args, tuple):
         raise TypeError(f"odeint: args must be a tuple, e.g. args=({args!r},); got {type(args).__name__}.")
     params = _parameters(args, "odeint")
@@ -88,7 +93,7 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     problem = _Problem("odeint", rhs, "LSODA", *tol, np.inf if not hmax else hmax, params)
 
     def run(y0, t0, t1, times, params):
-        y, info = _scipy().odeint(func, y0, times, tuple(params), full_output=True, **options)
+        y, info = _scipy().odeint(plain_func, y0, times, tuple(params), full_output=True, **options)
         problem.info = info
         if info["message"] != "Integration successful.":
             problem.failure = info["message"]
@@ -122,8 +127,10 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     >>> round(float(pb.gradient(final, 1.0)[0]), 8), round(float(-2 * np.exp(-1.0)), 8)
     (-0.73575888, -0.73575888)
     """
+    plain_fun = _plain_rhs(fun, "solve_ivp", "solve_ivp(lambda t, y, k: -k * y, t_span, y0, args=(k,))")
     if not _holds_traced((t_span, y0, t_eval, args)):
-        return _scipy().solve_ivp(fun, t_span, y0, method, t_eval, dense_output, events, vectorized, args, **options)
+        return _scipy().solve_ivp(plain_fun, t_span, y0, method, t_eval, dense_output, events, vectorized, args,
+                                  **options)
     for name, value in (("events", events), ("dense_output", dense_output)):
         if value is not None and value is not False:
             raise NotImplementedError(
@@ -139,13 +146,14 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
 
     def run(y0, t0, t1, times, params):
         def solve(times, dense):
-            return _scipy().solve_ivp(fun, (t0, t1), y0, method, times, dense, None, vectorized,
+            return _scipy().solve_ivp(plain_fun, (t0, t1), y0, method, times, dense, None, vectorized,
                                       None if args is None else tuple(params), **options)
 
         problem.result = sol = solve(times, False)
         if not sol.success:
             problem.failure = sol.message
         problem.trajectory = lambda: solve(None, True).sol  # the same steps again, keeping the interpolant
+        problem.dtype = sol.y.dtype
         return sol.t, sol.y.T
 
     problem.run = run
@@ -166,6 +174,7 @@ class _Problem:
         self.wanted = tuple(i for i, p in enumerate(params) if isinstance(p, Traced))
         self.run, self.trajectory, self.failure = None, None, None  # set by the solve
         self.info = self.result = self._dense = None
+        self.dtype = np.dtype(float)  # the state's, set by the solve: complex for a complex y0 in solve_ivp
 
     @property
     def implicit(self):
@@ -183,7 +192,7 @@ class _Problem:
         return np.reshape(out, -1)
 
     def f(self, y, t, params):
-        return np.asarray(self.vector(y, t, params), dtype=float)
+        return np.asarray(self.vector(y, t, params), dtype=self.dtype)
 
     def check(self):
         if self.failure is not None:
@@ -266,11 +275,11 @@ def _adjoint(problem, y0, t0, times, g_y, params):
         return -linearised(t)(z[:n])
 
     def jac(t, z):  # the adjoint system is linear: [[-Jᵀ, 0], [-(∂f/∂θ)ᵀ, 0]]
-        m = np.zeros((size, size))
+        m = np.zeros((size, size), problem.dtype)
         m[:, :n] = -_rows(linearised(t), n).T
         return m
 
-    z, now = np.zeros(size), times[-1]
+    z, now = np.zeros(size, problem.dtype), times[-1]
     for k in [*reversed(np.flatnonzero(np.any(g_y, axis=1))), None]:  # restart only where a jumps
         end = t0 if k is None else times[k]
         if end != now and np.any(z[:n]):
@@ -282,12 +291,18 @@ def _adjoint(problem, y0, t0, times, g_y, params):
 
 
 def _unflatten(flat, params, wanted):
+    """The wanted parameters' cotangents, each shaped like its parameter; a real one's is the real part."""
     grads, start = [None] * len(params), 0
     for i in wanted:
         size = int(np.size(params[i]))
-        grads[i] = np.reshape(flat[start:start + size], np.shape(params[i]))
+        part = np.reshape(flat[start:start + size], np.shape(params[i]))
+        grads[i] = part if _is_complex(params[i]) else np.real(part)
         start += size
     return grads
+
+
+def _is_complex(x):
+    return np.iscomplexobj(x) if not isinstance(x, Traced) else x.dtype.kind == "c"
 
 
 @rrule(_solve)
@@ -299,13 +314,15 @@ def _solve_rule(problem, y0, t0, t1, t_eval, *params):
         g_t, g_y = g
         _plain_only(problem, (g_t, g_y))
         problem.check()
-        g_y = np.zeros(np.shape(y)) if g_y is None else np.asarray(g_y, dtype=float)
+        g_y = np.zeros(np.shape(y), y.dtype) if g_y is None else np.asarray(g_y, dtype=y.dtype)
         dy0, flat = _adjoint(problem, y0, t0, t, g_y, params)
         # A time t_k moves its output by f(y(t_k), t_k); the start t0 moves all of them by -Φ f(y0, t0).
-        dt = np.array([g_y[k] @ problem.f(y[k], t[k], params) if np.any(g_y[k]) else 0.0 for k in range(len(t))])
+        # Times are real: a complex state's cotangent c stands for Re(c · dy) (README, "Complex numbers").
+        dt = np.array([np.real(g_y[k] @ problem.f(y[k], t[k], params)) if np.any(g_y[k]) else 0.0
+                       for k in range(len(t))])
         if g_t is not None:
             dt = dt + g_t
-        dt0, dt1 = -dy0 @ problem.f(y0, t0, params), None
+        dt0, dt1 = -np.real(dy0 @ problem.f(y0, t0, params)), None
         if t_eval is None:  # the solver's own steps: only the ends move, with t_span
             dt0, dt1, dt = dt0 + dt[0], dt[-1], None
         return (None, dy0, dt0, dt1, dt, *_unflatten(flat, params, problem.wanted))
@@ -328,7 +345,7 @@ def _solve_frule(primals, tangents):
         dt = np.zeros(len(t))
         dt[0] += 0.0 if dt0 is None else dt0
         dt[-1] += 0.0 if dt1 is None else dt1
-    delta = np.zeros(np.size(y0)) if dy0 is None else np.array(dy0, dtype=float)
+    delta = np.zeros(np.size(y0), y.dtype) if dy0 is None else np.array(dy0, dtype=y.dtype)
     if dt0 is not None:
         delta -= problem.f(y0, t0, params) * dt0
     dy = _tangent(problem, y0, t0, t, params, delta, dparams)
@@ -347,7 +364,7 @@ def _tangent(problem, y0, t0, times, params, delta, dparams):
             return problem.vector(y, t, _replace(params, chosen, picked))
 
         out = jvp(f, (problem.dense()(t), *(params[i] for i in chosen)), (d, *moving))[1]
-        return np.zeros(len(d)) if out is None else np.asarray(out, dtype=float)
+        return np.zeros(len(d), problem.dtype) if out is None else np.asarray(out, dtype=problem.dtype)
 
     linearised = _Linearisations(problem, params, ())
 
@@ -374,6 +391,23 @@ def _array_in(x):
         return np.stack([np.reshape(v, ()) for v in x])
     x = np.asarray(x)
     return x.astype(float) if x.dtype.kind in "biu" else x
+
+
+def _plain_rhs(fun, name, example):
+    """`fun` for SciPy, which calls it on plain values: a traced result can only come from outside its
+    arguments (a closure or a global), and SciPy would convert it, losing the gradient; refused by name."""
+
+    def plain(*arguments):
+        out = fun(*arguments)
+        if isinstance(out, Traced) or (isinstance(out, (list, tuple)) and _holds_traced(out)):
+            raise TypeError(
+                f"{name}: the right-hand side returned a value being differentiated although SciPy called it "
+                "on plain values, so it reads one from outside its arguments (a closure or a global); the "
+                f"solver would convert it and lose its gradient. Pass that value through args=, e.g. {example}."
+            )
+        return out
+
+    return plain
 
 
 def _parameters(args, name):
