@@ -40,8 +40,8 @@ def conversion_error(x):
             "gradient: keep pullback.stop_gradient(x) inside `f` if you need the plain value afterwards."
         )
     library = _library_caller()
-    if library == "numpy.ma":
-        return TypeError(subclass_error(np.ma.masked_array([0.0])).args[0])
+    if library in _SUBCLASS_PACKAGES:
+        return _subclass_refusal(_SUBCLASS_PACKAGES[library])
     if library == "numpy.vectorize":
         return TypeError(
             "numpy.vectorize calls its function on one element at a time, as plain numbers, so the gradient "
@@ -61,6 +61,9 @@ def conversion_error(x):
 
 _NOT_LIBRARIES = ("numpy", "pullback", "builtins", "copy", "functools", "contextlib")
 
+# NumPy's packages whose array subclass converts a traced value it is given (np.ma.masked_array(x), np.asmatrix(x))
+_SUBCLASS_PACKAGES = {"numpy.ma": "numpy.ma.MaskedArray", "numpy.matrixlib": "numpy.matrix"}
+
 
 def _library_caller():
     """The public name of the installed library function (SciPy, scikit-learn, ...) that converted a traced
@@ -71,8 +74,9 @@ def _library_caller():
     found = None
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        if module.startswith("numpy.ma"):
-            return "numpy.ma"
+        package = ".".join(module.split(".")[:2])
+        if package in _SUBCLASS_PACKAGES:
+            return package
         if module.startswith("numpy") and getattr(frame.f_code, "co_qualname", "").startswith("vectorize."):
             return "numpy.vectorize"
         top = module.partition(".")[0]
@@ -172,7 +176,11 @@ def foreign_error(type_name):
 
 
 def subclass_error(x):
-    name = f"{type(x).__module__}.{type(x).__qualname__}"
+    """The error for an array of an ndarray subclass (np.matrix, a masked array) meeting a traced value."""
+    return _subclass_refusal(f"{type(x).__module__}.{type(x).__qualname__}")
+
+
+def _subclass_refusal(name):
     return TypeError(
         f"An array of type {name} met a value that pullback is differentiating. It is a NumPy array subclass whose "
         "operations differ from ndarray's (np.matrix's * is a matrix product; a masked array skips masked "

@@ -57,7 +57,9 @@ def push_forward(tag, rule, args, kwargs):
             primals.append(a)
             tangents.append(None)
     frule = forward_rule_of(rule)
-    if frule is not None:
+    if all(t is None for t in tangents) and not getattr(rule, "only_forward", False):
+        y, y_dot = rule(*primals, **kwargs)[0], None  # zero tangents only (a buffer made by np.zeros_like(x))
+    elif frule is not None:
         y, y_dot = frule(primals, tangents, **kwargs)
     else:
         y, y_dot = _transposed(rule, primals, tangents, kwargs)
@@ -65,15 +67,17 @@ def push_forward(tag, rule, args, kwargs):
 
 
 def make_dual(tag, y, y_dot):
-    """`y` carrying tangent `y_dot` (shaped and typed like `y`); plain `y` when there is no tangent."""
+    """`y` carrying tangent `y_dot` (shaped and typed like `y`; None is zero), as a Dual of level `tag`
+    when it is a float or complex value, as a tape records every such result in reverse mode: so a
+    buffer made by `np.zeros_like(x)`, and its views, take traced writes in both modes."""
     if isinstance(y, tuple):
         parts = y_dot if y_dot is not None else (None,) * len(y)
         duals = [make_dual(tag, yi, ti) for yi, ti in zip(y, parts)]
         return type(y)(*duals) if hasattr(y, "_fields") else type(y)(duals)
     kind = dtype_of(y).kind
-    if (kind != "f" and kind != "c") or y_dot is None:
+    if kind != "f" and kind != "c":
         return y
-    return Dual(y, fit_tangent(y_dot, y), tag)
+    return Dual(y, None if y_dot is None else fit_tangent(y_dot, y), tag)
 
 
 def fit_tangent(t, y):

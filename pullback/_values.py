@@ -149,7 +149,17 @@ class Traced:
         return bool(stop_gradient(self))
 
     def __format__(self, spec):
-        return format(stop_gradient(self), spec)
+        """`f"{x}"` is `str(x)`, as for any object; `f"{x:.3f}"` is the number's text to the digits asked for.
+        Text keeping every digit of the value (`f"{x:.17g}"`) is refused: read back, it would lose the gradient."""
+        if not spec:
+            return str(self)
+        plain = stop_gradient(self)
+        text = format(plain, spec)
+        if _keeps_every_digit(plain, spec):
+            raise lost_gradient(
+                f"format it with {spec!r}, which writes every digit of its value (text read back as a number "
+                "carries no gradient); to print it, give fewer digits (f'{x:.6g}') or format pullback.stop_gradient(x)")
+        return text
 
     def __repr__(self):
         return f"{type(self).__name__}({self._value!r})"
@@ -687,6 +697,7 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
             raise TypeError(f"{name} got keyword arguments pullback does not support on tracked values: {sorted(kwargs)}")
         rule = UFUNC_RULES.get(ufunc)
         if rule is None:
+            _refuse_as_numpy(ufunc, inputs)
             raise missing_rule(ufunc)
         if dtype is not None:
             inputs = _cast_to_loop(ufunc, inputs, dtype)
@@ -719,6 +730,28 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
         f"{name}.{method} is not supported on tracked values"
         + (": it writes in place; build the result with np.where or indexing instead." if method == "at" else ".")
     )
+
+
+def _refuse_as_numpy(ufunc, inputs):
+    """Raise NumPy's own error where `ufunc` fails on these inputs (np.bitwise_and or np.gcd of floats, which
+    a traced value is): then no derivative rule is missing, as the call fails without pullback too."""
+    with np.errstate(all="ignore"):
+        ufunc(*strip_all(inputs))
+
+
+def _keeps_every_digit(plain, spec):
+    """Whether number `plain` formatted with `spec` tells each part of it from both neighbouring floats (so
+    the text is the value). Zero is judged at one, as formats of significant digits (e, g) treat it."""
+    value = np.asarray(plain)
+    if value.ndim or value.dtype.kind not in "fc":
+        return False
+    parts = (value.real, value.imag) if value.dtype.kind == "c" else (value,)
+    for part in parts:
+        at = part if part != 0 else np.ones_like(part)
+        text = format(at[()], spec)
+        if all(format(np.nextafter(at, toward)[()], spec) != text for toward in (-np.inf, np.inf)):
+            return True
+    return False
 
 
 def _cast_to_loop(ufunc, inputs, dtype):

@@ -6,8 +6,12 @@
   and `np.choose` computes the result and writes it into `out` as an in-place write (the gradient
   agrees with central differences, also when `out` is a view of an argument); a plain NumPy `out`
   that would lose the gradient, and `out=` of the functions that do not take it, are refused with
-  messages naming the fix.
+  messages naming the fix;
+- NumPy's array subclasses (np.matrix, made by np.asmatrix too, and masked arrays) meeting a traced value
+  are refused naming the subclass.
 """
+
+import re
 
 import numpy as np
 import pytest
@@ -303,3 +307,16 @@ def test_einsum_keywords_it_does_not_take_name_the_fix():
     with pytest.raises(TypeError, match=r"numpy\.einsum: dtype= is not supported on tracked values; drop it and "
                                         r"convert the result instead \(np\.einsum\(\.\.\.\)\.astype\(dtype\)\)"):
         pb.gradient(lambda x: np.sum(np.einsum("i->i", x, dtype=np.float32)), X)
+
+
+# --- NumPy's array subclasses name themselves ----------------------------------------------------
+@pytest.mark.parametrize("make, name", [(np.asmatrix, "numpy.matrix"), (np.matrix, "numpy.matrix"),
+                                        (lambda x: np.bmat([[x]]), "numpy.matrix"),
+                                        (np.ma.masked_array, "numpy.ma.MaskedArray")],
+                         ids=["asmatrix", "matrix", "bmat", "masked_array"])
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+def test_array_subclass_error_names_the_subclass_made(make, name):
+    """np.asmatrix lives in numpy.matrixlib, whose name begins as numpy.ma's does: the refusal names np.matrix."""
+    for mode in (lambda f, x: pb.gradient(f, x), lambda f, x: pb.jvp(f, (x,), (x,))):
+        with pytest.raises(TypeError, match=f"^An array of type {re.escape(name)} met a value"):
+            mode(lambda x: np.sum(make(x)), np.array([0.3, 0.5]))

@@ -133,6 +133,15 @@ same(np.prod, [M], C(X, 0, None, None, True), C(X, axis=0, keepdims=True), C(a=X
 for _fn in (np.argmax, np.argmin, np.count_nonzero, np.size):
     same(_fn, [M], C(X, 1), C(X, axis=1), C(a=X, axis=1))
 same(np.argsort, [M], C(X, 0, "stable"), C(X, axis=0, kind="stable"), C(a=X, axis=0, kind="stable"))
+for _fn in (np.nanargmax, np.nanargmin):
+    same(_fn, [M], C(X, 1), C(X, axis=1), C(a=X, axis=1))
+same(np.lexsort, [M], C(X, 0), C(X, axis=0), C(keys=X, axis=0))
+same(np.argwhere, [M], C(X), C(a=X))
+same(np.isin, [M, N], C(X, Y, False, True), C(X, Y, invert=True), C(element=X, test_elements=Y, invert=True))
+same(np.array_equiv, [M, N], C(X, Y), C(a1=X, a2=Y))
+for _fn in (np.tril_indices_from, np.triu_indices_from):
+    same(_fn, [S], C(X, 1), C(X, k=1), C(arr=X, k=1))
+same(np.diag_indices_from, [S], C(X), C(arr=X))
 for _fn in (np.nonzero, np.flatnonzero, np.shape, np.ndim):
     same(_fn, [M], C(X), C(a=X))
 for _fn in (np.all, np.any):
@@ -406,6 +415,7 @@ NO_OPTIONS = {
     np.atleast_2d: "the arrays are variadic",
     np.atleast_3d: "the arrays are variadic",
     np.meshgrid: "the arrays are variadic; copy=, sparse= and indexing= are keyword-only",
+    np.ix_: "the arrays are variadic",
     np.result_type: "the arrays and dtypes are variadic",
     np.linalg.vector_norm: "x is positional-only; axis=, keepdims= and ord= are keyword-only",
     np.linalg.matrix_norm: "x is positional-only; keepdims= and ord= are keyword-only",

@@ -1,7 +1,12 @@
 """sort, partition and unique: gradients that follow the elements, against float64 central differences
-in both modes (where the elements are distinct) and by hand (where they tie)."""
+in both modes (where the elements are distinct) and by hand (where they tie); and the functions with
+integer or boolean results (nanargmax, lexsort, isin, the index helpers, ...): NumPy's own results, or
+NumPy's own errors, in both modes."""
+
+import re
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis.extra import numpy as hnp
 
@@ -100,3 +105,83 @@ def test_unique_rows():
     v = np.zeros_like(x)
     v[[0, 2]] = [0.3, -0.8]
     np.testing.assert_allclose(np.sum(g * v), directional_difference(f, x, v), rtol=1e-6)
+
+
+# --- functions with integer or boolean results: NumPy's plain result, no gradient, in both modes ----
+@pytest.mark.parametrize("fn", [np.nanargmax, np.nanargmin])
+def test_nanargmax_of_tracked_value_gives_plain_index(fn):
+    x = np.array([0.3, np.nan, 0.9, 0.1])
+    expected = np.zeros(4)
+    expected[fn(x)] = 2.0
+    np.testing.assert_array_equal(pb.gradient(lambda a: a[fn(a)] * 2.0, x)[0], expected)
+    np.testing.assert_array_equal(pb.jvp(lambda a: a[fn(a)] * 2.0, (x,), (np.ones(4),))[1], 2.0)
+
+
+M = np.array([[0.3, 0.9, 0.1], [0.5, 0.2, 0.7]])
+INTEGER_RESULTS = {
+    "nanargmax": lambda a: np.nanargmax(a, axis=1),
+    "nanargmin": lambda a: np.nanargmin(a),
+    "lexsort": lambda a: np.lexsort(a),
+    "lexsort of a tuple": lambda a: np.lexsort((a[0], a[1])),
+    "argwhere": lambda a: np.argwhere(a),
+    "isin": lambda a: np.isin(a, [0.3, 0.7]),
+    "isin of traced test elements": lambda a: np.isin([0.3, 0.4], a),
+    "array_equiv": lambda a: np.array_equiv(a, a[0]),
+    "tril_indices_from": lambda a: np.tril_indices_from(a[:, :2]),
+    "triu_indices_from": lambda a: np.triu_indices_from(a[:, :2], 1),
+    "diag_indices_from": lambda a: np.diag_indices_from(a[:, :2]),
+    "isfortran": np.isfortran,
+    "isscalar": np.isscalar,
+    "iterable": np.iterable,
+}
+# integer-only ufuncs: a traced value is a float, so NumPy's own error, as without pullback
+NUMPY_ERRORS = {
+    "bitwise_and": lambda a: np.bitwise_and(a, a),
+    "bitwise_count": np.bitwise_count,
+    "invert": np.invert,
+    "left_shift": lambda a: np.left_shift(a, 1),
+    "gcd": lambda a: np.gcd(a, a),
+    "lcm": lambda a: np.lcm(a, 2),
+    "isnat": np.isnat,
+}
+
+
+def _in_both_modes(call):
+    """What `call` gives on M traced, in reverse and in forward mode."""
+    seen = []
+
+    def f(a):
+        seen.append(call(a))
+        return np.sum(a)
+
+    pb.gradient(f, M)
+    pb.jvp(f, (M,), (np.ones_like(M),))
+    return seen
+
+
+@pytest.mark.parametrize("name", list(INTEGER_RESULTS))
+def test_integer_and_boolean_results_are_numpys_in_both_modes(name):
+    expected = INTEGER_RESULTS[name](M.copy())
+    for got in _in_both_modes(INTEGER_RESULTS[name]):
+        assert type(got) is type(expected)
+        for g, e in zip(got, expected) if type(expected) is tuple else [(got, expected)]:
+            np.testing.assert_array_equal(g, e, strict=True)
+
+
+@pytest.mark.parametrize("name", list(NUMPY_ERRORS))
+def test_integer_only_ufuncs_of_a_traced_float_raise_numpys_error(name):
+    with pytest.raises(TypeError) as plain:
+        NUMPY_ERRORS[name](M.copy())
+    for mode in (lambda f: pb.gradient(f, M), lambda f: pb.jvp(f, (M,), (np.ones_like(M),))):
+        with pytest.raises(type(plain.value), match="^" + re.escape(str(plain.value)) + "$"):
+            mode(lambda a: np.sum(NUMPY_ERRORS[name](a)) * a)
+
+
+def test_ix_of_float_arrays_keeps_their_gradient():
+    """np.ix_ passes a float array on, reshaped (NumPy makes index grids of integer and boolean ones only)."""
+    a, b = np.array([0.5, 2.0]), np.array([1.5, -1.0, 3.0])
+    assert np.shape(pb.pullback(lambda a, b: np.ix_(a, b)[1], a, b)[0]) == (1, 3)
+    gradcheck(lambda a, b: np.ix_(a, b)[0] * np.ix_(a, b)[1], a, b)
+    grids = pb.pullback(lambda a: np.ix_(a, [True, False, True], np.array([], dtype=float)), a)[0]
+    for got, want in zip(grids, np.ix_(a, [True, False, True], np.array([], dtype=float))):
+        np.testing.assert_array_equal(pb.stop_gradient(got), want, strict=True)

@@ -529,3 +529,64 @@ def test_ufunc_at_is_refused_before_its_index_is_read():
 
     with pytest.raises(TypeError, match=r"numpy.add.at is not supported on tracked values"):
         pb.gradient(f, np.ones((3, 4)))
+
+
+# --- a buffer made by np.zeros_like takes traced writes through its views, in both modes ----------
+ZEROS_LIKE_VIEWS = {"slice": lambda c: c[1:], "reversed": lambda c: c[::-1], "full-slice": lambda c: c[:],
+                    "reshape": lambda c: c.reshape(2, 3), "transpose": lambda c: c.T}
+
+
+@pytest.mark.parametrize("view", list(ZEROS_LIKE_VIEWS.values()), ids=list(ZEROS_LIKE_VIEWS))
+def test_jvp_of_write_through_view_of_zeros_like_buffer(view):
+    """np.zeros_like(x) of a traced x is traced in forward mode too (a Dual with a zero tangent), and so are
+    its views: a write through one reaches the buffer, as in reverse mode and in NumPy."""
+
+    def f(a):
+        c = np.zeros_like(a)
+        v = view(c)
+        v[0] = 2.0 * a[0, 0]
+        v[-1] += a[1, 2] ** 2
+        return c
+
+    x = np.arange(1.0, 7.0).reshape(2, 3)
+    t = np.array([[1.0, 0.5, -1.0], [2.0, 0.0, 3.0]])
+    y, back = pb.vjp(f, x)
+    u = np.random.default_rng(0).normal(size=y.shape)
+    yf, ydot = pb.jvp(f, (x,), (t,))
+    np.testing.assert_array_equal(yf, f(x.copy()))
+    np.testing.assert_allclose(np.sum(u * ydot), np.sum(back(u)[0] * t), rtol=1e-12)
+    np.testing.assert_allclose(ydot, (f(x + 1e-6 * t) - f(x - 1e-6 * t)) / 2e-6, rtol=1e-6, atol=1e-8)
+    same_as_numpy(f, x, order=2)
+
+
+def test_jacobian_of_inplace_add_into_view_of_zeros_like_buffer():
+    def f(a):
+        c = np.zeros_like(a)
+        v = c[1:]
+        v += a[:2] ** 2
+        return c
+
+    x = np.array([1.0, 2.0, 3.0])
+    expected = np.array([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 4.0, 0.0]])
+    np.testing.assert_allclose(pb.jacobian(f, x)[0], expected)  # forward mode: as many inputs as outputs
+    np.testing.assert_allclose(pb.jacobian(lambda a: f(a)[1:], x)[0], expected[1:])  # reverse mode
+    np.testing.assert_allclose(pb.hessian(lambda a: np.sum(f(a) ** 2), x), np.diag([12.0, 48.0, 0.0]))
+
+
+def test_results_of_a_dual_with_a_zero_tangent_stay_traced_in_forward_mode():
+    """As a tape records every float result in reverse mode, forward mode keeps every float result of an
+    operation on a dual value a dual, its tangent zero where nothing moves it: so float(...) of it is
+    refused in both modes alike, and writes into it are seen as in NumPy."""
+
+    def f(a):
+        c = np.zeros_like(a)
+        d = np.exp(c)[::-1]  # a result computed from the buffer alone
+        d[0] = a[1]
+        return d * a
+
+    x = np.array([0.5, 2.0])
+    np.testing.assert_allclose(pb.jvp(f, (x,), (np.array([1.0, 0.0]),))[1], [2.0, 0.0])  # f = (a1 a0, a1)
+    np.testing.assert_allclose(pb.jvp(f, (x,), (np.array([0.0, 1.0]),))[1], [0.5, 1.0])
+    for mode in (lambda g: pb.gradient(g, x), lambda g: pb.jvp(g, (x,), (x,))):
+        with pytest.raises(TypeError, match="gradient would be lost"):
+            mode(lambda a: float(np.sum(np.zeros_like(a) + 1.0)) * a)

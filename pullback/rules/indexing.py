@@ -1,7 +1,8 @@
 """Rules for indexing and selecting, in both modes: `x[index]`, in-place writes (as functional
 updates), `where`, take, take_along_axis, diagonals (diagonal, diag, diagflat), triangles
 (triu, tril), selecting by conditions (select, choose, compress, extract, piecewise), put_along_axis,
-and apply_along_axis and apply_over_axes, which call the user's function on traced slices."""
+and apply_along_axis and apply_over_axes, which call the user's function on traced slices; ix_; and the
+index helpers tril_indices_from, triu_indices_from and diag_indices_from, whose integer results carry no gradient."""
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from .._registry import FUNCTIONS
 from .._standins import getitem, index_update
 from .._tangents import InplaceableThunk, Thunk
 from .._values import Traced, stop_gradient, strip_all
-from ._register import composite, forward_rule, linear_forward, rule, zeros_if_none
+from ._register import composite, forward_rule, linear_forward, rule, without_gradient, zeros_if_none
 
 
 def is_basic(index):
@@ -512,3 +513,14 @@ def apply_over_axes(func, a, axes):
         else:
             raise ValueError("function is not returning an array of the correct shape")
     return a
+
+
+@composite(np.ix_, args="*args", notes="""NumPy's index grids; a float array, which NumPy passes on reshaped,
+           keeps its gradient.""")
+def ix_(*args):
+    grids = np.ix_(*strip_all(args))  # NumPy's checks, and its integer and boolean results
+    return tuple(np.reshape(a, np.shape(g)) if isinstance(a, Traced) and g.dtype.kind in "fc" else g
+                 for a, g in zip(args, grids))
+
+
+without_gradient(np.tril_indices_from, np.triu_indices_from, np.diag_indices_from)

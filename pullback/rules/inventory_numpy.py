@@ -47,9 +47,7 @@ NONDIFFERENTIABLE = {
     **{f"numpy.{n}": _INTEGERS for n in (
         "bitwise_and", "bitwise_count", "bitwise_invert", "bitwise_left_shift", "bitwise_not", "bitwise_or",
         "bitwise_right_shift", "bitwise_xor", "invert", "left_shift", "right_shift", "gcd", "lcm", "packbits",
-        "unpackbits", "isnat", "isin", "argwhere", "lexsort", "nanargmax", "nanargmin", "ravel_multi_index",
-        "unravel_index", "tril_indices_from", "triu_indices_from", "diag_indices_from", "array_equiv",
-        "isfortran", "isscalar", "iterable", "ix_")},
+        "unpackbits", "isnat", "ravel_multi_index", "unravel_index", "isfortran", "isscalar", "iterable")},
     **{f"numpy.{n}": ("Counts per bin: piecewise constant in the data, no gradient. (Weighted counts, weights=, and "
                       "edges that follow the data's minimum and maximum do have derivatives, which pullback does not "
                       "give: a traced value raises an error naming the function.)")

@@ -1,6 +1,6 @@
 """Rules for reductions: sum, mean, prod, max, min, their aliases and their NaN-ignoring forms (nansum,
 nanmax, nanmin, nanprod), in both modes; and
-the reductions to a bool or a count (all, any, ...), which carry no gradient."""
+the reductions to a bool or a count (all, any, array_equiv, ...), which carry no gradient."""
 
 import math
 
@@ -294,7 +294,7 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=
     return np.sum(np.where(np.isnan(a), 0.0, a), axis=axis, dtype=dtype, keepdims=keepdims is True)
 
 
-without_gradient(np.all, np.any, np.count_nonzero, np.allclose, np.array_equal)
+without_gradient(np.all, np.any, np.count_nonzero, np.allclose, np.array_equal, np.array_equiv)
 
 
 def _nan_extreme(reduce, fill, name):

@@ -1,6 +1,6 @@
 """Rules for sorting, in both modes: sort, partition, unique (and unique_*), the set operations and
-sort_complex, whose gradients follow the elements; and the searching, counting and ordering functions (argsort, argmax, nonzero, ...),
-which return indices and carry no gradient."""
+sort_complex, whose gradients follow the elements; and the searching, counting and ordering functions (argsort, argmax,
+nanargmax, lexsort, nonzero, argwhere, ...) and isin, which return indices or booleans and carry no gradient."""
 
 import numpy as np
 
@@ -53,8 +53,8 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     return (values,) + extras if extras else values
 
 
-without_gradient(np.argsort, np.argpartition, np.argmax, np.argmin, np.nonzero, np.flatnonzero, np.searchsorted,
-                 np.digitize)
+without_gradient(np.argsort, np.argpartition, np.argmax, np.argmin, np.nanargmax, np.nanargmin, np.lexsort,
+                 np.nonzero, np.flatnonzero, np.argwhere, np.searchsorted, np.digitize, np.isin)
 
 
 # --- the array-API unique functions and the set operations: gathers of first occurrences ----------
