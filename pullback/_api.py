@@ -193,6 +193,9 @@ def trace_call(f, args, kwargs, positions):
             out = f(*tracked, **tracked_kwargs)
     finally:
         tape.close()
+        # the check refers to the arguments, whose tracked copies refer to the tape: dropping it with
+        # the recording breaks that cycle, so a tape `back` no longer needs is freed at once
+        tape.write_check = None
     arguments.refuse_unseen_writes()
     return tape, out, (arguments, ids)
 

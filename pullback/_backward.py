@@ -6,7 +6,19 @@ from ._arrays import is_foreign_array_type
 from ._registry import FUNCTIONS
 from ._reverse import collector_paused
 from ._standins import astype, dtype_of
-from ._tangents import ARRAY_TYPES, CARRIED, FACTOR_RANGE, InplaceableThunk, PerOperand, Scaled, Thunk, accum
+from ._tangents import (
+    ARRAY_TYPES,
+    CARRIED,
+    FACTOR_RANGE,
+    MIN_SPARE_SIZE,
+    SPARE,
+    InplaceableThunk,
+    PerOperand,
+    Scaled,
+    Thunk,
+    accum,
+    is_spare,
+)
 from ._values import Traced
 
 
@@ -44,7 +56,16 @@ def _sweep(tape, seeds):
         factor = factors.pop(i, 1.0) if factors else 1.0
         if factor != 1.0 and not _carries(g, back, in_ids, nodes):
             g, factor = g * factor, 1.0
-        cotangents = back(g)
+        if len(in_ids) == 1 and type(g) is np.ndarray and g.size >= MIN_SPARE_SIZE:
+            cotangents = ct = current = None  # the last node's references, one of which may be to `g`
+            if is_spare(g):
+                SPARE[0] = g
+            try:
+                cotangents = back(g)
+            finally:
+                SPARE[0] = None
+        else:
+            cotangents = back(g)
         if len(in_ids) == 1:  # the common unary case, without the loop
             j = in_ids[0]
             try:

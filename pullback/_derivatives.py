@@ -1,5 +1,7 @@
 """Forward mode and whole matrices of derivatives: jvp, jacobian, withjacobian, hessian, hvp."""
 
+import contextlib
+import contextvars
 from collections import namedtuple
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,6 +18,33 @@ from ._standins import converted, dtype_of, is_stand_in, is_traced
 from ._values import Dual, Tracked, stop_gradient
 
 __all__ = ["jvp", "jacobian", "withjacobian", "hessian", "hvp", "WithJacobian"]
+
+_RUNNING_AGAIN: contextvars.ContextVar[str | None] = contextvars.ContextVar("pullback_running_again", default=None)
+
+
+def runs_f_again():
+    """The name of the derivative that is running f once per input or output element ("jacobian",
+    "hessian"), or None. State that f updates (BatchNorm's running statistics in training mode)
+    would be updated once per run, so a layer that updates state refuses then.
+
+    >>> import numpy as np, pullback as pb
+    >>> seen = []
+    >>> _ = pb.hessian(lambda x: seen.append(runs_f_again()) or np.sum(x ** 3), np.ones(2))
+    >>> seen
+    ['hessian', 'hessian']
+    """
+    return _RUNNING_AGAIN.get()
+
+
+class _RunningAgain:
+    def __init__(self, name):
+        self.name, self.token = name, None
+
+    def __enter__(self):
+        self.token = _RUNNING_AGAIN.set(self.name)
+
+    def __exit__(self, *exc_info):
+        _RUNNING_AGAIN.reset(self.token)
 
 class WithJacobian(namedtuple("WithJacobian", ["val", "grad"])):
     """`(val, grad)` from `withjacobian`, named like `withgradient`'s result; `.jacobian` is `.grad`."""
@@ -56,8 +85,8 @@ def run_forward(f, arguments, tangent_for, companions=None):
 
     def make_leaf(x, path, companion):
         t = tangent_for(len(arguments.leaves) - 1, x, path, companion)
-        if t is None:
-            return x
+        if t is None:  # as with a tangent, an in-place write into it must not reach the caller's array
+            return x.copy() if type(x) is np.ndarray else x
         if type(t) is list or type(t) is tuple:
             t = np.asarray(t)  # numbers for an array primal, as NumPy reads them
         t = as_numpy(t)  # an array-API-only tangent (array_api_strict's) is read as NumPy's
@@ -112,6 +141,11 @@ def withjacobian(f: Callable[..., Any], *args: Any) -> WithJacobian:
     if like is not None:  # array_api_strict's arrays: computed with as NumPy's, results of their type and device
         val, grad = withjacobian(f, *args)
         return WithJacobian(as_array_api(val, like), tree.fmap(lambda r: as_array_api(r, like), grad))
+    with _RunningAgain("jacobian"):
+        return _withjacobian(f, args)
+
+
+def _withjacobian(f, args):
     # A first run gives f's value (and picks the mode); then one run per input element in forward mode, or
     # one recorded run swept once per output element in reverse mode. Each run must give the first's value.
     arguments = Arguments(args, range(len(args)))
@@ -328,11 +362,12 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
     if x.size == 0:
         return np.zeros(x.shape + x.shape, x.dtype)
     columns, first = [], None
-    for j in range(x.size):  # a Dask x: Dask directions, Dask columns
-        g, column = _gradient_and_hvp(f, x, like_input(_basis(x, j), x))
-        first = g if first is None else first
-        _check_same_value(first, g, "hessian")  # one run of f per column: each must be the same function
-        columns.append(column)
+    with _RunningAgain("hessian") if x.size > 1 else contextlib.nullcontext():
+        for j in range(x.size):  # a Dask x: Dask directions, Dask columns
+            g, column = _gradient_and_hvp(f, x, like_input(_basis(x, j), x))
+            first = g if first is None else first
+            _check_same_value(first, g, "hessian")  # one run of f per column: each must be the same function
+            columns.append(column)
     return np.stack([np.reshape(c, (-1,)) for c in columns], axis=-1).reshape(x.shape + x.shape)  # Dask's reshape takes no int
 
 

@@ -15,6 +15,7 @@ Conventions (see the README's "How gradients look"):
 
 import decimal
 import fractions
+import functools
 import types
 from collections import deque
 from collections.abc import Mapping, Sequence, Set
@@ -26,17 +27,32 @@ from ._arrays import as_numpy, as_type_of, dtype_kind, is_foreign_array, memory_
 from ._standins import converted, is_stand_in, traced_value
 
 
+def describe_place(path, roots=None):
+    """`path` (from the root pair (args, kwargs)) as a user reads it: `argument 0['w']`, or, with
+    `roots`, the name given to each positional argument."""
+    if len(path) < 2:
+        return "the arguments"
+    (side, _), (key, _) = path[0], path[1]
+    rest = tree.Path(path[2:])
+    if side == 1:
+        return rest.format(f"keyword argument {key!r}")
+    return rest.format(roots[key] if roots is not None else f"argument {key}")
+
+
 class Where:
-    """A place in the arguments, formatted only when it is printed (a walk makes many, prints few)."""
+    """A place in the arguments, formatted only when it is printed (a walk makes many, prints few).
 
-    __slots__ = ("path", "describe", "_text")
+    It keeps the root names, not the `Arguments`, which holds it: no reference cycle, so a finished
+    call's arguments are freed at once rather than by the garbage collector."""
 
-    def __init__(self, path, describe):
-        self.path, self.describe, self._text = path, describe, None
+    __slots__ = ("path", "roots", "_text")
+
+    def __init__(self, path, roots):
+        self.path, self.roots, self._text = path, roots, None
 
     def __str__(self):
         if self._text is None:
-            self._text = self.describe(self.path)
+            self._text = describe_place(self.path, self.roots)
         return self._text
 
     def __format__(self, spec):
@@ -92,14 +108,7 @@ class Arguments:
 
     def describe(self, path):
         """`path` (from the root pair (args, kwargs)) as a user reads it: `argument 0['w']`."""
-        if len(path) < 2:
-            return "the arguments"
-        (side, _), (key, _) = path[0], path[1]
-        rest = tree.Path(path[2:])
-        if side == 1:
-            return rest.format(f"keyword argument {key!r}")
-        root = self.roots[key] if self.roots is not None else f"argument {key}"
-        return rest.format(root)
+        return describe_place(path, self.roots)
 
     def track(self, make_leaf, companions=None):
         """Copies of the positional and keyword arguments, with leaves replaced by `make_leaf`."""
@@ -115,7 +124,7 @@ class Arguments:
 
         def wrap(x, path, companion):
             index = len(self.leaves)
-            where = Where(path, self.describe)
+            where = Where(path, self.roots)
             self.leaves.append(Leaf(index, where, x))
             plain = as_numpy(x)  # array-API-only arrays are read as NumPy's (a memmap as an ndarray)
             if plain is not x and self.array_api_like is None and not isinstance(x, np.ndarray):
@@ -145,7 +154,7 @@ class Arguments:
 
         def node(x, kind, old, new, parts, path, shell):
             if parts and len(path) > 1:  # the root pair is ours, not the caller's
-                tree.check_mirrors(x, old, parts[0], f"The tangent for {Where(path, self.describe)} (a {type(x).__name__})")
+                tree.check_mirrors(x, old, parts[0], f"The tangent for {Where(path, self.roots)} (a {type(x).__name__})")
             if id(x) in trainable:
                 names = tree.trainable_names(x, old)
                 for k, child in old.items():
@@ -207,7 +216,7 @@ class Arguments:
         would still call the caller's object, not the copy being differentiated, and lose its gradient."""
         if id(method.__self__) in self._trainable:
             raise TypeError(
-                f"{_sentence_start(Where(path, self.describe))} is a bound method of a {type(method.__self__).__name__} "
+                f"{_sentence_start(Where(path, self.roots))} is a bound method of a {type(method.__self__).__name__} "
                 "that is being differentiated. Inside the function it would run on the caller's object, not on the "
                 "tracked copy, so its parameters' gradient would be lost. Keep the object and call it "
                 "(self.enc(x)), or define a method that does (def forward_fn(self, x): return self.enc(x)).")
@@ -264,7 +273,7 @@ class Arguments:
             new, index = wrap(x, path, companion)
             self._place_index[place] = index
             return new
-        _refuse_untrackable(x, Where(path, self.describe))
+        _refuse_untrackable(x, Where(path, self.roots))
         return x if current is None else current
 
     def refuse_shared_write(self, index):
@@ -373,7 +382,7 @@ def _flat_trainable_ids(args, positions):
             else:
                 _refuse_untrackable(x, f"argument {i}")
         else:
-            _refuse_hidden_arrays(x, f"argument {i}")
+            refuse_hidden_arrays(x, f"argument {i}")
     return found
 
 
@@ -389,7 +398,7 @@ def _trainable_ids(args, positions):
             else:
                 _refuse_untrackable(x, tree.Path(path[2:]).format(f"argument {path[1][0]}"))
         else:
-            _refuse_hidden_arrays(x, tree.Path(path[2:]).format(f"argument {path[1][0]}"))
+            refuse_hidden_arrays(x, tree.Path(path[2:]).format(f"argument {path[1][0]}"))
 
     def node(x, kind, old, new, parts, path, shell):
         found[id(x)] = None
@@ -414,9 +423,14 @@ def _is_float_array(x):
     return _is_tracked_value(x) and x.dtype.kind in "fc" and not isinstance(x, np.generic)
 
 
-def _refuse_hidden_arrays(x, where):
+def refuse_hidden_arrays(x, where):
     """Raise for a container `pb.tree` does not see inside (a deque, a tuple subclass, a read-only
-    mapping) that holds float arrays at a differentiated place: they would silently get no gradient."""
+    mapping, a functools.partial) that holds float arrays at a differentiated place: they would silently get
+    no gradient. (The numbers a partial holds are taken as options, as a function's defaults are.)"""
+    if type(x) is functools.partial:  # a model written as a function with its weights bound (numbers are options)
+        if any(_is_float_array(v) for v in tree.leaves((x.args, x.keywords))):
+            _refuse_container(x, where)
+        return
     if isinstance(x, (str, bytes)) or not isinstance(x, (Mapping, Sequence, Set, deque)):
         return
     try:
@@ -424,10 +438,15 @@ def _refuse_hidden_arrays(x, where):
     except TypeError:
         return
     if any(_is_float_array(v) or type(v) is float or tree.kind_of(v) is not None for v in held):
-        raise TypeError(
-            f"{_sentence_start(where)} is a {type(x).__name__}, which pb.tree does not look inside, so the values it holds would "
-            "get no gradient. Register the type with pb.tree.register (see docs/api-tree.md), or pass its contents "
-            "as a list, tuple or dict.")
+        _refuse_container(x, where)
+
+
+def _refuse_container(x, where):
+    how = ("its arguments to the function as arguments of the call, f(w, x), differentiated in w"
+           if isinstance(x, functools.partial) else "its contents as a list, tuple or dict")
+    raise TypeError(
+        f"{_sentence_start(where)} is a {type(x).__name__}, which pb.tree does not look inside, so the values it holds would "
+        f"get no gradient. Register the type with pb.tree.register (see docs/api-tree.md), or pass {how}.")
 
 
 def _sentence_start(where):

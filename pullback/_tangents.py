@@ -5,6 +5,7 @@
 
 import functools
 import operator
+import sys
 from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from typing import Any
 
@@ -102,6 +103,30 @@ MIN_CARRIED_SIZE = 1 << 14
 # NumPy's, and pb.jit's traced arrays (which add theirs). Factors are carried on them, and the
 # sweep fits their cotangents by NumPy's short path.
 ARRAY_TYPES = {np.ndarray}
+
+
+# A large cotangent that the reverse sweep hands to a one-input pullback while holding the only
+# reference to it: an elementwise derivative may write its result into it (see `times_of`) instead
+# of into fresh memory. Compared by identity, so another thread's sweep can never match it.
+SPARE: list[Any] = [None]
+MIN_SPARE_SIZE = 1 << 16
+
+
+def _count_of_one_reference():
+    held = [np.empty(1)]
+    a = held[0]
+    held[0] = None
+    return sys.getrefcount(a)
+
+
+# what sys.getrefcount reports for an array only one local variable refers to (CPython; a build
+# without the GIL counts references per thread, so nothing is spare there)
+_ONE_REFERENCE = _count_of_one_reference() if getattr(sys, "_is_gil_enabled", lambda: True)() else -1
+
+
+def is_spare(g):
+    """Whether only the caller's one local variable refers to array `g` and it owns its writable memory."""
+    return sys.getrefcount(g) - 1 == _ONE_REFERENCE and g.base is None and g.flags.writeable
 
 
 def _times(g, factor):

@@ -1,6 +1,7 @@
 """The public entry points: gradient, withgradient, pullback, grad, value_and_grad, and their errors."""
 
 import collections
+import functools
 import types
 from collections import namedtuple
 
@@ -281,3 +282,18 @@ def test_a_container_pb_tree_does_not_see_inside_is_refused_where_it_would_hide_
         pb.gradient(lambda d: np.sum(d["m"][0] ** 2), {"m": make([w])})
     # holding no numbers, or passed by keyword, it is a constant as before
     assert pb.gradient(lambda x, names: np.sum(x) * len(names), w, make(["a", "b"]))[0].tolist() == [2.0]
+
+
+def test_a_partial_holding_weights_is_refused_not_given_a_silent_none():
+    # pb.tree does not look inside a functools.partial: a model written as a function with its weights
+    # bound would get None, and an optimiser would train nothing
+    def apply(w, x):
+        return x @ w
+
+    w = np.ones((2, 2))
+    for model in (functools.partial(apply, w), functools.partial(apply, w=w), {"f": functools.partial(apply, w)}):
+        with pytest.raises(TypeError, match=r"is a partial, which pb.tree does not look inside.*arguments of the call, f\(w, x\), differentiated in w"):
+            pb.gradient(lambda m: 0.0, model)
+    # a partial of numbers (options, as an activation's slope) is a constant, as a function is
+    scaled = functools.partial(np.multiply, 2.0)
+    assert pb.gradient(lambda x, f: np.sum(f(x)), w, scaled) == (pytest.approx(np.full((2, 2), 2.0)), None)

@@ -251,3 +251,22 @@ def test_the_hessian_and_jacobian_of_an_empty_array_are_empty_arrays(shape):
     assert j.shape == shape + shape
     (j,) = pb.jacobian(lambda v: v[:0] * 2.0, np.ones(3))  # no output entries
     assert j.shape == (0, 3)
+
+
+@pytest.mark.parametrize("api", ["jacobian", "withjacobian"])
+def test_jacobian_does_not_modify_its_argument(api):
+    """A function that updates its argument in place (as NumPy code may): gradient, vjp, jvp, hessian
+    and hvp all work on a copy and leave the caller's array alone. pb.jacobian runs f once "for its
+    value" on the caller's own array, so the array is changed (to [6, 3, 4]) and the next run then
+    raises "f gave a different value when run again (it draws random numbers...)"."""
+
+    def f(a):
+        a += 1.0
+        a[0] *= 3
+        return a * 2
+
+    x = np.array([1.0, 2.0, 3.0])
+    jac = getattr(pb, api)(f, x)
+    np.testing.assert_array_equal(x, [1.0, 2.0, 3.0])
+    j = jac[0] if api == "jacobian" else jac[1][0]
+    np.testing.assert_allclose(j, np.diag([6.0, 2.0, 2.0]))

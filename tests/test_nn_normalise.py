@@ -118,3 +118,25 @@ def test_batch_norm_in_training_mode_refuses_one_value_per_channel():
     np.testing.assert_array_equal(layer.running_var, np.ones(3))  # untouched
     evaluated = pb.nn.testmode(layer)(np.array([[1.0, 2.0, 3.0]]))
     np.testing.assert_allclose(evaluated, [[1.0, 2.0, 3.0]] / np.sqrt(1.0 + 1e-5))
+
+
+@pytest.mark.parametrize("name", ["hessian", "jacobian", "withjacobian"])
+def test_derivatives_that_run_f_again_refuse_a_training_batchnorm(name):
+    # Without differentiation one call of f moves the running statistics once; pb.hessian runs f once
+    # per input element and pb.jacobian once more, and their same-value check cannot see the extra
+    # updates (a training-mode output does not read the statistics).
+    x = np.random.default_rng(0).standard_normal((5, 3))
+    bn = pb.nn.BatchNorm(3, dtype=np.float64, training=True)
+    derivative = {"hessian": lambda f, s: pb.hessian(lambda s: np.sum(f(s) ** 3), s),
+                  "jacobian": pb.jacobian, "withjacobian": pb.withjacobian}[name]
+    with pytest.raises(RuntimeError, match=rf"pb\.{name.replace('with', '')} runs f once per .*BatchNorm.*testmode"):
+        derivative(lambda s: bn(x * s), np.ones(3))
+    np.testing.assert_array_equal(bn.running_mean, np.zeros(3))
+    # in evaluation mode it is a fixed function; hvp and jvp run f once, and update the statistics once
+    bn.training = False
+    h = pb.hessian(lambda s: np.sum(bn(x * s) ** 3), np.ones(3))
+    np.testing.assert_allclose(h, pb.jacobian(lambda s: pb.gradient(lambda s: np.sum(bn(x * s) ** 3), s)[0],
+                                              np.ones(3))[0], rtol=1e-10)
+    bn.training = True
+    pb.hvp(lambda s: np.sum(bn(x * s) ** 3), np.ones(3), np.ones(3))
+    np.testing.assert_allclose(bn.running_mean, 0.1 * x.mean(axis=0), rtol=1e-12)

@@ -783,6 +783,33 @@ def test_state_for_another_model_is_refused():
         optim.update(optim.setup(optim.Descent(), [np.ones(1)]), ["text"], None)
 
 
+def test_update_refuses_a_state_made_for_a_parameter_of_another_shape():
+    # Resizing a classifier (Dense(8, 1) -> Dense(8, 10)) and keeping the old state: Adam's (1, 8)
+    # moments would broadcast against the new (10, 8) weight, every row taking the old row's moments.
+    old = pb.nn.Dense(8, 1, dtype=np.float64, rng=0)
+    state = optim.setup(optim.Adam(0.1), old)
+    (g,) = pb.gradient(lambda m: np.sum(m(np.ones((2, 8))) ** 2), old)
+    state, old = optim.update(state, old, g)
+    new = pb.nn.Dense(8, 10, dtype=np.float64, rng=1)
+    (g,) = pb.gradient(lambda m: np.sum(m(np.ones((2, 8))) ** 2), new)
+    with pytest.raises(ValueError, match=r"model\.weight was made for another parameter.*\(1, 8\).*shape \(10, 8\).*setup"):
+        optim.update(state, new, g)
+
+
+@pytest.mark.parametrize("update", [optim.update, optim.update_])
+def test_a_state_for_another_shape_or_dtype_kind_is_refused_naming_the_place(update):
+    model = {"w": np.ones((2, 2))}
+    state = optim.setup(optim.Momentum(0.1), {"w": np.ones((1, 3))})
+    with pytest.raises(ValueError, match=r"model\['w'\].*shape \(2, 2\)"):
+        update(state, model, {"w": np.ones((2, 2))})
+    complex_state = optim.setup(optim.OptimiserChain(optim.ClipNorm(1.0), optim.Adam()), {"w": np.ones((2, 2), complex)})
+    with pytest.raises(ValueError, match=r"model\['w'\].*complex128"):
+        update(complex_state, model, {"w": np.ones((2, 2))})
+    np.testing.assert_array_equal(model["w"], 1.0)
+    float32_state = optim.setup(optim.Adam(), {"w": np.ones((2, 2), np.float32)})  # same kind: fine
+    update(float32_state, model, {"w": np.ones((2, 2))})
+
+
 def test_a_failing_step_changes_nothing():
     model = [np.ones(2), np.ones(2)]
     state = optim.setup(optim.OptimiserChain(optim.ClipNorm(1.0), optim.Momentum(0.1)), model)
@@ -839,3 +866,19 @@ def test_complex_descent_steps_along_the_conjugate_gradient():
     np.testing.assert_allclose(new, z - 0.25 * 2 * z)  # halfway to 0, along -z (not -conj(z))
     clipped = optim.update(optim.setup(optim.ClipGrad(0.5), z), z, g)[1]
     np.testing.assert_allclose(clipped, z - (0.5 + 0.5j))
+
+
+def test_setup_refuses_a_container_that_would_hide_weights_from_the_optimiser():
+    import collections
+    import functools
+
+    def apply(w, x):
+        return x @ w
+
+    for model, where in ((functools.partial(apply, np.ones((2, 2))), "Model is a partial"),
+                         ({"a": collections.deque([np.ones(2)])}, r"Model\['a'\] is a deque")):
+        with pytest.raises(TypeError, match=where + ", which pb.tree does not look inside"):
+            optim.setup(optim.Adam(), model)
+    # a partial of options (an activation's slope) is a constant, as a function is
+    state = optim.setup(optim.Adam(), {"act": functools.partial(np.multiply, 2.0), "w": np.ones(2)})
+    assert state["act"] is None and state["w"] is not None

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from .._arrays import numpy_backed
+from .._derivatives import runs_f_again
 from .._extend import primitive, rrule
 from .._jit_trace import JitError
 from .._standins import is_stand_in
@@ -152,6 +153,13 @@ class BatchNorm:
     def _update_running(self, mean, var, m):
         keep, new = 1.0 - self.momentum, self.momentum
         unbiased = var * (m / max(m - 1, 1))
+        again = runs_f_again()
+        if again is not None:
+            raise RuntimeError(
+                f"pb.{again} runs f once per input or output element, and a BatchNorm layer in training mode updates its "
+                "running statistics at every run: they would move many times instead of once. Call the model in "
+                "evaluation mode inside f (pb.nn.testmode(model), or training=False on the layer), and call it once "
+                "outside to update the statistics.")
         # In place: inside a gradient call this layer is a copy, but these arrays are the user's.
         if type(self.running_mean) is np.ndarray and is_stand_in(mean):
             raise JitError("pb.jit: a BatchNorm layer in training mode writes its running statistics into arrays "

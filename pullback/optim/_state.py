@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import Tangent, tree
+from .._leaves import refuse_hidden_arrays
 from ._walk import is_param, name, nothing
 from .rules import Rule
 
@@ -37,14 +38,15 @@ class Leaf:
 
     def __repr__(self):
         frozen = ", frozen=True" if self.frozen else ""
-        return f"Leaf({self.rule!r}, state={_summary(self.state)}{frozen})"
+        return f"Leaf({self.rule!r}, state={summary(self.state)}{frozen})"
 
 
-def _summary(value):
+def summary(value):
+    """A rule's state for messages: arrays as `<float32 (3,)>`."""
     if isinstance(value, np.ndarray):
         return f"<{value.dtype} {value.shape}>"
     if isinstance(value, tuple):
-        inner = ", ".join(_summary(v) for v in value)
+        inner = ", ".join(summary(v) for v in value)
         return f"({inner},)" if len(value) == 1 else f"({inner})"
     return repr(value)
 
@@ -77,7 +79,10 @@ def mirror(model: Any, make_leaf: Callable[[np.ndarray, Any], Any], named: bool 
     """
 
     def leaf(x, parts, path):
-        return make_leaf(x, name(path) if named else path) if is_param(x) else None
+        if is_param(x):
+            return make_leaf(x, name(path) if named else path)
+        refuse_hidden_arrays(x, name(path))  # a deque or a partial holding weights: nothing would train them
+        return None
 
     def node(x, kind, old, new, parts, path, shell):
         return None if all(v is None for v in new.values()) else tree.mirror(x, new)
