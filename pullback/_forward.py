@@ -48,16 +48,17 @@ def push_forward(tag, rule, args, kwargs):
             "A dual value was used after the jvp call that created it had finished; "
             "use pb.stop_gradient(x) to keep a plain copy."
         )
-    primals, tangents = [], []
+    primals, tangents, moving = [], [], False
     for a in args:
         if type(a) is Dual and a._tape is tag:
             primals.append(a._value)
             tangents.append(a._tangent)
+            moving = moving or a._tangent is not None
         else:
             primals.append(a)
             tangents.append(None)
     frule = forward_rule_of(rule)
-    if all(t is None for t in tangents) and not getattr(rule, "only_forward", False):
+    if not moving and not getattr(rule, "only_forward", False):
         y, y_dot = rule(*primals, **kwargs)[0], None  # zero tangents only (a buffer made by np.zeros_like(x))
     elif frule is not None:
         y, y_dot = frule(primals, tangents, **kwargs)
