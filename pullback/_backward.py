@@ -9,6 +9,7 @@ from ._standins import astype, dtype_of
 from ._tangents import (
     ARRAY_TYPES,
     CARRIED,
+    ELEMENTWISE_PULLBACKS,
     FACTOR_RANGE,
     MIN_SPARE_SIZE,
     SPARE,
@@ -56,10 +57,10 @@ def _sweep(tape, seeds):
         factor = factors.pop(i, 1.0) if factors else 1.0
         if factor != 1.0 and not _carries(g, back, in_ids, nodes):
             g, factor = g * factor, 1.0
-        if len(in_ids) == 1 and type(g) is np.ndarray and g.size >= MIN_SPARE_SIZE:
+        if (len(in_ids) == 1 and type(g) is np.ndarray and g.size >= MIN_SPARE_SIZE
+                and getattr(back, "__code__", None) in ELEMENTWISE_PULLBACKS):
             cotangents = ct = current = None  # the last node's references, one of which may be to `g`
-            if is_spare(g):
-                SPARE[0] = g
+            SPARE[0] = g if is_spare(g) else None
             try:
                 cotangents = back(g)
             finally:

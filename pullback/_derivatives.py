@@ -79,14 +79,17 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
     return y, y_dot
 
 
-def run_forward(f, arguments, tangent_for, companions=None):
-    """Run `f` on copies of `arguments` whose leaf number `index` carries `tangent_for(index, leaf, path, companion)`."""
+def run_forward(f, arguments, tangent_for, companions=None, again=False):
+    """Run `f` on copies of `arguments` whose leaf number `index` carries `tangent_for(index, leaf, path, companion)`.
+
+    `again`: f runs more than once (jacobian), so a leaf without a tangent is given as a copy, which an
+    in-place update in f cannot change for the next run (or for the caller)."""
     tag = ForwardLevel()
 
     def make_leaf(x, path, companion):
         t = tangent_for(len(arguments.leaves) - 1, x, path, companion)
-        if t is None:  # as with a tangent, an in-place write into it must not reach the caller's array
-            return x.copy() if type(x) is np.ndarray else x
+        if t is None:
+            return x.copy() if again and type(x) is np.ndarray else x
         if type(t) is list or type(t) is tuple:
             t = np.asarray(t)  # numbers for an array primal, as NumPy reads them
         t = as_numpy(t)  # an array-API-only tangent (array_api_strict's) is read as NumPy's
@@ -149,7 +152,7 @@ def _withjacobian(f, args):
     # A first run gives f's value (and picks the mode); then one run per input element in forward mode, or
     # one recorded run swept once per output element in reverse mode. Each run must give the first's value.
     arguments = Arguments(args, range(len(args)))
-    y = primal_part(*run_forward(f, arguments, lambda k, x, path, c: None))
+    y = primal_part(*run_forward(f, arguments, lambda k, x, path, c: None, again=True))
     if not _is_float_output(y):
         raise TypeError(f"jacobian needs f to return one real array or number; got {type(y).__name__}.")
     leaves = arguments.leaves
@@ -218,11 +221,13 @@ def _forward_columns(f, arguments, y):
         columns[key] = []
         for j in range(size_of(primal)):
             basis = _basis(primal, j)
-            out, tag = run_forward(f, arguments, lambda k, x, path, c, key=key, basis=basis: basis if k == key else None)
+            out, tag = run_forward(f, arguments, lambda k, x, path, c, key=key, basis=basis: basis if k == key else None,
+                                   again=True)
             _check_same_value(y, primal_part(out, tag))
             columns[key].append(tangent_part(out, tag))
             if np.iscomplexobj(primal):
-                out, tag = run_forward(f, arguments, lambda k, x, path, c, key=key, basis=basis: 1j * basis if k == key else None)
+                out, tag = run_forward(f, arguments, lambda k, x, path, c, key=key, basis=basis: 1j * basis if k == key else None,
+                                       again=True)
                 _check_holomorphic(columns[key][-1], tangent_part(out, tag), arguments.leaves[key].path)
     return columns
 

@@ -105,11 +105,14 @@ MIN_CARRIED_SIZE = 1 << 14
 ARRAY_TYPES = {np.ndarray}
 
 
-# A large cotangent that the reverse sweep hands to a one-input pullback while holding the only
-# reference to it: an elementwise derivative may write its result into it (see `times_of`) instead
-# of into fresh memory. Compared by identity, so another thread's sweep can never match it.
+# A large cotangent that the reverse sweep hands to the pullback of an elementwise function of one
+# array while holding the only reference to it: the derivative may write its result into it (see
+# `times_of`) instead of into fresh memory. Compared by identity, so another thread's sweep can
+# never match it. Only the pullbacks whose code is in `ELEMENTWISE_PULLBACKS` get one: they use their
+# cotangent once, in NumPy arithmetic, and run no other sweep (a user's rule may do both).
 SPARE: list[Any] = [None]
 MIN_SPARE_SIZE = 1 << 16
+ELEMENTWISE_PULLBACKS: set[Any] = set()
 
 
 def _count_of_one_reference():

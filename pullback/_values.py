@@ -149,17 +149,8 @@ class Traced:
         return bool(stop_gradient(self))
 
     def __format__(self, spec):
-        """`f"{x}"` is `str(x)`, as for any object; `f"{x:.3f}"` is the number's text to the digits asked for.
-        Text keeping every digit of the value (`f"{x:.17g}"`) is refused: read back, it would lose the gradient."""
-        if not spec:
-            return str(self)
-        plain = stop_gradient(self)
-        text = format(plain, spec)
-        if _keeps_every_digit(plain, spec):
-            raise lost_gradient(
-                f"format it with {spec!r}, which writes every digit of its value (text read back as a number "
-                "carries no gradient); to print it, give fewer digits (f'{x:.6g}') or format pullback.stop_gradient(x)")
-        return text
+        """`f"{x}"` and `f"{x:.3f}"` write the number as without pullback (text carries no gradient)."""
+        return format(stop_gradient(self), spec)
 
     def __repr__(self):
         return f"{type(self).__name__}({self._value!r})"
@@ -377,6 +368,35 @@ class Dual(Traced):
 
     def __repr__(self):
         return f"Dual({self._value!r}, tangent={self._tangent!r})"
+
+    # A value no tangent moves (np.sign(x), np.zeros_like(x)) has derivative zero at this level: its
+    # conversions lose nothing, and give what they give without pullback (an outer level still checks).
+    def __float__(self):
+        return float(self._value) if self._tangent is None else Traced.__float__(self)
+
+    def __complex__(self):
+        return complex(self._value) if self._tangent is None else Traced.__complex__(self)
+
+    def item(self, *args):
+        if self._tangent is None:
+            return self._value.item(*args) if hasattr(self._value, "item") else self._value
+        return Traced.item(self, *args)
+
+    def tolist(self):
+        if self._tangent is None:
+            return self._value.tolist() if hasattr(self._value, "tolist") else self._value
+        return Traced.tolist(self)
+
+    def __array__(self, dtype=None, copy=None):
+        if self._tangent is None:
+            return np.asarray(self._value, dtype=dtype)
+        return Traced.__array__(self, dtype, copy)
+
+    def __hash__(self):
+        if self._tangent is None:
+            return hash(self._value)
+        raise TypeError("unhashable type: a value being differentiated (its tangent would be lost as a key); "
+                        "use pullback.stop_gradient(x) as the key")
 
 
 _PYTHON_SCALARS = (float, int, bool, complex)
@@ -737,21 +757,6 @@ def _refuse_as_numpy(ufunc, inputs):
     a traced value is): then no derivative rule is missing, as the call fails without pullback too."""
     with np.errstate(all="ignore"):
         ufunc(*strip_all(inputs))
-
-
-def _keeps_every_digit(plain, spec):
-    """Whether number `plain` formatted with `spec` tells each part of it from both neighbouring floats (so
-    the text is the value). Zero is judged at one, as formats of significant digits (e, g) treat it."""
-    value = np.asarray(plain)
-    if value.ndim or value.dtype.kind not in "fc":
-        return False
-    parts = (value.real, value.imag) if value.dtype.kind == "c" else (value,)
-    for part in parts:
-        at = part if part != 0 else np.ones_like(part)
-        text = format(at[()], spec)
-        if all(format(np.nextafter(at, toward)[()], spec) != text for toward in (-np.inf, np.inf)):
-            return True
-    return False
 
 
 def _cast_to_loop(ufunc, inputs, dtype):

@@ -794,3 +794,54 @@ def test_a_cotangent_someone_else_holds_is_never_written_into():
     # one cotangent sent to two elementwise pullbacks (the sum's two operands) reaches both intact
     (g,) = pb.gradient(lambda x: np.sum(np.sin(x) + np.tanh(x) + np.cos(x)), x)
     np.testing.assert_allclose(g, np.cos(x) + 1.0 - np.tanh(x) ** 2 - np.sin(x), rtol=1e-5, atol=1e-6)
+
+
+def test_spare_cotangent_is_not_written_into_by_a_nested_vjp_in_a_user_rule():
+    # A user's rule whose pullback re-runs part of the forward pass under pb.vjp (rematerialisation) and hands it
+    # the cotangent it was given. The outer sweep has marked that cotangent as "spare" (SPARE[0] = g); the inner
+    # sweep does not reset SPARE because its seed is held by its seeds dict, so sin's pullback inside writes
+    # g * cos(x) into the user's `g`. The user then reads `g` again and gets a silently wrong gradient.
+    n = 1 << 17
+    x0 = np.linspace(0.1, 1.0, n, dtype=np.float32)
+
+    @pb.primitive
+    def sin_plus_x(x):
+        return np.sin(x) + x
+
+    @pb.rrule(sin_plus_x)
+    def sin_plus_x_rule(x):
+        def back(g):
+            _, inner = pb.vjp(np.sin, x)
+            (d_sin,) = inner(g)
+            return (d_sin + g,)  # d/dx (sin x + x) = g cos x + g
+
+        return sin_plus_x(x), back
+
+    (got,) = pb.gradient(lambda x: np.sum(np.exp(sin_plus_x(x))), x0)
+    x64 = x0.astype(np.float64)
+    expected = np.exp(np.sin(x64) + x64) * (np.cos(x64) + 1.0)
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_a_nested_vjp_never_writes_into_the_cotangent_a_user_rule_was_given():
+    n = 1 << 17
+    x0 = np.linspace(0.1, 1.0, n, dtype=np.float32)
+    seen = {}
+
+    @pb.primitive
+    def remat_sin(x):
+        return np.sin(x)
+
+    @pb.rrule(remat_sin)
+    def remat_sin_rule(x):
+        def back(g):
+            before = g.copy()
+            _, inner = pb.vjp(np.sin, x)
+            (dx,) = inner(g)
+            seen["g unchanged"] = bool(np.array_equal(before, g))
+            return (dx,)
+
+        return remat_sin(x), back
+
+    pb.gradient(lambda x: np.sum(np.exp(remat_sin(x))), x0)
+    assert seen["g unchanged"]

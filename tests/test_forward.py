@@ -1,5 +1,6 @@
 """Forward mode, Jacobians, Hessians, mixed-mode nesting and frule."""
 
+import tracemalloc
 import zlib
 
 import numpy as np
@@ -337,3 +338,20 @@ def test_hessian_refuses_a_function_that_changes_between_runs():
     rng = np.random.default_rng(0)
     with pytest.raises(RuntimeError, match="hessian: f gave a different gradient when run again"):
         pb.hessian(lambda x: np.sum(x ** 3 * rng.normal(size=2)), np.array([0.5, -1.0]))
+
+
+def test_jvp_does_not_copy_a_large_argument_whose_tangent_is_none():
+    big = np.random.default_rng(0).standard_normal((1000, 1000))  # 8 MB, not differentiated
+    w = np.ones(1000)
+
+    def f(w, data):
+        return np.sum(data[:3] @ w)
+
+    pb.jvp(f, (w, big), (np.ones(1000), None))
+    tracemalloc.start()
+    try:
+        pb.jvp(f, (w, big), (np.ones(1000), None))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < big.nbytes / 4, f"jvp allocated {peak / 1e6:.1f} MB for an 8 MB argument with no tangent"

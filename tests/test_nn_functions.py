@@ -207,3 +207,10 @@ def test_gelu_is_finite_at_large_finite_float32_inputs():
     np.testing.assert_array_equal(g, np.array([0.0, 0.0, 0.5, 0.5, 0.0, 0.5], dtype=np.float32))
     np.testing.assert_array_equal(y, np.where(x > 0, x, 0.0))
     assert y.dtype == np.float32
+
+
+def test_binary_crossentropy_takes_boolean_targets():
+    p = np.array([0.2, 0.8, 0.6])
+    y = np.array([False, True, True])
+    got = pb.nn.binary_crossentropy(p, y)
+    np.testing.assert_allclose(got, pb.nn.binary_crossentropy(p, y.astype(np.float64)))

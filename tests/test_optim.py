@@ -882,3 +882,27 @@ def test_setup_refuses_a_container_that_would_hide_weights_from_the_optimiser():
     # a partial of options (an activation's slope) is a constant, as a function is
     state = optim.setup(optim.Adam(), {"act": functools.partial(np.multiply, 2.0), "w": np.ones(2)})
     assert state["act"] is None and state["w"] is not None
+
+
+def test_update_does_not_call_a_custom_rules_init_on_a_fake_zero_parameter():
+    # A custom rule whose state depends on the parameter's values (a preconditioner from the initial weights).
+    # setup works; at 3a5294c update worked too. Now every update calls init(np.broadcast_to(0, shape)) to
+    # "check the state fits", and this rule's init raises a bare LinAlgError("Singular matrix") naming nothing.
+    import dataclasses
+
+    from pullback import optim
+
+    @dataclasses.dataclass(frozen=True)
+    class Whitened(optim.Rule):
+        lr: float = 0.1
+
+        def init(self, x):
+            return (np.linalg.inv(x.T @ x),)
+
+        def apply(self, state, x, dx):
+            return state, self.lr * dx @ state[0]
+
+    model = {"w": np.eye(2) * 2.0}
+    state = optim.setup(Whitened(), model)
+    state, new = optim.update(state, model, {"w": np.ones((2, 2))})
+    np.testing.assert_allclose(new["w"], [[1.975, -0.025], [-0.025, 1.975]])

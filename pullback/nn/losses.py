@@ -61,7 +61,7 @@ def _targets(y, like, axis):
 
 
 def _elementwise_targets(y, like):
-    """`y`, refused where it would broadcast against the predictions into a shape neither has:
+    """`y` (booleans as numbers), refused where it would broadcast against the predictions into a shape neither has:
     (n, 1) predictions against (n,) targets would give the mean over all n * n pairs."""
     try:
         shape = np.broadcast_shapes(np.shape(y), np.shape(like))
@@ -70,6 +70,8 @@ def _elementwise_targets(y, like):
     if shape not in (np.shape(y), np.shape(like)):
         raise ValueError(f"targets of shape {np.shape(y)} do not match predictions of shape {np.shape(like)}; "
                          "give them one shape (for (n, 1) predictions and (n,) targets: y[:, None])")
+    if getattr(getattr(y, "dtype", None), "kind", None) == "b":  # boolean labels: 0 and 1 in the predictions' dtype
+        y = y.astype(like.dtype)
     return y
 
 

@@ -18,6 +18,7 @@ from .._jit_trace import JitError, Symbol
 from .._standins import converted, is_stand_in, traced_value
 from ._state import Leaf, copy_value, mirror, summary
 from ._walk import describe, entries, is_array, is_param, name, nothing
+from .rules import OptimiserChain
 
 __all__ = ["update", "update_"]
 
@@ -109,15 +110,24 @@ def _steps(state, model, grad, in_place=False):
 
 def _check_fits(leaf, x, path):
     """Refuse a rule state made for a parameter of another shape or dtype kind (a resized layer kept
-    its old state): its arrays would broadcast against the new parameter's, silently."""
+    its old state): its arrays would broadcast against the new parameter's, silently. Only pullback's
+    own rules are checked: their `init` makes zeros, which a stand-in parameter can be given (a user's
+    `init` may compute from the parameter, or do more)."""
     probe = _probe(x)
-    if probe is None:
+    if probe is None or not _own_rule(leaf.rule):
         return
     expected = leaf.rule.init(probe)
     if not _agrees(leaf.state, expected):
         raise _state_error(
             f"its entry at {name(path)} was made for another parameter ({type(leaf.rule).__name__} keeps "
             f"{summary(leaf.state)} there), but the model holds {describe(x)}, which needs {summary(expected)}")
+
+
+def _own_rule(rule):
+    """Whether `rule` is one of pullback's own (an OptimiserChain of them included)."""
+    if isinstance(rule, OptimiserChain):
+        return all(_own_rule(r) for r in rule.rules)
+    return type(rule).__module__ == OptimiserChain.__module__
 
 
 def _probe(x):

@@ -13,6 +13,7 @@ own error.
 """
 
 import math
+import types
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from .._arrays import holds_foreign_array, zeros_as
 from .._extend import primitive, rrule
 from .._inplace import ViewLink, holds_array, register_view
 from .._standins import dtype_of, power
-from .._tangents import SPARE, PerOperand, Thunk, scaled, unthunk
+from .._tangents import ELEMENTWISE_PULLBACKS, SPARE, PerOperand, Thunk, scaled, unthunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, composite, forward_rule, rule, without_gradient
 
@@ -52,6 +53,9 @@ def unary(ufunc, derivative, notes=""):
         (x,), (t,) = primals, tangents
         y = ufunc(x)
         return y, None if t is None else unthunk(derivative(t, *_pick(reads, (x, y))))
+
+    # the pullbacks above use their cotangent once: the sweep may hand them a spare one (see `SPARE`)
+    ELEMENTWISE_PULLBACKS.update(c for c in reverse.__code__.co_consts if isinstance(c, types.CodeType))
 
 
 def binary(ufunc, da, db, notes=""):
