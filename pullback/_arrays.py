@@ -214,6 +214,16 @@ def rechunked_like(a, like):
     return a.rechunk(chunks)
 
 
+def is_dask_array(x):
+    """Whether `x` is a Dask array: its `x[i, j]` takes one index array at most ("nd fancy indexing"),
+    and NumPy's sort computes it whole.
+
+    >>> is_dask_array(np.ones(2))
+    False
+    """
+    return type(x).__module__.startswith("dask.") and hasattr(x, "chunks")
+
+
 def size_of(x):
     """`np.size(x)` read from the shape, where that is known: `np.size` of a Dask array computes the array.
 

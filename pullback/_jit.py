@@ -27,6 +27,10 @@ replay whose value differs traces again. Rules for the jitted function, as in JA
   in; a generator it reaches through a closure or a global is refused (see `_jit_random`);
 - it keeps array computations in NumPy calls: `np.asarray` of a traced array is refused.
 
+A call with another library's array among its arguments (Dask's, CuPy's) runs `fn` as it is,
+untraced: that library builds or runs its own program, and NumPy arguments meet its arrays
+as they do without `pb.jit`.
+
 >>> import numpy as np, pullback as pb
 >>> f = pb.jit(lambda w, x: pb.withgradient(lambda w: np.sum(np.tanh(x @ w)), w))
 >>> w, x = np.array([0.5, -0.5]), np.array([[1.0, 2.0], [3.0, 4.0]])
@@ -48,7 +52,7 @@ import warnings
 import numpy as np
 
 from . import _jit_random, _jit_watch, tree
-from ._arrays import memory_key, sharing_memory
+from ._arrays import is_foreign_array, memory_key, sharing_memory
 from ._jit_replay import Deferred, Retrace
 from ._jit_trace import JitError, Number, RandomSource, Symbol, Trace
 from ._standins import is_traced
@@ -97,6 +101,10 @@ class Jitted:
         self._counts = {"traces": 0, "replays": 0, "retraces": 0}
         self._tracing = threading.RLock()
         self._stale_run, self._warned = 0, False  # retraces in a row for a changed global; warned of them
+
+    def __reduce__(self):
+        """Pickled (sent to a Dask worker, say) as `pb.jit(fn)` afresh: its traces stay behind."""
+        return Jitted, (self.fn, self.cache_size)
 
     def __get__(self, obj, objtype=None):
         """As a method (`jitted = pb.jit(plain)` in a class body): the object is the first argument."""
@@ -473,6 +481,8 @@ def _signature(args, kwargs):
     def leaf(value, parts, path):
         nonlocal traced
         if isinstance(value, Symbol) or is_traced(value):  # called inside another trace, or a derivative: inline
+            traced = True
+        elif is_foreign_array(value):  # a Dask or CuPy array: its library builds its own program; fn runs as it is
             traced = True
         elif isinstance(value, np.ndarray) and type(value) is not np.ndarray:
             raise JitError(f"pb.jit: the argument at {path.format('args')} is a {type(value).__name__}, a subclass "

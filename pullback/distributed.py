@@ -45,7 +45,7 @@ class _Partial:
     loss: float
     grad: Any
     arrays: list  # per non-trainable array of the model: the weighted change (float) or the new value, or None
-    generators: list  # per random generator of the model: shard 0's state after its run, or None
+    generators: list  # per random generator of the model: whether a shard drew from it
     aux: list  # (shard index, aux) pairs, in shard order
 
 
@@ -55,7 +55,8 @@ def step(client: Any, loss_fn: Any, model: Any, state: Any, shards: Any, *, redu
     after a gradient of `loss_fn` over the whole batch.
 
     `shards` is a list of shards, each a tuple of arrays with one leading batch axis (NumPy
-    arrays, Dask futures of arrays, or one Dask future of such a tuple), or a tuple of Dask
+    arrays, Dask futures of arrays, Dask arrays, which are computed on the cluster, or one
+    Dask future of such a tuple), or a tuple of Dask
     arrays chunked along axis 0 only (each block row is a shard). `loss_fn(model, *shard)`
     returns a scalar: a mean over the shard (``reduction="mean"``, shards weighted by their
     size) or a sum (``reduction="sum"``); with ``has_aux=True`` it returns ``(loss, aux)``
@@ -63,9 +64,10 @@ def step(client: Any, loss_fn: Any, model: Any, state: Any, shards: Any, *, redu
 
     The model is broadcast to every worker once per step; each shard's gradient runs on a
     copy of it (changes `loss_fn` makes in place to non-trainable arrays, such as BatchNorm's
-    running statistics, come back as the size-weighted mean of the shards' changes, and a
-    random generator comes back in the state shard 0 left it; shard ``k`` draws from the
-    generator jumped ``k`` times, an independent stream). Tasks that raise are re-run up to
+    running statistics, come back as the size-weighted mean of the shards' changes, whatever
+    the reduction; shard ``k`` draws from the model's random generator jumped ``k`` times, an
+    independent stream, and a generator drawn from comes back jumped once per shard, past
+    every shard's stream). Tasks that raise are re-run up to
     `retries` times, and a task whose worker dies is re-run elsewhere by the scheduler. Any
     failure raises before the model is touched: a `ShardError` naming the shard, or an error
     naming the bad input.
@@ -102,7 +104,7 @@ def step(client: Any, loss_fn: Any, model: Any, state: Any, shards: Any, *, redu
             if attempt == retries:
                 raise
     new_state, new_model = update(state, model, result.grad)
-    _write_back(model, result)
+    _write_back(model, result, len(parts))
     loss = (result.loss, [aux for _, aux in result.aux]) if has_aux else result.loss
     return new_model, new_state, loss
 
@@ -122,9 +124,10 @@ def _gradient_on_workers(client, loss_fn, model, parts, total, reduction, has_au
     for part in parts:
         if part.size == 0:
             continue  # an empty shard adds nothing (and a mean over it would be nan)
-        weight = part.size / total if reduction == "mean" else 1.0
-        future = client.submit(_shard_result, loss_fn, model_future, part.index, part.size, weight, has_aux,
-                               part.data, part.packed, key=f"pullback-shard-{part.index}-{uuid.uuid4().hex}",
+        share = part.size / total  # the shard's weight in the changes to the model's state, whatever the reduction
+        weight = share if reduction == "mean" else 1.0
+        future = client.submit(_shard_result, loss_fn, model_future, part.index, part.size, (weight, share),
+                               has_aux, part.data, part.packed, key=f"pullback-shard-{part.index}-{uuid.uuid4().hex}",
                                retries=retries, pure=False)
         what[future.key] = f"shard {part.index}"
         futures.append(future)
@@ -199,7 +202,8 @@ def _part(client, index, shard):
     if not isinstance(shard, (tuple, list)) or not shard:
         raise TypeError(f"pb.distributed.step: shard {index} must be a non-empty tuple of arrays (or a Dask future "
                         f"of one); got {type(shard).__name__}")
-    data = tuple(shard)
+    # a Dask array is computed on the cluster (a future of its value): the loss sees NumPy, as with NumPy shards
+    data = tuple(client.compute(a) if _is_dask_array(a) else a for a in shard)
     if any(isinstance(a, Future) for a in data):
         return _Part(index, data, False, None)
     return _Part(index, data, False, *_describe(data, False))
@@ -264,8 +268,12 @@ def _is_float_array(v):
     return isinstance(v, np.ndarray) and v.dtype.kind == "f"
 
 
-def _shard_result(loss_fn, model, index, size, weight, has_aux, data, packed):
-    """Runs on a worker: the shard's weighted loss, gradient and changes to the model's state."""
+def _shard_result(loss_fn, model, index, size, weights, has_aux, data, packed):
+    """Runs on a worker: the shard's weighted loss, gradient and changes to the model's state.
+
+    `weights` is `(weight, share)`: the loss and gradient are scaled by `weight` (1 for a summed
+    loss), the changes to non-trainable arrays by the shard's `share` of the samples."""
+    weight, share = weights
     args = tuple(data)
     # A copy: the broadcast model stays as it was for other shards and for a re-run of this one.
     model = copy.deepcopy(model)
@@ -290,9 +298,8 @@ def _shard_result(loss_fn, model, index, size, weight, has_aux, data, packed):
                          "to get its other parts back")
     if np.ndim(value) != 0:
         raise ShardError(f"shard {index}: loss_fn must return a scalar; got shape {np.shape(value)}")
-    changes = [_weighted_change(old, new, weight) for old, new in zip(before, arrays)]
-    moved = [g.bit_generator.state if index == 0 and g.bit_generator.state != s else None
-             for g, s in zip(generators, generator_states)]
+    changes = [_weighted_change(old, new, share) for old, new in zip(before, arrays)]
+    moved = [g.bit_generator.state != s for g, s in zip(generators, generator_states)]
     return _Partial(float(value) * weight, _scaled(grad, weight), changes, moved, [(index, aux)])
 
 
@@ -328,7 +335,7 @@ def _is_inexact(v):
 def _combine(a, b):
     """Runs on a worker: the sum of two partial results, `a`'s shards before `b`'s."""
     arrays = [_first_or_sum(x, y) for x, y in zip(a.arrays, b.arrays)]
-    generators = [x if x is not None else y for x, y in zip(a.generators, b.generators)]
+    generators = [x or y for x, y in zip(a.generators, b.generators)]
     return _Partial(a.loss + b.loss, accum(a.grad, b.grad), arrays, generators, a.aux + b.aux)
 
 
@@ -369,13 +376,14 @@ def _result(future, tasks, what):
                          f"{type(cause).__name__}: {cause}") from error
 
 
-def _write_back(model, result):
+def _write_back(model, result, shards):
     """Apply the shards' changes to the model's non-trainable arrays and generators, in place, as a
-    local step would have made them."""
+    local step would have made them. A generator a shard drew from is jumped once per shard: past
+    every shard's stream (shard `k` drew from it jumped `k` times), so the next step's are new."""
     arrays, generators = _model_state(model)
+    jumped = [(g, _jumped(g, shards).state) for g, moved in zip(generators, result.generators) if moved]
     for a, change in zip(arrays, result.arrays):
         if change is not None:
             a[...] = a + change if a.dtype.kind == "f" else change
-    for g, moved in zip(generators, result.generators):
-        if moved is not None:
-            g.bit_generator.state = moved
+    for g, state in jumped:
+        g.bit_generator.state = state

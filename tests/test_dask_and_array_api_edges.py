@@ -77,6 +77,17 @@ def test_dask_gradient_of_np_take_and_np_sort():
     np.testing.assert_allclose(np.asarray(g), [1.0, 0.0, 3.0, 2.0])  # the rank of each element
 
 
+def test_dask_gradient_of_take_along_axis_of_argsort_along_an_axis():
+    # Dask has no nd fancy indexing: take_along_axis of a 2-D Dask array gathers block by block
+    x = np.random.default_rng(4).normal(size=(6, 4))
+    f = lambda x: np.sum(np.take_along_axis(x, np.argsort(x, axis=1), axis=1) * np.arange(4.0))  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # Dask has no np.argsort: it computes the order
+        (g,) = pb.gradient(f, da.from_array(x, chunks=2))
+    assert isinstance(g, da.Array) and g.chunks == ((2, 2, 2), (2, 2))
+    np.testing.assert_allclose(g.compute(), pb.gradient(f, x)[0], rtol=1e-12)
+
+
 def test_dask_gradient_of_a_numpy_parameter_indexed_unsorted_meeting_dask_data():
     w = np.array([1.0, 2.0, 3.0])
     data = da.from_array(WEIGHTS, chunks=1)

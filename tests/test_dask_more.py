@@ -28,7 +28,14 @@ def chunked(x):
 
 
 # (name, function, NumPy argument): each runs on Dask arrays without pullback, and its gradient must too.
+def _putmask_positive_to_zero(x):
+    y = x * 1.0
+    np.putmask(y, y > 0, 0.0)  # a Dask mask and one value: a lazy select
+    return np.sum(y ** 2)
+
+
 CASES = [
+    ("np.putmask", _putmask_positive_to_zero, VECTOR),
     ("x[None]", lambda x: np.sum(x[None] * WEIGHTS[:, None, None]), MATRIX),
     ("x[:, None, :]", lambda x: np.sum(x[:, None, :] ** 2 * np.arange(3.0)[:, None]), MATRIX),
     ("x[..., None]", lambda x: np.sum(x[..., None] ** 3), CUBE),
@@ -81,6 +88,17 @@ CASES = [
     ("take along an axis", lambda x: np.sum(np.take(x, [0, 2, 2], axis=1) ** 2), MATRIX),
     ("a Dask index from argmax", lambda x: np.ravel(x)[np.argmax(x)] ** 2 + np.sum(x[np.argmax(x[:, 0])] ** 2), MATRIX),
     ("flatten, ravel", lambda x: np.sum(x.flatten() * np.arange(16.0)) + np.sum(np.ravel(x) ** 3), MATRIX),
+    # Dask takes x[i, j] with one index array at most: sorting along an axis gathers block by block, each block
+    # holding whole lines along the axis (np.sort of a Dask array computes it; under pullback it stays lazy)
+    ("sort along an axis", lambda x: np.sum(np.sort(x, axis=0) * np.arange(4.0)[:, None]), MATRIX),
+    ("sort along the last axis, 3-D", lambda x: np.sum(np.sort(x, axis=-1) ** 3 * WEIGHTS), CUBE),
+    ("percentile of a vector", lambda x: np.percentile(x, 30) ** 2, VECTOR),
+    ("median along an axis", lambda x: np.sum(np.median(x, axis=0) * WEIGHTS), MATRIX),
+    ("median over a tuple of axes", lambda x: np.sum(np.median(x, axis=(0, 2)) ** 2), CUBE),
+    ("quantiles along an axis, keepdims", lambda x: np.sum(np.quantile(x, [0.2, 0.7], axis=1, keepdims=True) ** 2),
+     MATRIX),
+    ("percentile along an axis, nearest", lambda x: np.sum(np.percentile(x, 40, axis=0, method="nearest") * WEIGHTS),
+     MATRIX),
 ]
 IDS = [name for name, _, _ in CASES]
 
@@ -159,6 +177,17 @@ def test_jit_of_a_gradient_on_dask_arguments():
     np.testing.assert_allclose(g.compute(), pb.grad(loss)(MATRIX), rtol=1e-10)
 
 
+def test_jit_with_numpy_weights_and_dask_data_runs_as_without_jit():
+    # The README's logistic regression: a NumPy parameter meeting Dask data gets a Dask gradient, jitted or not
+    # (a call with a Dask argument runs the function untraced: Dask builds its own graph).
+    X, y, w = chunked(MATRIX[:, :3]), chunked(np.sign(VECTOR)), np.zeros(3)
+    loss = lambda w, X, y: np.mean(np.logaddexp(0.0, -y * (X @ w)))  # noqa: E731
+    with NoCompute():
+        g = pb.jit(pb.grad(loss))(w, X, y)
+    assert isinstance(g, da.Array)
+    np.testing.assert_allclose(g.compute(), pb.grad(loss)(w, MATRIX[:, :3], np.sign(VECTOR)), rtol=1e-12)
+
+
 def test_a_vjp_of_a_dask_argument_can_be_pulled_back_twice():
     def f(x):
         return np.ravel(x)[np.argmax(x)] * np.trace(x) + np.sum(np.diag(x))
@@ -198,3 +227,25 @@ def test_a_boolean_mask_of_a_dask_matrix_is_refused_naming_the_fix():
     with pytest.raises(TypeError, match=r"x\[index\] for a dask\.array\.core\.Array x needs np\.add\.at.*np\.where.*"
                                         r"index\.compute\(\)"):
         pb.gradient(lambda x: np.sum(x[x > 0] ** 2), chunked(MATRIX))
+
+
+def test_the_rechunk_primitive_gives_the_gradient_in_the_input_chunks():
+    # What x.rechunk(...) of a traced Dask array is to call (pullback.rules.indexing.rechunk): a pure re-layout
+    from pullback.rules.indexing import rechunk
+
+    f = lambda x: np.sum(rechunk(x, 4) ** 3)  # noqa: E731
+    with NoCompute():
+        (g,) = pb.gradient(f, chunked(VECTOR))
+    assert g.chunks == ((2, 2),)
+    np.testing.assert_allclose(g.compute(), 3.0 * VECTOR ** 2, rtol=1e-12)
+
+
+def test_rechunk_of_a_traced_dask_array_and_dask_only_methods():
+    with NoCompute():
+        (g,) = pb.gradient(lambda x: np.sum(x.rechunk(4) ** 2), chunked(VECTOR))
+    assert g.chunks == ((2, 2),)  # in the argument's chunks
+    np.testing.assert_allclose(g.compute(), 2.0 * VECTOR)
+    for method in ("persist", "compute", "map_blocks", "to_delayed"):
+        with pytest.raises(TypeError, match=rf"x\.{method} on a Dask array being differentiated.*stop_gradient"):
+            pb.gradient(lambda x: np.sum(getattr(x, method)), chunked(VECTOR))
+

@@ -243,12 +243,12 @@ def test_batchnorm_statistics_and_generators_come_back_as_from_the_whole_batch(c
     np.testing.assert_allclose(running_mean, 0.1 * weights @ means, rtol=1e-12)
     np.testing.assert_allclose(model.layers[0].running_var, 0.9 + 0.1 * weights @ variances, rtol=1e-12)
     np.testing.assert_allclose(running_mean, 0.1 * x.mean(axis=0), rtol=1e-12)  # the mean of the whole batch
-    # Shard k draws from the generator jumped k times; the model's generator is left where shard 0 left it.
+    # Shard k draws from the generator jumped k times; the model's generator is left jumped once per shard,
+    # past every shard's stream.
     expected = [np.random.Generator(np.random.default_rng(3).bit_generator.jumped(k)).random(2) for k in range(3)]
     np.testing.assert_array_equal(np.array(draws), np.array(expected))
-    after = np.random.default_rng(3)
-    after.random(2)
-    assert model.rng.bit_generator.state == after.bit_generator.state and new.rng is model.rng
+    after = np.random.default_rng(3).bit_generator.jumped(3)
+    assert model.rng.bit_generator.state == after.state and new.rng is model.rng
     assert np.isfinite(loss)
 
 
@@ -375,3 +375,56 @@ def test_import_pullback_does_not_import_dask():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def make_batchnorm_model():
+    return pb.nn.Chain(pb.nn.BatchNorm(4, dtype=np.float64, training=True),
+                       pb.nn.Dense(4, 3, dtype=np.float64, rng=np.random.default_rng(0)))
+
+
+def test_reduction_sum_moves_running_statistics_by_the_weighted_mean_of_the_shards_changes(client):
+    # Each shard's loss is weighted 1 for the gradient, but its change to a running mean by its share of the
+    # samples: the running mean is the whole batch's, as for reduction="mean" (not the sum of the shards' moves).
+    model, (x, y) = make_batchnorm_model(), make_batch()
+    state = pb.optim.setup(pb.optim.Descent(0.0), model)
+    pb.distributed.step(client, sum_loss, model, state, split(x, y), reduction="sum")
+    np.testing.assert_allclose(model.layers[0].running_mean, 0.1 * x.mean(axis=0), rtol=1e-12)
+
+
+def draws_too(m, x, y):
+    return mean_loss(m, x, y), m.rng.random(len(y))
+
+
+@pytest.mark.parametrize("sizes", [(2, 8), (0, 7, 8, 5)], ids=["uneven", "empty-first"])
+def test_random_streams_never_repeat_across_steps(client, sizes):
+    # A shard drawing more than shard 0 must not re-read its earlier numbers in the next step, and an empty
+    # first shard must not leave the generator where it was (the same Dropout masks at every step).
+    model, (x, y) = make_mlp(), make_batch()
+    model.rng = np.random.default_rng(5)
+    state = pb.optim.setup(pb.optim.Descent(0.0), model)
+    steps = [pb.distributed.step(client, draws_too, model, state, split(x, y, sizes), has_aux=True)[2][1]
+             for _ in range(3)]
+    drawn = np.concatenate([d for draws in steps for d in draws if d is not None])
+    assert np.unique(drawn).size == drawn.size == 3 * sum(sizes)
+
+
+def test_a_list_of_dask_array_shards_is_computed_on_the_cluster_and_the_model_stays_numpy(client):
+    model, (x, y) = make_mlp(), make_batch()
+    state = pb.optim.setup(pb.optim.Descent(1.0), model)
+    dx, dy = da.from_array(x, chunks=(7, 4)), da.from_array(y, chunks=7)
+    shards = [(dx[:7], dy[:7]), (dx[7:], dy[7:])]
+    new, _, loss = pb.distributed.step(client, mean_loss, model, state, shards)
+    assert all(type(leaf) is np.ndarray for leaf in pb.tree.leaves(new, trainable_only=True))
+    _, (g,) = pb.withgradient(lambda m: mean_loss(m, x, y), model)
+    np.testing.assert_allclose(new.layers[0].weight, model.layers[0].weight - g.layers[0].weight, rtol=1e-10)
+    assert np.isclose(loss, mean_loss(model, x, y))
+
+
+def test_a_jitted_loss_is_sent_to_the_workers(client):
+    model, (x, y) = make_mlp(), make_batch()
+    state = pb.optim.setup(pb.optim.Descent(1.0), model)
+    jitted = pb.jit(mean_loss)
+    jitted(model, x, y)  # traced here: the traces stay on the client
+    new, _, _ = pb.distributed.step(client, jitted, model, state, split(x, y))
+    _, (g,) = pb.withgradient(lambda m: mean_loss(m, x, y), model)
+    np.testing.assert_allclose(new.layers[1].bias, model.layers[1].bias - g.layers[1].bias, rtol=1e-10)

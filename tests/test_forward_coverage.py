@@ -28,6 +28,7 @@ from pullback.testing import check_transpose
 from rule_checks import seeds
 
 HAVE_SCIPY = importlib.util.find_spec("scipy") is not None
+HAVE_DASK = importlib.util.find_spec("dask") is not None
 if HAVE_SCIPY:
     import scipy.special as sp  # noqa: F401  (registers the scipy.special ufunc rules)
 
@@ -84,6 +85,22 @@ def test_every_reverse_rule_has_a_forward_rule():
 # --- inputs -----------------------------------------------------------------------------------
 def normal(*shapes):
     return lambda rng: tuple(rng.normal(size=s) for s in shapes)
+
+
+def dask_along_axis(rng):
+    """A chunked (4, 3) Dask array, for the primitives that serve Dask arrays only."""
+    import dask.array as da
+
+    return (da.from_array(rng.normal(size=(4, 3)), chunks=2),)
+
+
+_ORDER = np.argsort(np.random.default_rng(7).normal(size=(4, 3)), axis=0)
+
+
+def _dask_order():
+    import dask.array as da
+
+    return da.from_array(_ORDER, chunks=2)
 
 
 def uniform(low, high, *shapes):
@@ -203,6 +220,10 @@ CASES = {
     "indexing.diagonal_rule": [(lambda x: np.diagonal(x, 1, 0, 2), normal((3, 2, 4)))],
     "indexing.triu_rule": [(lambda x: np.triu(x, -1), normal((2, 4, 4)))],
     "indexing.tril_rule": [(lambda x: np.tril(x, 1), normal((3, 4)))],
+    # Dask's own: gathers and scatters along an axis (it has no nd fancy indexing), and rechunking
+    "indexing.gather_along_axis_rule": [(lambda a: indexing.gather_along_axis(a, _dask_order(), 0), dask_along_axis)],
+    "indexing.scatter_along_axis_rule": [(lambda g: indexing.scatter_along_axis(g, _dask_order(), 0, 4), dask_along_axis)],
+    "indexing.rechunk_rule": [(lambda a: indexing.rechunk(a, 3), dask_along_axis)],
     "interpolation._interp_rule": [(np.interp, interp_inputs(False)), (np.interp, interp_inputs(True))],
     "convolution.convolve_full_rule": [(lambda a, v: np.convolve(a, v, "same"), normal((5,), (3,)))],
     # decompositions
@@ -341,6 +362,8 @@ DOT_CASES = [(label, k) for label in sorted(CASES) for k in range(len(CASES[labe
 def test_dot_product(label, k, monkeypatch):
     if not HAVE_SCIPY and (label.startswith("special.") or label in SCIPY_LINALG_LABELS):
         pytest.skip("needs SciPy")
+    if not HAVE_DASK and CASES[label][k][1] is dask_along_axis:
+        pytest.skip("needs Dask")
     f, make = CASES[label][k]
     rng = np.random.default_rng(zlib.crc32(f"{label}-{k}".encode()))
     rule = RULE_BY_LABEL[label]

@@ -4,12 +4,25 @@ updates), `where`, take, take_along_axis, diagonals (diagonal, diag, diagflat), 
 and apply_along_axis and apply_over_axes, which call the user's function on traced slices; ix_; and the
 index helpers tril_indices_from, triu_indices_from and diag_indices_from, whose integer results carry no gradient."""
 
+import functools
+
 import numpy as np
 
-from .._arrays import axis_index, dtype_kind, holds_foreign_array, is_foreign_array, like_input, speaks_nep18, type_name, zeros_as
+from .._arrays import (
+    axis_index,
+    dtype_kind,
+    holds_foreign_array,
+    is_dask_array,
+    is_foreign_array,
+    like_input,
+    rechunked_like,
+    speaks_nep18,
+    type_name,
+    zeros_as,
+)
 from .._extend import primitive, rrule
 from .._inplace import mark_view, names_each_once, plain_of, write_out
-from .._registry import FUNCTIONS
+from .._registry import FUNCTIONS, METHODS
 from .._standins import getitem, index_update
 from .._tangents import InplaceableThunk, Thunk
 from .._values import Traced, stop_gradient, strip_all
@@ -287,11 +300,105 @@ def take_along_axis(arr, indices, axis=-1):
     axis = axis_index(axis, ndim)
     if np.ndim(indices) != ndim:
         raise ValueError("`indices` and `arr` must have the same number of dimensions")
-    index = tuple(
-        indices if k == axis else np.arange(n).reshape((1,) * k + (n,) + (1,) * (ndim - k - 1))
-        for k, n in enumerate(np.shape(arr))
-    )
-    return arr[index]
+    if ndim > 1 and (is_dask_array(stop_gradient(arr)) or is_dask_array(indices)):
+        arr, indices = _broadcast_along(arr, indices, axis)
+        return gather_along_axis(arr, indices, axis)
+    return arr[_along_axis(indices, axis, np.shape(arr))]
+
+
+def _along_axis(indices, axis, shape):
+    """The index of `take_along_axis` into an array of `shape`: `indices` on `axis`, a range on every other."""
+    ndim = len(shape)
+    return tuple(indices if k == axis else np.arange(n).reshape((1,) * k + (n,) + (1,) * (ndim - k - 1))
+                 for k, n in enumerate(shape))
+
+
+def _broadcast_along(arr, indices, axis):
+    """`arr` and `indices` broadcast against each other on every axis but `axis`."""
+    def but_axis(shape):
+        return shape[:axis] + (1,) + shape[axis + 1:]
+
+    common = np.broadcast_shapes(but_axis(np.shape(arr)), but_axis(np.shape(indices)))
+
+    def broadcast(a):
+        shape = common[:axis] + np.shape(a)[axis:axis + 1] + common[axis + 1:]
+        return a if np.shape(a) == shape else np.broadcast_to(a, shape)
+
+    return broadcast(arr), broadcast(indices)
+
+
+# --- take_along_axis on Dask arrays, which index with one index array at most: block by block, each
+# block holding whole lines along the axis (as Dask's own sorting does) ---------------------------
+@primitive
+def gather_along_axis(arr, indices, axis):
+    """`np.take_along_axis(arr, indices, axis)` of Dask arrays of one shape but along `axis`."""
+    return blocks_along(_take_block, indices, arr, axis, arr.dtype)
+
+
+@rrule(gather_along_axis)
+def gather_along_axis_rule(arr, indices, axis):
+    n = np.shape(arr)[axis]
+
+    def back(dy):  # in `arr`'s chunks
+        return rechunked_like(scatter_along_axis(dy, indices, axis, n), arr), None, None
+
+    return gather_along_axis(arr, indices, axis), back
+
+
+@primitive
+def scatter_along_axis(g, indices, axis, n):
+    """Zeros with `n` elements along `axis` and `g` added at `indices` there: the transpose of `gather_along_axis`."""
+    return blocks_along(functools.partial(_add_block, n=n), g, indices, axis, g.dtype, n)
+
+
+@rrule(scatter_along_axis)
+def scatter_along_axis_rule(g, indices, axis, n):
+    return scatter_along_axis(g, indices, axis, n), lambda dy: (gather_along_axis(dy, indices, axis), None, None, None)
+
+
+linear_forward(gather_along_axis)
+linear_forward(scatter_along_axis)
+
+
+def _take_block(indices, arr, axis):
+    return np.take_along_axis(arr, indices, axis)
+
+
+def _add_block(g, indices, axis, n):
+    shape = np.shape(g)
+    out = np.zeros(shape[:axis] + (n,) + shape[axis + 1:], dtype=g.dtype)
+    np.add.at(out, _along_axis(indices, axis, shape), g)
+    return out
+
+
+@primitive
+def rechunk(x, chunks="auto", **options):
+    """`x.rechunk(chunks, ...)` of a Dask array: a re-layout, whose gradient is rechunked back to `x`'s chunks."""
+    return x.rechunk(chunks, **options)
+
+
+@rrule(rechunk)
+def rechunk_rule(x, chunks="auto", **options):
+    return rechunk(x, chunks, **options), lambda dy: (rechunked_like(dy, x),)
+
+
+linear_forward(rechunk)
+METHODS["rechunk"] = rechunk
+
+
+def blocks_along(fn, first, second, axis, dtype, length=None):
+    """`fn(first_block, second_block, axis)` over Dask arrays (NumPy ones made Dask arrays) of one number of
+    dimensions and one shape but along `axis`: `first` is rechunked to hold `axis` whole and `second` to
+    `first`'s blocks, so each call sees whole lines. The result is chunked as `first`, with `length`
+    (default: `first`'s) along `axis`."""
+    import dask.array as da
+
+    first = da.asarray(first).rechunk({axis: -1})
+    second = da.asarray(second).rechunk(first.chunks[:axis] + ((np.shape(second)[axis],),) + first.chunks[axis + 1:])
+    ind = tuple(range(first.ndim))
+    adjust = {} if length is None else {axis: (length,)}
+    return da.blockwise(fn, ind, first, ind, second, ind, axis=axis, dtype=dtype, align_arrays=False,
+                        adjust_chunks=adjust)
 
 
 @primitive

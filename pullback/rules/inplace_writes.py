@@ -7,6 +7,7 @@ its gradient, so that is refused with an error naming the function and the fix.
 
 import numpy as np
 
+from .._arrays import holds_foreign_array
 from .._inplace import rebind, write_flat
 from .._registry import FUNCTIONS
 from .._standins import index_update
@@ -104,6 +105,13 @@ def putmask(a, mask, values):
     if target is None:
         return np.putmask(a, mask, values)
     _refuse_unsafe_values("putmask", values, target)
+    if holds_foreign_array(mask) and np.size(values) == 1:  # a Dask mask: a lazy select, as copyto's
+        rebind(target, np.where(mask, values, target))
+        return None
+    if holds_foreign_array(mask):
+        raise TypeError("np.putmask with a mask of another library (Dask) and several values (which NumPy cycles "
+                        "through the masked positions) would compute the mask here; write np.where(mask, new, a) "
+                        "with values laid out like a, or use one value.")
     mask = np.asarray(mask, dtype=bool)
     if mask.size != target.size:
         raise ValueError("putmask: mask and data must be the same size")

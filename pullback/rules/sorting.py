@@ -4,6 +4,7 @@ nanargmax, lexsort, nonzero, argwhere, ...) and isin, which return indices or bo
 
 import numpy as np
 
+from .._arrays import axis_index, is_dask_array
 from .._values import stop_gradient
 from ._register import composite, without_gradient
 from .indexing import take_along_axis
@@ -16,7 +17,16 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None):
         raise TypeError("numpy.sort(order=...) sorts structured arrays, which are never tracked")
     if axis is None:
         a, axis = np.ravel(a), -1
-    return take_along_axis(a, np.argsort(stop_gradient(a), axis=axis, kind=kind, stable=stable), axis)
+    return take_along_axis(a, argsort(stop_gradient(a), axis, kind=kind, stable=stable), axis)
+
+
+def argsort(plain, axis, **options):
+    """`np.argsort(plain, axis)`; of a Dask array (whose np.argsort computes it whole) lazily, block by block
+    with `axis` in one chunk, as Dask's own topk and percentile do."""
+    if is_dask_array(plain) and np.ndim(plain) > 0 and all(n == n for n in np.shape(plain)):
+        axis = axis_index(axis, np.ndim(plain))
+        return plain.rechunk({axis: -1}).map_blocks(np.argsort, axis=axis, dtype=np.intp, **options)
+    return np.argsort(plain, axis=axis, **options)
 
 
 @composite(np.partition, args="a", notes="As `sort`: gradients follow the elements.")

@@ -251,7 +251,12 @@ def _positions(count, q, method):
     return np.quantile(np.arange(count, dtype=np.float64), q, method=method)
 
 
-def _order_statistics(a, q, axis, method, keepdims, skip_nan, plain):
+def _or(option, default):
+    """An option as given, or its default where it was left out."""
+    return default if option is _NO else option
+
+
+def _order_statistics(a, q, axis, method, skip_nan, plain):
     if size_of(a) == 0:
         return plain  # NaNs (or an empty result): nothing to differentiate
     q = np.asarray(q, dtype=np.float64)
@@ -281,7 +286,7 @@ def _order_statistics(a, q, axis, method, keepdims, skip_nan, plain):
     y = (np.take_along_axis(values, low, axis=-1) * (1.0 - weight)
          + np.take_along_axis(values, high, axis=-1) * weight)
     undefined = counts == 0 if skip_nan else np.any(missing, axis=-1)
-    if np.any(undefined):
+    if holds_foreign_array(undefined) or np.any(undefined):  # a Dask array's NaNs are not looked for: that computes
         y = np.where(undefined[..., None], np.nan, y)
     y = np.moveaxis(y, -1, 0)
     shape = np.shape(plain)
@@ -297,7 +302,7 @@ _ORDER_NOTES = """Every `method` (NumPy's default 'linear' and the ones that sel
 def _quantile_like(name, scale, skip_nan):
     numpy_fn = getattr(np, name)
 
-    def run(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
+    def run(a, q, axis=_NO, out=None, overwrite_input=False, method=_NO, keepdims=_NO, *, weights=None,
             interpolation=None):
         if out is not None or weights is not None or interpolation is not None:
             fixes = {"out": f"drop out= and assign the result instead (y = np.{name}(a, q)), or write it into an "
@@ -309,7 +314,8 @@ def _quantile_like(name, scale, skip_nan):
         if isinstance(q, Traced):
             raise TypeError(f"numpy.{name}: the levels q carry no gradient in pullback; pass them as plain values.")
         plain = numpy_fn(stop_gradient(a), q, **_given(axis=axis, method=method, keepdims=keepdims))
-        return _order_statistics(a, np.asarray(q, dtype=np.float64) / scale, axis, method, keepdims, skip_nan, plain)
+        return _order_statistics(a, np.asarray(q, dtype=np.float64) / scale, _or(axis, None), _or(method, "linear"),
+                                 skip_nan, plain)
 
     return run
 
@@ -322,12 +328,12 @@ for _name, _scale, _skip in (("quantile", 1.0, False), ("percentile", 100.0, Fal
 def _median_like(name, skip_nan):
     numpy_fn = getattr(np, name)
 
-    def run(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    def run(a, axis=_NO, out=None, overwrite_input=False, keepdims=_NO):
         if out is not None:
             raise TypeError(f"numpy.{name}: out= is not supported on tracked values; drop out= and assign the result "
                             f"instead (y = np.{name}(a)), or write it into an existing array (z[...] = np.{name}(a)).")
         plain = numpy_fn(stop_gradient(a), **_given(axis=axis, keepdims=keepdims))
-        return _order_statistics(a, 0.5, axis, "linear", keepdims, skip_nan, plain)
+        return _order_statistics(a, 0.5, _or(axis, None), "linear", skip_nan, plain)
 
     return run
 
