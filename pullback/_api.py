@@ -1,6 +1,6 @@
 """`gradient`, `withgradient`, `pullback`, `grad`, `value_and_grad`: one engine, several spellings."""
 
-from collections import namedtuple
+from collections import deque, namedtuple
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -147,7 +147,8 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_
 def stop_gradient(x: Any) -> Any:
     """The plain value of `x`, at every level of nesting: no gradient flows through it. `x` may
     also be a container or an object holding traced values (a dict, a list, a dataclass, a
-    model): it comes back rebuilt around their plain values, the original untouched.
+    model, a deque, a tuple subclass): it comes back rebuilt around their plain values, the
+    original untouched.
 
     >>> import numpy as np, pullback as pb
     >>> pb.gradient(lambda x: np.sum(x * pb.stop_gradient(x)), np.array([3.0]))
@@ -155,9 +156,9 @@ def stop_gradient(x: Any) -> Any:
     >>> pb.gradient(lambda d: np.sum(pb.stop_gradient(d)["w"] * d["w"]), {"w": np.array([3.0])})
     ({'w': array([3.])},)
     """
-    if tree.kind_of(x) is None:  # an array, a number, a traced value
+    if tree.kind_of(x) is None and not isinstance(x, (tuple, deque)):  # an array, a number, a traced value
         return plain_value(x)
-    return tree.fmap(plain_value, x)
+    return tree.fmap_values(plain_value, x)
 
 
 def _copy_of(grad):
@@ -278,8 +279,8 @@ def untrack(out, tape, arguments=None):
     array of that array's library and device, as `f` without pullback would return it."""
     like = getattr(arguments, "array_api_like", None)
     if like is not None:
-        return tree.fmap(lambda v: as_array_api(v._value, like) if type(v) is Tracked and v._tape is tape else v, out)
-    return tree.fmap(lambda v: v._value if type(v) is Tracked and v._tape is tape else v, out)
+        return tree.fmap_values(lambda v: as_array_api(v._value, like) if type(v) is Tracked and v._tape is tape else v, out)
+    return tree.fmap_values(lambda v: v._value if type(v) is Tracked and v._tape is tape else v, out)
 
 
 def _release(tape):

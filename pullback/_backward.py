@@ -16,6 +16,7 @@ from ._tangents import (
     InplaceableThunk,
     PerOperand,
     Scaled,
+    Tangent,
     Thunk,
     accum,
     is_spare,
@@ -67,6 +68,8 @@ def _sweep(tape, seeds):
                 SPARE[0] = None
         else:
             cotangents = back(g)
+        if type(cotangents) is not tuple:
+            cotangents = as_cotangents(back, cotangents)
         if len(in_ids) == 1:  # the common unary case, without the loop
             j = in_ids[0]
             try:
@@ -93,6 +96,25 @@ def _sweep(tape, seeds):
     for i, factor in factors.items():  # inputs whose cotangent has a factor pending
         grads[i] = Scaled(grads[i], factor)
     return grads
+
+
+def as_cotangents(back, cotangents):
+    """What a pullback returned, as the tuple of cotangents it must be (a list is taken as one);
+    anything else is refused: read as a sequence, an array would give its rows as cotangents."""
+    if isinstance(cotangents, (tuple, list)):
+        return tuple(cotangents)
+    name = getattr(back, "__qualname__", type(back).__name__)
+    raise TypeError(
+        f"A reverse rule's pullback ({name}) returned {_described(cotangents)}; a pullback returns a tuple of one "
+        "cotangent per positional argument of the call, None where there is none: `lambda dy: (dx,)` for one argument.")
+
+
+def _described(x):
+    if x is None:
+        return "None"
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return f"an array of shape {x.shape}"
+    return f"a {type(x).__name__}"
 
 
 def missing_cotangents(back, cotangents, in_ids):
@@ -217,6 +239,11 @@ def fit(g, like):
         if dtype is not None and g.dtype != dtype:
             g = g.astype(dtype)
         return g
+    if isinstance(g, (tuple, list, dict, Tangent)):
+        raise TypeError(
+            f"A reverse rule's pullback gave {_described(g)} as the cotangent of {_described_like(like)}; the cotangent of "
+            "an array or number is an array or number like it (np.asarray(...) of a list); check the rules registered "
+            "with pb.rrule.")
     if np.shape(g) != shape and all(n == n for n in shape):  # a NaN size: a Dask array's, unknown until computed
         g = unbroadcast(g, shape)
     if real and dtype_of(g).kind == "c":
@@ -227,6 +254,12 @@ def fit(g, like):
         else:  # an array of another library (Dask, CuPy) converts itself; np.asarray would compute or refuse
             g = g.astype(dtype) if is_foreign_array_type(type(g)) else np.asarray(g, dtype=dtype)
     return g
+
+
+def _described_like(like):
+    if type(like) is tuple:
+        return f"an array of shape {like[0]} and dtype {like[1]}"
+    return f"a {type(like).__name__}"
 
 
 def unbroadcast(g, shape):

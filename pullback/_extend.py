@@ -14,10 +14,13 @@ import inspect
 
 import numpy as np
 
+from . import tree
+from ._backward import as_cotangents, missing_cotangents
 from ._errors import missing_rule
 from ._inplace import mark_view
 from ._registry import FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, SERVED_BY, UFUNC_RULES, qualified_name
 from ._standins import astype, getitem, index_update, power
+from ._tangents import Thunk, accum
 from ._values import Traced, apply, strip_all
 
 __all__ = ["primitive", "rrule", "frule", "composite", "nondifferentiable"]
@@ -29,8 +32,12 @@ STAND_INS = (getitem, index_update, astype, power)
 def primitive(fn):
     """Make `fn` opaque to tracing: tracked arguments go to the rule registered with `rrule`.
 
-    The rule sees the values being differentiated that `fn` is given as positional arguments; one
-    inside a list, tuple or dict argument (and not given on its own) would bypass it, so it is refused.
+    The rule sees the values being differentiated that `fn` is given as positional arguments,
+    and those inside an object given as one (`self` of a primitive method included): the rule
+    gets the object holding plain values, and its pullback returns the object's cotangent as a
+    `pb.Tangent` (None where there is none); in forward mode that reverse rule is transposed. One
+    inside a list, tuple or dict argument (and not given on its own) would bypass the rule, so it
+    is refused.
 
     >>> import numpy as np, pullback as pb
     >>> @pb.primitive
@@ -44,22 +51,30 @@ def primitive(fn):
     """
 
     names = positional_names(fn)
+    own = (getattr(fn, "__module__", None) or "").startswith("pullback.")  # passes containers on purpose
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if kwargs and any(isinstance(v, Traced) for v in kwargs.values()):
+        if kwargs and any(isinstance(v, Traced) or (not own and _holds_traced(v)) for v in kwargs.values()):
             args, kwargs = to_positions(names, args, kwargs)  # a traced argument given by name
-            if any(isinstance(v, Traced) for v in kwargs.values()):
+            if any(isinstance(v, Traced) or (not own and _holds_traced(v)) for v in kwargs.values()):
                 raise TypeError(f"{qualified_name(fn)}: a traced value was passed as a keyword-only argument, which is "
                                 "not differentiated; pass it positionally.")
-        for a in args:
-            if isinstance(a, Traced):
-                rule = REVERSE_RULES.get(call)
-                if rule is None:
-                    raise missing_rule(fn)
-                _refuse_traced_inside(fn, args, kwargs)
-                return _marked(apply(rule, args, kwargs), args, call in VIEWS)
-        _refuse_traced_inside(fn, args, kwargs)
+        holders = () if own else _holders(fn, args)
+        if holders or any(isinstance(a, Traced) for a in args):
+            rule = REVERSE_RULES.get(call)
+            if rule is None:
+                raise missing_rule(fn)
+            if kwargs and not own:  # named arguments reach the rules in their positions (pullback's own rules
+                args, kwargs = to_positions(names, args, kwargs)  # take their options by name)
+            if holders:
+                if getattr(rule, "only_forward", False):
+                    raise TypeError(
+                        f"{qualified_name(fn)} is a pullback.primitive with only a forward rule, and argument "
+                        f"{holders[0][0]} is an object holding values being differentiated, which only its reverse "
+                        "rule takes; register one with pullback.rrule, or pass those values as positional arguments.")
+                return apply_through_objects(rule, args, kwargs, holders)
+            return _marked(apply(rule, args, kwargs), args, call in VIEWS)
         for a in (*args, *kwargs.values()):
             record = getattr(a, "record_primitive", None)  # a pb.jit Symbol: recorded whole
             if record is not None:
@@ -73,29 +88,118 @@ def primitive(fn):
 # The primitives whose rule was registered with `view=True`.
 VIEWS = set()
 
+# Argument types that hold nothing to look inside, checked first.
+_LEAF_TYPES = frozenset((float, int, bool, str, type(None), np.ndarray, np.float64, np.float32, np.int64))
 
-def _refuse_traced_inside(fn, args, kwargs):
-    """Raise for a traced value inside a list, tuple or dict argument of a user's primitive (not also given on its own):
-    the rule is given plain arguments, so it would bypass the rule, whose derivative would be silently lost.
-    (pullback's own primitives pass such containers on purpose: a shared computation keyed by its input.)"""
-    if (getattr(fn, "__module__", None) or "").startswith("pullback."):
-        return
-    given = None
-    for k, a in enumerate((*args, *kwargs.values())):
+
+def _traced_places(x):
+    """`(path, value)` for every place inside `x` that holds a traced value (a tied one at each of its places)."""
+    found = []
+
+    def leaf(v, parts, path):
+        if isinstance(v, Traced):
+            found.append((path, v))
+
+    tree.walk(x, leaf, lambda *a: None, repeat=lambda v, first, parts, path: leaf(v, parts, path),
+              cycle=lambda *a: None)
+    return found
+
+
+def _holds_traced(x):
+    """Whether `x`, not a traced value itself, holds one."""
+    return type(x) not in _LEAF_TYPES and tree.kind_of(x) is not None and bool(_traced_places(x))
+
+
+def _holders(fn, args):
+    """`(position, places)` of the positional arguments that are objects holding traced values (see
+    `apply_through_objects`). A traced value inside a list, tuple or dict argument, and not also given on
+    its own, is refused: the rule would not see it, and its derivative would be silently lost."""
+    found = []
+    for k, a in enumerate(args):
         kind = type(a)
-        if kind is not list and kind is not tuple and kind is not dict:  # `self` is left to its method
+        if kind in _LEAF_TYPES or isinstance(a, Traced) or tree.kind_of(a) is None:
             continue
-        for key, v in (a.items() if kind is dict else enumerate(a)):  # one level: options are short tuples
-            if isinstance(v, Traced):
-                given = {id(p) for p in args if isinstance(p, Traced)} if given is None else given
-                if id(v) in given:  # also passed as an argument of its own: the rule sees it
-                    continue
-                where = f"{f'argument {k}' if k < len(args) else f'keyword argument {list(kwargs)[k - len(args)]!r}'}[{key!r}]"
-                raise TypeError(
-                    f"{qualified_name(fn)} is a pullback.primitive, and {where} is a value being differentiated inside "
-                    f"a {type(a).__name__}. A primitive's rule sees only the values it is given directly as positional "
-                    "arguments, so this one's derivative would be lost. Pass it as a positional argument of its own "
-                    "(a method's parameters included), or make the function a plain one, not a primitive.")
+        places = _traced_places(a)
+        if not places:
+            continue
+        if kind is list or kind is tuple or kind is dict:
+            _refuse_traced_inside(fn, args, k, places)
+        else:
+            found.append((k, places))
+    return found
+
+
+def _refuse_traced_inside(fn, args, k, places):
+    """Raise for a traced value at one of `places` inside container argument `k`, unless also given on its own."""
+    given = {id(p) for p in args if isinstance(p, Traced)}
+    for path, v in places:
+        if id(v) not in given:  # also passed as an argument of its own: the rule sees it
+            raise TypeError(
+                f"{qualified_name(fn)} is a pullback.primitive, and argument {k}{path} is a value being differentiated "
+                f"inside a {type(args[k]).__name__}. A primitive's rule sees only the values it is given directly as "
+                "positional arguments (or inside an object given as one), so this one's derivative would be lost. "
+                "Pass it as a positional argument of its own, or make the function a plain one, not a primitive.")
+
+
+def apply_through_objects(rule, args, kwargs, holders):
+    """Apply `rule` to `args`, of which those at the positions `holders` lists are objects holding traced values.
+
+    The traced values are passed on as extra positional arguments, so the engine tracks them as any
+    other; the rule gets each object rebuilt around their plain values, and the cotangent its pullback
+    gives for the object (a `pb.Tangent`) is read at each place to give theirs.
+    """
+    n = len(args)
+    extra, index, plans = [], {}, []
+    for k, places in holders:
+        for path, v in places:
+            if id(v) not in index:
+                index[id(v)] = n + len(extra)
+                extra.append(v)
+        plans.append((k, [(path.keys, index[id(v)]) for path, v in places]))
+    objects = {k: args[k] for k, _ in holders}  # read when the rule runs, never kept for the pullback
+    required = [k in objects or isinstance(a, Traced) for k, a in enumerate(args)]  # a cotangent is due
+
+    def through_objects(*values, **kw):
+        plain = {id(v): values[index[id(v)]] for v in extra}
+        given = list(values[:n])
+        for k, obj in objects.items():
+            given[k] = tree.fmap(lambda v: plain.get(id(v), v), obj)
+        y, back = rule(*given, **kw)
+        return y, _ObjectsBack(back, required, len(extra), plans, given)
+
+    through_objects.__qualname__ = getattr(rule, "__qualname__", "rule")
+    return apply(through_objects, (*args, *extra), kwargs)
+
+
+class _ObjectsBack:
+    """The pullback of `apply_through_objects`: a rule's, with each object's cotangent read at its traced places."""
+
+    __slots__ = ("back", "required", "count", "plans", "kids", "__qualname__")
+
+    def __init__(self, back, required, count, plans, given):
+        self.back, self.required, self.count, self.plans = back, required, count, plans
+        self.kids = {k: dict.fromkeys(tree.children(given[k])) for k, _ in plans}  # what its cotangent must mirror
+        self.__qualname__ = getattr(back, "__qualname__", type(back).__name__)
+
+    def __call__(self, dy):
+        cotangents = list(as_cotangents(self.back, self.back(dy)))
+        n = len(self.required)
+        if len(cotangents) < n and any(self.required[len(cotangents):]):
+            raise missing_cotangents(self.back, cotangents, [0 if r else -1 for r in self.required])
+        cotangents += [None] * (n - len(cotangents) + self.count)
+        for k, places in self.plans:
+            part = cotangents[k]
+            cotangents[k] = None
+            if isinstance(part, Thunk):
+                part = part.unthunk()
+            tree.check_mirrors(None, self.kids[k], part, f"The cotangent a rule's pullback ({self.__qualname__}) "
+                               f"gave for argument {k}, an object,")
+            for keys, j in places:
+                ct = part
+                for key in keys:
+                    ct = tree.child_of(ct, key)
+                cotangents[j] = accum(cotangents[j], ct)
+        return tuple(cotangents)
 
 
 def _marked(y, args, view):
@@ -110,9 +214,10 @@ def rrule(fn, *, view=False):
 
     `fn` is a NumPy ufunc, a NumPy function (anything that dispatches through
     `__array_function__`) or a `pb.primitive`. The rule takes the plain positional
-    and keyword arguments of a call and returns `(y, back)`, where `back(dy)` returns one
+    and keyword arguments of a call and returns `(y, back)`, where `back(dy)` returns a tuple of one
     cotangent per positional argument: a value, `None`, a `pb.Thunk` or a
-    `pb.InplaceableThunk`; or `back` is a `pb.PerOperand` of one function per positional
+    `pb.InplaceableThunk` (a `pb.Tangent` for an object holding values being differentiated, as
+    `self` of a primitive method); or `back` is a `pb.PerOperand` of one function per positional
     argument, so that what only an untraced argument's gradient reads is not kept for the
     backward pass. Cotangents may keep the broadcast shape of `y`: pullback
     sums them down to each input's shape and casts them to its dtype. A cotangent missing for
@@ -153,7 +258,8 @@ def frule(fn):
 
     `fn` is anything `rrule` accepts. The rule takes `(primals, tangents, **kwargs)`, where
     `tangents[k]` is None when argument k carries no tangent, and returns `(y, y_dot)`
-    (`y_dot` may be None, a zero tangent). An operation with only a reverse rule still
+    (`y_dot` may be None, a zero tangent). Arguments a caller names reach it in their positions,
+    as they reach the reverse rule. An operation with only a reverse rule still
     works in forward mode, by transposing its `back`; one with only a forward rule raises
     a clear error in reverse mode.
 

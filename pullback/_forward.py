@@ -10,7 +10,7 @@ linear `back` map.
 import numpy as np
 
 from ._arrays import is_foreign_array_type, like_input, zeros_as
-from ._backward import backward, fit, missing_cotangents
+from ._backward import as_cotangents, backward, fit, missing_cotangents
 from ._registry import FUNCTIONS, forward_rule_of
 from ._reverse import Tape
 from ._standins import astype, dtype_of
@@ -116,7 +116,7 @@ def _transposed(rule, primals, tangents, kwargs):
 
     def pairing(u):
         total = 0.0
-        cotangents = back(u)
+        cotangents = as_cotangents(back, back(u))
         if any(t is not None for t in tangents[len(cotangents):]):
             raise missing_cotangents(back, cotangents, [-1 if t is None else k for k, t in enumerate(tangents)])
         for ct, t, p in zip(cotangents, tangents, primals):

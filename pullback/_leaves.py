@@ -140,13 +140,17 @@ class Arguments:
             if _is_root_argument(path, chosen):
                 return self._scalar(x, path, parts[0] if parts else None, wrap, (None, path[1][0]))
             if isinstance(x, np.ndarray):
+                if parts:  # an integer array (numbers in containers are `node`'s)
+                    _refuse_dropped_tangent(x, parts[0], Where(path, self.roots))
                 self._plain.append((path, x))
             elif type(x) is types.MethodType:
                 methods.append((path, x))
             return x
 
         def repeat(x, first, parts, path):
-            if path[0][0] == 1 and (id(x) in self._array_index or id(x) in trainable):  # keywords are not differentiated
+            # a tracked array met again at a place not differentiated (a keyword argument, a position
+            # not in argnums) is a constant there; a container stays one copy wherever it is met
+            if first is not x and not _in_chosen(path, chosen) and tree.kind_of(x) is None:
                 if isinstance(x, np.ndarray):
                     self._plain.append((path, x))
                 return x
@@ -166,14 +170,8 @@ class Arguments:
             if len(path) == 0:  # the root pair is ours, not the caller's
                 return new
             copy = tree.copy_node(x, kind, new, shell)
-            for k, child in new.items():  # `self.act = self.relu`: bound to the copy, as a copy of the object would be
-                if type(child) is types.MethodType and child.__self__ is x:
-                    rebound.add(id(child))
-                    method = types.MethodType(child.__func__, copy)
-                    if isinstance(copy, dict):
-                        copy[k] = method
-                    else:
-                        object.__setattr__(copy, k, method)
+            # `self.act = self.relu`: bound to the copy, as a copy of the object would be
+            rebound.update(id(method) for method in tree.rebind_methods(x, copy, new))
             return copy
 
         if self._flat:
@@ -182,9 +180,12 @@ class Arguments:
             self._plain += [(tree.ROOT.child(1, False).child(k, False), a) for k, a in self.kwargs.items()
                             if isinstance(a, np.ndarray)]
         else:
+            # the differentiated arguments first: what they hold is tracked wherever else it is met
+            order = [*sorted(chosen), *(i for i in range(len(self.args)) if i not in chosen)]
             ys = ((tuple(companions), None),) if companions is not None else ()
-            new = tree.walk((self.args, self.kwargs), leaf, node, ys=ys, repeat=repeat, cycle=tree.copy_cycle)
-            self.tracked = (list(new[0]), new[1])
+            new = tree.walk(({i: self.args[i] for i in order}, self.kwargs), leaf, node, ys=ys, repeat=repeat,
+                            cycle=tree.copy_cycle)
+            self.tracked = ([new[0][i] for i in range(len(self.args))], new[1])
             for path, method in methods:
                 if id(method) not in rebound:
                     self._refuse_bound_method(path, method)
@@ -252,8 +253,10 @@ class Arguments:
     def _track_flat_argument(self, i, x, companions, tangents, chosen, wrap):
         """`track` for argument `i` when no argument is a container: what the walk would do, directly."""
         companion = companions[i] if companions is not None else None
-        if isinstance(x, np.ndarray) and i not in chosen:
-            self._plain.append((tree.ROOT.child(0, False).child(i, False), x))
+        if i not in chosen:  # a constant, even where it is the same array as a differentiated argument
+            if isinstance(x, np.ndarray):
+                self._plain.append((tree.ROOT.child(0, False).child(i, False), x))
+            return x
         if id(x) in self._trainable:
             index = self._array_index.get(id(x))
             if index is None:
@@ -261,9 +264,7 @@ class Arguments:
                 self._array_index[id(x)] = index
                 self._made[id(x)] = new
             return self._made[id(x)]
-        if i in chosen:
-            return self._scalar(x, tree.ROOT.child(0, False).child(i, False), companion, wrap, (None, i))
-        return x
+        return self._scalar(x, tree.ROOT.child(0, False).child(i, False), companion, wrap, (None, i))
 
     def _scalar(self, x, path, companion, wrap, place, current=None):
         """A trainable place holding `x`: a tracked scalar, or `x` itself (refusing what cannot be tracked)."""
@@ -273,7 +274,9 @@ class Arguments:
             new, index = wrap(x, path, companion)
             self._place_index[place] = index
             return new
-        _refuse_untrackable(x, Where(path, self.roots))
+        where = Where(path, self.roots)
+        _refuse_untrackable(x, where)
+        _refuse_dropped_tangent(x, companion, where)
         return x if current is None else current
 
     def refuse_shared_write(self, index):
@@ -360,6 +363,29 @@ class Arguments:
         return tuple(grads.get(i) for i in range(len(self.args)))
 
 
+def _in_chosen(path, chosen):
+    """Whether `path` lies in a differentiated positional argument."""
+    return path[0][0] == 0 and path[1][0] in chosen
+
+
+def _refuse_dropped_tangent(x, tangent, where):
+    """Raise for a nonzero tangent given for `x`, a value that is not differentiated (an int, an integer
+    array): it would be dropped silently, and the derivative computed as if it were zero. The value itself in
+    its own place (a tangent tree made by replacing only the float leaves of the primals) says no tangent."""
+    if tangent is None or tangent is x or tree.kind_of(tangent) is not None or _is_float_array(x):
+        return  # (a float array traced by an outer derivative is differentiated: its leaf was made already)
+    zero = isinstance(tangent, (int, float, complex, np.ndarray, np.generic)) and not np.any(tangent)
+    if not zero:
+        raise TypeError(
+            f"A nonzero tangent is given for {where}, a {type(x).__name__}{_dtype_note(x)}, which is not "
+            "differentiated (only float and complex values are): it would be dropped. Pass None as its tangent, "
+            "or pass the value as a float (float(n), n.astype(float)) to move it.")
+
+
+def _dtype_note(x):
+    return f" of dtype {x.dtype}" if isinstance(x, np.ndarray) else ""
+
+
 def _is_root_argument(path, chosen):
     """Whether `path` is a differentiated positional argument itself."""
     return len(path) == 2 and path[0][0] == 0 and path[1][0] in chosen
@@ -381,6 +407,8 @@ def _flat_trainable_ids(args, positions):
                 found.setdefault(id(x), tree.ROOT.child(0, False).child(i, False))
             else:
                 _refuse_untrackable(x, f"argument {i}")
+        elif type(x) is types.MethodType:
+            refuse_method_holding_arrays(x, f"argument {i}")
         else:
             refuse_hidden_arrays(x, f"argument {i}")
     return found
@@ -390,15 +418,19 @@ def _trainable_ids(args, positions):
     """The arrays (float, at trainable places) and containers reachable trainably from the arguments at
     `positions`: {id: the array's first trainable place, or None for a container}."""
     found = {}
+    methods = []
 
     def leaf(x, parts, path):
+        where = tree.Path(path[2:]).format(f"argument {path[1][0]}")
         if isinstance(x, np.ndarray) or isinstance(x, np.generic) or _is_tracked_value(x) or is_foreign_array(x):
             if _is_float_array(x):
                 found[id(x)] = path
             else:
-                _refuse_untrackable(x, tree.Path(path[2:]).format(f"argument {path[1][0]}"))
+                _refuse_untrackable(x, where)
+        elif type(x) is types.MethodType:
+            methods.append((x, where))  # known once the walk has found every differentiated object
         else:
-            refuse_hidden_arrays(x, tree.Path(path[2:]).format(f"argument {path[1][0]}"))
+            refuse_hidden_arrays(x, where)
 
     def node(x, kind, old, new, parts, path, shell):
         found[id(x)] = None
@@ -407,6 +439,9 @@ def _trainable_ids(args, positions):
     tree.walk(root, leaf, node, trainable_only=True)
     found.pop(id(root), None)
     found.pop(id(root[0]), None)
+    for method, where in methods:
+        if id(method.__self__) not in found:  # a method of a differentiated object: see `Arguments.track`
+            refuse_method_holding_arrays(method, where)
     return found
 
 
@@ -431,6 +466,9 @@ def refuse_hidden_arrays(x, where):
         if any(_is_float_array(v) for v in tree.leaves((x.args, x.keywords))):
             _refuse_container(x, where)
         return
+    base = tree.registered_base(type(x))
+    if base is not None:
+        _refuse_registered_subclass(type(x), base, where)
     if isinstance(x, (str, bytes)) or not isinstance(x, (Mapping, Sequence, Set, deque)):
         return
     try:
@@ -447,6 +485,25 @@ def _refuse_container(x, where):
     raise TypeError(
         f"{_sentence_start(where)} is a {type(x).__name__}, which pb.tree does not look inside, so the values it holds would "
         f"get no gradient. Register the type with pb.tree.register (see docs/api-tree.md), or pass {how}.")
+
+
+def refuse_method_holding_arrays(method, where):
+    """Raise for a bound method at a differentiated place whose object holds float arrays and is not
+    differentiated itself (`model.loss`): the arrays would silently get no gradient."""
+    if not any(_is_float_array(v) for v in tree.leaves(method.__self__)):
+        return
+    name = type(method.__self__).__name__
+    raise TypeError(
+        f"{_sentence_start(where)} is a bound method of a {name} holding float arrays, which are not an argument of "
+        f"the call, so they would get no gradient. Pass the {name} and call its method inside the function "
+        f"(pb.gradient(lambda m, x: m.{method.__func__.__name__}(x), model, x)), or pass the arrays as arguments.")
+
+
+def _refuse_registered_subclass(cls, base, where):
+    raise TypeError(
+        f"{_sentence_start(where)} is a {cls.__qualname__}, a subclass of {base.__qualname__} (registered with "
+        f"pb.tree.register) with storage of its own, which {base.__qualname__}'s registration does not know, "
+        f"so pb.tree does not look inside it. Register {cls.__qualname__} with pb.tree.register too.")
 
 
 def _sentence_start(where):

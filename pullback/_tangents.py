@@ -6,7 +6,7 @@
 import functools
 import operator
 import sys
-from collections.abc import ItemsView, Iterator, KeysView, ValuesView
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -175,7 +175,7 @@ def unthunk(x):
     (2.0, [None, 3.0])
     """
     if isinstance(x, Thunk):
-        return x.unthunk()
+        x = x.unthunk()  # what it returns may hold thunks too
     kind = type(x)
     if kind is tuple or kind is list:
         return kind(unthunk(v) for v in x)
@@ -205,7 +205,7 @@ def accum(a, b):
     if isinstance(a, Thunk) or isinstance(b, Thunk):
         return accum(unthunk(a), unthunk(b))
     kind = type(a)
-    if isinstance(a, (tuple, list, dict, Tangent)):
+    if isinstance(a, (tuple, list, dict, Tangent)) or isinstance(b, Tangent):
         _check_same_kind(a, b)
     if kind is tuple or kind is list:
         return kind(accum(x, y) for x, y in zip(a, b))
@@ -222,7 +222,9 @@ def accum(a, b):
 
 def _check_same_kind(a, b):
     """Refuse to add cotangents that mirror different objects (zip would drop the extra entries)."""
-    if isinstance(a, Tangent):
+    if isinstance(b, Tangent) and not isinstance(a, Tangent):
+        same = False  # `1.0 + g` would come back to `g.__radd__`
+    elif isinstance(a, Tangent):
         same = isinstance(b, Tangent) and b.primal_type is a.primal_type
     elif type(a) is dict:
         same = type(b) is dict
@@ -244,8 +246,12 @@ def _shape_of(x):
 class Tangent:
     """The gradient of an object that is not a tuple, list or dict: one entry per child.
 
-    Read-only; entries are reached as attributes or items, in the object's own order.
-    Gradients of one object add with `+` and `sum(...)` (that is `pb.accum`).
+    Read-only; entries are reached as attributes or items, in the object's own order, and an
+    entry wins over the mapping methods: the gradient of a field `values` is `g.values`.
+    `.primal_type` is the object's type (an entry of that name is `g["primal_type"]`).
+    `pb.tree.children(g)` gives the entries as a dict; `for name in g`, `len(g)` and `name in g`
+    work as for a dict, and so do `g.keys()`, `g.values()` and `g.items()` where no entry
+    has that name. Gradients of one object add with `+` and `sum(...)` (that is `pb.accum`).
 
     >>> import numpy as np, pullback as pb
     >>> class Affine:
@@ -276,9 +282,12 @@ class Tangent:
         return Tangent._make, (self.primal_type, self._entries)
 
     def __getattr__(self, name: str) -> Any:
+        entries = self._entries
         try:
-            return self._entries[name]
+            return entries[name]
         except KeyError:
+            if name in _MAPPING_METHODS:  # only where no entry has the name: entries mirror the object's fields
+                return getattr(entries, name)
             raise AttributeError(f"Tangent[{self.primal_type.__name__}] has no entry {name!r}") from None
 
     def __getitem__(self, key: str) -> Any:
@@ -311,15 +320,6 @@ class Tangent:
     def __contains__(self, key: object) -> bool:
         return key in self._entries
 
-    def keys(self) -> KeysView[str]:
-        return self._entries.keys()
-
-    def values(self) -> ValuesView[Any]:
-        return self._entries.values()
-
-    def items(self) -> ItemsView[str, Any]:
-        return self._entries.items()
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Tangent) or other.primal_type is not self.primal_type:
             return NotImplemented
@@ -332,6 +332,10 @@ class Tangent:
     def __repr__(self):
         body = ", ".join(f"{k}={v!r}" for k, v in self._entries.items())
         return f"Tangent[{self.primal_type.__name__}]({body})"
+
+
+# what `g.keys()` and the like give where no entry has the name (see `Tangent.__getattr__`)
+_MAPPING_METHODS = frozenset(("keys", "values", "items"))
 
 
 def _same(a, b):

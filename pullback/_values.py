@@ -8,13 +8,14 @@ calls make nested levels; an operation unwraps only the inputs of the innermost 
 rule's own arithmetic is recorded on the outer levels and the levels never mix.
 """
 
+import functools
 import itertools
 import operator
 
 import numpy as np
 
 from . import _namespace
-from ._arrays import is_foreign_array_type, without_memmaps
+from ._arrays import is_dask_array, is_foreign_array_type, without_memmaps
 from ._errors import (
     check_operand,
     conversion_error,
@@ -26,7 +27,7 @@ from ._errors import (
     ufunc_name,
 )
 from ._inplace import FlatView, holds_array, in_place, rebind, set_item
-from ._registry import FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, UFUNC_RULES
+from ._registry import FUNCTIONS, METHODS, NONDIFF_UFUNCS, REVERSE_RULES, UFUNC_RULES
 from ._standins import astype, dtype_of, getitem, index_update, power
 from ._tangents import PerOperand
 
@@ -255,7 +256,16 @@ class Traced:
         return getattr(stop_gradient(self), "device", "cpu")
 
     def __getattr__(self, name):
-        """Attributes of ndarray that a value being differentiated does not have: say so, and the way out."""
+        """Attributes of ndarray that a value being differentiated does not have: say so, and the way out.
+        Methods of another library's arrays with a rule (Dask's `x.rechunk`) are answered by it."""
+        method = METHODS.get(name)
+        if method is not None and hasattr(stop_gradient(self), name):
+            return functools.partial(method, self)
+        if name in _DASK_ONLY and is_dask_array(stop_gradient(self)):
+            raise TypeError(
+                f"x.{name} on a Dask array being differentiated would hand it to Dask outside the recorded operations, "
+                "where the gradient would be lost. Write the computation with NumPy functions on x (they stay lazy), "
+                "or use pullback.stop_gradient(x) for a plain Dask array that carries no gradient.")
         if not name.startswith("_") and hasattr(np.ndarray, name):
             instead = f" np.{name}(x, ...) works on x itself." if callable(getattr(np, name, None)) else ""
             raise AttributeError(
@@ -355,6 +365,12 @@ class Tracked(Traced):
         self._tape = tape
         self._id = i
 
+    def __hash__(self):
+        # as JAX's tracers: a set, a dict key or a cache (functools.lru_cache) keyed by value would
+        # hand a value of this gradient call to another, or find one of another call
+        raise TypeError("unhashable type: a value being differentiated (a set, a dict key or a cache would keep it "
+                        "apart from its gradient); use pullback.stop_gradient(x) there (pb.stop_gradient(x) in {3.0})")
+
 
 class Dual(Traced):
     """A value carrying a tangent alongside (forward mode); `_tape` is its `ForwardLevel`."""
@@ -400,6 +416,9 @@ class Dual(Traced):
 
 
 _PYTHON_SCALARS = (float, int, bool, complex)
+# methods of a Dask array that would compute it or hand it to Dask's own task machinery
+_DASK_ONLY = frozenset(("persist", "compute", "map_blocks", "map_overlap", "to_delayed", "blocks", "partitions",
+                        "visualize", "store", "to_zarr"))
 _PYTHON_ARITHMETIC = {"truediv": operator.truediv, "pow": operator.pow, "mod": operator.mod, "floordiv": operator.floordiv}
 
 

@@ -26,6 +26,7 @@ import enum
 import fractions
 import functools
 import types
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,7 @@ import numpy as np
 from ._tangents import Tangent
 
 __all__ = [
-    "children", "fmap", "leaves", "leaves_with_path", "register", "trainable_names",
+    "children", "fmap", "fmap_values", "leaves", "leaves_with_path", "register", "trainable_names",
     "kind_of", "Kind", "Path", "walk", "gradient_like", "child_of",
 ]
 
@@ -72,9 +73,35 @@ def register(cls: type, children: Callable[[Any], dict], rebuild: Callable[[Any,
     >>> tree.register(Pair, lambda p: dict(zip("ab", Pair.store[id(p)])), lambda p, kids: Pair(kids["a"], kids["b"]))
     >>> sorted(tree.children(Pair(1.0, 2.0)).items())
     [('a', 1.0), ('b', 2.0)]
+
+    A subclass is seen through its nearest registered base class unless it adds storage of its own
+    (slots, or a `__dict__` the base's instances lack), which the base's `children` could not know:
+    such a subclass is a leaf until it is registered too, and refused where it is differentiated.
     """
     _REGISTERED[cls] = Kind(children, rebuild, fields=True)
     _KIND_OF_CLASS.clear()
+
+
+def registered_base(cls: type) -> "type | None":
+    """The registered class `cls` derives from, for a subclass that is not registered itself, or None."""
+    if cls in _REGISTERED:
+        return None
+    return next((base for base in cls.__mro__[1:] if base in _REGISTERED), None)
+
+
+def _registered_kind(cls):
+    """The `Kind` registered for `cls`, or for its nearest registered base class when `cls` adds no storage."""
+    kind = _REGISTERED.get(cls)
+    base = registered_base(cls) if kind is None and _REGISTERED else None
+    if base is None or _adds_storage(cls, base):
+        return kind
+    return _REGISTERED[base]
+
+
+def _adds_storage(cls, base):
+    """Whether instances of `cls` hold state that instances of its base class `base` cannot."""
+    between = cls.__mro__[:cls.__mro__.index(base)]
+    return any(_slots_of(k) for k in between) or (cls.__dictoffset__ != 0 and base.__dictoffset__ == 0)
 
 
 class Path:
@@ -349,7 +376,7 @@ _KIND_OF_CLASS: dict[type, "Kind | None"] = {}
 
 def _kind_of_class(cls, x):
     """`kind_of` for an instance `x` of `cls`; it depends only on the class, so `kind_of` keeps it."""
-    kind = _REGISTERED.get(cls)
+    kind = _registered_kind(cls)
     if kind is not None:
         return kind
     if cls is tuple:
@@ -565,13 +592,42 @@ def _rebuild_node(value, kind, old, new, parts, path, shell):
     """A container's copy holding `new` children; the container itself when nothing changed."""
     if shell is not None and shell is not value:
         kind.fill(shell, new)
+        rebind_methods(value, shell, new)
         return shell
     if any(new[k] is not v for k, v in old.items()):
-        return kind.rebuild(value, new)
+        copy = kind.rebuild(value, new)
+        rebind_methods(value, copy, new)
+        return copy
     return value
 
 
-def fmap(f: Callable[..., Any], x: Any, *ys: Any, exclude: Callable[[Any], bool] | None = None, trainable_only: bool = False) -> Any:
+def rebind_methods(value: Any, copy: Any, kids: dict) -> list:
+    """Bind the methods `copy`'s fields hold that are bound to `value` (`self.act = self.relu`) to
+    `copy` instead, as a copy of the object made by Python would; returns those methods.
+
+    >>> from pullback import tree
+    >>> class Net:
+    ...     def __init__(self): self.w, self.act = 1.0, self.relu
+    ...     def relu(self, z): return max(z, 0.0)
+    >>> net = Net()
+    >>> new = tree.fmap(lambda v: 2.0 if v == 1.0 else v, net)
+    >>> new.act.__self__ is new
+    True
+    """
+    found = []
+    for k, child in kids.items():
+        if type(child) is types.MethodType and child.__self__ is value and copy is not value:
+            found.append(child)
+            method = types.MethodType(child.__func__, copy)
+            if isinstance(copy, dict):
+                copy[k] = method
+            elif not isinstance(copy, (tuple, list)):
+                object.__setattr__(copy, k, method)
+    return found
+
+
+def fmap(f: Callable[..., Any], x: Any, *ys: Any, exclude: Callable[[Any], bool] | None = None, trainable_only: bool = False,
+         check: bool = True) -> Any:
     """Apply `f(leaf, *matching_leaves_of_ys)` to every leaf of `x` and rebuild `x` around the results.
 
     Containers whose leaves are all unchanged come back as the same objects. The same
@@ -579,7 +635,10 @@ def fmap(f: Callable[..., Any], x: Any, *ys: Any, exclude: Callable[[Any], bool]
     (so ties survive); a cycle through mutable objects is rebuilt as a cycle of the new
     objects. `ys` are trees shaped like `x` (or gradients of it: `None` and `Tangent`
     parts are fine). `exclude(node)` marks extra nodes as leaves; with `trainable_only`
-    the fields a `trainable()` method leaves out are kept as they are.
+    the fields a `trainable()` method leaves out are kept as they are. A part of `ys` with an
+    entry its container in `x` lacks (a misspelt key, a longer list) is refused, naming the
+    place, rather than dropped (`check=False` lets it pass: an old optimiser state read alongside
+    one whose rule changed its layout); an entry it lacks is read as None.
 
     >>> import numpy as np
     >>> from pullback import tree
@@ -587,9 +646,90 @@ def fmap(f: Callable[..., Any], x: Any, *ys: Any, exclude: Callable[[Any], bool]
     >>> new = tree.fmap(lambda a, g: a - g if g is not None else a, (w, w, 1), (None, np.ones(2), None))
     >>> new[0] is new[1]  # the tie survives; the first place's gradient (None) was used
     True
+    >>> tree.fmap(lambda a, g: a - g, {"w": 1.0}, {"w": 1.0, "bias": 5.0})
+    Traceback (most recent call last):
+    TypeError: The part of tree 2 at x has an entry ['bias'] that the dict there lacks, which would be dropped; it has ['w'].
     """
-    return walk(x, lambda v, parts, path: f(v, *parts), _rebuild_node, ys=ys, exclude=exclude,
-                trainable_only=trainable_only)
+    node = _rebuild_matched_node if ys and check else _rebuild_node
+    return walk(x, lambda v, parts, path: f(v, *parts), node, ys=ys, exclude=exclude, trainable_only=trainable_only)
+
+
+def _rebuild_matched_node(value, kind, old, new, parts, path, shell):
+    """`_rebuild_node`, once the parts of the other trees have been checked to have no entry `value` lacks."""
+    for j, part in enumerate(parts):
+        extra = [k for k in _entries(part) if k not in old]
+        if extra:
+            raise TypeError(f"The part of tree {j + 2} at {path.format('x')} has an entry {extra} that the "
+                            f"{type(value).__name__} there lacks, which would be dropped; it has {list(old)}.")
+    return _rebuild_node(value, kind, old, new, parts, path, shell)
+
+
+def _entries(part):
+    """The keys of a part of a tree `fmap` reads alongside (none for a leaf or None)."""
+    if isinstance(part, Tangent):
+        return list(part._entries)
+    if isinstance(part, dict):
+        return list(part)
+    if isinstance(part, (tuple, list)) and not hasattr(type(part), "_fields"):
+        return list(range(len(part)))
+    return list(children(part))
+
+
+def fmap_values(f: Callable[[Any], Any], x: Any) -> Any:
+    """`fmap(f, x)` that also rebuilds the containers pb.tree does not see inside (a deque, a tuple
+    subclass that is not a namedtuple) when `f` changes what they hold: for what a function returns,
+    where a traced value must not come back hidden in one. One that cannot be rebuilt is refused.
+
+    >>> from collections import deque
+    >>> from pullback import tree
+    >>> tree.fmap_values(lambda v: v * 2 if isinstance(v, float) else v, {"q": deque([1.0], maxlen=3)})
+    {'q': deque([2.0], maxlen=3)}
+    """
+    # the hidden containers being mapped: one that holds itself is left as it is
+    return fmap(functools.partial(_value_leaf, f, set()), x)
+
+
+def _value_leaf(f, active, v):
+    """`fmap_values`'s leaf function (a module function: a closure calling itself would be a reference cycle)."""
+    items = _hidden_items(v)
+    if items is None:
+        return f(v)
+    if id(v) in active:
+        return v
+    active.add(id(v))
+    try:
+        new = [fmap(functools.partial(_value_leaf, f, active), item) for item in items]
+    finally:
+        active.discard(id(v))
+    return v if all(a is b for a, b in zip(new, items)) else _rebuild_hidden(v, new)
+
+
+def _hidden_items(v):
+    """The items of a container pb.tree does not see inside and `fmap_values` rebuilds, else None."""
+    if isinstance(v, deque) or (isinstance(v, tuple) and kind_of(v) is None):
+        return list(v)
+    return None
+
+
+def _rebuild_hidden(v, items):
+    """A container like `v` (a deque, a tuple subclass) holding `items`, keeping its type and attributes."""
+    if isinstance(v, deque):
+        new = copy.copy(v)  # keeps maxlen and a subclass's state
+        new.clear()
+        new.extend(items)
+        return new
+    try:
+        new = type(v)(items)
+    except Exception as error:
+        new = error
+    if not isinstance(new, tuple) or list(new) != items:
+        raise TypeError(
+            f"A {type(v).__qualname__} (a tuple subclass) holds values being differentiated, and cannot be rebuilt "
+            f"as {type(v).__qualname__}(items) around their plain values. Return a tuple, or register the class "
+            "with pb.tree.register.")
+    if getattr(v, "__dict__", None):
+        new.__dict__.update(v.__dict__)
+    return new
 
 
 def copy_node(value, kind, new, shell):

@@ -845,3 +845,46 @@ def test_a_nested_vjp_never_writes_into_the_cotangent_a_user_rule_was_given():
 
     pb.gradient(lambda x: np.sum(np.exp(remat_sin(x))), x0)
     assert seen["g unchanged"]
+
+
+# --- Tangent arithmetic and entries --------------------------------------------------------------
+
+class _TwoFields:
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+
+def _a_tangent():
+    (g,) = pb.gradient(lambda m: np.sum(m.w * 3.0), _TwoFields(np.array([1.0]), np.array([2.0])))
+    return g
+
+
+def test_a_number_and_a_tangent_do_not_add():
+    # each was a RecursionError: Tangent.__radd__ -> accum(1.0, g) -> 1.0 + g -> ...
+    g = _a_tangent()
+    with pytest.raises(TypeError, match=r"accum: cannot add a float and a Tangent\[_TwoFields\]"):
+        1.0 + g
+    with pytest.raises(TypeError, match="accum"):
+        pb.accum(1.0, g)
+    with pytest.raises(TypeError, match="accum"):
+        sum([g, g], 0.0)
+    np.testing.assert_allclose(sum([g, g]).w, [6.0])  # from the int 0, as sum starts
+
+
+def test_tangent_entry_named_like_a_mapping_method_is_reached_as_an_attribute():
+    class Attention:
+        def __init__(self):
+            self.values = np.array([1.0])
+            self.keys = np.array([2.0])
+
+    (g,) = pb.gradient(lambda a: np.sum(a.values * 3.0 + a.keys), Attention())
+    np.testing.assert_allclose(g["values"], [3.0])
+    np.testing.assert_allclose(g.values, [3.0])
+    np.testing.assert_allclose(g.keys, [1.0])
+    assert list(pb.tree.children(g)) == ["values", "keys"]
+    assert list(_a_tangent().items())[0][0] == "w" and dict(_a_tangent())["b"] is None  # no entry of those names
+
+
+def test_unthunk_evaluates_the_thunks_inside_what_a_thunk_returns():
+    out = pb.unthunk(pb.Thunk(lambda: (pb.Thunk(lambda: 1.0), [pb.Thunk(lambda: 2.0)])))
+    assert out == (1.0, [2.0])

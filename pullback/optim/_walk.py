@@ -4,7 +4,7 @@ call into `pb.tree`; places are `tree.Path`s, printed from the root `model`."""
 
 import numpy as np
 
-from .. import Tangent, stop_gradient, tree
+from .. import stop_gradient, tree
 from .._arrays import dtype_kind, speaks_array_api_only, speaks_nep18, type_name
 
 ROOT = "model"  # how messages name the model: model.layers[0].weight, model['w']
@@ -42,9 +42,7 @@ def nothing(*args):
 
 def entries(node):
     """The children of a gradient or state node as a dict: a `Tangent`'s entries, a container's children."""
-    if isinstance(node, Tangent):
-        return dict(node.items())
-    return tree.children(node)
+    return tree.children(node)  # a Tangent's entries too (a field may be named `items`)
 
 
 def name(path, root=ROOT):
