@@ -61,8 +61,12 @@ def primitive(fn):
                 raise TypeError(f"{qualified_name(fn)}: a traced value was passed as a keyword-only argument, which is "
                                 "not differentiated; pass it positionally.")
         holders = () if own else _holders(fn, args)
-        if holders or any(isinstance(a, Traced) for a in args):
-            rule = REVERSE_RULES.get(call)
+        rule = REVERSE_RULES.get(call)
+        direct = any(isinstance(a, Traced) for a in args)
+        # values reached only through an object: its reverse rule takes them; without one the body runs
+        # (traced, as a plain function: no rule is bypassed)
+        through_objects = holders and rule is not None and not getattr(rule, "only_forward", False)
+        if direct or through_objects:
             if rule is None:
                 raise missing_rule(fn)
             if kwargs and not own:  # named arguments reach the rules in their positions (pullback's own rules

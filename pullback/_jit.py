@@ -45,6 +45,7 @@ True
 import collections
 import dis
 import functools
+import sys
 import threading
 import types
 import warnings
@@ -103,7 +104,12 @@ class Jitted:
         self._stale_run, self._warned = 0, False  # retraces in a row for a changed global; warned of them
 
     def __reduce__(self):
-        """Pickled (sent to a Dask worker, say) as `pb.jit(fn)` afresh: its traces stay behind."""
+        """Pickled (sent to a Dask worker, say) as `pb.jit(fn)` afresh: its traces stay behind. A jitted
+        function defined at a module's top level (`@pb.jit def f`) is pickled by its name, as functions are."""
+        module = sys.modules.get(getattr(self, "__module__", None) or "")
+        name = getattr(self, "__qualname__", "")
+        if module is not None and "." not in name and getattr(module, name, None) is self:
+            return name
         return Jitted, (self.fn, self.cache_size)
 
     def __get__(self, obj, objtype=None):

@@ -370,9 +370,10 @@ def _in_chosen(path, chosen):
 
 def _refuse_dropped_tangent(x, tangent, where):
     """Raise for a nonzero tangent given for `x`, a value that is not differentiated (an int, an integer
-    array): it would be dropped silently, and the derivative computed as if it were zero. The value itself in
-    its own place (a tangent tree made by replacing only the float leaves of the primals) says no tangent."""
-    if tangent is None or tangent is x or tree.kind_of(tangent) is not None or _is_float_array(x):
+    array): it would be dropped silently, and the derivative computed as if it were zero. The value itself (or
+    a copy of it) in its own place, as in a tangent tree copied from the primals with its floats replaced,
+    says no tangent."""
+    if tangent is None or tree.kind_of(tangent) is not None or _is_float_array(x) or _same_value(tangent, x):
         return  # (a float array traced by an outer derivative is differentiated: its leaf was made already)
     zero = isinstance(tangent, (int, float, complex, np.ndarray, np.generic)) and not np.any(tangent)
     if not zero:
@@ -380,6 +381,16 @@ def _refuse_dropped_tangent(x, tangent, where):
             f"A nonzero tangent is given for {where}, a {type(x).__name__}{_dtype_note(x)}, which is not "
             "differentiated (only float and complex values are): it would be dropped. Pass None as its tangent, "
             "or pass the value as a float (float(n), n.astype(float)) to move it.")
+
+
+def _same_value(tangent, x):
+    """Whether `tangent` is the primal `x` or a copy of it (a tangent tree copied from the primals, its floats replaced)."""
+    if tangent is x:
+        return True
+    try:
+        return type(tangent) is type(x) and bool(np.array_equal(tangent, x))
+    except (TypeError, ValueError):
+        return False
 
 
 def _dtype_note(x):
@@ -421,16 +432,15 @@ def _trainable_ids(args, positions):
     methods = []
 
     def leaf(x, parts, path):
-        where = tree.Path(path[2:]).format(f"argument {path[1][0]}")
         if isinstance(x, np.ndarray) or isinstance(x, np.generic) or _is_tracked_value(x) or is_foreign_array(x):
             if _is_float_array(x):
                 found[id(x)] = path
             else:
-                _refuse_untrackable(x, where)
+                _refuse_untrackable(x, _argument_place(path))
         elif type(x) is types.MethodType:
-            methods.append((x, where))  # known once the walk has found every differentiated object
-        else:
-            refuse_hidden_arrays(x, where)
+            methods.append((x, path))  # known once the walk has found every differentiated object
+        elif type(x) not in _PLAIN_LEAVES:
+            refuse_hidden_arrays(x, _argument_place(path))
 
     def node(x, kind, old, new, parts, path, shell):
         found[id(x)] = None
@@ -439,10 +449,19 @@ def _trainable_ids(args, positions):
     tree.walk(root, leaf, node, trainable_only=True)
     found.pop(id(root), None)
     found.pop(id(root[0]), None)
-    for method, where in methods:
+    for method, path in methods:
         if id(method.__self__) not in found:  # a method of a differentiated object: see `Arguments.track`
-            refuse_method_holding_arrays(method, where)
+            refuse_method_holding_arrays(method, _argument_place(path))
     return found
+
+
+# leaves that hold nothing (the common fields of a layer): no check to run
+_PLAIN_LEAVES = frozenset((int, float, bool, str, type(None), complex, types.FunctionType, np.ufunc))
+
+
+def _argument_place(path):
+    """A walk's `path` from the root pair as messages print it: `argument 0.layers[1]`."""
+    return tree.Path(path[2:]).format(f"argument {path[1][0]}")
 
 
 def _is_tracked_value(x):

@@ -299,8 +299,17 @@ def _shard_result(loss_fn, model, index, size, weights, has_aux, data, packed):
     if np.ndim(value) != 0:
         raise ShardError(f"shard {index}: loss_fn must return a scalar; got shape {np.shape(value)}")
     changes = [_weighted_change(old, new, share) for old, new in zip(before, arrays)]
-    moved = [g.bit_generator.state != s for g, s in zip(generators, generator_states)]
+    moved = [not _same_state(g.bit_generator.state, s) for g, s in zip(generators, generator_states)]
     return _Partial(float(value) * weight, _scaled(grad, weight), changes, moved, [(index, aux)])
+
+
+def _same_state(a, b):
+    """Whether two bit-generator states are equal (Philox's and MT19937's hold arrays)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(a, b))
+    return a == b
 
 
 def _jumped(g, times):

@@ -99,9 +99,11 @@ def _registered_kind(cls):
 
 
 def _adds_storage(cls, base):
-    """Whether instances of `cls` hold state that instances of its base class `base` cannot."""
+    """Whether instances of `cls` may hold state that the registration of its base class `base` does not
+    list: slots of its own, or a `__dict__` (whose attributes a subclass's `__init__` may add to; such a
+    class is walked as a plain object, field by field, as it was before `base` was registered)."""
     between = cls.__mro__[:cls.__mro__.index(base)]
-    return any(_slots_of(k) for k in between) or (cls.__dictoffset__ != 0 and base.__dictoffset__ == 0)
+    return any(_slots_of(k) for k in between) or cls.__dictoffset__ != 0
 
 
 class Path:
@@ -657,6 +659,9 @@ def fmap(f: Callable[..., Any], x: Any, *ys: Any, exclude: Callable[[Any], bool]
 def _rebuild_matched_node(value, kind, old, new, parts, path, shell):
     """`_rebuild_node`, once the parts of the other trees have been checked to have no entry `value` lacks."""
     for j, part in enumerate(parts):
+        if part is not None and not isinstance(part, Tangent) and kind_of(part) is None:
+            raise TypeError(f"The part of tree {j + 2} at {path.format('x')} is a {type(part).__name__}, where tree 1 "
+                            f"has a {type(value).__name__}: it would be dropped.")
         extra = [k for k in _entries(part) if k not in old]
         if extra:
             raise TypeError(f"The part of tree {j + 2} at {path.format('x')} has an entry {extra} that the "
