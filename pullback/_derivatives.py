@@ -46,6 +46,7 @@ class _RunningAgain:
     def __exit__(self, *exc_info):
         _RUNNING_AGAIN.reset(self.token)
 
+
 class WithJacobian(namedtuple("WithJacobian", ["val", "grad"])):
     """`(val, grad)` from `withjacobian`, named like `withgradient`'s result; `.jacobian` is `.grad`."""
 

@@ -399,7 +399,7 @@ def _dtype_note(x):
 
 def _is_root_argument(path, chosen):
     """Whether `path` is a differentiated positional argument itself."""
-    return len(path) == 2 and path[0][0] == 0 and path[1][0] in chosen
+    return len(path) == 2 and _in_chosen(path, chosen)
 
 
 def _chosen(args, positions):

@@ -97,7 +97,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import stop_gradient, tree
-from ._arrays import as_array_api, as_numpy, is_foreign_array, rechunked_like, speaks_nep18, type_name
+from ._arrays import as_numpy, as_type_of, is_foreign_array, rechunked_like, type_name
 from .optim import Leaf
 from .optim._state import mirror
 from .optim._update import pair
@@ -297,12 +297,8 @@ def to_numpy(x, where):
 
 def to_type_of(a, like):
     """NumPy array `a` as an array of `like`'s type: Dask in `like`'s chunks (for `like`'s shape), array API on `like`'s device."""
-    if isinstance(like, np.ndarray) or not is_foreign_array(like):
-        return a
-    if speaks_nep18(type(like)):
-        b = np.asarray(a, like=like)
-        return rechunked_like(b, like) if b.shape == like.shape else b
-    return as_array_api(a, like, like.dtype)
+    b = as_type_of(a, like)
+    return rechunked_like(b, like) if b is not a and b.shape == like.shape else b
 
 
 def rebuilt(like, replacements):

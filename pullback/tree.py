@@ -74,9 +74,10 @@ def register(cls: type, children: Callable[[Any], dict], rebuild: Callable[[Any,
     >>> sorted(tree.children(Pair(1.0, 2.0)).items())
     [('a', 1.0), ('b', 2.0)]
 
-    A subclass is seen through its nearest registered base class unless it adds storage of its own
-    (slots, or a `__dict__` the base's instances lack), which the base's `children` could not know:
-    such a subclass is a leaf until it is registered too, and refused where it is differentiated.
+    A subclass is seen through its nearest registered base class unless it may hold storage the
+    base's `children` could not know (slots of its own, or a `__dict__` its `__init__` may add to):
+    one with a `__dict__` is walked as a plain object, field by field; one with slots only is a leaf
+    until it is registered too, and refused where it is differentiated.
     """
     _REGISTERED[cls] = Kind(children, rebuild, fields=True)
     _KIND_OF_CLASS.clear()
@@ -727,7 +728,8 @@ def _rebuild_hidden(v, items):
         new = type(v)(items)
     except Exception as error:
         new = error
-    if not isinstance(new, tuple) or list(new) != items:
+    # compared by identity: == of arrays is elementwise
+    if not isinstance(new, tuple) or len(new) != len(items) or any(a is not b for a, b in zip(new, items)):
         raise TypeError(
             f"A {type(v).__qualname__} (a tuple subclass) holds values being differentiated, and cannot be rebuilt "
             f"as {type(v).__qualname__}(items) around their plain values. Return a tuple, or register the class "
