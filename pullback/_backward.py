@@ -55,10 +55,13 @@ def _sweep(tape, seeds):
             if g is None:  # a thunk that turned out to be zero
                 factors.pop(i, None)
                 continue
-        factor = factors.pop(i, 1.0) if factors else 1.0
-        if factor != 1.0 and not _carries(g, back, in_ids, nodes):
-            g, factor = g * factor, 1.0
-        if (len(in_ids) == 1 and type(g) is np.ndarray and g.size >= MIN_SPARE_SIZE
+        factor = 1.0
+        if factors:
+            factor = factors.pop(i, 1.0)
+            if factor != 1.0 and not _carries(g, back, in_ids, nodes):
+                g, factor = g * factor, 1.0
+        unary = len(in_ids) == 1
+        if (unary and type(g) is np.ndarray and g.size >= MIN_SPARE_SIZE
                 and getattr(back, "__code__", None) in ELEMENTWISE_PULLBACKS):
             cotangents = ct = current = None  # the last node's references, one of which may be to `g`
             SPARE[0] = g if is_spare(g) else None
@@ -70,7 +73,7 @@ def _sweep(tape, seeds):
             cotangents = back(g)
         if type(cotangents) is not tuple:
             cotangents = as_cotangents(back, cotangents)
-        if len(in_ids) == 1:  # the common unary case, without the loop
+        if unary:  # the common case, without the loop
             j = in_ids[0]
             try:
                 ct = cotangents[0]

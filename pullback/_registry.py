@@ -23,6 +23,12 @@ SERVED_BY = {}
 # ufunc -> its reverse rule (the same as in REVERSE_RULES)
 UFUNC_RULES = {}
 
+# reverse rule -> (its form for a Python-number second operand, its form for a Python-number first
+# operand): `x * 0.5`, `1.0 - x`. Each computes what the rule computes, from the plain
+# values, for a number not traced at the level recording it, and skips what the general rule builds
+# for the number's side (which would be dropped): scalar arithmetic is the commonest operation.
+NUMBER_OPERAND_RULES = {}
+
 # ufuncs whose result is piecewise constant or not a float (comparisons, sign, floor, ...):
 # they are computed on plain values and carry no gradient.
 NONDIFF_UFUNCS = set()

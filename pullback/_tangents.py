@@ -152,18 +152,20 @@ class Scaled(Thunk):
 
 
 def scaled(g, factor):
-    """The cotangent `g * factor`, lazily: a `Scaled` when the sweep can carry `factor` on (a Python
-    float, on a large float32/float64 array), else a thunk.
+    """The cotangent `g * factor`: at once for a small array, lazily for a large one (a `Scaled` when
+    the sweep can carry `factor` on: a Python float on a float32/float64 array), else a thunk.
 
     >>> import numpy as np
     >>> type(scaled(np.ones(1 << 14, np.float32), -1.0)).__name__
     'Scaled'
-    >>> scaled(np.ones(2, np.float32), -1.0).unthunk()  # small: a plain thunk
+    >>> scaled(np.ones(2, np.float32), -1.0)  # small: multiplied at once
     array([-1., -1.], dtype=float32)
     """
-    if type(g) in ARRAY_TYPES and g.size >= MIN_CARRIED_SIZE and g.dtype in CARRIED and type(factor) is float \
-            and FACTOR_RANGE[0] <= abs(factor) <= FACTOR_RANGE[1]:
-        return Scaled(g, factor)
+    if type(g) in ARRAY_TYPES and g.dtype in CARRIED:
+        if g.size < MIN_CARRIED_SIZE:  # cheaper to multiply now than to make and later run a thunk
+            return np.negative(g) if type(factor) is float and factor == -1.0 else g * factor
+        if type(factor) is float and FACTOR_RANGE[0] <= abs(factor) <= FACTOR_RANGE[1]:
+            return Scaled(g, factor)
     return Thunk(operator.mul, g, factor)
 
 

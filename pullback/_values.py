@@ -27,7 +27,7 @@ from ._errors import (
     ufunc_name,
 )
 from ._inplace import FlatView, holds_array, in_place, rebind, set_item
-from ._registry import FUNCTIONS, METHODS, NONDIFF_UFUNCS, REVERSE_RULES, UFUNC_RULES
+from ._registry import FUNCTIONS, METHODS, NONDIFF_UFUNCS, NUMBER_OPERAND_RULES, REVERSE_RULES, UFUNC_RULES
 from ._standins import astype, dtype_of, getitem, index_update, power
 from ._tangents import PerOperand
 
@@ -57,8 +57,9 @@ class Traced:
         if method == "__call__" and not kwargs:
             rule = UFUNC_RULES.get(ufunc)
             if rule is not None:
-                if len(inputs) == 1 and type(self) is Tracked:
-                    return apply1(rule, self)
+                if len(inputs) == 1 and type(self) is Tracked:  # the common case, kept short
+                    y, back = rule(self._value)
+                    return self._tape.record(y, back, (self._id,))
                 if len(inputs) == 2:
                     result = apply2(rule, inputs[0], inputs[1])
                     if type(self._value) is np.ndarray or ufunc.nout != 1 or not _python_numbers(*inputs):
@@ -612,12 +613,6 @@ def apply_rule(rule, *args, **kwargs):
     return apply(rule, args, kwargs)
 
 
-def apply1(rule, x):
-    """`apply` for one tracked input: the common case, kept short."""
-    y, back = rule(x._value)
-    return x._tape.record(y, back, (x._id,))
-
-
 def apply2(rule, a, b):
     """`apply` for two inputs, at least one of them traced; the common reverse-mode cases kept short."""
     kind_a, kind_b = type(a), type(b)
@@ -637,7 +632,8 @@ def apply2(rule, a, b):
                 y, back = rule(a._value, _as_operand(b))
                 ids = (a._id, -1)
             else:
-                y, back = rule(a._value, b)
+                number_rules = NUMBER_OPERAND_RULES.get(rule) if kind_b is float or kind_b is int else None
+                y, back = (rule if number_rules is None else number_rules[0])(a._value, b)
                 ids = (a._id, -1)
         elif kind_b is Tracked and kind_a is not Dual:
             if kind_a not in _PLAIN:
@@ -645,7 +641,8 @@ def apply2(rule, a, b):
                     return NotImplemented
                 a = _as_operand(a)
             tape = b._tape
-            y, back = rule(a, b._value)
+            number_rules = NUMBER_OPERAND_RULES.get(rule) if kind_a is float or kind_a is int else None
+            y, back = (rule if number_rules is None else number_rules[1])(a, b._value)
             ids = (-1, b._id)
         else:
             return apply(rule, (_as_operand(a), _as_operand(b)))

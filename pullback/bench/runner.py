@@ -5,7 +5,9 @@ compilation) and compare its gradient with the float64 reference; pick per syste
 repeat count so that one sample lasts about `min_sample_s`; then take `samples` rounds,
 each round visiting every system once (the starting system rotates), sleeping `pause`
 seconds before each sample so that the previous library's BLAS/OpenMP threads stop
-spinning, and collecting garbage outside the timed region. Each sample also counts the
+spinning, then (for calls shorter than a sample) making one untimed call, so that a sample
+times the steady state rather than caches the pause left cold, and collecting garbage
+outside the timed region. Each sample also counts the
 process's minor page faults per call (where the OS reports them): fresh memory is
 expensive on a virtual machine, and whether a system's large arrays come back from the
 allocator's free lists or as new pages can change its time by a factor of two or three.
@@ -193,6 +195,8 @@ def time_systems(prepared, reference, *, tolerance, samples, pause, min_sample_s
             if fresh_memory:
                 heap.release_freed_memory()
             time.sleep(pause)
+            if repeats[name] > 1 and not fresh_memory:
+                prepared[name].step()  # one untimed call brings its code and data back into the caches the pause emptied
             before = _page_faults()
             results[name].times.append(_measure(prepared[name].step, repeats[name]))
             if before is not None:

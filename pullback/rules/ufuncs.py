@@ -20,6 +20,7 @@ import numpy as np
 from .._arrays import holds_foreign_array, zeros_as
 from .._extend import primitive, rrule
 from .._inplace import ViewLink, holds_array, register_view
+from .._registry import NUMBER_OPERAND_RULES
 from .._standins import dtype_of, power
 from .._tangents import ELEMENTWISE_PULLBACKS, SPARE, PerOperand, Thunk, scaled, unthunk
 from .._values import Traced, stop_gradient
@@ -83,6 +84,8 @@ def binary(ufunc, da, db, notes=""):
         dot_b = None if tb is None or db is None else db(tb, *_pick(reads_b, values))  # db None: zero a.e.
         return y, add_tangents(dot_a, dot_b)
 
+    return reverse
+
 
 def _reads(derivative, names):
     """The positions in `names` of the values `derivative(g, ...)` takes after `g`, by its parameter names."""
@@ -121,6 +124,9 @@ def _nonzero(y):
 # (a copy streams at full speed), they run on cached values.
 _FLOAT32 = np.dtype(np.float32)
 _BLOCK = 1 << 16  # elements per block: 256 KB of float32, which the L2 cache holds
+_ONES = {np.dtype(t): np.ones((), t) for t in (np.float32, np.float64)}
+for _one in _ONES.values():
+    _one.flags.writeable = False
 
 
 def times_of(g, fn, x):
@@ -149,7 +155,8 @@ def times_of(g, fn, x):
 def _one_minus_square(y, out=None):
     """`1 - y²`, tanh's derivative from its output."""
     if out is None:
-        return 1.0 - y * y
+        # 1 as a 0-d array of y's dtype: what NumPy makes of the Python 1.0, at half the cost
+        return (_ONES.get(y.dtype, 1.0) if type(y) is np.ndarray else 1.0) - y * y
     np.multiply(y, y, out=out)
     return np.subtract(1.0, out, out=out)
 
@@ -276,7 +283,34 @@ def multiply_frule(primals, tangents):
     return a * b, add_tangents(None if ta is None else ta * b, None if tb is None else tb * a)
 
 
-binary(np.true_divide, lambda g, b: g / b, lambda g, b, y: -g * y / b)
+divide_rule = binary(np.true_divide, lambda g, b: g / b, lambda g, b, y: -g * y / b)
+
+
+# The same rules with an untraced Python number on one side (see NUMBER_OPERAND_RULES).
+def _first(g):
+    return g, None
+
+
+def _second(g):
+    return None, g
+
+
+def _over_number(a, c):
+    return np.true_divide(a, c), lambda g: (g / c, None)
+
+
+def _number_over(c, b):
+    y = np.true_divide(c, b)
+    return y, lambda g: (None, -g * y / b)
+
+
+NUMBER_OPERAND_RULES.update({
+    add_rule: (lambda a, c: (a + c, _first), lambda c, b: (c + b, _second)),
+    subtract_rule: (lambda a, c: (a - c, _first), lambda c, b: (c - b, lambda g: (None, scaled(g, -1.0)))),
+    multiply_rule: (lambda a, c: (a * c, lambda g: (scaled(g, c), None)),
+                    lambda c, b: (c * b, lambda g: (None, scaled(g, c)))),
+    divide_rule: (_over_number, _number_over),
+})
 
 
 def _power_da(g, a, b):
