@@ -7,13 +7,12 @@ from typing import Any
 import numpy as np
 
 from . import tree
-from ._arrays import as_array_api, as_numpy, dtype_kind, is_foreign_array
+from ._arrays import as_array_api, as_numpy, dtype_kind, is_foreign_array, memory_key
 from ._backward import backward
-from ._leaves import Arguments
+from ._leaves import Arguments, memory_of
 from ._reverse import Tape, collector_paused
 from ._tangents import ARRAY_TYPES
-from ._values import Traced, Tracked
-from ._values import stop_gradient as plain_value
+from ._values import Traced, Tracked, read_only_value
 
 __all__ = ["gradient", "withgradient", "pullback", "vjp", "grad", "value_and_grad", "stop_gradient"]
 
@@ -65,6 +64,11 @@ def pullback(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Cal
     `dy` is shaped like `y` (tuples, lists and dicts may have `None` parts). `back` may be
     called many times; the recording lives as long as `back` does.
 
+    `y` is the caller's to change (`y -= target; back(y)`): its arrays are copies of what the
+    recording keeps (an array `f` returns from its arguments, `x` or a view of it, is that array).
+    The arguments are not copied: `back` reads them as they are when it runs, so change an
+    argument array in place only once the last `back` call is done (or pass `f` a copy).
+
     >>> import numpy as np, pullback as pb
     >>> y, back = pb.pullback(lambda x: x * 2.0, np.array([1.0, 2.0]))
     >>> back(np.array([1.0, 10.0]))
@@ -72,6 +76,8 @@ def pullback(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Cal
     """
     tape, out, plan = trace_call(f, args, kwargs, range(len(args)))
     y = untrack(out, tape, plan[0])
+    if plan[0].array_api_like is None:  # (array-API results are new arrays already)
+        y = apart_from_tape(y, plan[0].given_arrays())
 
     def back(dy: Any) -> tuple[Any, ...]:
         seeds: dict[int, Any] = {}
@@ -150,6 +156,11 @@ def stop_gradient(x: Any) -> Any:
     model, a deque, a tuple subclass): it comes back rebuilt around their plain values, the
     original untouched.
 
+    The plain value of an array being differentiated is read-only: without pullback
+    `stop_gradient(x)` is `x`, so writing into it would change `x` behind the gradient's back
+    (NumPy raises "assignment destination is read-only"). Write into a copy,
+    `pb.stop_gradient(x).copy()`, or into `x` itself (a recorded write).
+
     >>> import numpy as np, pullback as pb
     >>> pb.gradient(lambda x: np.sum(x * pb.stop_gradient(x)), np.array([3.0]))
     (array([3.]),)
@@ -157,8 +168,56 @@ def stop_gradient(x: Any) -> Any:
     ({'w': array([3.])},)
     """
     if tree.kind_of(x) is None and not isinstance(x, (tuple, deque)):  # an array, a number, a traced value
-        return plain_value(x)
-    return tree.fmap_values(plain_value, x)
+        return read_only_value(x)
+    return tree.fmap_values(read_only_value, x)
+
+
+def apart_from_tape(y, given):
+    """`y`, what `f` returned, with each NumPy array made inside `f` replaced by a copy: the tape may
+    keep that very array for `back` (np.exp keeps its output), and the caller may change what it is
+    handed (`y -= t`). Arrays sharing memory with `given` (the caller's own arrays, by `memory_key`)
+    are the caller's and come back as they are; arrays of `y` that share memory still share it."""
+    made = {}  # id(owner of the memory) -> the arrays of y on it
+
+    def collect(v):
+        if type(v) is np.ndarray and not any(np.may_share_memory(v, a) for a in given.get(memory_key(v), ())):
+            made.setdefault(id(memory_of(v)), []).append(v)
+        return v
+
+    tree.fmap_values(collect, y)
+    if not made:
+        return y
+    copies = {}
+    for group in made.values():
+        copies.update(_copies_sharing(group))
+    return tree.fmap_values(lambda v: copies.get(id(v), v) if type(v) is np.ndarray else v, y)
+
+
+def _copies_sharing(arrays):
+    """`{id(a): copy of a}` for `arrays` on one memory, the copies sharing memory as the arrays do
+    (views of one copy of the memory), or each its own copy where that memory cannot be copied whole."""
+    owner = memory_of(arrays[0])
+    if len(arrays) > 1 and (owner.flags.c_contiguous or owner.flags.f_contiguous):
+        whole = np.copy(owner, order="K")
+        buffer = whole if whole.flags.c_contiguous else whole.T  # the same bytes, read in order
+        start = owner.__array_interface__["data"][0]
+        try:
+            views = {}
+            for a in arrays:
+                view = np.ndarray(a.shape, a.dtype, buffer=buffer, offset=a.__array_interface__["data"][0] - start,
+                                  strides=a.strides)
+                view.flags.writeable = a.flags.writeable
+                views[id(a)] = view
+            return views
+        except (TypeError, ValueError):  # memory laid out as a buffer does not describe it
+            pass
+    return {id(a): _copy_keeping_flags(a) for a in arrays}
+
+
+def _copy_keeping_flags(a):
+    copy = np.copy(a, order="K")
+    copy.flags.writeable = a.flags.writeable
+    return copy
 
 
 def _copy_of(grad):

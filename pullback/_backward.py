@@ -106,9 +106,8 @@ def as_cotangents(back, cotangents):
     anything else is refused: read as a sequence, an array would give its rows as cotangents."""
     if isinstance(cotangents, (tuple, list)):
         return tuple(cotangents)
-    name = getattr(back, "__qualname__", type(back).__name__)
     raise TypeError(
-        f"A reverse rule's pullback ({name}) returned {_described(cotangents)}; a pullback returns a tuple of one "
+        f"A reverse rule's pullback ({name_of(back)}) returned {_described(cotangents)}; a pullback returns a tuple of one "
         "cotangent per positional argument of the call, None where there is none: `lambda dy: (dx,)` for one argument.")
 
 
@@ -123,12 +122,33 @@ def _described(x):
 def missing_cotangents(back, cotangents, in_ids):
     """The error for a pullback that gave no cotangent for an input being differentiated: read as
     zero, its gradient would be silently missing."""
-    name = getattr(back, "__qualname__", type(back).__name__)
     missing = [k for k, j in enumerate(in_ids) if j >= 0 and k >= len(cotangents)]
     return ValueError(
-        f"A reverse rule's pullback ({name}) returned {len(cotangents)} cotangent(s) for {len(in_ids)} argument(s), "
+        f"A reverse rule's pullback ({name_of(back)}) returned {len(cotangents)} cotangent(s) for {len(in_ids)} argument(s), "
         f"none for argument {missing[0]}, which is being differentiated. A pullback returns one cotangent per "
         "positional argument of the call, None where there is none.")
+
+
+def within_count(back, cotangents, count):
+    """`cotangents` (a tuple or list a pullback returned) without the Nones past the first `count`,
+    one per argument of the call. A cotangent past them is refused: a rule whose cotangents are off
+    by one (as if for a `self`) would give each argument its neighbour's gradient."""
+    if len(cotangents) <= count:
+        return cotangents
+    extra = next((k for k in range(count, len(cotangents)) if cotangents[k] is not None), None)
+    if extra is not None:
+        raise ValueError(
+            f"A reverse rule's pullback ({name_of(back)}) returned {len(cotangents)} cotangents for {count} "
+            f"argument(s), and cotangent {extra}, past the last argument, is not None. A pullback returns one "
+            "cotangent per positional argument of the call, in order (None where there is none), and no more.")
+    return tuple(cotangents[:count])
+
+
+def name_of(back):
+    """How messages name a pullback: its function's qualified name (a `PerOperand`'s, its functions')."""
+    if type(back) is PerOperand:
+        return "PerOperand of " + ", ".join(name_of(b) for b in back if b is not None)
+    return getattr(back, "__qualname__", type(back).__name__)
 
 
 def _carries(g, back, in_ids, nodes):

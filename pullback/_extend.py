@@ -11,16 +11,18 @@ Every table of `pullback._registry` is keyed on the callable a rule serves.
 
 import functools
 import inspect
+import types
 
 import numpy as np
 
 from . import tree
-from ._backward import as_cotangents, missing_cotangents
+from ._arrays import is_foreign_array
+from ._backward import as_cotangents, missing_cotangents, name_of, within_count
 from ._errors import missing_rule
-from ._inplace import mark_view
+from ._inplace import call_into_out, mark_view, out_of
 from ._registry import FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, SERVED_BY, UFUNC_RULES, qualified_name
-from ._standins import astype, getitem, index_update, power
-from ._tangents import Thunk, accum
+from ._standins import astype, getitem, index_update, is_stand_in, is_traced, power
+from ._tangents import ELEMENTWISE_PULLBACKS, SPARE, PerOperand, Thunk, accum
 from ._values import Traced, apply, strip_all
 
 __all__ = ["primitive", "rrule", "frule", "composite", "nondifferentiable"]
@@ -169,34 +171,31 @@ def apply_through_objects(rule, args, kwargs, holders):
         for k, obj in objects.items():
             given[k] = tree.fmap(lambda v: plain.get(id(v), v), obj)
         y, back = rule(*given, **kw)
-        return y, _ObjectsBack(back, required, len(extra), plans, given)
+        return y, _objects_back(back, required, len(extra), plans, given)
 
     through_objects.__qualname__ = getattr(rule, "__qualname__", "rule")
     return apply(through_objects, (*args, *extra), kwargs)
 
 
-class _ObjectsBack:
-    """The pullback of `apply_through_objects`: a rule's, with each object's cotangent read at its traced places."""
+def _objects_back(back, required, count, plans, given):
+    """The pullback of `apply_through_objects`: a rule's, with each object's cotangent read at its
+    traced places. Named as the user's `back` is, so that the sweep treats it as a user's (it may
+    not be linear)."""
+    kids = {k: dict.fromkeys(tree.children(given[k])) for k, _ in plans}  # what its cotangent must mirror
+    name = name_of(back)
 
-    __slots__ = ("back", "required", "count", "plans", "kids", "__qualname__")
-
-    def __init__(self, back, required, count, plans, given):
-        self.back, self.required, self.count, self.plans = back, required, count, plans
-        self.kids = {k: dict.fromkeys(tree.children(given[k])) for k, _ in plans}  # what its cotangent must mirror
-        self.__qualname__ = getattr(back, "__qualname__", type(back).__name__)
-
-    def __call__(self, dy):
-        cotangents = list(as_cotangents(self.back, self.back(dy)))
-        n = len(self.required)
-        if len(cotangents) < n and any(self.required[len(cotangents):]):
-            raise missing_cotangents(self.back, cotangents, [0 if r else -1 for r in self.required])
-        cotangents += [None] * (n - len(cotangents) + self.count)
-        for k, places in self.plans:
+    def objects_back(dy):
+        cotangents = list(as_cotangents(back, back(dy)))
+        n = len(required)
+        if len(cotangents) < n and any(required[len(cotangents):]):
+            raise missing_cotangents(back, cotangents, [0 if r else -1 for r in required])
+        cotangents += [None] * (n - len(cotangents) + count)
+        for k, places in plans:
             part = cotangents[k]
             cotangents[k] = None
             if isinstance(part, Thunk):
                 part = part.unthunk()
-            tree.check_mirrors(None, self.kids[k], part, f"The cotangent a rule's pullback ({self.__qualname__}) "
+            tree.check_mirrors(None, kids[k], part, f"The cotangent a rule's pullback ({name}) "
                                f"gave for argument {k}, an object,")
             for keys, j in places:
                 ct = part
@@ -204,6 +203,8 @@ class _ObjectsBack:
                     ct = tree.child_of(ct, key)
                 cotangents[j] = accum(cotangents[j], ct)
         return tuple(cotangents)
+
+    return _named_like(objects_back, back)
 
 
 def _marked(y, args, view):
@@ -232,7 +233,10 @@ def rrule(fn, *, view=False):
     with the first argument, as NumPy's result does (reshape, transpose, ...), so that an
     in-place write into either is seen through the other, as in NumPy. A new reverse rule for
     an `fn` that had one also removes the forward rule that went with the old one: forward
-    mode transposes the new rule until `frule` registers another.
+    mode transposes the new rule until `frule` registers another. A pullback gets a cotangent
+    of its own, which it may write into (`g[x < 0] = 0`), and a cotangent it returns past the
+    last argument must be None. The decorator returns the rule as registered, which holds its
+    pullbacks to this (see `users_rule`).
 
     >>> import numpy as np, pullback as pb
     >>> @pb.primitive
@@ -251,18 +255,107 @@ def rrule(fn, *, view=False):
         previous = REVERSE_RULES.get(fn)
         if previous is not None and not getattr(previous, "only_forward", False):
             FORWARD_RULES.pop(fn, None)  # it went with the reverse rule being replaced
+        if not _is_own(rule) and not getattr(rule, "holds_pullbacks", False):
+            rule = users_rule(rule)
         _set_reverse_rule(fn, rule, view)
         return rule
 
     return register
 
 
+def _is_own(fn):
+    """Whether pullback's own code defines `fn` (its rules keep the contract by construction)."""
+    return (getattr(fn, "__module__", None) or "").startswith("pullback.")
+
+
+def users_rule(rule):
+    """A user's reverse rule `rule`, registered as it is but with each pullback it returns made a
+    `users_pullback`, which holds it to the contract the sweep relies on. Pullback's own rules
+    are registered unwrapped, so they pay nothing for it."""
+
+    @functools.wraps(rule)
+    def registered(*args, **kwargs):
+        y, back = rule(*args, **kwargs)
+        return y, users_pullback(back, len(args))
+
+    registered.holds_pullbacks = True  # registered again (for another function), it is not wrapped twice
+    return registered
+
+
+def users_pullback(back, count):
+    """`back`, the pullback a user's rule returned for a call of `count` positional arguments, as
+    the sweep calls it: it gets a cotangent of its own, which it may write into (NumPy backprop code
+    does: `g[x < 0] = 0`) without changing the cotangent of another branch or a read-only array;
+    and a cotangent it returns past the last argument is refused, not dropped or shifted.
+
+    A `PerOperand`'s functions are checked here, and each gets its own cotangent."""
+    if type(back) is PerOperand:
+        within_count(back, back, count)
+        return PerOperand([None if b is None else _given_own_cotangent(b) for b in back[:count]])
+    if not callable(back):
+        return back  # the sweep names the rule's mistake
+    return _users_back(back, count)
+
+
+def _users_back(back, count):
+    """`back` given a cotangent of its own and held to `count` cotangents (see `users_pullback`)."""
+
+    def users_back(g):
+        if SPARE[0] is g:  # the sweep holds `g` alone and hands it over (see `SPARE`)
+            SPARE[0] = None  # before the user's code runs, which may run a sweep of its own
+        else:
+            g = writable_copy(g)
+        cotangents = back(g)
+        if (type(cotangents) is tuple or type(cotangents) is list) and len(cotangents) > count:
+            return within_count(back, cotangents, count)
+        return cotangents
+
+    return _named_like(users_back, back)
+
+
+def _given_own_cotangent(back):
+    """`back`, one function of a user's `PerOperand`, given a cotangent of its own."""
+
+    def own_cotangent(g):
+        return back(writable_copy(g))
+
+    return _named_like(own_cotangent, back)
+
+
+def _named_like(wrapper, back):
+    """`wrapper`, named as the user's `back` is: messages name the user's function, and the sweep
+    reads its module to tell a user's pullback (which may not be linear) from pullback's own."""
+    wrapper.__module__ = getattr(back, "__module__", None)
+    wrapper.__qualname__ = name_of(back)
+    return wrapper
+
+
+# A users_back may be handed the sweep's own large cotangent: it takes it before any user code runs.
+ELEMENTWISE_PULLBACKS.update(c for c in _users_back.__code__.co_consts if isinstance(c, types.CodeType))
+
+
+def writable_copy(g):
+    """A copy of cotangent `g` that may be written into without changing anything else: an array
+    (NumPy's, another library's, a traced one) is copied, a tuple of them part by part; a number,
+    which no code can write into, is given as it is."""
+    kind = type(g)
+    if kind is tuple or kind is list:
+        return kind(writable_copy(part) for part in g)
+    if isinstance(g, np.ndarray):
+        return g.copy()
+    if (is_traced(g) or is_stand_in(g) or is_foreign_array(g)) and getattr(g, "shape", ()) != ():
+        return g.copy()
+    return g
+
+
 def frule(fn):
     """Register the decorated function as the forward rule of `fn`.
 
     `fn` is anything `rrule` accepts. The rule takes `(primals, tangents, **kwargs)`, where
-    `tangents[k]` is None when argument k carries no tangent, and returns `(y, y_dot)`
-    (`y_dot` may be None, a zero tangent). Arguments a caller names reach it in their positions,
+    `tangents[k]` is None when argument k carries no tangent, and returns `(y, y_dot)`:
+    `y_dot` is an array or number in `y`'s shape (or one that broadcasts to it), a tuple of
+    one per output for several outputs, or None, a zero tangent; anything else is refused,
+    naming the rule. Arguments a caller names reach it in their positions,
     as they reach the reverse rule. An operation with only a reverse rule still
     works in forward mode, by transposing its `back`; one with only a forward rule raises
     a clear error in reverse mode.
@@ -358,15 +451,57 @@ class RuleCall:
         return _marked(apply(self.rule, args, kwargs), args, self.view)
 
 
-class PlainCall:
-    """What runs when a traced value reaches a function without gradient: `fn` on the plain values."""
+class PositionedCall(RuleCall):
+    """`RuleCall` for a function differentiable in a later argument (np.sum's `initial`): where the caller
+    names it and it is traced (np.sum(x, initial=i); a ufunc's reduce hands every option over by name),
+    it moves to its position, the parameters skipped before it taking the rule's defaults, as the
+    engine tracks positional arguments only."""
 
-    __slots__ = ("fn",)
+    __slots__ = ("later", "defaults")
+
+    def __init__(self, call, later, defaults):
+        super().__init__(call.rule, call.names, call.view)
+        self.later, self.defaults = later, defaults
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            traced = [self.names.index(name) for name in self.later if isinstance(kwargs.get(name), Traced)]
+            if traced:
+                args, kwargs = list(args), dict(kwargs)
+                for name in self.names[len(args):max(traced) + 1]:
+                    args.append(kwargs.pop(name) if name in kwargs else self.defaults[name])
+        return RuleCall.__call__(self, *args, **kwargs)
+
+
+def serve_named_later_arguments(fn, rule, differentiable):
+    """Let the caller name the differentiable arguments of `fn` (names in `differentiable`) that come
+    after its second parameter, where every parameter between has a default in `rule` (a `PositionedCall`)."""
+    call = FUNCTIONS.get(fn)
+    if type(call) is not RuleCall or not call.names:
+        return
+    defaults = {name: p.default for name, p in inspect.signature(rule).parameters.items() if p.default is not p.empty}
+    later = tuple(name for name in differentiable if name in call.names[2:]  # (a second one needs none)
+                  and all(k in defaults for k in call.names[1:call.names.index(name)]))
+    if later:
+        FUNCTIONS[fn] = PositionedCall(call, later, defaults)
+
+
+class PlainCall:
+    """What runs when a traced value reaches a function without gradient: `fn` on the plain values.
+    Where `fn` has an `out` parameter and is given a traced one (np.round(y, out=y)), NumPy's value
+    is written into it as a recorded write: NumPy writing into its plain memory would change values
+    the recording keeps, unseen."""
+
+    __slots__ = ("fn", "out_at")
 
     def __init__(self, fn):
         self.fn = fn
+        names = positional_names(fn)
+        self.out_at = names.index("out") if "out" in names else None
 
     def __call__(self, *args, **kwargs):
+        if self.out_at is not None and is_traced(out_of(self.out_at, args, kwargs)):
+            return call_into_out(self.fn, qualified_name(self.fn), self.out_at, args, kwargs)
         return self.fn(*strip_all(args), **strip_all(kwargs))
 
 

@@ -11,10 +11,10 @@ import numpy as np
 
 from ._arrays import is_foreign_array_type, like_input, zeros_as
 from ._backward import as_cotangents, backward, fit, missing_cotangents
-from ._registry import FUNCTIONS, forward_rule_of
+from ._registry import FUNCTIONS, forward_rule_of, qualified_name
 from ._reverse import Tape
 from ._standins import astype, dtype_of
-from ._tangents import unthunk
+from ._tangents import Tangent, unthunk
 from ._values import Dual, Traced, Tracked, new_level
 
 
@@ -62,33 +62,55 @@ def push_forward(tag, rule, args, kwargs):
         y, y_dot = rule(*primals, **kwargs)[0], None  # zero tangents only (a buffer made by np.zeros_like(x))
     elif frule is not None:
         y, y_dot = frule(primals, tangents, **kwargs)
+        return make_dual(tag, y, y_dot, frule)
     else:
         y, y_dot = _transposed(rule, primals, tangents, kwargs)
     return make_dual(tag, y, y_dot)
 
 
-def make_dual(tag, y, y_dot):
+def make_dual(tag, y, y_dot, frule=None):
     """`y` carrying tangent `y_dot` (shaped and typed like `y`; None is zero), as a Dual of level `tag`
     when it is a float or complex value, as a tape records every such result in reverse mode: so a
-    buffer made by `np.zeros_like(x)`, and its views, take traced writes in both modes."""
+    buffer made by `np.zeros_like(x)`, and its views, take traced writes in both modes. `frule`, the
+    forward rule that gave `y_dot`, is named where it is malformed."""
     if isinstance(y, tuple):
-        parts = y_dot if y_dot is not None else (None,) * len(y)
-        duals = [make_dual(tag, yi, ti) for yi, ti in zip(y, parts)]
+        parts = _tangent_parts(y, y_dot, frule)
+        duals = [make_dual(tag, yi, ti, frule) for yi, ti in zip(y, parts)]
         return type(y)(*duals) if hasattr(y, "_fields") else type(y)(duals)
     kind = dtype_of(y).kind
     if kind != "f" and kind != "c":
         return y
-    return Dual(y, None if y_dot is None else fit_tangent(y_dot, y), tag)
+    return Dual(y, None if y_dot is None else fit_tangent(y_dot, y, frule), tag)
 
 
-def fit_tangent(t, y):
+def _tangent_parts(y, y_dot, frule):
+    """The tangents of the outputs `y` (a tuple) from `y_dot`: one per output, None where zero."""
+    if y_dot is None:
+        return (None,) * len(y)
+    if not isinstance(y_dot, (tuple, list)) or len(y_dot) != len(y):
+        raise TypeError(_malformed(frule, f"{_described(y_dot)} as the tangent of a tuple of {len(y)} outputs",
+                                   "the tangent of a tuple of outputs is a tuple of one tangent per output, None "
+                                   "where it is zero"))
+    return y_dot
+
+
+def fit_tangent(t, y, frule=None):
     """Broadcast tangent `t` to `y`'s shape and give it `y`'s dtype (a Python float `y` is weak).
 
-    The tangent of a real value is real: a complex tangent reaching one keeps its real part.
+    The tangent of a real value is real: a complex tangent reaching one keeps its real part. A
+    tangent that is no array or number, or does not broadcast to `y`'s shape, is refused, naming
+    `frule`, the forward rule that gave it.
     """
     shape = np.shape(y)
+    if type(t) is not np.ndarray and isinstance(t, (tuple, list, dict, Tangent)):
+        raise TypeError(_malformed(frule, f"{_described(t)} as the tangent of {_described(y)}", "the tangent of an "
+                                   "array or number is an array or number like it (np.asarray(...) of a list)"))
     if np.shape(t) != shape:
-        t = np.broadcast_to(t, shape)
+        try:
+            t = np.broadcast_to(t, shape)
+        except ValueError:
+            raise ValueError(_malformed(frule, f"a tangent of shape {np.shape(t)} for a value of shape {shape}",
+                                        "a tangent has its value's shape, or one that broadcasts to it")) from None
     weak = type(y) is float or type(y) is complex
     if dtype_of(t).kind == "c" and (dtype_of(y).kind != "c"):
         t = FUNCTIONS[np.real](t) if isinstance(t, Traced) else np.real(t)
@@ -106,13 +128,24 @@ def fit_tangent(t, y):
     return t
 
 
+def _malformed(frule, what, contract):
+    name = "A forward rule" if frule is None else f"The forward rule {qualified_name(frule)}"
+    return f"{name} gave {what}; {contract}. Check the rules registered with pb.frule."
+
+
+def _described(x):
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return f"an array of shape {x.shape}"
+    if isinstance(x, (list, tuple)):
+        return f"a {type(x).__name__} of {len(x)}"
+    return f"a {type(x).__name__}"
+
+
 def _transposed(rule, primals, tangents, kwargs):
     """The tangent from a reverse rule alone: `y_dot = J v` is the gradient of `u -> <J^T u, v>`."""
     y, back = rule(*primals, **kwargs)
     if all(t is None for t in tangents):
         return y, None
-    if isinstance(y, tuple):
-        raise NotImplementedError("This operation has several outputs and no forward rule; register one with pullback.frule.")
 
     def pairing(u):
         total = 0.0
@@ -124,20 +157,45 @@ def _transposed(rule, primals, tangents, kwargs):
                 total = total + np.sum(fit(unthunk(ct), p) * t)
         return total
 
-    zero = 0.0 if type(y) is float else zeros_as(y, np.shape(y), dtype_of(y))
-    return y, _gradient_of(pairing, zero)
+    return y, _gradient_of(pairing, _zero_cotangent(y))
+
+
+def _zero_cotangent(y):
+    """A zero cotangent for the output `y`: a tuple of them for several outputs, as the pullback of
+    such an operation takes it, with None for an output that carries none (an integer)."""
+    if isinstance(y, tuple):
+        return tuple(_zero_cotangent(part) if _has_cotangent(part) else None for part in y)
+    return 0.0 if type(y) is float else zeros_as(y, np.shape(y), dtype_of(y))
+
+
+def _has_cotangent(part):
+    return isinstance(part, tuple) or (part is not None and dtype_of(part).kind in "fc")
 
 
 def _gradient_of(f, x):
-    """The gradient of scalar `f` at `x`, by one reverse sweep (the transposition trick needs no more)."""
+    """The gradient of scalar `f` at `x` (a value, or a tuple of them with None where there is none),
+    by one reverse sweep (the transposition trick needs no more)."""
     tape = Tape()
-    u = tape.leaf(x)
+    u = _leaves(tape, x)
     out = f(u)
     tape.close()
     if type(out) is not Tracked or out._tape is not tape:
         return None
     grads = backward(tape, {out._id: like_input(np.ones((), dtype=dtype_of(out)), out)})
-    return fit(grads[u._id], x) if grads[u._id] is not None else None
+    return _read_gradient(grads, u, x)
+
+
+def _leaves(tape, x):
+    if isinstance(x, tuple):
+        return tuple(_leaves(tape, part) for part in x)
+    return None if x is None else tape.leaf(x)
+
+
+def _read_gradient(grads, u, x):
+    if isinstance(x, tuple):
+        return tuple(_read_gradient(grads, ui, xi) for ui, xi in zip(u, x))
+    g = None if u is None else grads[u._id]
+    return None if g is None else fit(g, x)
 
 
 __all__ = ["ForwardLevel", "push_forward", "make_dual", "fit_tangent"]

@@ -419,3 +419,31 @@ def write_out(name, out, result, numpy_call, contiguous=False):
         if shape != plain.shape:
             raise ValueError(f"{name}(..., out=...): the result has shape {shape}, but out has shape {plain.shape}")
     return in_place(out, result if is_traced(result) else FUNCTIONS[index_update](out, Ellipsis, result))
+
+
+def call_into_out(fn, name, at, args, kwargs):
+    """`fn(*args, **kwargs)` for a function without gradient whose `out` parameter is at position `at`,
+    `out` traced: NumPy's value, computed on the plain values without `out`, then written into `out`
+    as a recorded write (a constant there: zero gradient from here on), seen through its views and
+    aliases. NumPy writing into `out`'s plain memory instead would change values the tape keeps."""
+    positional = len(args) > at
+    out = args[at] if positional else kwargs["out"]
+    plain_args, plain_kwargs = _plain_all(args), {k: _plain_all(v) for k, v in kwargs.items() if k != "out"}
+
+    def numpy_call(buffer):
+        if positional:
+            return fn(*plain_args[:at], buffer, *plain_args[at + 1:], **plain_kwargs)
+        return fn(*plain_args, out=buffer, **plain_kwargs)
+
+    return write_out(name, out, numpy_call(None), numpy_call)
+
+
+def out_of(at, args, kwargs):
+    """The `out` argument of a call whose `out` parameter is at position `at` (None where not given)."""
+    return args[at] if len(args) > at else kwargs.get("out")
+
+
+def _plain_all(x):
+    if type(x) is tuple or type(x) is list:
+        return type(x)(_plain_all(v) for v in x)
+    return plain_of(x)

@@ -18,7 +18,8 @@ during the trace (`if loss > 0:`, `float(x)`, a number used as an axis) become g
 replay whose value differs traces again. Rules for the jitted function, as in JAX:
 
 - it is pure: it returns its results and does not change its arguments' objects or globals; a
-  write into an argument array is followed (the call writes the final value into the caller's array);
+  write into an argument array is followed (the call writes the final value into the caller's array,
+  also when the function raises after writing, and a returned view of it is that view of the caller's);
 - what it reads from closures or globals (directly or through the functions it calls) is a
   constant of the trace: a replay first checks that those names still hold the same values and
   that the small arrays among them (and among the trace's constant arrays) hold the same bytes,
@@ -55,7 +56,7 @@ import numpy as np
 from . import _jit_random, _jit_watch, tree
 from ._arrays import is_foreign_array, memory_key, sharing_memory
 from ._jit_replay import Deferred, Retrace
-from ._jit_trace import JitError, Number, RandomSource, Symbol, Trace
+from ._jit_trace import JitError, Number, RandomSource, Ref, Symbol, Trace
 from ._standins import is_traced
 
 __all__ = ["jit", "JitError"]
@@ -235,7 +236,13 @@ class Jitted:
         given = _leaf_ids(symbolic)
         outside = _jit_watch.collect(self.fn, (), _argument_objects(args, kwargs))  # what it reads, as it is now
         with _jit_random.watching_entropy() as fresh:
-            result = self.fn(*symbolic[0], **symbolic[1])
+            try:
+                result = self.fn(*symbolic[0], **symbolic[1])
+            except JitError:
+                raise
+            except Exception:
+                _write_back(trace, arrays)  # the writes made before it was raised, as without pb.jit
+                raise
         if _jit_random.drawn(fresh):
             raise JitError("pb.jit: the function drew from a random generator made from fresh entropy "
                            "(np.random.default_rng() without a seed), so each call without pb.jit draws other numbers, "
@@ -279,6 +286,13 @@ class Jitted:
             def build(outputs):
                 return tree.fmap(lambda leaf: outputs[order[id(leaf)]] if id(leaf) in order else _fresh(leaf), result)
 
+        out_slots = [v.slot for v in out_leaves]
+        made_by = _producers(trace)
+        # a written argument returned (`a += 1; return a`, a model whose statistics were updated), or a view of one
+        # (`return a[1:]`, `a.T`), is the caller's array or that view of it, as without pb.jit
+        final = {slot: k for k, slot in written}
+        returned = [(position, final[chain[0]], chain[1]) for position, chain in
+                    enumerate(_view_chain(made_by, slot, final, itself=True) for slot in out_slots) if chain]
         if written:
             written_at = {k for k, _ in written}
             # arrays the trace read as they were, not as inputs: its calls' constants, and the arrays among (or one
@@ -288,31 +302,92 @@ class Jitted:
                 if c.size:
                     constants.setdefault(memory_key(c), []).append(c)
             _refuse_shared_written(arrays, written_at, constants)  # before the caller's arrays are written
-            # a written argument returned (`a += 1; return a`, a model whose statistics were updated) is the
-            # caller's array, as without pb.jit
-            final = {slot: k for k, slot in written}
-            returned = [(position, final[v.slot]) for position, v in enumerate(out_leaves)
-                        if isinstance(v, Symbol) and v.slot in final]
 
             def rebuild(outputs, arrays):
                 _refuse_shared_written(arrays, written_at, constants)
                 for j, (k, _) in enumerate(written):
                     np.copyto(arrays[k], outputs[n_results + j])
-                for position, k in returned:
-                    outputs[position] = arrays[k]
+                for position, k, calls in returned:
+                    outputs[position] = _run_views(arrays[k], calls)
                 return build(outputs)
         else:
             def rebuild(outputs, arrays):
                 return build(outputs)
 
         inputs = [trace.values[slot] for slot in trace.inputs]
-        concrete = rebuild([_handed_out(trace.values[v.slot], inputs) for v in out_leaves]
-                           + [trace.values[slot] for _, slot in written], arrays)
+        handed = _sharing_kept([_handed_out(trace.values[slot], inputs) for slot in out_slots], out_slots, made_by)
+        concrete = rebuild(handed + [trace.values[slot] for _, slot in written], arrays)
         # what the function read outside its arguments, as it is now (the caller's arrays written
         # too): a replay first checks that it still is
         watch = _jit_watch.collect(self.fn, _jit_watch.constant_arrays(trace), _argument_objects(args, kwargs))
         program = Deferred(trace, [v.slot for v in out_leaves] + [slot for _, slot in written], watch)
         return concrete, (program, rebuild)
+
+
+def _write_back(trace, arrays):
+    """Write the values the trace has written into its input arrays so far into the caller's arrays."""
+    for slot, symbol in trace.written_inputs.items():
+        np.copyto(arrays[trace.inputs.index(slot)], trace.values[symbol.slot])
+
+
+def _producers(trace):
+    """slot -> the node that made it (of one output)."""
+    return {node.outputs: node for node in trace.nodes if not isinstance(node.outputs, tuple)}
+
+
+def _view_chain(made_by, slot, bases, itself=False):
+    """`(base, calls)` where `slot` was made from the slot `base` (one of `bases`) by the recorded view calls
+    `calls` on it alone (`x[1:]`, `x.T`, `np.reshape(x, s)`), first call first; `(slot, [])` for `slot` among
+    `bases` if `itself`; None otherwise."""
+    if itself and slot in bases:
+        return slot, []
+    calls = []
+    while True:
+        node = made_by.get(slot)
+        read = set(node.slots_read()) if node is not None and node.aliases else ()
+        if len(read) != 1:
+            return None
+        calls.append(node)
+        (slot,) = read
+        if slot in bases:
+            return slot, calls[::-1]
+
+
+def _run_views(base, calls):
+    """The recorded view calls `calls` (see `_view_chain`) made again on the array `base`."""
+    for node in calls:
+        base = node.fn(*_put(node.args, base), **_put(node.kwargs, base))
+    return base
+
+
+def _put(x, value):
+    """An argument structure of a node with `value` where its one slot is named."""
+    if isinstance(x, Ref):
+        return value
+    if type(x) in (tuple, list):
+        return type(x)(_put(v, value) for v in x)
+    if type(x) is dict:
+        return {k: _put(v, value) for k, v in x.items()}
+    if isinstance(x, slice):
+        return slice(_put(x.start, value), _put(x.stop, value), _put(x.step, value))
+    return x
+
+
+def _sharing_kept(values, slots, made_by):
+    """The traced call's results `values` (of the output `slots`), where the trace made one as a view of another
+    (`y, y.T`), made again as that view of the other's value handed out, so that they share memory as without
+    pb.jit (each was copied to be handed out)."""
+    position = {slot: k for k, slot in enumerate(slots)}
+    chains = [_view_chain(made_by, slot, position) for slot in slots]
+    done = {}
+
+    def value(k):
+        if k not in done:
+            chain = chains[k]
+            done[k] = values[k] if chain is None else _run_views(value(position[chain[0]]), chain[1])
+        return done[k]
+
+    return [value(k) for k in range(len(slots))]
 
 
 def _closes_over_trace(value, depth=0):
@@ -430,7 +505,7 @@ def _handed_out(value, inputs):
     caller left it)."""
     if type(value) is not np.ndarray or any(np.may_share_memory(value, x) for x in inputs if type(x) is np.ndarray):
         return value
-    return value.copy()
+    return value.copy(order="K")
 
 
 def _is_input(x):

@@ -28,7 +28,7 @@ from . import _tangents
 
 # ndarray methods that are NumPy functions with the array first
 _METHODS = (
-    "all", "any", "argmax", "argmin", "argsort", "clip", "conj", "conjugate", "cumprod", "cumsum", "diagonal",
+    "all", "any", "argmax", "argmin", "argsort", "conj", "conjugate", "cumprod", "cumsum", "diagonal",
     "dot", "max", "mean", "min", "nonzero", "prod", "ravel", "repeat", "round", "squeeze", "std", "sum",
     "swapaxes", "take", "trace", "var", "argpartition", "searchsorted", "ptp",
 )
@@ -47,12 +47,17 @@ _NUMBER_BINARY = {
 _NUMBER_COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
                        "eq": operator.eq, "ne": operator.ne}
 _NUMBER_UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs}
+# the ufunc each of Python's operators is on a NumPy operand
+_NUMBER_UFUNCS = {**{name: _OPERATORS[name] for name in _NUMBER_BINARY}, **_COMPARISONS}
 
 
 # argument types that hold no traced value
 _LEAVES = frozenset((int, float, complex, bool, str, type(None), np.float32, np.float64))
 # operands of an elementwise call that are recorded as they are
 _NUMBERS = frozenset((int, float, complex, bool, np.float32, np.float64))
+
+# NumPy functions that write into their first argument and return None
+_WRITES_FIRST = frozenset((np.putmask, np.place, np.put, np.copyto, np.fill_diagonal, np.put_along_axis))
 
 # functions whose result depends only on shapes, dtypes and types (fixed by the signature)
 _STATIC = frozenset((np.ndim, np.shape, np.size, np.iscomplexobj, np.isrealobj, np.result_type))
@@ -202,13 +207,16 @@ class Trace:
         self.symbols.append(weakref.ref(symbol))
         return symbol
 
-    def shares_memory_with_live(self, target, besides=None):
-        """Whether another Symbol still held shares memory with `target` (a view, or its base)."""
-        mine = self.values[target.slot]
+    def live_symbols(self):
+        """The Symbols user code still holds."""
         self.symbols = [ref for ref in self.symbols if ref() is not None]
-        return any(other is not target and other is not besides and other.slot != target.slot
-                   and np.may_share_memory(self.values[other.slot], mine)
-                   for other in (ref() for ref in self.symbols) if other is not None)
+        return [symbol for symbol in (ref() for ref in self.symbols) if symbol is not None]
+
+    def shares_memory_with_live(self, target, besides=()):
+        """Whether another Symbol still held (not one of `besides`, by id) shares memory with `target`."""
+        mine = self.values[target.slot]
+        return any(other is not target and id(other) not in besides and other.slot != target.slot
+                   and np.may_share_memory(self.values[other.slot], mine) for other in self.live_symbols())
 
     def call(self, fn, name, args, kwargs, elementwise=False):
         """Run `fn` on concrete values, record it, and return Symbols for its array results.
@@ -276,6 +284,13 @@ class Trace:
         """`fn(*args)` for Python-number arithmetic: a Number (or Symbol) for the result, recorded."""
         concrete, refs = self._split(args)
         result = fn(*concrete)
+        if isinstance(result, (np.ndarray, np.generic)) and name in _NUMBER_UFUNCS:
+            # a NumPy array or scalar operand. A float or complex result (`np.ones(3) * n`, the seed of a gradient
+            # times a factor) is a value: the operator's ufunc, recorded with the number as an input, as beside a
+            # traced array. An integer or boolean one may index plain arrays: NumPy's, at the number's value
+            if result.dtype.kind in "fc":
+                return self.call(_NUMBER_UFUNCS[name], name, args, {}, elementwise=True)
+            return fn(*self._freeze(args))
         if type(result) in (bool, int, float, complex):
             slot = self.new_slot(result)
             self.nodes.append(Node(fn, name, refs, {}, slot, None, False))
@@ -285,6 +300,31 @@ class Trace:
             self.guards.append(Guard(slot, type, type(result), len(self.nodes)))
             return number
         return self.call(fn, name, args, {})
+
+    def draw(self, source, method, args, kwargs):
+        """`Generator.method(*args, **kwargs)` of the generator argument `source`, recorded so that a replay
+        draws afresh: a Symbol for an array drawn, a Number for a Python number (weakly typed, as without
+        pb.jit). A draw that gives neither (bytes) or writes in place (shuffle) is refused."""
+        fn, name = _draw(method), f"Generator.{method}"
+        if method == "shuffle" or kwargs.get("out") is not None:
+            raise JitError(f"pb.jit: {name}{'' if method == 'shuffle' else '(..., out=...)'} of a generator argument "
+                           "writes into an array in place, which the replay could not follow. Use the draw's result: "
+                           "x = rng.permutation(x), or x[...] = rng.random(x.shape).")
+        args, kwargs = self._freeze(args), self._freeze(kwargs)
+        (concrete_args, ref_args), (concrete_kwargs, ref_kwargs) = self._split((source, *args)), self._split(kwargs)
+        result = fn(*concrete_args, **concrete_kwargs)
+        if type(result) in (bool, int, float, complex):
+            slot = self.new_slot(result)
+            self.nodes.append(Node(fn, name, ref_args, ref_kwargs, slot, None, False))
+            return Number(self, slot)
+        outputs, structure, wrapped = self._wrap(result)
+        if outputs is None:
+            raise JitError(f"pb.jit: {name} of a generator argument gave a {type(result).__name__}, not an array "
+                           "nor a number, so a replay could not draw it afresh (it would repeat the trace's draw). "
+                           "Draw an array instead: rng.integers(0, 256, n, dtype=np.uint8) for bytes.")
+        aliases = self._aliases(result, concrete_args, (ref_args, ref_kwargs))
+        self.nodes.append(Node(fn, name, ref_args, ref_kwargs, outputs, structure, False, aliases))
+        return wrapped
 
     def _freeze(self, x):
         """`x` with each Number replaced by its value, guarded (so the replay checks it is unchanged)."""
@@ -351,7 +391,7 @@ def _forward(fn, name):
 class Symbol:
     """An array during a `pb.jit` trace (see the module docstring)."""
 
-    __slots__ = ("owner", "slot", "view", "__weakref__")
+    __slots__ = ("owner", "slot", "viewed", "__weakref__")
     __array_priority__ = 1000.0
 
     def __init__(self, trace, slot):
@@ -359,7 +399,7 @@ class Symbol:
         self.slot = slot
         holders = trace.holders
         holders[slot] = holders.get(slot, 0) + 1
-        self.view = None  # (weak reference to the base Symbol, index, the base's slot then) for x[index] views
+        self.viewed = None  # (weak reference to the base Symbol, index, the base's slot then) for x[index] views
 
     def __del__(self):
         try:
@@ -424,6 +464,10 @@ class Symbol:
         if func in _STATIC:  # known from shapes and dtypes, which the signature fixes
             return func(*self.owner._split(args)[0], **self.owner._split(kwargs)[0])
         name = getattr(func, "__name__", repr(func))
+        if func in _WRITES_FIRST and args:  # np.putmask(a, ...): a write into `a`, made functional as x[i] = v is
+            result = self.owner.call(_applied_to_copy, name, (func, *args), kwargs)
+            _rebind(args[0], result, f"np.{name}")
+            return None
         out, args, kwargs = _out_apart(func, args, kwargs)
         if out is None:
             return self.owner.call(func, name, args, kwargs)
@@ -439,7 +483,6 @@ class Symbol:
                        "the traced array (np.take(np.eye(3), labels, axis=0)), or move it outside the jitted function.")
 
     # --- metadata, known from the concrete value ----------------------------------------------
-    shape = property(lambda self: self._concrete().shape)
     dtype = property(lambda self: self._concrete().dtype)
     ndim = property(lambda self: self._concrete().ndim)
     size = property(lambda self: self._concrete().size)
@@ -481,7 +524,7 @@ class Symbol:
     def __getitem__(self, index):
         result = self.owner.call(_getitem, "getitem", (self, index), {})
         if isinstance(result, Symbol) and np.may_share_memory(result._concrete(), self._concrete()):
-            result.view = (weakref.ref(self), index, self.slot)
+            result.viewed = (weakref.ref(self), index, self.slot)
         return result
 
     def __setitem__(self, index, value):
@@ -522,6 +565,94 @@ class Symbol:
     def compress(self, condition, axis=None, out=None):
         return np.compress(condition, self, axis=axis, out=out)  # the condition comes first in np.compress
 
+    def clip(self, min=None, max=None, out=None, **kwargs):
+        """`x.clip(lo)`, `x.clip(max=hi)`: either bound may be left out, as ndarray's."""
+        return np.clip(self, min, max, out=out, **kwargs)
+
+    def view(self, *args, **kwargs):
+        """`x.view()`, `x.view(dtype)`: a view of the same memory, recorded. A view with x's dtype is
+        written through as `x[...]` is; an ndarray subclass (`x.view(np.matrix)`) is refused."""
+        if any(isinstance(a, type) and issubclass(a, np.ndarray) and a is not np.ndarray
+               for a in (*args, *kwargs.values())):
+            raise JitError("pb.jit: x.view(subclass) of a traced array makes an ndarray subclass, whose behaviour "
+                           "the replay would not keep. Call the subclass's code outside the jitted function.")
+        result = self.owner.call(_view_of, "view", (self, *args), kwargs)
+        if isinstance(result, Symbol) and result.dtype == self.dtype and result.shape == self.shape:
+            result.viewed = (weakref.ref(self), Ellipsis, self.slot)
+        return result
+
+    def __copy__(self):
+        """copy.copy(x), copy.deepcopy(x): a recorded copy (NumPy's keeps the memory order)."""
+        return np.copy(self)
+
+    def __deepcopy__(self, memo):
+        return np.copy(self)
+
+    # --- Python's own protocols on a NumPy scalar or array ------------------------------------------
+    def __format__(self, spec):
+        """f"{loss:.3f}": the text, fixed by a guard (as `float(loss)` is); f"{x}" gives the stand-in's repr."""
+        return self.owner.guard(self, lambda v: format(v, spec)) if spec else repr(self)
+
+    def __round__(self, ndigits=None):
+        """round(x) of a NumPy scalar is a Python int (a guard); round(x, n) is np.round, recorded. An
+        ndarray has no round(), as in NumPy."""
+        if not isinstance(self._concrete(), np.generic):
+            raise TypeError("type numpy.ndarray doesn't define __round__ method")
+        if ndigits is None:
+            return self.owner.guard(self, round)
+        return np.round(self, ndigits)
+
+    def __divmod__(self, other):
+        return np.divmod(self, other)
+
+    def __rdivmod__(self, other):
+        return np.divmod(other, self)
+
+    # --- memory: what the replay can follow, and what it refuses ----------------------------------
+    flags = property(lambda self: _Flags(self._concrete().flags))
+    strides = property(lambda self: self._concrete().strides)
+    device = property(lambda self: "cpu")
+
+    @property
+    def flat(self):
+        """`x.flat[i]` reads a copy and `x.flat[i] = v` writes into x, recorded, as in NumPy."""
+        return _Flat(self)
+
+    @flat.setter
+    def flat(self, value):
+        """`x.flat = v`, as `x.flat[:] = v` (v repeated as NumPy repeats it)."""
+        _Flat(self)[:] = value
+
+    @property
+    def shape(self):
+        return self._concrete().shape
+
+    @shape.setter
+    def shape(self, shape):
+        """`x.shape = s`: this name now stands for a view of x in shape s (NumPy's error where it would copy).
+        On an argument it would change the caller's array, which a replay cannot: refused."""
+        if self.slot in self.owner.inputs or any(s is self for s in self.owner.written_inputs.values()):
+            raise JitError("pb.jit: setting x.shape of an argument changes the caller's array, which a replay "
+                           "cannot do. Use x = x.reshape(shape) (a view) inside the jitted function.")
+        reshaped = self.owner.call(_with_shape, "shape=", (self, shape), {})
+        self.owner.hold(self, reshaped.slot)
+        self.viewed = None
+
+    @property
+    def base(self):
+        raise _memory_refused("x.base", "test np.shares_memory(x, y) instead (a guard)")
+
+    @property
+    def data(self):
+        raise _memory_refused("x.data (a buffer)", "keep the computation in NumPy calls on x")
+
+    def resize(self, *args, **kwargs):
+        raise _memory_refused("x.resize(...) (in place)", "use x = np.resize(x, shape) or x.reshape(shape)")
+
+    def tobytes(self, order="C"):
+        """The bytes of the value, fixed by a guard (as `x.tolist()` is)."""
+        return self.owner.guard(self, lambda v: v.tobytes(order))
+
     for _name in _METHODS:
         locals()[_name] = _forward(getattr(np, _name), _name)
     for _name, _fn in _OPERATORS.items():
@@ -554,8 +685,15 @@ class RandomSource:
         method = getattr(np.random.Generator, name)
         if not callable(method):
             return getattr(self.owner.values[self.slot], name)
-        draw = _draw(name)
-        return lambda *args, **kwargs: self.owner.call(draw, f"Generator.{name}", (self, *args), kwargs)
+        return lambda *args, **kwargs: self.owner.draw(self, name, args, kwargs)
+
+    def __copy__(self):
+        raise JitError("pb.jit: a copy of a generator argument (copy.copy, copy.deepcopy) is not followed: its draws "
+                       "would be the trace's at every replay. Draw from the generator itself, or pass the copy "
+                       "in as another argument.")
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
 
 
 # A reverse sweep traced by pb.jit treats a Symbol as it does an array: it carries constant factors
@@ -579,14 +717,24 @@ def _number_method(fn, reflected=False):
 class Number:
     """A Python int, float or complex argument during a trace. Arithmetic on it is recorded with
     Python's own operators (so a replay computes with each call's value, exactly as Python would,
-    weak typing included); as an operand of a NumPy ufunc beside a traced array it is replayed
-    too. Used for anything else (a shape, an axis, an index, a branch, `int(n)`, a value to
-    differentiate, an operand of NumPy on plain arrays) its value is fixed by a guard."""
+    weak typing included); as an operand of a NumPy ufunc beside a traced array, or of an operator
+    beside a plain array whose result is floating (`np.ones(3) * n`), it is replayed too. Used for
+    anything else (a shape, an axis, an index, a branch, `int(n)`, a value to differentiate, a
+    NumPy function's argument on plain arrays) its value is fixed by a guard."""
 
     __slots__ = ("owner", "slot")
+    # above NumPy's: `array * n` gives way to this class's operators (see `Trace.number_call`), where NumPy
+    # would read the number's value (a guard)
+    __array_priority__ = 1e6
 
     def __init__(self, trace, slot):
         self.owner, self.slot = trace, slot
+
+    def __copy__(self):
+        return self  # a number is immutable
+
+    def __deepcopy__(self, memo):
+        return self
 
     def _value(self, convert=_same):
         return self.owner.guard(self, convert)
@@ -665,10 +813,10 @@ class Number:
     del _name, _fn
 
 
+@functools.lru_cache(maxsize=None)
 def _draw(name):
     def draw(generator, *args, **kwargs):
-        result = getattr(generator, name)(*args, **kwargs)
-        return np.asarray(result)[()] if isinstance(result, (float, int, bool, complex)) else result
+        return getattr(generator, name)(*args, **kwargs)
 
     draw.__name__ = name
     return draw
@@ -681,39 +829,74 @@ def _defers(x):
 
 
 def _rebind(out, result, construct):
-    """An in-place write, made functional: each `out` Symbol now names the new result."""
+    """An in-place write, made functional: each `out` Symbol now names the new result. A write into a view
+    `x[index]` writes `x` (and the view whose base it is, up to the array that views nothing), and every
+    live view `x[index]` of an array written is made again from its new value, so that views and bases
+    stay in step as in NumPy; any other live array sharing memory with `out` is refused."""
     outs = out if isinstance(out, tuple) else (out,)
     results = result if isinstance(result, tuple) else (result,)
     for target, new in zip(outs, results):
         if not isinstance(target, Symbol):
             raise JitError(f"pb.jit: {construct} writes a traced value into a NumPy array, which the replay "
                            "could not follow. Build the result with NumPy calls instead (np.where, np.concatenate).")
-        base = _write_through(target, new)
-        if target.owner.shares_memory_with_live(target, besides=base):
-            raise JitError(f"pb.jit: {construct} writes into an array that shares memory with another (a view); "
-                           "the replay could not keep them in step. Write y = x + v (a new array) instead.")
-        target.owner.rebind(target, new.slot)
+        trace = target.owner
+        if trace.shares_memory_with_live(target, besides=_family(trace, target)):
+            raise JitError(f"pb.jit: {construct} writes into an array that shares memory with another that is not "
+                           "x[index] of it (x.T, a reshape); the replay could not keep them in step. Write "
+                           "y = x + v (a new array) instead, or make the view after the write.")
+        _write(target, new)
     return outs[0] if len(outs) == 1 else outs
 
 
-def _write_through(view, new):
-    """For `x[index] += v` and friends: a write into a live `x[index]` view also writes `x`
-    (recorded as `x = x with x[index] = new`). Returns the base Symbol written, or None."""
-    if view.view is None:
+def _base_of(view):
+    """The live Symbol that `view` is `x[index]` of (of its current value), or None."""
+    if view.viewed is None:
         return None
-    base_ref, index, base_slot = view.view
-    base = base_ref()
-    if base is None or base.slot != base_slot:  # the base is gone, or was rebound since
-        return None
-    written = base.owner.call(setitem_copy, "setitem", (base, index, new), {})
-    base.owner.rebind(base, written.slot)
-    # the other live views of `base` (`c[1]` beside this `c[0]`) are views of its new value: one
-    # that shares memory with this view is refused by the caller
-    for other in (ref() for ref in base.owner.symbols):
-        if other is not None and other.view is not None and other.view[0]() is base and other.view[2] == base_slot:
-            other.view = (other.view[0], other.view[1], base.slot)
-    view.view = (base_ref, index, base.slot)
-    return base
+    base = view.viewed[0]()
+    return base if base is not None and base.slot == view.viewed[2] else None
+
+
+def _family(trace, symbol):
+    """The ids of the live Symbols a write into `symbol` keeps in step: the array it is a view of (through
+    x[index], repeatedly) and every such view of that array."""
+    root = symbol
+    while (base := _base_of(root)) is not None:
+        root = base
+    views = {}
+    for other in trace.live_symbols():
+        base = _base_of(other)
+        if base is not None:
+            views.setdefault(id(base), []).append(other)
+    family, todo = set(), [root]
+    while todo:
+        member = todo.pop()
+        family.add(id(member))
+        todo += views.get(id(member), ())
+    return family
+
+
+def _write(target, new):
+    """`target` (a Symbol) now holds the value of Symbol `new`: a view writes its base with
+    `x[index] = new`, the array that views nothing is rebound, and its views are made again."""
+    base = _base_of(target)
+    if base is not None:
+        _write(base, base.owner.call(setitem_copy, "setitem", (base, target.viewed[1], new), {}))
+        return  # `target`, a view of `base`, was made again from its new value
+    old = target.slot
+    target.owner.rebind(target, new.slot)
+    _renew_views(target, old)
+
+
+def _renew_views(base, old):
+    """Make each live `base[index]` view of the value `base` had at slot `old` again from its new value."""
+    trace = base.owner
+    for view in trace.live_symbols():
+        if view.viewed is not None and view.viewed[0]() is base and view.viewed[2] == old:
+            renewed = trace.call(_getitem, "getitem", (base, view.viewed[1]), {})
+            previous = view.slot
+            view.viewed = (view.viewed[0], view.viewed[1], base.slot)
+            trace.hold(view, renewed.slot)
+            _renew_views(view, previous)
 
 
 def _as_array(fn):
@@ -838,3 +1021,89 @@ def setitem_copy(x, index, value):
 
 def _astype(x, dtype, *args, **kwargs):
     return x.astype(dtype, *args, **kwargs)
+
+
+def _applied_to_copy(func, a, *args, **kwargs):
+    """`func(a, ...)`, which writes into `a`, applied to a copy of `a` (in its memory order), returned."""
+    y = np.copy(a)
+    func(y, *args, **kwargs)
+    return y
+
+
+def _view_of(x, *args, **kwargs):
+    return x.view(*args, **kwargs)
+
+
+def _with_shape(x, shape):
+    """`x.shape = shape` on a view of x: NumPy's error where the memory does not allow it."""
+    y = x.view()
+    y.shape = shape
+    return y
+
+
+def _flat_read(x, index):
+    return x.flat[index]
+
+
+def _flat_written(x, index, value):
+    """`x.flat[index] = value` as a function: a copy of x with the write."""
+    y = x.copy()
+    y.flat[index] = value
+    return y
+
+
+def _memory_refused(construct, fix):
+    return JitError(f"pb.jit: {construct} of a traced array reads its memory, which is not the replay's. Write the "
+                    f"code without it: {fix}.")
+
+
+class _Flat:
+    """`x.flat` of a traced array `x`: indexing reads (a copy) and writes (into x) are recorded."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, index):
+        return self.array.owner.call(_flat_read, "flat[]", (self.array, index), {})
+
+    def __setitem__(self, index, value):
+        result = self.array.owner.call(_flat_written, "flat[]=", (self.array, index, value), {})
+        _rebind((self.array,), result, "x.flat[index] = value")
+
+    def __len__(self):
+        return self.array.size
+
+    def __iter__(self):
+        return iter(np.ravel(self.array))
+
+    def copy(self):
+        return np.ravel(self.array).copy()
+
+    def __array__(self, dtype=None, copy=None):
+        return self.array.__array__()  # refused, naming the fix
+
+
+class _Flags:
+    """`x.flags` of a traced array: the trace's flags, read only (setting one would change no replay)."""
+
+    __slots__ = ("_flags",)
+
+    def __init__(self, flags):
+        object.__setattr__(self, "_flags", flags)
+
+    def __getattr__(self, name):
+        return getattr(self._flags, name)
+
+    def __getitem__(self, key):
+        return self._flags[key]
+
+    def __setattr__(self, name, value):
+        raise JitError(f"pb.jit: setting x.flags.{name} of a traced array is not followed by the replay. Set it "
+                       "outside the jitted function, or copy the array (x.copy()).")
+
+    __setitem__ = __setattr__
+
+    def __repr__(self):
+        return repr(self._flags)

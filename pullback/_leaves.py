@@ -24,6 +24,7 @@ import numpy as np
 
 from . import tree
 from ._arrays import as_numpy, as_type_of, dtype_kind, is_foreign_array, memory_key
+from ._backward import fit  # the sweep's one broadcasting helper
 from ._standins import converted, is_stand_in, traced_value
 
 
@@ -238,6 +239,15 @@ class Arguments:
                     if np.may_share_memory(primal, a):  # enough: only a write through an alias changes its bytes
                         self._aliased.append((leaf, path, primal.copy()))
                         break
+
+    def given_arrays(self):
+        """The NumPy arrays `f` was given, differentiated or not, by `memory_key`: a result sharing
+        memory with one of them is the caller's memory, not the call's."""
+        found = {}
+        for a in [leaf.primal for leaf in self.leaves] + [a for _, a in self._plain]:
+            if isinstance(a, np.ndarray):
+                found.setdefault(memory_key(a), []).append(a)
+        return found
 
     def refuse_unseen_writes(self):
         """Raise after `f` changed a differentiated array through an array it was given as it is (see
@@ -578,8 +588,8 @@ def _number_base(cls):
 
 def leaf_gradient(g, primal, returned):
     """The user-facing gradient of a leaf: fitted to the primal's shape and dtype, an array the caller owns."""
-    from ._backward import fit  # the sweep's one broadcasting helper
-
+    if type(g) is np.ndarray and type(primal) is np.ndarray and g.dtype is primal.dtype and g.shape == primal.shape:
+        return fresh_array(g, primal, returned)  # the common case: nothing to fit or convert
     like = (primal.shape, primal.dtype) if type(primal) is np.ndarray else as_numpy(primal)  # the sweep's fast form
     g = fit(g, like)
     if g is None or _is_tracked_value(g):  # a nested call: this result is itself being differentiated

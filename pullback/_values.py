@@ -11,6 +11,7 @@ rule's own arithmetic is recorded on the outer levels and the levels never mix.
 import functools
 import itertools
 import operator
+import sys
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class Traced:
     end in `apply`, which hands the operation to the innermost level among its inputs.
     """
 
-    __slots__ = ("_value", "_tape", "_base", "_views", "__weakref__")
+    __slots__ = ("_value", "_tape", "_base", "_views", "_read_only", "__weakref__")
     __array_priority__ = 100.0
     __hash__ = None
     pullback_traced = True
@@ -92,6 +93,11 @@ class Traced:
     def __array__(self, dtype=None, copy=None):
         if dtype is not None and np.dtype(dtype).kind in "biu":  # np.int64(x), x.astype(int): no gradient to lose
             return np.array(stop_gradient(self), dtype=dtype)
+        if _called_from(_AS_STRIDED, 3):
+            raise TypeError(
+                "numpy.lib.stride_tricks.as_strided builds a view from raw memory strides, which pullback cannot "
+                "follow: the gradient would be lost. Use np.lib.stride_tricks.sliding_window_view(x, window_shape) "
+                "for sliding windows, or indexing (x[index_array], x[::step]) for other layouts.")
         raise conversion_error(self)
 
     # --- copies, pickling and other libraries -----------------------------------------
@@ -287,7 +293,8 @@ class Traced:
     @property
     def flags(self):
         """The flags of the plain value (read them; a traced value is never written in place)."""
-        return np.asarray(stop_gradient(self)).flags
+        value = stop_gradient(self)
+        return value.flags if hasattr(value, "flags") else np.asarray(value).flags
 
     @property
     def flat(self):
@@ -417,6 +424,21 @@ class Dual(Traced):
 
 
 _PYTHON_SCALARS = (float, int, bool, complex)
+_AS_STRIDED = np.lib.stride_tricks.as_strided.__code__
+
+
+def _called_from(code, depth):
+    """Whether one of the `depth` Python frames below the caller runs `code`."""
+    frame = sys._getframe(2)
+    for _ in range(depth):
+        if frame is None:
+            return False
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
 # methods of a Dask array that would compute it or hand it to Dask's own task machinery
 _DASK_ONLY = frozenset(("persist", "compute", "map_blocks", "map_overlap", "to_delayed", "blocks", "partitions",
                         "visualize", "store", "to_zarr"))
@@ -701,6 +723,23 @@ def stop_gradient(x):
     return x
 
 
+def read_only_value(x):
+    """The plain value of traced `x` as user code gets it from `pullback.stop_gradient`: an array comes as
+    a read-only view of it (the same view each time while `x` holds that value). Without pullback
+    `stop_gradient(x)` is `x` itself, so a write into it is a write into `x`, which the recording would
+    not see (values saved for the gradient would change under it): NumPy refuses it instead."""
+    plain = stop_gradient(x)
+    if plain is x or type(plain) is not np.ndarray or not plain.flags.writeable:
+        return plain
+    kept = getattr(x, "_read_only", None)
+    if kept is not None and kept[0] is plain:
+        return kept[1]
+    view = plain.view()
+    view.flags.writeable = False
+    x._read_only = (plain, view)
+    return view
+
+
 def strip_all(x):
     """`stop_gradient` through tuples, lists and dicts (for keyword arguments and masks)."""
     if type(x) is Tracked or type(x) is Dual:
@@ -817,34 +856,53 @@ def _constant_into_out(ufunc, method, inputs, kwargs):
     return kwargs["out"]
 
 
-def _refuse_unsafe_cast(call, inputs, result, dtype, casting, kwargs):
+def _refuse_unsafe_cast(call, inputs, result, dtype, casting, kwargs, place=(0, 1)):
     """Raise NumPy's own error where writing `result` into an array of `dtype` breaks the `casting`
-    rule (a complex result into a real array): NumPy refuses it, and a silent cast would drop a part."""
+    rule (a complex result into a real array): NumPy refuses it, and a silent cast would drop a part.
+    `place` is `(k, n)`: `result` is output `k` of the `n` the call gives."""
     given = dtype_of(result)
     if given == dtype or np.can_cast(given, dtype, casting=casting):
         return
+    k, n = place
     plain_out = np.empty(np.shape(result), dtype)
-    call(*strip_all(inputs), out=plain_out, casting=casting, **strip_all(kwargs))
+    out = plain_out if n == 1 else tuple(plain_out if j == k else None for j in range(n))
+    call(*strip_all(inputs), out=out, casting=casting, **strip_all(kwargs))
     raise TypeError(f"Cannot cast the output from {given} to {dtype} with casting rule {casting!r}")
 
 
 def _into_out(ufunc, method, inputs, kwargs, name):
-    """`ufunc(..., out=y)` with `y` traced: the functional update `y[...] = ufunc(...)`, seen through every alias."""
+    """`ufunc(..., out=y)` with `y` traced: the functional update `y[...] = ufunc(...)`, seen through every alias.
+    Each traced array of an `out` tuple (np.divmod, np.modf) takes its output so."""
     out = kwargs.pop("out")
     out = out if isinstance(out, tuple) else (out,)
     casting = kwargs.pop("casting", "same_kind")  # the write below casts, as NumPy's output does
-    if len(out) != 1 or not isinstance(out[0], Traced):
-        raise TypeError(
-            f"{name}(..., out=...) would write a result that is being differentiated into a plain array, "
-            "losing the gradient (this is also what `a += x` does when `a` is a plain array). "
-            "Assign the result instead (a = a + x), or start from a traced array (np.zeros_like(x))."
-        )
-    result = ufunc(*inputs, **kwargs) if method == "__call__" else getattr(ufunc, method)(*inputs, **kwargs)
-    target = out[0]
-    _refuse_unsafe_cast(getattr(ufunc, method), inputs, result, target.dtype, casting, kwargs)
-    if np.shape(result) != target.shape:
-        raise ValueError(f"{name}(..., out=...): the result has shape {np.shape(result)}, but out has shape {target.shape}")
-    return in_place(target, result if isinstance(result, Traced) else FUNCTIONS[index_update](target, Ellipsis, result))
+    call = ufunc if method == "__call__" else getattr(ufunc, method)
+    result = call(*inputs, **kwargs)
+    results = result if type(result) is tuple else (result,)
+    if len(out) != len(results):
+        raise ValueError(f"{name}(..., out=...): out has {len(out)} entries, the call gives {len(results)} outputs")
+    written = tuple(_write_output(call, inputs, kwargs, name, target, part, casting, (k, len(out)))
+                    for k, (target, part) in enumerate(zip(out, results)))
+    return written if type(result) is tuple else written[0]
+
+
+def _write_output(call, inputs, kwargs, name, target, part, casting, place):
+    """Output `part` of a ufunc call written into its `out=` entry `target` (None: `part` itself)."""
+    if target is None:
+        return part
+    if not isinstance(target, Traced):
+        if isinstance(part, Traced):
+            raise TypeError(
+                f"{name}(..., out=...) would write a result that is being differentiated into a plain array, "
+                "losing the gradient (this is also what `a += x` does when `a` is a plain array). "
+                "Assign the result instead (a = a + x), or start from a traced array (np.zeros_like(x))."
+            )
+        np.copyto(target, part, casting=casting)  # no gradient (np.frexp's exponent): NumPy's write
+        return target
+    _refuse_unsafe_cast(call, inputs, part, target.dtype, casting, kwargs, place)
+    if np.shape(part) != target.shape:
+        raise ValueError(f"{name}(..., out=...): the result has shape {np.shape(part)}, but out has shape {target.shape}")
+    return in_place(target, part if isinstance(part, Traced) else FUNCTIONS[index_update](target, Ellipsis, part))
 
 
 _REDUCTIONS = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min}

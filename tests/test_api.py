@@ -423,3 +423,96 @@ def test_a_dict_passed_positionally_and_by_keyword_is_one_dict_inside_f():
     d = {"a": 1, "x": 1.0}
     val, _ = pb.withgradient(h, d, q=d)
     assert val == expected
+
+
+# --- stop_gradient's plain value is read-only: in NumPy it is x itself -------------------------------------
+
+SG = np.array([0.26, 0.74, 1.31, 0.42])
+
+
+@pytest.mark.parametrize("write", [
+    lambda s: s.__setitem__(0, 5.0),
+    lambda s: s.fill(7.0),
+    lambda s: s.__imul__(0.0),
+    lambda s: np.multiply(s, 0.0, out=s),
+], ids=["s[0] = 5", "s.fill(7)", "s *= 0", "np.multiply(s, 0, out=s)"])
+def test_a_write_into_stop_gradient_of_an_array_being_differentiated_is_refused(write):
+    def of_argument(x):
+        write(pb.stop_gradient(x))
+        return np.sum(x ** 2)
+
+    def of_intermediate(x):
+        y = np.sin(x)
+        write(pb.stop_gradient(y))  # would change y, which sin's and the product's derivatives read
+        return np.sum(y * x)
+
+    for f in (of_argument, of_intermediate):
+        a = SG.copy()
+        with pytest.raises(ValueError, match="read-only"):
+            pb.gradient(f, a)
+        with pytest.raises(ValueError, match="read-only"):
+            pb.jvp(f, (a,), (np.ones(4),))
+        np.testing.assert_array_equal(a, SG)  # the caller's array is untouched
+
+
+def test_stop_gradient_of_an_array_being_differentiated_is_a_read_only_view_of_its_value():
+    def f(x):
+        s = pb.stop_gradient(x)
+        assert s is pb.stop_gradient(x)  # one plain value per array, as long as it holds that value
+        assert type(s) is np.ndarray and not s.flags.writeable
+        c = s.copy()
+        c[0] = 5.0  # a copy is the caller's to write
+        x[1] = 2.0  # a write into x itself is recorded ...
+        assert pb.stop_gradient(x)[1] == 2.0  # ... and seen through its plain value
+        return np.sum(x * c)
+
+    a = SG.copy()
+    (g,) = pb.gradient(f, a)
+    np.testing.assert_allclose(g, [5.0, 0.0, SG[2], SG[3]])  # d/dx sum(x * const), x[1] overwritten
+    np.testing.assert_array_equal(a, SG)
+    plain = np.ones(2)
+    assert pb.stop_gradient(plain) is plain and plain.flags.writeable  # a plain array is itself
+
+
+# --- pullback's y is the caller's: back does not read it ---------------------------------------------------
+
+def test_vjp_residual_computed_in_place_on_the_returned_output():
+    # y -= t, then back(y): the gradient of 0.5 * |exp(x) - t|^2. exp's rule keeps its output.
+    t = np.array([1.0, 2.0, 3.0, 1.0])
+    y, back = pb.vjp(np.exp, SG.copy())
+    y -= t
+    (g,) = back(y)
+    np.testing.assert_allclose(g, np.exp(SG) * (np.exp(SG) - t))
+
+
+@pytest.mark.parametrize("f, derivative", [
+    (np.tanh, lambda x: 1 - np.tanh(x) ** 2),
+    (np.sqrt, lambda x: 0.5 / np.sqrt(x)),
+    (np.exp, np.exp),
+    (np.cumprod, lambda x: np.array([np.sum(np.cumprod(x)[k:]) / x[k] for k in range(x.size)])),
+])
+def test_overwriting_pullbacks_output_leaves_back_as_it_was(f, derivative):
+    y, back = pb.pullback(f, SG.copy())
+    np.testing.assert_allclose(y, f(SG))
+    y[...] = 0.0
+    for _ in range(2):  # back may be called many times
+        np.testing.assert_allclose(back(np.ones(4))[0], derivative(SG))
+
+
+def test_pullbacks_outputs_share_memory_as_numpys_do():
+    def f(x, c):
+        e = np.exp(x)
+        return e, e[:2], e.reshape(2, 2).T, x, c[1:]
+
+    a, c = SG.copy(), np.ones(3)
+    (e, head, square, same, tail), back = pb.pullback(f, a, c=c)
+    expected = f(SG.copy(), np.ones(3))
+    for got, want in zip((e, head, square, same, tail), expected):
+        np.testing.assert_array_equal(got, want)
+        assert got.strides == want.strides
+    assert np.shares_memory(e, head) and np.shares_memory(e, square)
+    assert same is a and np.shares_memory(tail, c)  # the caller's own arrays, as without pullback
+    head[0] = 100.0
+    assert e[0] == 100.0 and square[0, 0] == 100.0
+    np.testing.assert_allclose(back((np.ones(4), None, None, None, None))[0], np.exp(SG))
+    np.testing.assert_array_equal(a, SG)

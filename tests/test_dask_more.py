@@ -34,8 +34,15 @@ def _putmask_positive_to_zero(x):
     return np.sum(y ** 2)
 
 
+def _putmask_positive_to_cycled_values(x):
+    y = x * 1.0
+    np.putmask(y, y > 0, x[:3] ** 2)  # several values, cycled by position: a select that never reads the mask
+    return np.sum(y * x)
+
+
 CASES = [
     ("np.putmask", _putmask_positive_to_zero, VECTOR),
+    ("np.putmask, cycled values", _putmask_positive_to_cycled_values, VECTOR),
     ("x[None]", lambda x: np.sum(x[None] * WEIGHTS[:, None, None]), MATRIX),
     ("x[:, None, :]", lambda x: np.sum(x[:, None, :] ** 2 * np.arange(3.0)[:, None]), MATRIX),
     ("x[..., None]", lambda x: np.sum(x[..., None] ** 3), CUBE),

@@ -290,6 +290,91 @@ def test_primitive_with_only_a_reverse_rule_works_forward_by_transposition():
     np.testing.assert_allclose(h, 2 * np.ones(3))
 
 
+@pb.primitive
+def _sincos(x):
+    return np.sin(x), np.cos(x)
+
+
+@pb.rrule(_sincos)
+def _sincos_rule(x):
+    def back(dy):
+        ds, dc = dy
+        g = 0.0
+        if ds is not None:
+            g = g + ds * np.cos(x)
+        if dc is not None:
+            g = g - dc * np.sin(x)
+        return (g,)
+    return _sincos(x), back
+
+
+@pb.primitive
+def _sin_and_count(x):
+    return np.sin(x), np.count_nonzero(x > 0)
+
+
+@pb.rrule(_sin_and_count)
+def _sin_and_count_rule(x):
+    return _sin_and_count(x), lambda dy: (None if dy[0] is None else dy[0] * np.cos(x),)
+
+
+def test_an_operation_with_several_outputs_and_only_a_reverse_rule_works_forward():
+    # was: NotImplementedError: This operation has several outputs and no forward rule
+    x, v = np.array([0.3, 0.5]), np.array([1.0, -2.0])
+    (s, c), (ds, dc) = pb.jvp(_sincos, (x,), (v,))
+    np.testing.assert_allclose((s, c), (np.sin(x), np.cos(x)))
+    np.testing.assert_allclose(ds, np.cos(x) * v)
+    np.testing.assert_allclose(dc, -np.sin(x) * v)
+    (s, n), (ds, dn) = pb.jvp(_sin_and_count, (x,), (v,))  # an integer output has no tangent
+    assert n == 2 and dn is None
+    np.testing.assert_allclose(ds, np.cos(x) * v)
+    # pb.hessian is forward over reverse: sum(sin(x) cos(x)) = sum(sin(2x)) / 2
+    h = pb.hessian(lambda x: np.sum(_sincos(x)[0] * _sincos(x)[1]), x)
+    np.testing.assert_allclose(h, np.diag(-2.0 * np.sin(2 * x)), atol=1e-12)
+
+
+def _primitive_with_frule(tangent_of):
+    @pb.primitive
+    def h(x):
+        return np.sin(x)
+
+    @pb.frule(h)
+    def h_frule(primals, tangents):
+        return h(primals[0]), tangent_of(primals[0], tangents[0])
+
+    return h
+
+
+def test_a_forward_rule_giving_a_tangent_of_another_shape_is_named():
+    # was NumPy's "operands could not be broadcast together with remapped shapes" from inside fit_tangent
+    h = _primitive_with_frule(lambda x, t: np.ones(5))
+    with pytest.raises(ValueError, match=r"forward rule .*h_frule gave a tangent of shape \(5,\) for a value of "
+                                         r"shape \(2,\)"):
+        pb.jvp(h, (np.array([0.3, 0.5]),), (np.ones(2),))
+
+
+def test_a_forward_rule_giving_a_list_as_the_tangent_of_an_array_is_named():
+    # was: TypeError: Field elements must be 2- or 3-tuples (NumPy reading the list as a dtype)
+    h = _primitive_with_frule(lambda x, t: [np.cos(x[0]) * t[0], np.cos(x[1]) * t[1]])
+    with pytest.raises(TypeError, match=r"forward rule .*h_frule gave a list of 2 as the tangent of an array of "
+                                        r"shape \(2,\).*np.asarray"):
+        pb.jvp(h, (np.array([0.3, 0.5]),), (np.ones(2),))
+
+
+def test_a_forward_rule_giving_one_tangent_for_several_outputs_is_named():
+    # was read as the rows of the array, one number per output, each broadcast: a silently wrong tangent
+    @pb.primitive
+    def sincos(x):
+        return np.sin(x), np.cos(x)
+
+    @pb.frule(sincos)
+    def sincos_frule(primals, tangents):
+        return sincos(primals[0]), np.cos(primals[0]) * tangents[0]  # the tangent of sin only
+
+    with pytest.raises(TypeError, match=r"sincos_frule gave an array of shape \(2,\) as the tangent of a tuple of 2"):
+        pb.jvp(sincos, (np.array([0.3, 0.5]),), (np.ones(2),))
+
+
 def test_frule_on_a_composite_is_refused():
     with pytest.raises(TypeError, match="composing"):
         pb.frule(np.concatenate)(lambda p, t: None)

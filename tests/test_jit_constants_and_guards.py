@@ -2,6 +2,7 @@
 share memory with one it writes, keeps a trace made after a LinAlgError out of the cache, and guards the
 shapes of np.delete, np.histogram and boolean-scalar indexing."""
 import numpy as np
+import pytest
 
 import pullback as pb
 
@@ -86,3 +87,38 @@ def test_histogram_with_automatic_bins_is_guarded():
     jitted = pb.jit(f)
     for x in (np.linspace(0.0, 1.0, 50), np.r_[np.linspace(0.0, 1.0, 49), 100.0]):
         np.testing.assert_array_equal(jitted(x), f(x))
+
+
+@pytest.mark.parametrize("loss", [
+    lambda w, beta: np.sum(w ** 2) * beta,
+    lambda w, beta: np.sum(w ** 2) / beta,
+    lambda w, beta: np.sum(np.sin(w) * beta),
+    lambda w, beta: np.sum(w ** beta),
+])
+def test_a_python_number_factor_inside_a_gradient_replays_without_tracing_again(loss):
+    # the seed of the sweep is a plain array: plain array * number was NumPy's, reading the number (a guard)
+    jf = pb.jit(lambda w, beta: pb.gradient(lambda w: loss(w, beta), w))
+    for beta in [1.5, 2.5, 3.5, 4.5]:
+        w = np.array([1.0, 2.0, 3.0])
+        np.testing.assert_allclose(jf(w, beta)[0], pb.gradient(lambda w: loss(w, beta), w)[0], rtol=1e-14)
+    assert jf.cache_info().traces == 1
+
+
+def test_numpy_arrays_and_scalars_beside_a_python_number_argument():
+    # a float result is recorded with the number as an input; an integer or boolean one (which may index a
+    # plain array) is NumPy's, at the number's value (a guard)
+    table = np.arange(4.0)
+
+    def values(x, n):
+        return np.ones(2, np.float32) * n, np.float64(2.0) - n, n * np.ones(2), x ** n, np.arange(3) / n
+
+    def indices(x, n):
+        return x * table[np.arange(4) < n].sum(), x * table[np.arange(2) * int(n)].sum()
+
+    for f, traces in ((values, 1), (indices, 5)):
+        jf = pb.jit(f)
+        for n in [0.5, 0.75, 1.5, 2.5, 3.5]:
+            for got, want in zip(jf(np.ones(2), n), f(np.ones(2), n)):
+                assert type(got) is type(want) and got.dtype == want.dtype
+                np.testing.assert_array_equal(got, want)
+        assert jf.cache_info().traces == traces

@@ -1,6 +1,7 @@
 """Jacobians of forward-only operations, memmap arguments' result types, SciPy Cholesky solves under
 pb.jit, and pb.jit's handling of generators made inside the function, written arguments, set arguments,
 traced values stored outside the arguments, and unused draws: each compared with the eager call."""
+import copy
 import os
 import tempfile
 
@@ -222,3 +223,173 @@ def test_jit_allows_an_unscrambled_sobol_sequence_made_inside():
     f = lambda x: x + qmc.Sobol(2, scramble=False).random(4)
     x = np.ones((4, 2))
     np.testing.assert_array_equal(pb.jit(f)(x), f(x))
+
+
+# --- draws from a generator argument that give a Python number ------------------------------------
+
+def _eager_and_jitted(f, make_args, calls=3):
+    """[(f's result, pb.jit(f)'s result)] for `calls` calls, each with fresh arguments made alike."""
+    jf = pb.jit(f)
+    return [(f(*make_args(i)), jf(*make_args(i))) for i in range(calls)]
+
+
+@pytest.mark.parametrize("draw", ["random", "normal", "standard_normal", "uniform", "exponential"])
+def test_jit_scalar_draw_keeps_python_float_weak_typing(draw):
+    # Generator.random() and friends return a Python float, weakly typed beside float32 arrays (NEP 50)
+    def f(x, rng):
+        return x * getattr(rng, draw)()
+
+    for eager, jitted in _eager_and_jitted(f, lambda i: (np.ones(3, np.float32), np.random.default_rng(i))):
+        assert eager.dtype == jitted.dtype == np.float32
+        np.testing.assert_array_equal(jitted, eager)
+
+
+def test_jit_scalar_integer_and_boolean_draws_keep_python_weak_typing():
+    def f(x, rng):
+        return x + rng.binomial(10, 0.5), x * rng.choice(5), x + rng.integers(2, dtype=bool)
+
+    for eager, jitted in _eager_and_jitted(f, lambda i: (np.ones(3, np.int8), np.random.default_rng(i)), calls=5):
+        assert [a.dtype for a in jitted] == [a.dtype for a in eager] == [np.int8] * 3
+        for got, want in zip(jitted, eager):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_jit_scalar_draw_returned_is_a_python_float_drawn_afresh():
+    def f(x, rng):
+        return x, rng.random()
+
+    results = _eager_and_jitted(f, lambda i: (np.ones(2), np.random.default_rng(i)))
+    for eager, jitted in results:
+        assert type(jitted[1]) is type(eager[1]) is float
+        assert jitted[1] == eager[1]
+    assert len({jitted[1] for _, jitted in results}) == 3
+
+
+def test_jit_generator_bytes_is_refused_naming_an_array_draw():
+    # a bytes object cannot be drawn afresh by a replay (each replay would give the trace's bytes)
+    def f(x, rng):
+        return x + np.frombuffer(rng.bytes(8), dtype=np.uint8)
+
+    with pytest.raises(pb.JitError, match=r"Generator\.bytes.*integers"):
+        pb.jit(f)(np.ones(8), np.random.default_rng(3))
+
+
+def test_jit_generator_shuffle_is_refused_before_it_writes():
+    def f(x, rng):
+        y = x * 1.0
+        rng.shuffle(y)
+        return y
+
+    x = np.arange(5.0)
+    with pytest.raises(pb.JitError, match="permutation"):
+        pb.jit(f)(x, np.random.default_rng(0))
+    np.testing.assert_array_equal(x, np.arange(5.0))
+
+
+# --- copies inside the function -------------------------------------------------------------------
+
+def test_jit_deepcopy_of_arguments_inside_the_function():
+    def f(params, x, n):
+        new = copy.deepcopy(params)
+        new["w"] = new["w"] - 0.1 * x * copy.copy(n)
+        new["w"][0] = 7.0  # a copy: params["w"] is not written
+        return new, params["w"] + 0.0
+
+    jf = pb.jit(f)
+    for k in range(3):
+        params, x = {"w": np.ones(2) * k}, np.arange(2.0)
+        (got, w), (want, w_eager) = jf(params, x, 2.0 + k), f({"w": np.ones(2) * k}, x, 2.0 + k)
+        np.testing.assert_array_equal(got["w"], want["w"])
+        np.testing.assert_array_equal(w, w_eager)
+        np.testing.assert_array_equal(params["w"], np.ones(2) * k)
+    assert jf.cache_info().traces == 1
+
+
+def test_jit_copy_of_a_generator_argument_is_refused():
+    with pytest.raises(pb.JitError, match="copy"):
+        pb.jit(lambda x, rng: x + copy.deepcopy(rng).random())(np.ones(2), np.random.default_rng(0))
+
+
+# --- ndarray methods and attributes of a traced array ---------------------------------------------
+
+def _replayed_as_eager(f, *make, calls=3):
+    """pb.jit(f) called on arguments made by each of `make`, against f on the same, for `calls` rounds."""
+    jf = pb.jit(f)
+    for _ in range(calls):
+        for m in make:
+            got, want = jf(m()), f(m())
+            for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                assert type(g) is type(w)
+                np.testing.assert_array_equal(g, w)
+                assert np.asarray(g).dtype == np.asarray(w).dtype
+    return jf
+
+
+def test_jit_ndarray_view_method():
+    _replayed_as_eager(lambda x: (x.view() * 2, x.view(np.int64) & 1, x.view(np.ndarray) + 1.0),
+                       lambda: np.arange(3.0), lambda: np.array([0.5, 2.0, -1.0]))
+
+    def written_through_a_view(x):
+        y = x * 1.0
+        v = y.view()
+        v[0] = 5.0
+        return y
+
+    _replayed_as_eager(written_through_a_view, lambda: np.arange(3.0))
+    with pytest.raises(pb.JitError, match="subclass"):
+        pb.jit(lambda x: x.view(np.recarray))(np.arange(3.0))
+
+
+def test_jit_clip_with_one_bound():
+    x = lambda: np.array([0.1, 0.7, 0.4])  # noqa: E731
+    _replayed_as_eager(lambda x: (x.clip(0.2), x.clip(max=0.5), x.clip(0.2, 0.5)), x)
+
+
+def test_jit_format_spec_of_a_traced_value_is_a_guard():
+    def f(x):
+        return x * len(f"{x.sum():.3f}")
+
+    jf = _replayed_as_eager(f, lambda: np.array([0.1, 0.7]), lambda: np.array([10.1, 0.7]))
+    assert jf.cache_info().traces == 2  # "0.800" and "10.800": another text, another trace
+
+
+def test_jit_round_divmod_and_flat():
+    x = lambda: np.array([0.12, 0.74, 0.41])  # noqa: E731
+    _replayed_as_eager(lambda x: x * round(x.sum(), 1), x, lambda: np.array([1.25, 0.5, 2.0]))
+    _replayed_as_eager(lambda x: x + round(x[1]), x)
+    _replayed_as_eager(lambda x: divmod(x, 0.3) + divmod(2.0, x), x)
+    _replayed_as_eager(lambda x: (x * x.flat[1], x.flat[::2] + 0.0, sum(x.flat)), x)
+    with pytest.raises(TypeError, match="__round__"):
+        pb.jit(lambda x: round(x))(x())
+
+    def flat_writes(x):
+        y = x.reshape(3, 1) * 1.0
+        y.flat[::2] = 0.0
+        z = x * 2.0
+        z.flat = [1.0, 2.0]
+        return y, z
+
+    _replayed_as_eager(flat_writes, x)
+
+
+def test_jit_flags_strides_device_and_shape():
+    def f(x):
+        y = x.T * 2.0
+        z = x * 1.0
+        z.shape = (x.size,)
+        return (y if y.flags.c_contiguous else y + 1.0), z, x.strides[0] * x[0, 0], x.device == "cpu", len(x.tobytes())
+
+    _replayed_as_eager(f, lambda: np.ones((2, 2)), lambda: np.arange(6.0).reshape(3, 2))
+    with pytest.raises(pb.JitError, match="flags"):
+        pb.jit(lambda x: setattr(x.flags, "writeable", False))(np.ones(2))
+
+
+@pytest.mark.parametrize("construct, fn", [
+    ("base", lambda x: x if x.base is None else x.copy()),
+    ("data", lambda x: x * len(bytes(x.data))),
+    ("resize", lambda x: x.resize(4)),
+    ("shape", lambda x: setattr(x, "shape", (2, 1))),
+])
+def test_jit_memory_of_a_traced_array_is_refused_naming_it(construct, fn):
+    with pytest.raises(pb.JitError, match=construct):
+        pb.jit(fn)(np.ones(2))

@@ -499,3 +499,26 @@ def test_a_nan_guard_replays_instead_of_tracing_again():
         np.testing.assert_array_equal(f(x), [np.nan, np.nan])
     info = f.cache_info()
     assert (info.traces, info.replays, info.retraces) == (1, 2, 0)
+
+
+def test_a_step_with_a_new_learning_rate_each_call_replays_and_matches_eager():
+    # optim.adjust inside a jitted step: the learning rate is an input of the trace, not a guard
+    model = {"w": np.array([0.5, -1.0, 2.0])}
+    state = optim.setup(optim.Adam(), model)
+
+    def step(model, state, lr):
+        state = optim.adjust(state, lr=lr)
+        g = pb.gradient(lambda m: np.sum(np.sin(m["w"]) ** 2), model)[0]
+        return optim.update(state, model, g)
+
+    jitted = pb.jit(step)
+    eager_state, eager_model = state, model
+    jit_state, jit_model = state, model
+    for lr in (0.1, 0.05, 0.02, 0.01):
+        eager_state, eager_model = step(eager_model, eager_state, lr)
+        jit_state, jit_model = jitted(jit_model, jit_state, lr)
+        np.testing.assert_allclose(jit_model["w"], eager_model["w"], rtol=1e-12)
+    info = jitted.cache_info()
+    assert (info.traces, info.retraces) == (1, 0)
+    with pytest.raises(ValueError, match="finite number"):
+        optim.adjust(state, lr=float("nan"))

@@ -152,3 +152,143 @@ def test_a_list_as_the_cotangent_of_an_array_gets_a_clear_error():
         pb.gradient(lambda x: np.sum(h(x)), np.ones(2))
     h = _primitive_with_back(lambda dy: [dy * np.cos(np.ones(2))])  # a list of cotangents is read as the tuple
     np.testing.assert_allclose(pb.gradient(lambda x: np.sum(h(x)), np.ones(2))[0], np.cos(np.ones(2)))
+
+
+# --- cotangents past the last argument ------------------------------------------------------------
+
+def test_a_pullback_returning_more_cotangents_than_arguments_is_refused():
+    # off by one, as if for a `self`: read as (None, g*sin(x)), x's gradient was lost and w got x's
+    f = _rule_of(lambda x, w: lambda g: (None, g * np.cos(x) * w, g * np.sin(x)))
+    with pytest.raises(ValueError, match=r"returned 3 cotangents for 2 argument\(s\), and cotangent 2.*is not None"):
+        pb.gradient(lambda x, w: np.sum(f(x, w)), X, W)
+    with pytest.raises(ValueError, match="returned 3 cotangents"):  # jvp transposes the rule: it gave a zero tangent
+        pb.jvp(f, (X, W), (np.ones(3), np.zeros(3)))
+
+    # a rule written for an optional argument the call leaves out may return None for it
+    @pb.primitive
+    def scaled_sin(x, scale=2.0):
+        return np.sin(x) * scale
+
+    @pb.rrule(scaled_sin)
+    def scaled_sin_rule(x, scale=2.0):
+        return scaled_sin(x, scale), lambda g: (g * np.cos(x) * scale, None)
+
+    np.testing.assert_allclose(pb.gradient(lambda x: np.sum(scaled_sin(x)), X)[0], 2.0 * np.cos(X))
+    np.testing.assert_allclose(pb.jvp(scaled_sin, (X,), (np.ones(3),))[1], 2.0 * np.cos(X))
+
+
+def test_a_per_operand_with_more_functions_than_arguments_is_refused():
+    f = _rule_of(lambda x, w: pb.PerOperand([lambda g: None, lambda g: g * np.cos(x) * w, lambda g: g * np.sin(x)]))
+    with pytest.raises(ValueError, match=r"PerOperand of .*returned 3 cotangents for 2 argument"):
+        pb.gradient(lambda x, w: np.sum(f(x, w)), X, W)
+
+
+# --- a pullback writing into its cotangent ------------------------------------------------------------
+
+def _central_difference(f, x, h=1e-6):
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[i] = h
+        g[i] = (f(x + step) - f(x - step)) / (2 * h)
+    return g
+
+
+@pb.primitive
+def _relu_in_place(x):
+    return np.maximum(x, 0.0)
+
+
+@pb.rrule(_relu_in_place)
+def _relu_in_place_rule(x):
+    def back(g):
+        g[x < 0] = 0.0  # NumPy backprop code's style (cs231n's relu_backward)
+        return (g,)
+    return _relu_in_place(x), back
+
+
+def _relu(x):
+    return np.maximum(x, 0.0)
+
+
+@pytest.mark.parametrize("f", [
+    lambda relu, x: np.sum(np.sin(relu(x) + x)),  # add hands the same array to both branches: x's was zeroed
+    lambda relu, x: np.sum(relu(x)),  # sum's cotangent is read-only: "assignment destination is read-only"
+])
+def test_a_pullback_writing_into_its_cotangent_changes_nothing_else(f):
+    x = np.array([1.0, -2.0, 3.0, -0.5])
+    expected = _central_difference(lambda x: f(_relu, x), x)
+    np.testing.assert_allclose(pb.gradient(lambda x: f(_relu_in_place, x), x)[0], expected, atol=1e-6)
+
+
+def test_a_pullback_writing_into_a_large_cotangent_changes_nothing_else():
+    # large enough that the sweep may hand over its own buffer, when it holds it alone
+    x = np.random.default_rng(0).normal(size=1 << 17)
+    alone = pb.gradient(lambda x: np.sum(np.sin(_relu_in_place(np.cos(x)))), x)[0]
+    np.testing.assert_allclose(alone, np.cos(_relu(np.cos(x))) * np.where(np.cos(x) > 0, -np.sin(x), 0.0))
+    shared = pb.gradient(lambda x: np.sum(np.sin(_relu_in_place(x) + x)), x)[0]
+    np.testing.assert_allclose(shared, np.cos(_relu(x) + x) * np.where(x > 0, 2.0, 1.0))
+
+
+def test_a_pullback_writing_into_its_cotangent_leaves_the_callers_seed_alone():
+    x, seed = np.array([1.0, -2.0, 3.0]), np.ones(3)
+    _, back = pb.pullback(_relu_in_place, x)
+    np.testing.assert_array_equal(back(seed)[0], [1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(seed, np.ones(3))
+
+
+def test_per_operand_functions_writing_into_their_cotangent_each_get_their_own():
+    @pb.primitive
+    def times(a, b):
+        return a * b
+
+    @pb.rrule(times)
+    def times_rule(a, b):
+        def for_a(g):
+            g *= b
+            return g
+
+        def for_b(g):
+            g *= a
+            return g
+        return a * b, pb.PerOperand([for_a, for_b])
+
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 5.0])
+    ga, gb = pb.gradient(lambda a, b: np.sum(times(a, b) + a + b), a, b)
+    np.testing.assert_allclose(ga, b + 1.0)
+    np.testing.assert_allclose(gb, a + 1.0)
+
+
+def test_second_derivatives_through_a_pullback_writing_into_its_cotangent():
+    x = np.array([1.0, -2.0, 3.0])
+    f = lambda relu, x: np.sum(np.sin(relu(x) + x) ** 2)
+    expected = np.array([_central_difference(lambda z: pb.gradient(lambda z: f(_relu, z), z)[0][i], x)
+                         for i in range(3)])
+    np.testing.assert_allclose(pb.hessian(lambda x: f(_relu_in_place, x), x), expected, atol=1e-6)
+
+
+# --- a pullback that is not linear, reached through an object ------------------------------------------
+
+class _Clipped:
+    def __init__(self, n):
+        self.w = np.full(n, 0.5)
+
+    @pb.primitive
+    def apply(self, x):
+        return self.w * x
+
+
+@pb.rrule(_Clipped.apply)
+def _clipped_apply_rule(self, x):
+    def back(g):
+        g = np.clip(g, -1.0, 1.0)  # JAX's clip_gradient: not linear, so a factor cannot be carried past it
+        return pb.Tangent(_Clipped, w=g * x), g * self.w
+    return self.apply(x), back
+
+
+def test_a_pullback_that_is_not_linear_gets_its_cotangent_scaled_first_through_an_object_too():
+    # large enough that the sweep would carry the factor -8 on: it gave -8 * clip(1) * 0.5 = -4
+    layer, x = _Clipped(1 << 15), np.ones(1 << 15)
+    g_layer, g_x = pb.gradient(lambda layer, x: np.sum(-8.0 * layer.apply(x)), layer, x)
+    np.testing.assert_array_equal(g_x, np.full(1 << 15, -0.5))  # clip(-8) * w
+    np.testing.assert_array_equal(g_layer.w, np.full(1 << 15, -1.0))  # clip(-8) * x

@@ -220,19 +220,106 @@ def test_a_traced_initial_by_position_gets_its_gradient():
     assert result, result
 
 
-def test_reductions_refuse_out_and_a_traced_keyword_initial_with_the_fix():
+def test_reductions_refuse_out_with_the_fix():
     x = np.ones(3)
     with pytest.raises(TypeError, match="out= is not supported .* assign the result instead"):
         pb.gradient(lambda x: np.sum(x, out=np.empty(())), x)
     for write_into_self in (lambda y: np.cumsum(y, out=y), lambda y: np.clip(y, 0.0, 1.0, out=y)):
         with pytest.raises(TypeError, match="assign the result instead"):
             pb.gradient(lambda x: np.sum(write_into_self(x * 1.0)), x)
-    with pytest.raises(TypeError, match=r"initial= given by keyword .* pass it by position"):
-        pb.gradient(lambda x, s: np.sum(x, initial=s), x, 2.0)
-    with pytest.raises(TypeError, match=r"initial= given by keyword"):
-        pb.gradient(lambda x, s: np.max(x, initial=s), x, 2.0)
     with pytest.raises(ValueError, match="does not have an identity"):  # NumPy's own error, unchanged
         pb.gradient(lambda x: np.max(x, where=np.array([True, False, True])), x)
+
+
+# --- a traced `initial`, by position, by keyword, through a ufunc's reduce, in both modes and nested ----------
+X3 = np.array([0.3, 1.7, -0.4])
+TRACED_INITIAL = {
+    "sum by position": lambda a, i: np.sum(a, None, None, None, False, i),
+    "sum by keyword": lambda a, i: np.sum(a, initial=i),
+    "sum keyword where": lambda a, i: np.sum(a * a, initial=i, where=np.array([True, False, True])),
+    "prod by position": lambda a, i: np.prod(a, None, None, None, False, i),
+    "prod by keyword": lambda a, i: np.prod(a, initial=i),
+    "max by keyword": lambda a, i: np.max(a, initial=i),
+    "min by position": lambda a, i: np.min(a, None, None, False, i),
+    "amax keyword where": lambda a, i: np.amax(a, initial=i, where=np.array([False, True, True])),
+    "add.reduce by position": lambda a, i: np.add.reduce(a, 0, None, None, False, i),
+    "add.reduce keepdims": lambda a, i: np.add.reduce(a, axis=0, keepdims=True, initial=i),
+    "multiply.reduce": lambda a, i: np.multiply.reduce(a, 0, None, None, False, i),
+    "maximum.reduce": lambda a, i: np.maximum.reduce(a, 0, None, None, False, i),
+    "sum method": lambda a, i: a.sum(initial=i),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRACED_INITIAL))
+@pytest.mark.parametrize("initial", [2.0, 0.1])  # the extremes: initial wins, then an element does
+def test_a_traced_initial_gets_its_derivative_in_both_modes(name, initial):
+    f = TRACED_INITIAL[name]
+    np.testing.assert_array_equal(pb.pullback(f, X3, initial)[0], f(X3, initial))  # NumPy's value
+    gradcheck(lambda a, i: np.sin(f(a, i)), X3, initial)  # reverse and forward against central differences
+
+
+def test_a_traced_initial_by_hand():
+    ga, gi = pb.gradient(lambda a, i: np.add.reduce(a, 0, None, None, False, i), X3, 2.0)
+    np.testing.assert_array_equal(ga, np.ones(3))
+    assert gi == 1.0
+    y, y_dot = pb.jvp(lambda a, i: np.sum(a, None, None, None, False, i), (X3, 2.0), (np.zeros(3), 1.0))
+    assert y == pytest.approx(np.sum(X3) + 2.0) and y_dot == 1.0
+    y, y_dot = pb.jvp(lambda a, i: np.prod(a, None, None, None, False, i), (X3, 2.0), (np.zeros(3), 1.0))
+    assert y == pytest.approx(np.prod(X3) * 2.0) and y_dot == pytest.approx(np.prod(X3))
+    _, y_dot = pb.jvp(lambda a, i: np.max(a, initial=i), (X3, 2.0), (np.ones(3), 0.5))
+    assert y_dot == 0.5  # initial 2.0 wins
+
+
+def test_hessian_through_a_traced_initial():
+    v = np.array([0.3, 1.7, -0.4, 2.0])
+    L = lambda v: np.sum(v[:3], None, None, None, False, v[3]) ** 2  # noqa: E731
+    np.testing.assert_allclose(pb.hessian(L, v), 2.0 * np.ones((4, 4)), rtol=1e-12)
+    P = lambda v: np.prod(v[:3], initial=v[3])  # noqa: E731
+    H = pb.hessian(P, v)
+    expected = np.array([[0.0 if j == k else np.prod(np.delete(v, [j, k])) for k in range(4)] for j in range(4)])
+    np.testing.assert_allclose(H, expected, rtol=1e-12)
+    second_order_of_both = lambda a, i: np.max(a * a, initial=i) + np.sum(a, initial=i * i)  # noqa: E731
+    gradcheck(second_order_of_both, X3, 2.0, order=2, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduce", [np.sum, np.prod, np.max, np.min])
+def test_a_mixed_second_derivative_where_initial_is_traced_only_outside(reduce):
+    # Inside, `a` is differentiated and `initial` is an outer value: the rule meets a plain `a` with a traced initial.
+    weights = np.array([1.0, 2.0, 3.0])
+
+    def inner_gradient(i):
+        (g,) = pb.gradient(lambda a: np.sin(reduce(a * a, initial=i)), X3)
+        return np.sum(g * weights)
+
+    for i in (2.5, 0.05):
+        (d,) = pb.gradient(inner_gradient, i)
+        assert d == pytest.approx((inner_gradient(i + 1e-6) - inner_gradient(i - 1e-6)) / 2e-6, rel=1e-6, abs=1e-8)
+        _, t = pb.jvp(inner_gradient, (i,), (1.0,))
+        assert t == pytest.approx(d, rel=1e-12)
+
+
+# --- a 0-d array reduced along axis 0 or -1, which NumPy's ufunc reductions accept -----------------------------
+@pytest.mark.parametrize("name, f, derivative", [
+    ("max", lambda x: np.max(x, axis=0), 1.0),
+    ("min", lambda x: np.min(x, -1), 1.0),
+    ("sum keepdims", lambda x: np.sum(x, 0, keepdims=True), 1.0),
+    ("prod", lambda x: np.prod(x, -1), 1.0),
+    ("max initial", lambda x: np.max(x, 0, initial=2.0), 0.0),
+    ("nanmax", lambda x: np.nanmax(x, 0), 1.0),
+    ("nanmin", lambda x: np.nanmin(x, -1), 1.0),
+    ("nanvar", lambda x: np.nanvar(x, 0), 0.0),
+    ("maximum.reduce", lambda x: np.maximum.reduce(x, 0), 1.0),
+    ("ptp", lambda x: np.ptp(x, 0), 0.0),
+])
+def test_a_0d_array_along_axis_0_as_numpy(name, f, derivative):
+    z = np.array(1.5)
+    val, (g,) = pb.withgradient(f, z)
+    assert val == f(z) and np.shape(val) == np.shape(f(z))
+    assert g == derivative
+    _, t = pb.jvp(f, (z,), (np.array(1.0),))
+    assert t == derivative
+    with pytest.raises(np.exceptions.AxisError):  # NumPy's own refusal of other axes, unchanged
+        pb.gradient(lambda x: np.max(x, axis=1), z)
 
 
 def test_argmax_is_plain():

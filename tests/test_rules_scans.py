@@ -80,3 +80,12 @@ def test_refusals_are_clear():
         pb.gradient(lambda x: np.sum(np.cumsum(x, out=np.empty(3))), x)
     with pytest.raises(TypeError, match="mean="):
         pb.gradient(lambda x: np.var(x, mean=np.ones(1)), x)
+
+
+def test_np_gradient_of_a_0d_array_is_an_empty_tuple_as_in_numpy():
+    z = np.array(1.5)
+    assert np.gradient(z) == ()
+    y, t = pb.jvp(lambda x: np.gradient(x), (z,), (np.array(1.0),))
+    assert y == () and t == ()
+    y, t = pb.jvp(lambda x: (np.gradient(x, 2.0), x)[1] * 2.0, (z,), (np.array(1.0),))
+    assert y == 3.0 and t == 2.0

@@ -140,3 +140,44 @@ def test_var_refuses_mean_and_a_traced_mask_with_the_fix():
     x = np.array([1.0, 2.0, 4.0])
     with pytest.raises(TypeError, match="mean= is not supported"):
         pb.gradient(lambda x: np.var(x, mean=np.mean(x, keepdims=True)), x)
+
+
+# --- keepdims given as any true value (1, or by position), as NumPy reads it ---------------------------
+_X = np.array([[0.3, 1.7, -0.4, 2.2], [0.9, -1.1, 0.5, 1.3], [2.0, 0.1, -0.7, 0.6]])
+KEEPDIMS_ONE = {
+    "var": lambda x: np.var(x, axis=1, keepdims=1),
+    "std": lambda x: np.std(x, axis=1, keepdims=1),
+    "average": lambda x: np.average(x, axis=1, keepdims=1),
+    "average weights returned": lambda x: np.average(x, axis=1, weights=np.arange(1.0, 5.0) + x, returned=True,
+                                                     keepdims=1)[1],
+    "nanmean": lambda x: np.nanmean(x, axis=1, keepdims=1),
+    "nansum": lambda x: np.nansum(x, axis=1, keepdims=1),
+    "nanprod": lambda x: np.nanprod(x, axis=1, keepdims=1),
+    "nanvar": lambda x: np.nanvar(x, axis=1, keepdims=1),
+    "nanstd": lambda x: np.nanstd(x, axis=1, keepdims=1),
+    "nanmax": lambda x: np.nanmax(x, axis=1, keepdims=1),
+    "nanmin": lambda x: np.nanmin(x, axis=1, keepdims=2),
+    "ptp": lambda x: np.ptp(x, axis=1, keepdims=1),
+    "var by position": lambda x: np.var(x, 1, None, None, 0, 1),
+    "std by position": lambda x: np.std(x, 1, None, None, 1, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEEPDIMS_ONE))
+def test_keepdims_one_keeps_the_axis_as_numpy_does(name):
+    f = KEEPDIMS_ONE[name]
+    expected = f(_X.copy())
+    assert np.shape(expected) == (3, 1)  # NumPy reads keepdims=1 as True
+    y, _ = pb.jvp(f, (_X,), (np.ones_like(_X),))
+    assert np.shape(y) == (3, 1)
+    np.testing.assert_allclose(y, expected, rtol=1e-14)
+    weights = np.arange(1.0, 13.0).reshape(3, 4)  # a centred loss: a (3,) result would broadcast along rows
+    gradcheck(lambda x: np.sum((x - f(x)) ** 2 * weights), _X)
+
+
+def test_keepdims_one_centring_is_not_silently_transposed():
+    x = np.arange(9.0).reshape(3, 3) ** 1.5
+    f = lambda x: np.sum((x - np.nanmean(x, axis=1, keepdims=1)) ** 2)  # noqa: E731
+    val, (g,) = pb.withgradient(f, x)
+    assert val == pytest.approx(f(x), rel=1e-12)
+    np.testing.assert_allclose(g, 2.0 * (x - np.mean(x, axis=1, keepdims=True)), rtol=1e-12, atol=1e-12)

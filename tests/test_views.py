@@ -592,3 +592,15 @@ def test_results_of_a_dual_with_a_zero_tangent_stay_traced_in_forward_mode():
         pb.gradient(lambda a: np.sum(float(np.sum(np.zeros_like(a) + 1.0)) * a), x)
     y, y_dot = pb.jvp(lambda a: float(np.sum(np.zeros_like(a) + 1.0)) * a, (x,), (x,))
     np.testing.assert_allclose(y_dot, 2.0 * x)
+
+
+def test_as_strided_is_refused_naming_it_and_the_way_out():
+    from numpy.lib.stride_tricks import as_strided
+
+    def f(x):
+        return np.sum(as_strided(x, shape=(2, 2), strides=(8, 8)) ** 2)  # sliding windows of 2
+
+    for differentiate in (lambda: pb.gradient(f, V.copy()), lambda: pb.jvp(f, (V.copy(),), (np.ones(3),))):
+        with pytest.raises(TypeError, match="as_strided") as refusal:
+            differentiate()
+        assert "sliding_window_view" in str(refusal.value)

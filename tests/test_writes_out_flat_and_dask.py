@@ -226,3 +226,136 @@ def test_jit_out_into_a_numpy_scalar_raises_as_numpy_does():
         return c + v
 
     _same_under_jit(g, lambda k: (A * k, np.full(3, k)))
+
+
+# --- out= of a function without gradient (np.round, np.isposinf, np.all): a recorded write -----------------
+
+R = np.array([0.26, 0.74, 1.31, 0.42])
+
+_ROUNDINGS = {  # each writes round(y, decimals) into y
+    "np.round": (lambda y: np.round(y, 1, out=y), 1),
+    "np.round positional out": (lambda y: np.round(y, 1, y), 1),
+    "np.around": (lambda y: np.around(y, out=y), 0),
+    "ndarray.round": (lambda y: y.round(1, out=y), 1),
+}
+
+
+@pytest.mark.parametrize("name", list(_ROUNDINGS))
+def test_rounding_into_a_traced_out_is_a_recorded_write_in_both_modes(name):
+    write, decimals = _ROUNDINGS[name]
+
+    def f(x):
+        y = x * 1.0
+        assert write(y) is y  # NumPy returns out
+        return np.sum(y * x)  # sum(round(x) * x)
+
+    value, (g,) = pb.withgradient(f, R.copy())
+    assert value == f(R.copy())
+    np.testing.assert_allclose(g, np.round(R, decimals))  # round(x) is locally constant
+    np.testing.assert_allclose(g, numerical_gradient(f, R.copy())[0], atol=1e-6)
+    y, y_dot = pb.jvp(f, (R.copy(),), (np.ones(4),))
+    assert y == value
+    np.testing.assert_allclose(y_dot, np.sum(np.round(R, decimals)))
+
+
+_NO_GRADIENT_WRITES = {
+    "np.round": lambda y: np.round(y, out=y),
+    "np.isposinf": lambda y: np.isposinf(y, out=y),
+    "np.isneginf": lambda y: np.isneginf(y, y),
+    "np.all": lambda y: np.all(y[None], axis=0, out=y),
+    "np.any": lambda y: np.any(y[None] > 0.5, axis=0, out=y),
+}
+
+
+@pytest.mark.parametrize("name", list(_NO_GRADIENT_WRITES))
+def test_a_write_into_out_by_a_function_without_gradient_leaves_saved_values_alone(name):
+    # sin(y) keeps y for its derivative; the later write into y must not change what it kept
+    write = _NO_GRADIENT_WRITES[name]
+
+    def f(x):
+        y = x * 1.0
+        z = np.sum(np.sin(y))
+        write(y)
+        return z + np.sum(y * x)
+
+    value, (g,) = pb.withgradient(f, R.copy())
+    assert value == f(R.copy())
+    np.testing.assert_allclose(g, numerical_gradient(f, R.copy())[0], atol=1e-6)
+    written = R * 1.0
+    write(written)
+    np.testing.assert_allclose(g, np.cos(R) + written)  # the written values are constants
+
+
+def test_rounding_into_a_differentiated_argument_leaves_the_callers_array_alone():
+    def f(x):
+        np.round(x, 1, out=x)
+        return np.sum(x ** 2)
+
+    a = R.copy()
+    value, (g,) = pb.withgradient(f, a)
+    np.testing.assert_array_equal(a, R)
+    assert value == f(R.copy())
+    np.testing.assert_array_equal(g, np.zeros(4))  # sum(round(x) ** 2) is locally constant
+
+
+def test_a_refused_out_leaves_the_callers_array_alone():
+    # multi_dot computes NumPy's own value first: that call must not write into out
+    def f(x):
+        np.linalg.multi_dot([x, x, x], out=x)
+        return np.sum(x)
+
+    a = np.array([[0.3, 0.7], [1.2, -0.4]])
+    with pytest.raises(TypeError, match="out="):
+        pb.gradient(f, a)
+    np.testing.assert_array_equal(a, [[0.3, 0.7], [1.2, -0.4]])
+
+
+# --- ufuncs with several outputs written into an out= tuple -------------------------------------------------
+
+def _divmod_into_tuple(x):
+    q, r = np.zeros_like(x), np.zeros_like(x)
+    got = np.divmod(x, 0.3, out=(q, r))
+    assert got[0] is q and got[1] is r
+    return np.sum(r * x) + np.sum(q)
+
+
+def _modf_into_its_input(x):
+    y = x * 3.0
+    frac = np.zeros_like(y)
+    np.modf(y, out=(frac, y))  # the whole part goes back into y
+    return np.sum(frac * x) + np.sum(y * x)
+
+
+def _divmod_with_a_none_entry(x):
+    q, r = np.divmod(x, 0.3, out=(None, np.zeros_like(x)))
+    return np.sum(r * q * x)
+
+
+def _frexp_exponent_into_a_plain_integer_array(x):
+    e = np.zeros(x.shape, dtype=int)
+    m, got = np.frexp(x * 5.0, out=(np.zeros_like(x), e))
+    assert got is e
+    return np.sum(m * e * x)
+
+
+@pytest.mark.parametrize("f", [_divmod_into_tuple, _modf_into_its_input, _divmod_with_a_none_entry,
+                               _frexp_exponent_into_a_plain_integer_array])
+def test_an_out_tuple_of_a_several_output_ufunc_takes_each_output(f):
+    value, (g,) = pb.withgradient(f, R.copy())
+    assert value == f(R.copy())
+    want = numerical_gradient(f, R.copy())[0]
+    np.testing.assert_allclose(g, want, atol=1e-6)
+    np.testing.assert_allclose(pb.jvp(f, (R.copy(),), (np.ones(4),))[1], np.sum(want), atol=1e-6)
+
+
+def test_divmod_into_an_out_tuple_by_hand_and_a_plain_entry_refused():
+    (g,) = pb.gradient(lambda x: np.sum(np.divmod(x, 0.3, out=(np.zeros_like(x), np.zeros_like(x)))[1] * x), R.copy())
+    np.testing.assert_allclose(g, 2 * R - 0.3 * np.floor(R / 0.3))  # d/dx (x mod 0.3) x = r + x
+
+    def into_a_plain_remainder(x):
+        q, r = np.zeros_like(x), np.zeros(4)
+        np.divmod(x, 0.3, out=(q, r))
+        return np.sum(r)
+
+    with pytest.raises(TypeError, match="plain array"):
+        pb.gradient(into_a_plain_remainder, R.copy())

@@ -85,7 +85,9 @@ class Rule:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
                 raise TypeError(f"{type(self).__name__}: {name} must be a real number, got {value!r}")
-            value = float(value)  # a NumPy scalar would promote float32 parameters
+            # a NumPy scalar would promote float32 parameters; a number pb.jit traces stays one (float()
+            # would fix its value), so that a step with a new learning rate replays
+            value = value + 0.0 if hasattr(type(value), "__pullback_value__") else float(value)
             ok, wanted = _KINDS[kind](value)
             if not ok:
                 raise ValueError(f"{type(self).__name__}: {name} must be {wanted}, got {value!r}")
@@ -93,7 +95,7 @@ class Rule:
 
 
 _KINDS = {
-    "nonnegative": lambda v: (v >= 0 and math.isfinite(v), "a finite number >= 0"),
+    "nonnegative": lambda v: (0 <= v < math.inf, "a finite number >= 0"),  # comparisons: pb.jit guards their outcome
     "positive": lambda v: (v > 0, "> 0"),
     "fraction": lambda v: (0 <= v < 1, "in [0, 1)"),
     "order": lambda v: (v >= 1, ">= 1 (or inf)"),

@@ -24,6 +24,7 @@ user should know; both end up in the coverage table, with whether a forward rule
 import collections
 import functools
 import inspect
+import re
 import sys
 import warnings
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from .._arrays import is_foreign_array_type, zeros_as
 from .._extend import composite as run_in_place_of
-from .._extend import frule, nondifferentiable, primitive, rrule
+from .._extend import frule, nondifferentiable, primitive, rrule, serve_named_later_arguments
 from .._registry import FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, qualified_name
 from .._standins import astype, getitem, index_update, power
 from .._values import Traced, stop_gradient, strip_all
@@ -86,6 +87,7 @@ def rule(*fns, args, notes="", view=False):
         for fn in fns:
             _claim(fn)
             rrule(fn, view=view)(rule_fn)
+            serve_named_later_arguments(fn, rule_fn, re.findall(r"\w+", args))
             describe(fn, args, notes, kind="rule", rule=rule_fn, family=_family_of_module(rule_fn.__module__))
         return rule_fn
 
@@ -169,8 +171,8 @@ def valued_as_numpy(fn, impl):
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # a ufunc
         signature = None
-    # NumPy's call must not write into the traced values' arrays (copy=False, overwrite_input=True)
-    in_place = {name: value for name, value in (("copy", True), ("overwrite_input", False))
+    # NumPy's call must not write into the traced values' arrays (copy=False, overwrite_input=True, out=)
+    in_place = {name: value for name, value in (("copy", True), ("overwrite_input", False), ("out", None))
                 if signature is not None and name in signature.parameters}
 
     @functools.wraps(impl)

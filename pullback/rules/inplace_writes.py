@@ -97,6 +97,11 @@ def place(arr, mask, vals):
     write_flat(target, np.flatnonzero(mask), vals)
 
 
+def _size(a):
+    """The number of elements of `a` (an array of any library, or a list), without np.size (Dask has none)."""
+    return a.size if hasattr(a, "size") else np.size(a)
+
+
 @composite(np.putmask, args="a, values", notes="""Writes `values.flat[n % values.size]` into `a.flat[n]` where
            `mask.flat[n]` holds, as NumPy does.""")
 def putmask(a, mask, values):
@@ -105,13 +110,16 @@ def putmask(a, mask, values):
     if target is None:
         return np.putmask(a, mask, values)
     _refuse_unsafe_values("putmask", values, target)
-    if holds_foreign_array(mask) and np.size(values) == 1:  # a Dask mask: a lazy select, as copyto's
-        rebind(target, np.where(mask, values, target))
+    if holds_foreign_array(mask):  # a Dask mask, or pb.jit's stand-in: a select that never reads its values
+        if _size(values) == 1:
+            rebind(target, np.where(mask, values, target))
+            return None
+        if _size(mask) != _size(target):
+            raise ValueError("putmask: mask and data must be the same size")
+        shape = target.shape
+        cycled = np.take(np.ravel(values), np.arange(_size(target)) % _size(values))
+        rebind(target, np.where(np.reshape(mask, shape), np.reshape(cycled, shape), target))
         return None
-    if holds_foreign_array(mask):
-        raise TypeError("np.putmask with a mask of another library (Dask) and several values (which NumPy cycles "
-                        "through the masked positions) would compute the mask here; write np.where(mask, new, a) "
-                        "with values laid out like a, or use one value.")
     mask = np.asarray(mask, dtype=bool)
     if mask.size != target.size:
         raise ValueError("putmask: mask and data must be the same size")

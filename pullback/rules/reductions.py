@@ -2,6 +2,7 @@
 nanmax, nanmin, nanprod), in both modes; and
 the reductions to a bool or a count (all, any, array_equiv, ...), which carry no gradient."""
 
+import inspect
 import math
 
 import numpy as np
@@ -9,15 +10,18 @@ import numpy as np
 from .._arrays import holds_foreign_array
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ._register import composite, forward_in_first, linear_forward, rule, without_gradient
+from ._register import add_tangents, composite, forward_rule, linear_forward, numpy_valued, rule, without_gradient
 
 _NO = np._NoValue
 
 
 def reduced_axes(axis, ndim):
-    """`axis` as a sorted tuple of non-negative axes (None: all of them)."""
+    """`axis` as a sorted tuple of non-negative axes (None: all of them). NumPy's ufunc reductions take
+    axis 0 or -1 of a 0-d array (having checked it), which reduces no axis."""
     if axis is None:
         return tuple(range(ndim))
+    if ndim == 0:
+        return ()
     if isinstance(axis, (tuple, list)):
         return tuple(sorted(a % ndim for a in axis))
     return (axis % ndim,)
@@ -43,6 +47,12 @@ def expand_to(g, shape, axis, keepdims, like=None):
     return np.broadcast_to(g, shape)
 
 
+def keeps_dims(keepdims):
+    """Whether a reduction keeps its reduced axes: NumPy reads any true `keepdims` (1, np.True_) as True,
+    and np._NoValue as not given."""
+    return keepdims is not _NO and bool(keepdims)
+
+
 def reduced_size(shape, axis):
     """How many elements a reduction over `axis` combines (a Python int)."""
     n = 1
@@ -66,17 +76,13 @@ def _kept_shape(shape, axis):
     return tuple(1 if k in axes else n for k, n in enumerate(shape))
 
 
-_OPTIONS = "`where=` and `initial=` as in NumPy (an `initial` being differentiated goes by position)."
+_OPTIONS = ("`where=` and `initial=` as in NumPy; a traced `initial` needs a traced array (NumPy hands pullback "
+            "the call for its array only).")
 
 
-def _check_plain(name, out, initial=None, where=True):
-    """Refuse `out=`, and an `initial=` or `where=` that is being differentiated (given by
-    keyword, so the rule cannot send it a gradient)."""
+def _check_plain(name, out, where=True):
+    """Refuse `out=`, and a `where=` that is being differentiated."""
     refuse_out(name, out)
-    if isinstance(initial, Traced):
-        raise TypeError(f"numpy.{name}: initial= given by keyword is a value being differentiated, and its "
-                        f"gradient would be lost; combine it after the reduction (np.{name}(x) and then the value), "
-                        "or pass it by position.")
     mask_of(name, where)
 
 
@@ -85,6 +91,16 @@ def mask_of(name, where):
     if isinstance(where, Traced):
         raise TypeError(f"numpy.{name}: where= takes a boolean mask, not a value being differentiated.")
     return True if where is _NO else where
+
+
+def reduce_from(reduce, combine, x, initial, where, identity=None, **options):
+    """`reduce(x, initial=initial, where=where, **options)`. An `initial` traced at an outer level (nested
+    derivatives) is one NumPy would not take (it dispatches on `x` only): there the reduction from
+    `identity` is `combine`d with it, holding NumPy's value."""
+    if not isinstance(initial, Traced):
+        return reduce(x, **options, **given_options(initial, where))
+    plain = reduce(stop_gradient(x), **options, **given_options(stop_gradient(initial), where))
+    return numpy_valued(combine(reduce(x, **options, **given_options(identity, where)), initial), plain)
 
 
 def given_options(initial=None, where=True):
@@ -109,8 +125,8 @@ def selected_count(where, shape, axis):
 
 @rule(np.sum, args="a, initial", notes=_OPTIONS)
 def sum_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
-    _check_plain("sum", out, initial, where)
-    y = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims, **given_options(initial, where))
+    _check_plain("sum", out, where)
+    y = reduce_from(np.sum, np.add, x, initial, where, axis=axis, dtype=dtype, keepdims=keepdims)
     shape = np.shape(x)
     like = _unknown_shape(x)  # kept by the pullback only where Dask does not know the shape
     if initial is None:
@@ -124,10 +140,30 @@ def _unknown_shape(x):
     return x if any(math.isnan(n) for n in np.shape(x)) else None
 
 
-@forward_in_first(np.sum)
-def sum_frule(t, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
+def forward_in_a_and_initial(*fns):
+    """Decorator for the forward rule of reductions differentiable in their first argument and in `initial=`
+    (`inner(t, t_initial, *args, **kwargs) -> (y, y_dot)`, either tangent None where it is zero)."""
+
+    def register(inner):
+        at = list(inspect.signature(inner).parameters).index("initial") - 2  # after inner's (t, t_initial)
+
+        def forward(primals, tangents, **kwargs):
+            if any(t is not None for k, t in enumerate(tangents) if k not in (0, at)):
+                raise TypeError(f"numpy.{fns[0].__name__} is differentiable in a and initial only; pass the "
+                                "others as plain values (pb.stop_gradient).")
+            return inner(tangents[0], tangents[at] if len(tangents) > at else None, *primals, **kwargs)
+
+        forward_rule(*fns)(forward)
+        return inner
+
+    return register
+
+
+@forward_in_a_and_initial(np.sum)
+def sum_frule(t, t_initial, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     y = sum_rule(x, axis, dtype, out, keepdims, initial, where)[0]
-    return y, np.sum(t, axis=axis, dtype=dtype, keepdims=keepdims, **given_options(where=where))
+    dot = None if t is None else np.sum(t, axis=axis, dtype=dtype, keepdims=keepdims, **given_options(where=where))
+    return y, add_tangents(dot, t_initial)  # initial is added to every result element
 
 
 @rule(np.mean, args="a", notes="`where=` as in NumPy; an empty slice sends no gradient.")
@@ -164,8 +200,8 @@ def min_rule(x, axis=None, out=None, keepdims=False, initial=None, where=True):
 
 
 def _extreme(reduce, x, axis, keepdims, out, initial, where):
-    _check_plain(reduce.__name__, out, initial, where)
-    kept = reduce(x, axis=axis, keepdims=True, **given_options(initial, where))
+    _check_plain(reduce.__name__, out, where)
+    kept = _kept_extreme(reduce, x, axis, initial, where)
     y = kept if keepdims else np.reshape(kept, _reduced_shape(np.shape(x), axis))
     if type(y) is np.ndarray and y.ndim == 0:
         y = y[()]  # a NumPy scalar, as NumPy's own reduction returns
@@ -180,6 +216,12 @@ def _extreme(reduce, x, axis, keepdims, out, initial, where):
                 Thunk(lambda: np.sum(np.where(kept == initial, g / share, 0.0))))
 
     return y, back
+
+
+def _kept_extreme(reduce, x, axis, initial, where):
+    """The extreme of each slice, keepdims-shaped."""
+    combine, identity = (np.maximum, -np.inf) if reduce is np.max else (np.minimum, np.inf)
+    return reduce_from(reduce, combine, x, initial, where, identity, axis=axis, keepdims=True)
 
 
 def _ties(x, kept, axis, initial, where):
@@ -197,13 +239,14 @@ def _ties(x, kept, axis, initial, where):
 
 
 def _extreme_frule(rule_fn, reduce, *fns):
-    @forward_in_first(*fns)
-    def frule(t, x, axis=None, out=None, keepdims=False, initial=None, where=True):
+    @forward_in_a_and_initial(*fns)
+    def frule(t, t_initial, x, axis=None, out=None, keepdims=False, initial=None, where=True):
         y = rule_fn(x, axis, out, keepdims, initial, where)[0]
-        kept = reduce(x, axis=axis, keepdims=True, **given_options(initial, where))
+        kept = _kept_extreme(reduce, x, axis, initial, where)
         hit, share = _ties(x, kept, axis, initial, where)  # the tangent splits as the reverse subgradient does
-        dot = np.sum(np.where(hit, t, 0.0), axis=axis, keepdims=True) / share
-        return y, dot if keepdims else np.reshape(dot, np.shape(y))
+        dot = add_tangents(None if t is None else np.sum(np.where(hit, t, 0.0), axis=axis, keepdims=True),
+                           None if t_initial is None else np.where(kept == initial, t_initial, 0.0)) / share
+        return y, dot if keeps_dims(keepdims) else np.reshape(dot, np.shape(y))
 
 
 _extreme_frule(max_rule, np.max, np.max, np.amax)
@@ -217,8 +260,8 @@ def _reduced_shape(shape, axis):
 
 @rule(np.prod, args="a, initial", notes="Exact also where the input has zeros, to every order. " + _OPTIONS)
 def prod_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
-    _check_plain("prod", out, initial, where)
-    y = np.prod(x, axis=axis, dtype=dtype, keepdims=keepdims, **given_options(initial, where))
+    _check_plain("prod", out, where)
+    y = reduce_from(np.prod, np.multiply, x, initial, where, axis=axis, dtype=dtype, keepdims=keepdims)
     shape = np.shape(x)
 
     def back(g):
@@ -234,13 +277,17 @@ def prod_rule(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, 
     return y, back
 
 
-@forward_in_first(np.prod)
-def prod_frule(t, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
+@forward_in_a_and_initial(np.prod)
+def prod_frule(t, t_initial, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     y = prod_rule(x, axis, dtype, out, keepdims, initial, where)[0]
     factors = x if where is True else np.where(where, x, 1.0)
-    others = product_of_others(factors, axis)
-    dot = np.sum(masked(t * others, where), axis=axis, keepdims=keepdims)
-    return y, dot if initial is None else dot * initial
+    dot = None
+    if t is not None:
+        dot = np.sum(masked(t * product_of_others(factors, axis), where), axis=axis, keepdims=keepdims)
+        dot = dot if initial is None else dot * initial
+    if t_initial is not None:  # initial multiplies every result element
+        dot = add_tangents(dot, t_initial * np.prod(factors, axis=axis, dtype=dtype, keepdims=keepdims))
+    return y, dot
 
 
 def product_of_others(x, axis):
@@ -291,7 +338,7 @@ def _zero_ranks(zero, axis):
 @composite(np.nansum, args="a", notes="NaNs count as zero and get zero gradient.")
 def nansum(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
     refuse_out("nansum", out, where, initial)
-    return np.sum(np.where(np.isnan(a), 0.0, a), axis=axis, dtype=dtype, keepdims=keepdims is True)
+    return np.sum(np.where(np.isnan(a), 0.0, a), axis=axis, dtype=dtype, keepdims=keeps_dims(keepdims))
 
 
 without_gradient(np.all, np.any, np.count_nonzero, np.allclose, np.array_equal, np.array_equiv)
@@ -300,7 +347,7 @@ without_gradient(np.all, np.any, np.count_nonzero, np.allclose, np.array_equal, 
 def _nan_extreme(reduce, fill, name):
     def run(a, axis=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
         refuse_out(name, out, where, initial)
-        keep = keepdims is True
+        keep = keeps_dims(keepdims)
         missing = np.isnan(a)
         y = reduce(np.where(missing, fill, a), axis=axis, keepdims=keep)
         empty = np.all(missing, axis=axis, keepdims=keep)
@@ -323,4 +370,4 @@ composite(np.nanmin, args="a", numpy_value=True, notes="NaNs are left out and ge
 @composite(np.nanprod, args="a", notes="NaNs count as one and get zero gradient.")
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
     refuse_out("nanprod", out, where, initial)
-    return np.prod(np.where(np.isnan(a), 1.0, a), axis=axis, dtype=dtype, keepdims=keepdims is True)
+    return np.prod(np.where(np.isnan(a), 1.0, a), axis=axis, dtype=dtype, keepdims=keeps_dims(keepdims))

@@ -274,6 +274,8 @@ def _gradient_along(f, axis, spacing, edge_order):
            differentiable), `axis`, `edge_order` 1 and 2. The result keeps `f`'s float dtype.""")
 def gradient(f, *varargs, axis=None, edge_order=1):
     plain = np.gradient(stop_gradient(f), *(stop_gradient(v) for v in varargs), axis=axis, edge_order=edge_order)
+    if isinstance(plain, tuple) and not plain:  # a 0-d array has no axis to differentiate along
+        return plain
     ndim = np.ndim(f)
     axes = tuple(range(ndim)) if axis is None else tuple(a % ndim for a in (axis if isinstance(axis, (tuple, list))
                                                                           else (axis,)))

@@ -9,7 +9,7 @@ import numpy as np
 from .._arrays import holds_foreign_array, like_input, size_of
 from .._values import Traced, stop_gradient
 from ._register import as_array, composite, forward_in_first, rule
-from .reductions import expand_to, given_options, mask_of, masked, reduced_size, refuse_out, selected_count
+from .reductions import expand_to, given_options, keeps_dims, mask_of, masked, reduced_size, refuse_out, selected_count
 
 _NO = np._NoValue
 
@@ -17,7 +17,7 @@ _NO = np._NoValue
 @composite(np.average, args="a, weights", numpy_value=True, notes="""Weights may be differentiated too; they may be
       1-D along `axis`, as in NumPy.""")
 def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
-    keep = keepdims is True
+    keep = keeps_dims(keepdims)
     if weights is None:
         avg = np.mean(a, axis=axis, keepdims=keep)
         if not returned:
@@ -48,7 +48,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
 @composite(np.nanmean, args="a", numpy_value=True, notes="NaNs are left out of the mean and get zero gradient.")
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=_NO, *, where=_NO):
     refuse_out("nanmean", out, where)
-    keep = keepdims is True
+    keep = keeps_dims(keepdims)
     missing = np.isnan(a)
     count = np.sum(~missing, axis=axis, keepdims=keep)
     total = np.sum(np.where(missing, 0.0, a), axis=axis, dtype=dtype, keepdims=keep)
@@ -92,7 +92,7 @@ def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
     refuse_out("var", out)
     ddof = _ddof("var", ddof, correction, mean)
     where = mask_of("var", where)
-    keep = keepdims is True
+    keep = keeps_dims(keepdims)
     y = np.var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keep, **given_options(where=where))
     shape = np.shape(a)
 
@@ -108,7 +108,7 @@ def var_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **opt
     y = var_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
     ddof = _ddof("var", ddof, options.get("correction", _NO), _NO)
     centred, inverse = _centred(a, axis, ddof, mask_of("var", options.get("where", _NO)))
-    return y, _reduced_like(np.sum(centred * t, axis=axis, keepdims=True) * (2.0 * inverse), y, keepdims is True)
+    return y, _reduced_like(np.sum(centred * t, axis=axis, keepdims=True) * (2.0 * inverse), y, keeps_dims(keepdims))
 
 
 @rule(np.std, args="a", notes="Where the spread is zero the gradient is taken as 0 (the derivative does not exist).")
@@ -116,7 +116,7 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
     refuse_out("std", out)
     ddof = _ddof("std", ddof, correction, mean)
     where = mask_of("std", where)
-    keep = keepdims is True
+    keep = keeps_dims(keepdims)
     y = np.std(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keep, **given_options(where=where))
     shape = np.shape(a)
 
@@ -138,13 +138,13 @@ def std_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **opt
     pairing = np.sum(centred * t, axis=axis, keepdims=True)
     spread = np.reshape(y, np.shape(pairing))
     flat = spread == 0
-    return y, _reduced_like(np.where(flat, 0.0, pairing * inverse / np.where(flat, 1.0, spread)), y, keepdims is True)
+    return y, _reduced_like(np.where(flat, 0.0, pairing * inverse / np.where(flat, 1.0, spread)), y, keeps_dims(keepdims))
 
 
 @composite(np.ptp, args="a", notes="max - min; ties share the gradient equally.")
 def ptp(a, axis=None, out=None, keepdims=_NO):
     refuse_out("ptp", out)
-    keep = keepdims is True
+    keep = keeps_dims(keepdims)
     return np.max(a, axis=axis, keepdims=keep) - np.min(a, axis=axis, keepdims=keep)
 
 
@@ -157,7 +157,7 @@ def _given(**options):
 def _nan_moments(name, a, axis, dtype, out, ddof, keepdims, where, mean, correction):
     refuse_out(name, out, where)
     ddof = _ddof(name, ddof, correction, mean)
-    keep = keepdims is True
+    keep = keeps_dims(keepdims)
     missing = np.isnan(a)
     count = np.sum(~missing, axis=axis, keepdims=True)
     present = np.where(missing, 0.0, a)  # NaNs out before any arithmetic, so none reaches a derivative
