@@ -11,8 +11,9 @@ from ._arrays import as_array_api, as_numpy, dtype_kind, is_foreign_array, memor
 from ._backward import backward
 from ._leaves import Arguments, memory_of
 from ._reverse import Tape, collector_paused
+from ._standins import is_python_float
 from ._tangents import ARRAY_TYPES
-from ._values import Traced, Tracked, read_only_value
+from ._values import Traced, Tracked, is_handed_out, read_only_value, release_handed_out
 
 __all__ = ["gradient", "withgradient", "pullback", "vjp", "grad", "value_and_grad", "stop_gradient"]
 
@@ -77,7 +78,7 @@ def pullback(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Cal
     tape, out, plan = trace_call(f, args, kwargs, range(len(args)))
     y = untrack(out, tape, plan[0])
     if plan[0].array_api_like is None:  # (array-API results are new arrays already)
-        y = apart_from_tape(y, plan[0].given_arrays())
+        y = apart_from_tape(y, plan[0].given_arrays(), tape)
 
     def back(dy: Any) -> tuple[Any, ...]:
         seeds: dict[int, Any] = {}
@@ -159,7 +160,9 @@ def stop_gradient(x: Any) -> Any:
     The plain value of an array being differentiated is read-only: without pullback
     `stop_gradient(x)` is `x`, so writing into it would change `x` behind the gradient's back
     (NumPy raises "assignment destination is read-only"). Write into a copy,
-    `pb.stop_gradient(x).copy()`, or into `x` itself (a recorded write).
+    `pb.stop_gradient(x).copy()`, or into `x` itself (a recorded write); a write into `x` while
+    the value is still referenced is refused, as the value would not show it. Handed back to
+    the caller, the value is writable, as without pullback.
 
     >>> import numpy as np, pullback as pb
     >>> pb.gradient(lambda x: np.sum(x * pb.stop_gradient(x)), np.array([3.0]))
@@ -172,19 +175,27 @@ def stop_gradient(x: Any) -> Any:
     return tree.fmap_values(read_only_value, x)
 
 
-def apart_from_tape(y, given):
+def apart_from_tape(y, given, tape=None):
     """`y`, what `f` returned, with each NumPy array made inside `f` replaced by a copy: the tape may
     keep that very array for `back` (np.exp keeps its output), and the caller may change what it is
     handed (`y -= t`). Arrays sharing memory with `given` (the caller's own arrays, by `memory_key`)
-    are the caller's and come back as they are; arrays of `y` that share memory still share it."""
+    are the caller's and come back as they are, writable where `tape`'s `pb.stop_gradient` made them
+    read-only; arrays of `y` that share memory still share it."""
     made = {}  # id(owner of the memory) -> the arrays of y on it
+    callers = []
 
     def collect(v):
-        if type(v) is np.ndarray and not any(np.may_share_memory(v, a) for a in given.get(memory_key(v), ())):
+        if type(v) is not np.ndarray:
+            return v
+        if any(np.may_share_memory(v, a) for a in given.get(memory_key(v), ())):
+            callers.append(v)
+        else:
             made.setdefault(id(memory_of(v)), []).append(v)
         return v
 
     tree.fmap_values(collect, y)
+    if callers and tape is not None:
+        release_handed_out(tape, callers)
     if not made:
         return y
     copies = {}
@@ -206,7 +217,7 @@ def _copies_sharing(arrays):
             for a in arrays:
                 view = np.ndarray(a.shape, a.dtype, buffer=buffer, offset=a.__array_interface__["data"][0] - start,
                                   strides=a.strides)
-                view.flags.writeable = a.flags.writeable
+                view.flags.writeable = _writeable_copied(a)
                 views[id(a)] = view
             return views
         except (TypeError, ValueError):  # memory laid out as a buffer does not describe it
@@ -216,8 +227,14 @@ def _copies_sharing(arrays):
 
 def _copy_keeping_flags(a):
     copy = np.copy(a, order="K")
-    copy.flags.writeable = a.flags.writeable
+    copy.flags.writeable = _writeable_copied(a)
     return copy
+
+
+def _writeable_copied(a):
+    """Whether a copy of `a` handed to the caller is writable: as `a` is, save where `a` is read-only
+    only as pb.stop_gradient's view (NumPy's own read-only arrays, np.broadcast_to's, stay so)."""
+    return bool(a.flags.writeable) or is_handed_out(a)
 
 
 def _copy_of(grad):
@@ -293,7 +310,7 @@ def scalar_output_node(out, tape):
 
 def _one_like(spec, value):
     """A seed of 1 in the output's dtype and array type; `spec` is what the tape kept of the output `value`."""
-    if type(spec) is float:
+    if is_python_float(spec):  # (a Python float's weak seed; also for pb.jit's stand-in of one)
         return 1.0
     if is_foreign_array(value) and type(value) not in ARRAY_TYPES:  # a Dask or CuPy output: a seed of its library
         return np.ones_like(value, shape=())
@@ -348,6 +365,7 @@ def _release(tape):
     Called while the garbage collector is still paused: the tape's containers are then freed
     before it resumes, instead of being scanned by the collection its resumption would start."""
     tape.nodes.clear()
+    release_handed_out(tape)
 
 
 # Older private spellings, kept while the checker moves to the public names.

@@ -18,6 +18,8 @@ import operator
 
 import numpy as np
 
+from ._standins import is_stand_in
+
 try:
     from numpy.lib.array_utils import normalize_axis_index
 except ImportError:  # NumPy 1.x
@@ -82,6 +84,43 @@ def numpy_backed(x):
     (True, False)
     """
     return type(x) is np.ndarray or getattr(type(x), "_concrete", None) is not None
+
+
+def of_another_library(x):
+    """Whether `x` is another library's array (Dask's, CuPy's): `is_foreign_array`, less `pb.jit`'s
+    stand-ins, whose replay computes with NumPy (`np.add.at` and all)."""
+    return is_foreign_array(x) and not is_stand_in(x)
+
+
+def stand_in_among(parts):
+    """The first of `parts` (an index tuple, or one part) that is a `pb.jit` stand-in, or None."""
+    for p in parts if type(parts) is tuple else (parts,):
+        if is_stand_in(p):
+            return p
+    return None
+
+
+def as_array_of_its_library(x, dtype=None):
+    """`np.asarray(x, dtype)`, but another library's array or a `pb.jit` stand-in stays of its type
+    (cast with `astype` where its dtype differs), so that no value is read.
+
+    >>> as_array_of_its_library([1, 2], np.intp).dtype == np.intp
+    True
+    """
+    if is_foreign_array(x):
+        return x if dtype is None or x.dtype == dtype else x.astype(dtype)
+    return np.asarray(x, dtype=dtype)
+
+
+def indexable_by(a, index):
+    """Array `a`, to be indexed by `index`: a NumPy array becomes a `pb.jit` stand-in when `index` holds one, since
+    indexing a NumPy array with a stand-in would read its values, which the replay could not follow.
+
+    >>> indexable_by(np.arange(3), [0, 2])[[0, 2]]
+    array([0, 2])
+    """
+    stand_in = stand_in_among(index) if type(a) is np.ndarray else None
+    return a if stand_in is None else np.asarray(a, like=stand_in)
 
 
 def dtype_kind(x):

@@ -5,7 +5,7 @@ import numpy as np
 from ._arrays import is_foreign_array_type
 from ._registry import FUNCTIONS
 from ._reverse import collector_paused
-from ._standins import astype, dtype_of
+from ._standins import astype, dtype_of, is_stand_in, is_traced
 from ._tangents import (
     ARRAY_TYPES,
     CARRIED,
@@ -40,6 +40,7 @@ def _sweep(tape, seeds):
     for i, seed in seeds.items():
         grads[i] = accum(grads[i], seed)
     owned = set()  # ids whose cotangent is a buffer this sweep allocated, safe to add into
+    in_place = computes_plain_arrays(tape, seeds)  # whether a rule's InplaceableThunk may add into a NumPy buffer
     factors = {}  # id -> a real factor still to multiply into its cotangent (see `Scaled`)
     for i in range(len(nodes) - 1, -1, -1):
         g = grads[i]
@@ -82,9 +83,9 @@ def _sweep(tape, seeds):
             if j >= 0 and ct is not None:
                 if factor == 1.0 and type(ct) is not Scaled and j not in factors:
                     current = grads[j]
-                    grads[j] = ct if current is None else _add(current, ct, nodes[j][0], j, owned)
+                    grads[j] = ct if current is None else _add(current, ct, nodes[j][0], j, owned, in_place)
                 else:
-                    _send(grads, nodes, owned, factors, j, ct, factor)
+                    _send(grads, nodes, owned, factors, j, ct, factor, in_place)
             continue
         if len(cotangents) < len(in_ids) and any(j >= 0 for j in in_ids[len(cotangents):]):
             raise missing_cotangents(back, cotangents, in_ids)
@@ -93,9 +94,9 @@ def _sweep(tape, seeds):
                 continue
             if factor == 1.0 and type(ct) is not Scaled and j not in factors:
                 current = grads[j]
-                grads[j] = ct if current is None else _add(current, ct, nodes[j][0], j, owned)
+                grads[j] = ct if current is None else _add(current, ct, nodes[j][0], j, owned, in_place)
             else:
-                _send(grads, nodes, owned, factors, j, ct, factor)
+                _send(grads, nodes, owned, factors, j, ct, factor, in_place)
     for i, factor in factors.items():  # inputs whose cotangent has a factor pending
         grads[i] = Scaled(grads[i], factor)
     return grads
@@ -129,17 +130,20 @@ def missing_cotangents(back, cotangents, in_ids):
         "positional argument of the call, None where there is none.")
 
 
-def within_count(back, cotangents, count):
-    """`cotangents` (a tuple or list a pullback returned) without the Nones past the first `count`,
-    one per argument of the call. A cotangent past them is refused: a rule whose cotangents are off
-    by one (as if for a `self`) would give each argument its neighbour's gradient."""
+def within_count(back, cotangents, count, parameters=None):
+    """`cotangents` (a tuple or list a pullback returned) cut to the first `count`, one per argument
+    of the call. Past them, up to `parameters` (the rule's positional parameters, some left at their
+    defaults by the caller) cotangents are dropped: a default is a constant. One past those that is
+    not None is refused: a rule whose cotangents are off by one (as if for a `self`) would give each
+    argument its neighbour's gradient."""
     if len(cotangents) <= count:
         return cotangents
-    extra = next((k for k in range(count, len(cotangents)) if cotangents[k] is not None), None)
+    first = max(count, parameters or 0)
+    extra = next((k for k in range(first, len(cotangents)) if cotangents[k] is not None), None)
     if extra is not None:
         raise ValueError(
             f"A reverse rule's pullback ({name_of(back)}) returned {len(cotangents)} cotangents for {count} "
-            f"argument(s), and cotangent {extra}, past the last argument, is not None. A pullback returns one "
+            f"argument(s), and cotangent {extra}, past the last parameter, is not None. A pullback returns one "
             "cotangent per positional argument of the call, in order (None where there is none), and no more.")
     return tuple(cotangents[:count])
 
@@ -154,20 +158,21 @@ def name_of(back):
 def _carries(g, back, in_ids, nodes):
     """Whether a factor pending on `g` may be passed on to the cotangents computed from it: `back`
     is linear, and `g` and the inputs it goes to are arrays (of `ARRAY_TYPES`) of a dtype in `CARRIED`."""
-    if type(g) not in ARRAY_TYPES or g.dtype not in CARRIED or not _builtin(back):
+    if type(g) not in ARRAY_TYPES or g.dtype not in CARRIED or not own_pullback(back):
         return False
     return all(j < 0 or (type(nodes[j][0]) is tuple and nodes[j][0][1] in CARRIED) for j in in_ids)
 
 
-def _builtin(back):
+def own_pullback(back):
     """Whether pullback's own rules made `back`: their pullbacks are linear; a user's rule may not
-    be (JAX's `clip_gradient` clips its cotangent), so it gets the cotangent multiplied out."""
+    be (JAX's `clip_gradient` clips its cotangent), so it gets the cotangent multiplied out. A
+    wrapper of a user's pullback is in no module of pullback's (see `_extend._named_like`)."""
     if type(back) is PerOperand:
-        return all(b is None or _builtin(b) for b in back)
+        return all(b is None or own_pullback(b) for b in back)
     return (getattr(back, "__module__", None) or "").startswith("pullback.")
 
 
-def _send(grads, nodes, owned, factors, j, ct, factor):
+def _send(grads, nodes, owned, factors, j, ct, factor, in_place):
     """Add cotangent `ct`, with `factor` pending on it, into node `j`'s.
 
     The first cotangent sent to `j` sets the factor pending on `j`; a later one with the same
@@ -191,13 +196,15 @@ def _send(grads, nodes, owned, factors, j, ct, factor):
             current = Scaled(current, factors.pop(j))
         if factor != 1.0:
             ct = Scaled(ct, factor)
-    grads[j] = _add(current, ct, like, j, owned)
+    grads[j] = _add(current, ct, like, j, owned, in_place)
 
 
-def _add(current, ct, like, j, owned):
-    """`current + ct` for node `j`, in place when `current` is a buffer this sweep owns."""
+def _add(current, ct, like, j, owned, in_place):
+    """`current + ct` for node `j`, in place when `current` is a buffer this sweep owns. An
+    `InplaceableThunk` adds itself into a NumPy buffer only where the sweep computes plain NumPy arrays
+    (`in_place`); otherwise its cotangent may be traced, which a NumPy buffer cannot hold, and is added."""
     if j in owned:
-        if isinstance(ct, InplaceableThunk) and type(current) is np.ndarray:
+        if in_place and isinstance(ct, InplaceableThunk) and type(current) is np.ndarray:
             total = _add_into(ct, current)
             if total is not None:
                 return total
@@ -210,7 +217,8 @@ def _add(current, ct, like, j, owned):
     a = fit(current, like)
     if a is None:
         return ct
-    total = _add_into(ct, a.copy()) if type(a) is np.ndarray and isinstance(ct, InplaceableThunk) else None
+    inplaceable = in_place and type(a) is np.ndarray and isinstance(ct, InplaceableThunk)
+    total = _add_into(ct, a.copy()) if inplaceable else None
     if total is None:
         b = fit(ct, like)
         if b is None:
@@ -219,6 +227,12 @@ def _add(current, ct, like, j, owned):
     if type(total) is np.ndarray:
         owned.add(j)
     return total
+
+
+def computes_plain_arrays(tape, seeds):
+    """Whether a sweep of `tape` from `seeds` computes plain NumPy values only: nothing recorded is
+    traced by another level or stands in for a value under pb.jit, and no seed is."""
+    return not tape.holds_traced and not any(is_traced(s) or is_stand_in(s) for s in seeds.values())
 
 
 def _add_into(ct, buffer):

@@ -13,9 +13,9 @@ from ._api import gradient, trace_call, untrack
 from ._arrays import as_array_api, as_numpy, is_foreign_array, like_input, size_of
 from ._backward import backward, fit
 from ._forward import ForwardLevel, fit_tangent
-from ._leaves import Arguments
+from ._leaves import Arguments, conversion_to_type_of
 from ._standins import converted, dtype_of, is_stand_in, is_traced
-from ._values import Dual, Tracked, stop_gradient
+from ._values import Dual, Tracked, release_handed_out, stop_gradient
 
 __all__ = ["jvp", "jacobian", "withjacobian", "hessian", "hvp", "WithJacobian"]
 
@@ -119,8 +119,9 @@ def tangent_part(out, tag):
         if type(v) is not Dual or v._tape is not tag or v._tangent is None:
             return None
         t = v._tangent
-        if type(v._value) is float or type(v._value) is complex:  # a Python number's tangent is one too
-            return type(v._value)(t) if type(t) is np.float64 or type(t) is np.complex128 else t
+        convert = conversion_to_type_of(v._value)  # a Python number's tangent is one too, a 0-d array's one too
+        if convert is not None:
+            return converted(t, convert)
         return np.array(t) if isinstance(t, np.ndarray) and not t.flags.writeable else t
 
     return tree.fmap(tangent, out)
@@ -168,6 +169,7 @@ def _withjacobian(f, args):
         y = untrack(out, tape)  # the value of the run the rows are the derivatives of
         parts_of = _reverse_rows(tape, out, traced, ids, y)
         tape.nodes.clear()
+        release_handed_out(tape)
     results = [None] * len(leaves)
     for key, _, primal in leaves:
         parts = parts_of[key]
@@ -304,6 +306,8 @@ def _is_float_output(y):
 def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
     """The Hessian of scalar `f` at `x` times `v`, without forming the Hessian (forward over reverse).
 
+    Shaped and typed like the gradient at `x`: a float for a Python float, a 0-d array for a 0-d array.
+
     >>> import numpy as np, pullback as pb
     >>> pb.hvp(lambda x: np.sum(x ** 3), np.array([1.0, 2.0]), np.array([1.0, 0.0]))
     array([6., 0.])
@@ -319,12 +323,19 @@ def _gradient_and_hvp(f, x, v):
 
     def gradient_of_f(x):
         (g,) = gradient(f, x)
-        return np.zeros_like(x) if g is None and not structured else g
+        return _zero_like(x) if g is None and not structured else g
 
     g, h_v = jvp(gradient_of_f, (x,), (v,))
     if h_v is None and not structured:
-        return g, 0.0 if type(x) is float else np.zeros_like(x)
+        return g, _zero_like(x)
     return g, h_v
+
+
+def _zero_like(x):
+    """A zero derivative at `x` (which may be traced), of its shape and type: a float for a Python float."""
+    zero = np.zeros_like(x)
+    convert = conversion_to_type_of(x)
+    return zero if convert is None else converted(zero, convert)
 
 
 def _check_float_argument(name, x):
@@ -352,10 +363,7 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
         return as_array_api(hessian(f, x), like)
     plain = stop_gradient(x)
     if isinstance(plain, float) and not isinstance(plain, np.generic):  # a Python float (also pb.jit's stand-in)
-        h = hvp(f, x, 1.0)
-        if is_traced(h):  # an outer derivative is tracing x
-            return h
-        return converted(h, float)  # recorded for pb.jit's stand-in
+        return hvp(f, x, 1.0)  # a float, as the gradient is (traced where an outer derivative traces x)
     if not (isinstance(x, np.ndarray) or is_traced(x) or is_foreign_array(x)):  # a list, a NumPy scalar
         try:
             x = np.asarray(x)

@@ -17,11 +17,12 @@ import numpy as np
 
 from . import tree
 from ._arrays import is_foreign_array
-from ._backward import as_cotangents, missing_cotangents, name_of, within_count
+from ._backward import as_cotangents, missing_cotangents, name_of, own_pullback, within_count
 from ._errors import missing_rule
 from ._inplace import call_into_out, mark_view, out_of
 from ._registry import FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, SERVED_BY, UFUNC_RULES, qualified_name
-from ._standins import astype, getitem, index_update, is_stand_in, is_traced, power
+from ._reverse import like_outputs, several_outputs
+from ._standins import astype, dtype_of, getitem, index_update, is_stand_in, is_traced, power
 from ._tangents import ELEMENTWISE_PULLBACKS, SPARE, PerOperand, Thunk, accum
 from ._values import Traced, apply, strip_all
 
@@ -179,8 +180,7 @@ def apply_through_objects(rule, args, kwargs, holders):
 
 def _objects_back(back, required, count, plans, given):
     """The pullback of `apply_through_objects`: a rule's, with each object's cotangent read at its
-    traced places. Named as the user's `back` is, so that the sweep treats it as a user's (it may
-    not be linear)."""
+    traced places. Named as `back` is, and linear only where `back` is pullback's own."""
     kids = {k: dict.fromkeys(tree.children(given[k])) for k, _ in plans}  # what its cotangent must mirror
     name = name_of(back)
 
@@ -204,7 +204,7 @@ def _objects_back(back, required, count, plans, given):
                 cotangents[j] = accum(cotangents[j], ct)
         return tuple(cotangents)
 
-    return _named_like(objects_back, back)
+    return _named_like(objects_back, back, own_pullback(back))
 
 
 def _marked(y, args, view):
@@ -235,8 +235,10 @@ def rrule(fn, *, view=False):
     an `fn` that had one also removes the forward rule that went with the old one: forward
     mode transposes the new rule until `frule` registers another. A pullback gets a cotangent
     of its own, which it may write into (`g[x < 0] = 0`), and a cotangent it returns past the
-    last argument must be None. The decorator returns the rule as registered, which holds its
-    pullbacks to this (see `users_rule`).
+    last argument must be None, save one for a parameter the caller left at its default (a
+    constant: dropped). A rule with several outputs (a tuple, namedtuple or list) gets their
+    cotangent in that container, with zeros for outputs nothing used. The decorator returns the
+    rule as registered, which holds its pullbacks to this (see `users_rule`).
 
     >>> import numpy as np, pullback as pb
     >>> @pb.primitive
@@ -272,32 +274,79 @@ def users_rule(rule):
     """A user's reverse rule `rule`, registered as it is but with each pullback it returns made a
     `users_pullback`, which holds it to the contract the sweep relies on. Pullback's own rules
     are registered unwrapped, so they pay nothing for it."""
+    parameters = positional_count(rule)
 
     @functools.wraps(rule)
     def registered(*args, **kwargs):
         y, back = rule(*args, **kwargs)
-        return y, users_pullback(back, len(args))
+        return y, users_pullback(back, len(args), parameters, output_zeros(y))
 
     registered.holds_pullbacks = True  # registered again (for another function), it is not wrapped twice
     return registered
 
 
-def users_pullback(back, count):
+def positional_count(fn):
+    """How many positional parameters `fn` has (0 where its signature cannot be read)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 0
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+
+
+def users_pullback(back, count, parameters=0, zeros=None):
     """`back`, the pullback a user's rule returned for a call of `count` positional arguments, as
     the sweep calls it: it gets a cotangent of its own, which it may write into (NumPy backprop code
     does: `g[x < 0] = 0`) without changing the cotangent of another branch or a read-only array;
-    and a cotangent it returns past the last argument is refused, not dropped or shifted.
+    and a cotangent it returns past the last argument is dropped where it is for a parameter left
+    at its default (the rule has `parameters` positional ones), refused past those, never shifted.
+    For several outputs, the cotangent has the zeros `zeros` gives (see `output_zeros`) for the
+    outputs nothing used.
 
     A `PerOperand`'s functions are checked here, and each gets its own cotangent."""
     if type(back) is PerOperand:
-        within_count(back, back, count)
-        return PerOperand([None if b is None else _given_own_cotangent(b) for b in back[:count]])
+        within_count(back, back, count, parameters)
+        return PerOperand([None if b is None else _given_own_cotangent(b, zeros) for b in back[:count]])
     if not callable(back):
         return back  # the sweep names the rule's mistake
-    return _users_back(back, count)
+    return _users_back(back, count, parameters, zeros)
 
 
-def _users_back(back, count):
+def output_zeros(y):
+    """For several outputs `y` (a tuple, namedtuple or list), a function filling a cotangent's None
+    parts with zeros like the float outputs there; None for one output, whose cotangent never is None."""
+    if not several_outputs(y):
+        return None
+    blanks = [_zero_like(part) for part in y]
+    if all(b is None for b in blanks):
+        return None
+
+    def filled(g):
+        if not several_outputs(g) or len(g) != len(blanks):
+            return g  # the sweep names the mistake
+        return like_outputs(g, [b() if part is None and b is not None else part for part, b in zip(g, blanks)])
+
+    return filled
+
+
+def _zero_like(part):
+    """A function making a zero cotangent for the output `part`, None where it has none (an integer)."""
+    if part is None or several_outputs(part) or isinstance(part, (str, bytes, dict)):
+        return None
+    plain = strip_all(part)  # a value of an outer level: its zero is a constant
+    if type(plain) is float:
+        return lambda: 0.0
+    try:
+        dtype = np.dtype(dtype_of(plain))
+    except TypeError:
+        return None
+    if dtype.kind not in "fc":
+        return None
+    shape, array = np.shape(plain), isinstance(plain, np.ndarray)  # (not `plain`: kept, it would stay alive)
+    return lambda: np.zeros(shape, dtype) if shape or array else dtype.type(0)
+
+
+def _users_back(back, count, parameters, zeros):
     """`back` given a cotangent of its own and held to `count` cotangents (see `users_pullback`)."""
 
     def users_back(g):
@@ -305,27 +354,32 @@ def _users_back(back, count):
             SPARE[0] = None  # before the user's code runs, which may run a sweep of its own
         else:
             g = writable_copy(g)
+        if zeros is not None:
+            g = zeros(g)
         cotangents = back(g)
         if (type(cotangents) is tuple or type(cotangents) is list) and len(cotangents) > count:
-            return within_count(back, cotangents, count)
+            return within_count(back, cotangents, count, parameters)
         return cotangents
 
-    return _named_like(users_back, back)
+    return _named_like(users_back, back, own=False)
 
 
-def _given_own_cotangent(back):
-    """`back`, one function of a user's `PerOperand`, given a cotangent of its own."""
+def _given_own_cotangent(back, zeros):
+    """`back`, one function of a user's `PerOperand`, given a cotangent of its own (see `users_pullback`)."""
 
     def own_cotangent(g):
-        return back(writable_copy(g))
+        g = writable_copy(g)
+        return back(g if zeros is None else zeros(g))
 
-    return _named_like(own_cotangent, back)
+    return _named_like(own_cotangent, back, own=False)
 
 
-def _named_like(wrapper, back):
-    """`wrapper`, named as the user's `back` is: messages name the user's function, and the sweep
-    reads its module to tell a user's pullback (which may not be linear) from pullback's own."""
-    wrapper.__module__ = getattr(back, "__module__", None)
+def _named_like(wrapper, back, own):
+    """`wrapper`, named as the user's `back` is, so that messages name the user's function; and in
+    pullback's modules (which marks pullback's own pullbacks, linear: the sweep may carry a factor past
+    them) only if `own` (a user's `PerOperand` reads as one of pullback's modules: its class's)."""
+    module = getattr(back, "__module__", None)
+    wrapper.__module__ = module if own or not (module or "").startswith("pullback.") else None
     wrapper.__qualname__ = name_of(back)
     return wrapper
 
@@ -336,15 +390,15 @@ ELEMENTWISE_PULLBACKS.update(c for c in _users_back.__code__.co_consts if isinst
 
 def writable_copy(g):
     """A copy of cotangent `g` that may be written into without changing anything else: an array
-    (NumPy's, another library's, a traced one) is copied, a tuple of them part by part; a number,
+    (NumPy's, another library's, a traced one) is copied, a tuple (list, namedtuple) of them part by part; a number,
     which no code can write into, is given as it is."""
     kind = type(g)
     if kind is tuple or kind is list:
         return kind(writable_copy(part) for part in g)
-    if isinstance(g, np.ndarray):
-        return g.copy()
-    if (is_traced(g) or is_stand_in(g) or is_foreign_array(g)) and getattr(g, "shape", ()) != ():
-        return g.copy()
+    if isinstance(g, tuple) and hasattr(g, "_fields"):  # the cotangent of a namedtuple of outputs
+        return kind._make(writable_copy(part) for part in g)
+    if isinstance(g, np.ndarray) or is_traced(g) or is_stand_in(g) or is_foreign_array(g):
+        return g.copy()  # a 0-d one too: `g *= 2` writes into it
     return g
 
 

@@ -12,10 +12,10 @@ import numpy as np
 from ._arrays import is_foreign_array_type, like_input, zeros_as
 from ._backward import as_cotangents, backward, fit, missing_cotangents
 from ._registry import FUNCTIONS, forward_rule_of, qualified_name
-from ._reverse import Tape
+from ._reverse import Tape, like_outputs, several_outputs
 from ._standins import astype, dtype_of
 from ._tangents import Tangent, unthunk
-from ._values import Dual, Traced, Tracked, new_level
+from ._values import Dual, Traced, Tracked, new_level, release_handed_out
 
 
 class ForwardLevel:
@@ -28,17 +28,21 @@ class ForwardLevel:
     array([1., 1.])
     """
 
-    __slots__ = ("level", "closed")
+    __slots__ = ("level", "closed", "handed_out", "__weakref__")
 
     def __init__(self):
         self.level = new_level()
         self.closed = False
+        self.handed_out = None  # stop_gradient's read-only views of its values (see `read_only_value`)
 
     def apply(self, rule, args, kwargs):
         return push_forward(self, rule, args, kwargs)
 
     def close(self):
+        """End the level: nothing reads its values' memory any more, so stop_gradient's views of them
+        become writable, as without pullback."""
         self.closed = True
+        release_handed_out(self)
 
 
 def push_forward(tag, rule, args, kwargs):
@@ -73,10 +77,9 @@ def make_dual(tag, y, y_dot, frule=None):
     when it is a float or complex value, as a tape records every such result in reverse mode: so a
     buffer made by `np.zeros_like(x)`, and its views, take traced writes in both modes. `frule`, the
     forward rule that gave `y_dot`, is named where it is malformed."""
-    if isinstance(y, tuple):
+    if several_outputs(y):
         parts = _tangent_parts(y, y_dot, frule)
-        duals = [make_dual(tag, yi, ti, frule) for yi, ti in zip(y, parts)]
-        return type(y)(*duals) if hasattr(y, "_fields") else type(y)(duals)
+        return like_outputs(y, [make_dual(tag, yi, ti, frule) for yi, ti in zip(y, parts)])
     kind = dtype_of(y).kind
     if kind != "f" and kind != "c":
         return y
@@ -161,15 +164,16 @@ def _transposed(rule, primals, tangents, kwargs):
 
 
 def _zero_cotangent(y):
-    """A zero cotangent for the output `y`: a tuple of them for several outputs, as the pullback of
-    such an operation takes it, with None for an output that carries none (an integer)."""
-    if isinstance(y, tuple):
-        return tuple(_zero_cotangent(part) if _has_cotangent(part) else None for part in y)
+    """A zero cotangent for the output `y`: for several outputs one of them each, in their container
+    (a tuple, a namedtuple, a list), as the pullback of such an operation takes it, with None for an
+    output that carries none (an integer)."""
+    if several_outputs(y):
+        return like_outputs(y, [_zero_cotangent(part) if _has_cotangent(part) else None for part in y])
     return 0.0 if type(y) is float else zeros_as(y, np.shape(y), dtype_of(y))
 
 
 def _has_cotangent(part):
-    return isinstance(part, tuple) or (part is not None and dtype_of(part).kind in "fc")
+    return several_outputs(part) or (part is not None and dtype_of(part).kind in "fc")
 
 
 def _gradient_of(f, x):
@@ -186,13 +190,13 @@ def _gradient_of(f, x):
 
 
 def _leaves(tape, x):
-    if isinstance(x, tuple):
-        return tuple(_leaves(tape, part) for part in x)
+    if several_outputs(x):
+        return like_outputs(x, [_leaves(tape, part) for part in x])
     return None if x is None else tape.leaf(x)
 
 
 def _read_gradient(grads, u, x):
-    if isinstance(x, tuple):
+    if several_outputs(x):
         return tuple(_read_gradient(grads, ui, xi) for ui, xi in zip(u, x))
     g = None if u is None else grads[u._id]
     return None if g is None else fit(g, x)

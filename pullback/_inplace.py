@@ -23,6 +23,7 @@ import weakref
 
 import numpy as np
 
+from ._arrays import indexable_by
 from ._registry import FUNCTIONS
 from ._standins import astype, getitem, index_update, is_traced
 
@@ -156,7 +157,7 @@ def names_each_once(index):
 
 def _without_repeats(shape, index, value):
     """`(index, value)` writing each element of an array of `shape` once, as `x[index] = value` does."""
-    selected = np.arange(int(np.prod(shape))).reshape(shape)[index]
+    selected = indexable_by(np.arange(int(np.prod(shape))).reshape(shape), index)[index]
     positions = selected.reshape(-1)
     if np.unique(positions).size == positions.size:
         return index, value
@@ -166,7 +167,7 @@ def _without_repeats(shape, index, value):
         return index, value  # NumPy's own error follows
     positions, sources = _each_once(positions, sources)
     flat_value = FUNCTIONS[np.ravel](value) if is_traced(value) else np.ravel(value)
-    return np.unravel_index(positions, shape), flat_value[sources]
+    return np.unravel_index(positions, shape), indexable_by(flat_value, sources)[sources]
 
 
 def in_place(handle, new):
@@ -219,6 +220,7 @@ def _write_root(root, new, writer=None, written=None):
     check = getattr(getattr(root, "_tape", None), "write_check", None)
     if check is not None:  # a write into an argument: see `Arguments.refuse_shared_write`
         check(getattr(root, "_id", None))
+    refuse_write_after_stop_gradient(root)
     refs = getattr(root, "_views", None)
     views = [] if refs is None else [v for v in (ref() for ref in refs) if v is not None and v._base.root is root]
     old_root, olds = plain_of(root), [plain_of(v) for v in views]
@@ -240,6 +242,19 @@ def _write_root(root, new, writer=None, written=None):
         _assign(view, _fitted(view, fresh))
         if derive is None:
             _keep_layout(view, old, old_root, new_root)
+
+
+def refuse_write_after_stop_gradient(root):
+    """Raise before a write into traced array `root` (or a view of it) while a value `pb.stop_gradient`
+    handed out of it is still in use (see `_values.read_only_value`): without pullback that value is the
+    array itself and would show the write; pullback's holds the values from before it."""
+    handed = getattr(root, "_read_only", None)
+    if handed and any(ref() is not None for _, ref in handed):
+        raise ValueError(
+            "An array being differentiated, y, is written in place (y += ..., y[i] = ..., out=y) after "
+            "pb.stop_gradient(y) handed out its value, which is still in use: without pullback they are one "
+            "array, so the write would show in it too. Keep a copy (pb.stop_gradient(y).copy()), or take "
+            "stop_gradient after the write.")
 
 
 def _assign(handle, new):
@@ -362,7 +377,7 @@ def _each_once(targets, sources):
     if unique.size == targets.size:
         return targets, sources
     order = np.argsort(targets, kind="stable")
-    ordered, from_ = targets[order], sources[order]
+    ordered, from_ = targets[order], indexable_by(sources, order)[order]
     repeated = ordered[1:] == ordered[:-1]
     if np.any(from_[1:][repeated] != from_[:-1][repeated]):
         raise ValueError(
@@ -371,7 +386,7 @@ def _each_once(targets, sources):
             "so pullback cannot tell which one the gradient should follow. Use unique indices (np.unique), "
             "summing the values of repeated ones first if an update should count them all."
         )
-    return unique, sources[first]
+    return unique, indexable_by(sources, first)[first]
 
 
 def _plain_index(index):

@@ -30,7 +30,9 @@ replay whose value differs traces again. Rules for the jitted function, as in JA
 
 A call with another library's array among its arguments (Dask's, CuPy's) runs `fn` as it is,
 untraced: that library builds or runs its own program, and NumPy arguments meet its arrays
-as they do without `pb.jit`.
+as they do without `pb.jit`. So does a call that reads a value an enclosing `pb.gradient` or
+`pb.jvp` is differentiating, as an argument or through its globals and closures: that level
+differentiates through the call.
 
 >>> import numpy as np, pullback as pb
 >>> f = pb.jit(lambda w, x: pb.withgradient(lambda w: np.sum(np.tanh(x @ w)), w))
@@ -99,7 +101,8 @@ class Jitted:
             raise ValueError(f"pb.jit: cache_size must be at least 1, got {cache_size}")
         functools.update_wrapper(self, fn)
         self.fn, self.cache_size = fn, cache_size
-        self._cache = collections.OrderedDict()  # signature -> [(program, rebuild)], one per guard outcome
+        # signature -> [(program, rebuild, interrupted)], one per guard outcome
+        self._cache = collections.OrderedDict()
         self._counts = {"traces": 0, "replays": 0, "retraces": 0}
         self._tracing = threading.RLock()
         self._stale_run, self._warned = 0, False  # retraces in a row for a changed global; warned of them
@@ -135,7 +138,7 @@ class Jitted:
         True
         """
         # a program not yet replayed has nothing to fuse unless fusing is to start now
-        programs = [program for variants in self._cache.values() for program, _ in variants
+        programs = [program for variants in self._cache.values() for program, _, _ in variants
                     if start or program.compiled]
         for program in programs:
             if start:
@@ -145,14 +148,14 @@ class Jitted:
         return sum(program.fused is not None for program in programs)
 
     def __call__(self, *args, **kwargs):
-        arrays, key, traced = _signature(args, kwargs)
+        arrays, key, traced, containers = _signature(args, kwargs)
         if traced:  # called inside another trace: inline
             return self.fn(*args, **kwargs)
-        found, result = self._replay(key, arrays)
+        found, result = self._replay(key, arrays, containers)
         if found:
             return result
         with self._tracing:  # threads calling at once with a new signature trace it once
-            found, result = self._replay(key, arrays)
+            found, result = self._replay(key, arrays, containers)
             if found:
                 return result
             if result is _LINALG_FAILED:
@@ -160,11 +163,13 @@ class Jitted:
                 # keep the trace out of the cache, where it would be tried first for regular matrices too
                 # (no guard says which branch a matrix takes)
                 self._counts["traces"] += 1
-                return self._trace(args, kwargs, arrays)[0]
+                return self._trace(args, kwargs, arrays, containers)[0]
             if key in self._cache:
                 self._counts["retraces"] += 1
                 self._note_stale(self._cache[key][0][0])
-            result, compiled = self._trace(args, kwargs, arrays)
+            result, compiled = self._trace(args, kwargs, arrays, containers)
+            if compiled is None:  # run as it is, untraced (see `_trace`): nothing to keep
+                return result
             variants = self._cache.setdefault(key, [])
             # a trace whose globals changed would replay only if they were all rebound to what it read; it is
             # dropped, not kept with the arrays and buffers it holds (a model's old weights, rebound each epoch)
@@ -196,8 +201,9 @@ class Jitted:
                 "every call as an argument: a Python number or an array argument is an input, replayed "
                 "without tracing again.", RuntimeWarning, stacklevel=3)
 
-    def _replay(self, key, arrays):
-        """`(True, result)` from the first program traced for `key` whose guards hold, else `(False, None)`."""
+    def _replay(self, key, arrays, containers):
+        """`(True, result)` from the first program traced for `key` whose guards hold, else `(False, None)`;
+        `arrays` and `containers` are the call's inputs and argument containers (see `_signature`)."""
         variants = self._cache.get(key)
         if variants is None:
             return False, None
@@ -206,7 +212,7 @@ class Jitted:
         # a replay that stops after drawing random numbers gives them back: the next variant, or the
         # trace, draws them again from where the call found the generators
         states = [(g, g.bit_generator.state) for g in arrays if isinstance(g, np.random.Generator)]
-        for program, rebuild in list(variants):
+        for program, rebuild, interrupted in list(variants):
             try:
                 outputs = program(*arrays)
             except Retrace:
@@ -219,29 +225,43 @@ class Jitted:
                 _restore(states)
                 linalg_failed = True
                 continue
+            except Exception as error:  # raised by the function's own calls: its writes so far reach the caller
+                interrupted(arrays, program.writes_before(error))
+                raise
             self._counts["replays"] += 1
             if self._stale_run:  # a replay between them: the retraces are not in a row
                 self._stale_run = 0
-            return True, rebuild(outputs, arrays)
+            return True, rebuild(outputs, arrays, containers)
         return False, _LINALG_FAILED if linalg_failed else None
 
-    def _trace(self, args, kwargs, arrays):
+    def _trace(self, args, kwargs, arrays, containers):
+        """`(result, (program, rebuild, interrupted))` of a traced call; `(result, None)` of a call of a
+        function that reads a value being differentiated outside its arguments, run as it is."""
+        outside = _jit_watch.collect(self.fn, (), _argument_objects(args, kwargs))  # what it reads, as it is now
+        if _reads_values_being_differentiated(outside):
+            # a closure over the `x` of an enclosing pb.gradient: that level differentiates through the call,
+            # which a trace's stand-ins would hide from it (as an argument, `x` makes the call run as it is too)
+            return self.fn(*args, **kwargs), None
         trace = Trace()
         # The walk meets the inputs in the order `_signature` listed them (an array met twice, once):
         # match them by position, as equal numbers may be one object.
         symbols = iter([trace.input(a) for a in arrays])
         symbolic = tree.fmap(lambda leaf: next(symbols) if _is_input(leaf) else leaf, (args, kwargs))
+        # the argument containers the function gets, by their place in the order `_signature` meets them (not
+        # the tuple and dict holding the arguments, which the call makes anew)
+        places = {id(c): k for k, c in enumerate(_containers(symbolic)) if all(c is not s for s in (symbolic, *symbolic))}
         generators = _jit_random.snapshot(self.fn, [a for a in arrays if isinstance(a, _jit_random.GENERATORS)],
                                           (args, kwargs))
         given = _leaf_ids(symbolic)
-        outside = _jit_watch.collect(self.fn, (), _argument_objects(args, kwargs))  # what it reads, as it is now
         with _jit_random.watching_entropy() as fresh:
             try:
                 result = self.fn(*symbolic[0], **symbolic[1])
             except JitError:
                 raise
             except Exception:
-                _write_back(trace, arrays)  # the writes made before it was raised, as without pb.jit
+                # the writes made before it was raised reach the caller, as without pb.jit
+                _interrupted_writer(trace, self.fn)(
+                    arrays, {slot: trace.values[symbol.slot] for slot, symbol in trace.written_inputs.items()})
                 raise
         if _jit_random.drawn(fresh):
             raise JitError("pb.jit: the function drew from a random generator made from fresh entropy "
@@ -259,13 +279,23 @@ class Jitted:
                 "argument (pb.jit records its draws, and a replay draws afresh), or draw outside the jitted "
                 "function and pass the arrays in.")
         for path, leaf in tree.leaves_with_path(result):
+            if is_traced(leaf):
+                raise JitError(
+                    f"pb.jit: the function returned a value being differentiated ({path.format('the result')}) that "
+                    "it reached outside its arguments, through an object or a name pb.jit does not follow; the "
+                    "enclosing pb.gradient or pb.jvp would differentiate through the trace's stand-ins. Pass that "
+                    "value to the jitted function as an argument (pb.jit(lambda x, y: ...)(x, y)).")
             if isinstance(leaf, (types.FunctionType, types.MethodType, functools.partial)) and _closes_over_trace(leaf):
                 raise JitError(
                     f"pb.jit: the function returned a function ({path.format('the result')}, "
                     f"{getattr(leaf, '__qualname__', type(leaf).__name__)}) that holds values of the trace (a pullback from "
                     "pb.vjp, say); a replay cannot make it again. Return arrays: call it inside the jitted function "
                     "(pb.jit(lambda x, v: pb.vjp(f, x)[1](v))).")
-        out_leaves = [v for _, v in tree.leaves_with_path(result) if isinstance(v, _TRACE_VALUES)]
+        # argument containers returned as they are (a layer, a list that optim.update passes on) are the
+        # caller's own objects at every call, as without pb.jit
+        passed = _passed_through(result, places)
+        whole = (lambda value: id(value) in passed) if passed else None
+        out_leaves = [v for _, v in tree.leaves_with_path(result, exclude=whole) if isinstance(v, _TRACE_VALUES)]
         foreign = [v for v in out_leaves if v.owner is not trace]
         if foreign:
             raise JitError("pb.jit: the function returned a value traced by another pb.jit call.")
@@ -274,16 +304,20 @@ class Jitted:
         written = [(trace.inputs.index(slot), symbol.slot) for slot, symbol in trace.written_inputs.items()]
         n_results = len(out_leaves)
 
-        if isinstance(result, Symbol):
-            def build(outputs):
+        if passed:
+            def build(outputs, containers):
+                return tree.fmap(lambda leaf: containers[passed[id(leaf)]] if id(leaf) in passed else
+                                 outputs[order[id(leaf)]] if id(leaf) in order else _fresh(leaf), result, exclude=whole)
+        elif isinstance(result, Symbol):
+            def build(outputs, containers):
                 return outputs[0]
         elif type(result) in (tuple, list) and all(isinstance(v, Symbol) for v in result):
             kind, positions = type(result), [order[id(v)] for v in result]  # a gradient's tuple: no walk
 
-            def build(outputs):
+            def build(outputs, containers):
                 return kind([outputs[k] for k in positions])
         else:
-            def build(outputs):
+            def build(outputs, containers):
                 return tree.fmap(lambda leaf: outputs[order[id(leaf)]] if id(leaf) in order else _fresh(leaf), result)
 
         out_slots = [v.slot for v in out_leaves]
@@ -293,41 +327,68 @@ class Jitted:
         final = {slot: k for k, slot in written}
         returned = [(position, final[chain[0]], chain[1]) for position, chain in
                     enumerate(_view_chain(made_by, slot, final, itself=True) for slot in out_slots) if chain]
+        # the other slots those view calls read (`i` of `x[i]`): outputs of the program too
+        besides = list(dict.fromkeys(s for _, _, calls in returned for s in _read_besides(calls)))
+        interrupted = _interrupted_writer(trace, self.fn)
         if written:
             written_at = {k for k, _ in written}
-            # arrays the trace read as they were, not as inputs: its calls' constants, and the arrays among (or one
-            # level inside) the globals and closure variables the function loads
-            constants = {}  # by the memory they are on (see `memory_key`): only those an argument's could be
-            for c in _jit_watch.constant_arrays(trace) + _loaded_arrays(self.fn):
-                if c.size:
-                    constants.setdefault(memory_key(c), []).append(c)
+            constants = _constants_read(trace, self.fn)
             _refuse_shared_written(arrays, written_at, constants)  # before the caller's arrays are written
 
-            def rebuild(outputs, arrays):
+            def rebuild(outputs, arrays, containers):
                 _refuse_shared_written(arrays, written_at, constants)
                 for j, (k, _) in enumerate(written):
                     np.copyto(arrays[k], outputs[n_results + j])
+                values = dict(zip(besides, outputs[n_results + len(written):]))
                 for position, k, calls in returned:
-                    outputs[position] = _run_views(arrays[k], calls)
-                return build(outputs)
+                    outputs[position] = _run_views(arrays[k], calls, values)
+                return build(outputs, containers)
         else:
-            def rebuild(outputs, arrays):
-                return build(outputs)
+            def rebuild(outputs, arrays, containers):
+                return build(outputs, containers)
 
         inputs = [trace.values[slot] for slot in trace.inputs]
-        handed = _sharing_kept([_handed_out(trace.values[slot], inputs) for slot in out_slots], out_slots, made_by)
-        concrete = rebuild(handed + [trace.values[slot] for _, slot in written], arrays)
+        handed = _sharing_kept([_handed_out(trace.values[slot], inputs) for slot in out_slots], out_slots, made_by,
+                               trace)
+        concrete = rebuild(handed + [trace.values[slot] for _, slot in written] + [trace.values[s] for s in besides],
+                           arrays, containers)
         # what the function read outside its arguments, as it is now (the caller's arrays written
         # too): a replay first checks that it still is
         watch = _jit_watch.collect(self.fn, _jit_watch.constant_arrays(trace), _argument_objects(args, kwargs))
-        program = Deferred(trace, [v.slot for v in out_leaves] + [slot for _, slot in written], watch)
-        return concrete, (program, rebuild)
+        program = Deferred(trace, out_slots + [slot for _, slot in written] + besides, watch)
+        return concrete, (program, rebuild, interrupted)
 
 
-def _write_back(trace, arrays):
-    """Write the values the trace has written into its input arrays so far into the caller's arrays."""
-    for slot, symbol in trace.written_inputs.items():
-        np.copyto(arrays[trace.inputs.index(slot)], trace.values[symbol.slot])
+def _constants_read(trace, fn):
+    """The arrays the trace read as they were, not as inputs: its calls' constants, and the arrays among (or
+    one level inside) the globals and closure variables `fn` loads; by the memory they are on (see
+    `memory_key`), so that only those an argument's could be are compared with it."""
+    constants = {}
+    for c in _jit_watch.constant_arrays(trace) + _loaded_arrays(fn):
+        if c.size:
+            constants.setdefault(memory_key(c), []).append(c)
+    return constants
+
+
+def _interrupted_writer(trace, fn):
+    """`interrupted(arrays, values)`, which writes what the function had written into its input arrays when it
+    raised (`values`, by input slot) into the caller's `arrays`, as without pb.jit; an argument written that is
+    also reached another way is refused first (see `_refuse_shared_written`)."""
+    position = {slot: trace.inputs.index(slot) for slot in trace.written_inputs}
+    if not position:
+        return _nothing_written
+    constants = _constants_read(trace, fn)
+
+    def interrupted(arrays, values):
+        _refuse_shared_written(arrays, set(position.values()), constants)
+        for slot, value in values.items():
+            np.copyto(arrays[position[slot]], value)
+
+    return interrupted
+
+
+def _nothing_written(arrays, values):
+    """`interrupted` of a function that writes into none of its arguments."""
 
 
 def _producers(trace):
@@ -335,59 +396,113 @@ def _producers(trace):
     return {node.outputs: node for node in trace.nodes if not isinstance(node.outputs, tuple)}
 
 
+def _viewed(made_by, slot):
+    """`(node, base)` where the recorded call `node` made `slot` as a view of the one slot `base` (`x[1:]`, `x.T`,
+    `np.reshape(x, s)`, `x[i]` with a traced `i`), or `(None, None)`."""
+    node = made_by.get(slot)
+    viewed = set(node.aliases) if node is not None else ()
+    return (node, next(iter(viewed))) if len(viewed) == 1 else (None, None)
+
+
 def _view_chain(made_by, slot, bases, itself=False):
     """`(base, calls)` where `slot` was made from the slot `base` (one of `bases`) by the recorded view calls
-    `calls` on it alone (`x[1:]`, `x.T`, `np.reshape(x, s)`), first call first; `(slot, [])` for `slot` among
-    `bases` if `itself`; None otherwise."""
+    `calls` (see `_viewed`), first call first; `(slot, [])` for `slot` among `bases` if `itself`; None
+    otherwise."""
     if itself and slot in bases:
         return slot, []
     calls = []
     while True:
-        node = made_by.get(slot)
-        read = set(node.slots_read()) if node is not None and node.aliases else ()
-        if len(read) != 1:
+        node, slot = _viewed(made_by, slot)
+        if node is None:
             return None
         calls.append(node)
-        (slot,) = read
         if slot in bases:
             return slot, calls[::-1]
 
 
-def _run_views(base, calls):
-    """The recorded view calls `calls` (see `_view_chain`) made again on the array `base`."""
+def _view_root(made_by, slot):
+    """`(root, calls)`: the slot `slot` is a view of through the recorded view calls `calls` (first call first),
+    that is itself no view of another; `(slot, [])` for a slot that is none."""
+    calls = []
+    while True:
+        node, base = _viewed(made_by, slot)
+        if node is None:
+            return slot, calls[::-1]
+        calls.append(node)
+        slot = base
+
+
+def _read_besides(calls):
+    """The slots the view calls `calls` read besides the one each views (the `i` of `x[i]`)."""
+    return [s for node in calls for s in node.slots_read() if s not in node.aliases]
+
+
+def _run_views(base, calls, values):
+    """The recorded view calls `calls` (see `_view_chain`) made again on the array `base`; the other slots they
+    read have the values `values[slot]`."""
     for node in calls:
-        base = node.fn(*_put(node.args, base), **_put(node.kwargs, base))
+        viewed = node.aliases[0]
+        base = node.fn(*_put(node.args, viewed, base, values), **_put(node.kwargs, viewed, base, values))
     return base
 
 
-def _put(x, value):
-    """An argument structure of a node with `value` where its one slot is named."""
+def _put(x, viewed, base, values):
+    """An argument structure of a node with `base` where the slot `viewed` is named, `values[slot]` where
+    another is."""
     if isinstance(x, Ref):
-        return value
+        return base if x.slot == viewed else values[x.slot]
     if type(x) in (tuple, list):
-        return type(x)(_put(v, value) for v in x)
+        return type(x)(_put(v, viewed, base, values) for v in x)
     if type(x) is dict:
-        return {k: _put(v, value) for k, v in x.items()}
+        return {k: _put(v, viewed, base, values) for k, v in x.items()}
     if isinstance(x, slice):
-        return slice(_put(x.start, value), _put(x.stop, value), _put(x.step, value))
+        return slice(*(_put(v, viewed, base, values) for v in (x.start, x.stop, x.step)))
     return x
 
 
-def _sharing_kept(values, slots, made_by):
+def _sharing_kept(values, slots, made_by, trace):
     """The traced call's results `values` (of the output `slots`), where the trace made one as a view of another
-    (`y, y.T`), made again as that view of the other's value handed out, so that they share memory as without
-    pb.jit (each was copied to be handed out)."""
+    (`y, y.T`), or several as views of one array not returned (`y[:2], y[1:]`), made again as those views of the
+    value handed out, or of one copy of that array, so that they share memory as without pb.jit (each was copied
+    to be handed out)."""
     position = {slot: k for k, slot in enumerate(slots)}
-    chains = [_view_chain(made_by, slot, position) for slot in slots]
-    done = {}
+    roots = [_view_root(made_by, slot) for slot in slots]
+    viewers = collections.Counter(root for root, calls in roots if calls)
+    done, copies = {}, {}
+
+    def root_value(root, k):
+        if root in position:
+            return value(position[root])
+        if root not in copies:
+            copies[root] = _copy_of_root(trace, root, trace.values[slots[k]])
+        return copies[root]
 
     def value(k):
         if k not in done:
-            chain = chains[k]
-            done[k] = values[k] if chain is None else _run_views(value(position[chain[0]]), chain[1])
+            root, calls = roots[k]
+            shared = root in position or viewers[root] > 1
+            if not calls or not shared or values[k] is trace.values[slots[k]]:  # not copied: shares already
+                done[k] = values[k]
+            else:
+                base = root_value(root, k)
+                done[k] = values[k] if base is None else _run_views(base, calls, trace.values)
         return done[k]
 
     return [value(k) for k in range(len(slots))]
+
+
+def _copy_of_root(trace, root, view):
+    """A copy, in its memory order, of the array the trace made at slot `root`, of which `view` (a value of the
+    trace) is a view; None where the trace let go of it and `view` does not lead to it."""
+    value = trace.values[root]
+    if root in trace.released_c_order:  # a stand-in: the array is the one that `view`'s memory belongs to
+        owner = view
+        while isinstance(owner.base, np.ndarray):
+            owner = owner.base
+        if (owner.shape, owner.dtype) != (value.shape, value.dtype):
+            return None
+        value = owner
+    return value.copy(order="K")
 
 
 def _closes_over_trace(value, depth=0):
@@ -455,6 +570,34 @@ def _restore(states):
     """Put generators back in the states `(generator, bit_generator.state)` they were read in."""
     for generator, state in states:
         generator.bit_generator.state = state
+
+
+def _reads_values_being_differentiated(watch):
+    """Whether the globals and closures a function reads (its `watch`) hold a value that an enclosing
+    pb.gradient or pb.jvp is differentiating."""
+    return any(is_traced(value) or (type(value) is tuple and any(is_traced(v) for v in value))
+               for _, _, value in watch.entries)
+
+
+def _containers(arguments):
+    """The containers of `(args, kwargs)`, in the order `_signature` meets them."""
+    found = []
+    tree.walk(arguments, lambda value, parts, path: None,
+              lambda value, kind, old, new, parts, path, shell: found.append(value))
+    return found
+
+
+def _passed_through(result, places):
+    """`{id(container): place}` of the argument containers (`places`, see `_containers`) that `result` holds
+    (outermost only)."""
+    passed = {}
+
+    def leaf(value, parts, path):
+        if id(value) in places:
+            passed[id(value)] = places[id(value)]
+
+    tree.walk(result, leaf, lambda *a: None, exclude=lambda value: id(value) in places, cycle=lambda *a: None)
+    return passed
 
 
 def _argument_objects(args, kwargs):
@@ -544,7 +687,8 @@ def _refuse_shared_written(arrays, written, constants=None):
 
 
 def _signature(args, kwargs):
-    """(input arrays in walk order, hashable signature, whether a traced value is among them).
+    """(input arrays in walk order, hashable signature, whether a traced value is among them, the
+    containers in walk order).
 
     The signature lists, in the walk's (post-)order, each leaf's type with its shape and dtype
     (or its value, for a constant), each container's type with its children's keys (and their
@@ -555,8 +699,8 @@ def _signature(args, kwargs):
     tuple, or two classes with the same fields, may run different code).
     """
     if not kwargs and all(type(a) is np.ndarray for a in args) and len({id(a) for a in args}) == len(args):
-        return list(args), tuple((a.shape, a.dtype.str, _order(a)) for a in args), False
-    arrays, key = [], []
+        return list(args), tuple((a.shape, a.dtype.str, _order(a)) for a in args), False, ()
+    arrays, key, containers = [], [], []
     traced = False
 
     def leaf(value, parts, path):
@@ -580,6 +724,7 @@ def _signature(args, kwargs):
 
     def container(value, kind, old, new, parts, path, shell):
         key.append(("container", type(value), tuple(old), tuple(map(type, old))))  # {1: x} is not {True: x}
+        containers.append(value)
         return len(key)
 
     def recur(value, first, parts, path):
@@ -591,7 +736,7 @@ def _signature(args, kwargs):
         return len(key)
 
     tree.walk((args, kwargs), leaf, container, repeat=recur, cycle=cycle)
-    return arrays, tuple(key), traced
+    return arrays, tuple(key), traced, containers
 
 
 def _static_value(leaf):

@@ -26,12 +26,15 @@ import numpy as np
 
 from . import _jit_fuse
 from ._jit_parallel import PARTS, operand_source, splittable
-from ._jit_trace import Ref, collect, setitem_copy
+from ._jit_trace import Ref, collect, errors_token, setitem_copy
 from ._jit_watch import same_value
 
 
 class Retrace(Exception):
     """A guard of the replayed trace failed: the function must be traced again."""
+
+
+_SOURCE_NAME = "<pb.jit program>"  # the file name of the generated code
 
 
 # replays of one program before its small-array segments are fused (see `pullback._jit_fuse`)
@@ -47,8 +50,9 @@ class Program:
     thread once it has run `FUSE_AFTER_CALLS` times, and from then on runs it (unfused under
     a raising `np.errstate`)."""
 
-    def __init__(self, run, source, n_nodes, n_in_place, arena_specs, fuse=None, n_kernels=0):
+    def __init__(self, run, source, n_nodes, n_in_place, arena_specs, fuse=None, n_kernels=0, versions=None):
         self.run, self.source = run, source
+        self.versions = versions or {}  # written input slot -> the slots of the values written into it, in order
         self.n_nodes, self.n_in_place, self.n_kernels = n_nodes, n_in_place, n_kernels
         self._specs = arena_specs
         self._arena = None
@@ -92,6 +96,22 @@ class Program:
 
     def _new_arena(self):
         return [np.empty(shape, dtype) for shape, dtype in self._specs]
+
+    def writes_before(self, error):
+        """`{input slot: value}`: what the run that raised `error` had written into each input written by the
+        function (the latest of its values the run had made), found in the run's frame."""
+        tb = error.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != _SOURCE_NAME:
+            tb = tb.tb_next
+        if tb is None or not self.versions:
+            return {}
+        names = tb.tb_frame.f_locals
+        found = {}
+        for slot, versions in self.versions.items():
+            made = [names[f"s{v}"] for v in versions if f"s{v}" in names]
+            if made:
+                found[slot] = made[-1]
+        return found
 
 
 class Deferred:
@@ -219,7 +239,8 @@ def compile_trace(trace, output_slots, fuse=False):
     slabs = _jit_fuse.Slabs()
     # slots read by code outside the kernels: a kernel's stored result is then given a name
     outside = set(output_slots) | {guard.slot for guard in trace.guards} | {
-        slot for index in live - set(kernel_of) for slot in trace.nodes[index].slots_read()}
+        slot for index in live - set(kernel_of) for slot in trace.nodes[index].slots_read()} | {
+        slot for versions in trace.versions.values() for slot in versions}  # read where a call raises
     # slots an output may share memory with: a slab row is copied out before it becomes one
     copied = {slot for out in output_slots for slot in planner.roots.get(out, {out})}
     for index, node in enumerate(trace.nodes):
@@ -227,7 +248,8 @@ def compile_trace(trace, output_slots, fuse=False):
             body.append(_guard_line(trace.guards[g_index], g_index))
         if index not in live:
             continue
-        namespace[f"f{index}"] = _setitem_in_place if _writes_in_place(node, index, trace, planner) else node.fn
+        fn = _setitem_in_place if _writes_in_place(node, index, trace, planner) else node.fn
+        namespace[f"f{index}"] = fn if node.errors is None else _under_errors(fn, node.errors)
         if isinstance(node.outputs, tuple):
             names = ", ".join(f"s{s}" for s in node.outputs) + ("," if len(node.outputs) == 1 else "")
             body.append(f"    {names} = f{index}({_call_arguments(node, trace, namespace, f'c{index}')})")
@@ -261,6 +283,8 @@ def compile_trace(trace, output_slots, fuse=False):
     # each call would first copy hundreds of them into its frame, which costs more than it saves.
     inputs = "".join(f", s{s}" for s in trace.inputs)
     head = [f"def program(arena{inputs}):"]
+    if any(trace.nodes[index].errors is not None for index in live):
+        head.append(_errors_check(trace, namespace))
     slab_names, slab_specs = slabs.specs()
     if arena or slab_names:
         head.append(f"    {', '.join([f'b{k}' for k in arena] + slab_names)}, = arena")
@@ -272,7 +296,7 @@ def compile_trace(trace, output_slots, fuse=False):
     made = _made_afresh(trace, live)
     outs = ", ".join(f"s{s}.copy()" if _is_kept(trace, s, namespace, made) else f"s{s}" for s in output_slots)
     source = "\n".join(parts_source + head + body + [f"    return [{outs}]"])
-    exec(compile(source, "<pb.jit program>", "exec"), namespace)
+    exec(compile(source, _SOURCE_NAME, "exec"), namespace)
     make_fused = None
     if not fuse and _jit_fuse.available() and _jit_fuse.worth_keeping(trace):
         def make_fused():  # None when nothing is fused
@@ -280,7 +304,31 @@ def compile_trace(trace, output_slots, fuse=False):
             return fused if fused.n_kernels else None
     return Program(namespace["program"], source, len(live), n_in_place,
                    [planner.buffers[k] for k in arena] + slab_specs, make_fused,
-                   n_kernels=len({first for first, _ in kernel_of.values()}))
+                   n_kernels=len({first for first, _ in kernel_of.values()}), versions=trace.versions)
+
+
+def _errors_check(trace, namespace):
+    """The line that retraces a call made under other floating-point error handling than the trace's: the
+    calls the function wrapped in np.errstate replay under the settings they had then, which hold the
+    caller's where the function left them."""
+    namespace.update(caller_errors=errors_token, errors_outside=trace.errors_outside,
+                     errors_now=_errors_now, errors_at_start=trace.errors_at_start)
+    return "    if caller_errors() != errors_outside and errors_now() != errors_at_start: raise Retrace"
+
+
+def _errors_now():
+    return np.geterr(), np.geterrcall()
+
+
+def _under_errors(fn, errors):
+    """`fn`, called under the floating-point error handling `errors` (from `np.geterr`, `np.geterrcall`)."""
+    modes, call = errors
+
+    def under_errors(*args, **kwargs):
+        with np.errstate(call=call, **modes):
+            return fn(*args, **kwargs)
+
+    return under_errors
 
 
 def _made_afresh(trace, live):
@@ -322,7 +370,8 @@ def _segments(trace, live, guards_after, planner, placed, joins, min_length=1, d
         node = trace.nodes[index]
         # a segment's results are C-ordered (slab rows, or arrays made for the parts): one traced in another
         # order (a.T * 2) stays NumPy's, so that what is a view of it at the trace is one at the replay
-        if not joins(node, trace) or isinstance(node.outputs, tuple) or not trace.c_ordered(node.outputs):
+        if not joins(node, trace) or isinstance(node.outputs, tuple) or not trace.c_ordered(node.outputs) \
+                or node.errors is not None:
             runs.append(run)
             run = []
             continue
@@ -470,23 +519,36 @@ def _last_uses(trace, output_slots, live):
             last[slot] = index
     for guard in trace.guards:
         last[guard.slot] = max(last.get(guard.slot, -1), guard.after)
+    made_at = {trace.nodes[index].outputs: index for index in live}
+    for versions in trace.versions.values():  # each value written into an input is kept until the next is made
+        for slot, following in zip(versions, versions[1:]):
+            last[slot] = max(last.get(slot, -1), made_at.get(following, -1))
     for slot in output_slots:
         last[slot] = float("inf")
     return last
 
 
 def _needed_nodes(trace, output_slots):
-    """Indices of the nodes the outputs and the guards depend on, and the draws from a generator argument
-    (each advances it, as the eager call does, whether its numbers are used or not); the rest is dead code."""
+    """Indices of the nodes the outputs and the guards depend on, the draws from a generator argument
+    (each advances it, as the eager call does, whether its numbers are used or not), the calls that may raise
+    on the values (numpy.linalg's: a LinAlgError) and each value written into an input (what the input holds
+    where a later call raises); the rest is dead code."""
     needed = set(output_slots) | {guard.slot for guard in trace.guards}
+    for versions in trace.versions.values():
+        needed.update(versions)
     live = set()
     for index in range(len(trace.nodes) - 1, -1, -1):
         node = trace.nodes[index]
         outs = node.outputs if isinstance(node.outputs, tuple) else (node.outputs,)
-        if any(out in needed for out in outs) or node.name.startswith("Generator."):
+        if any(out in needed for out in outs) or node.name.startswith("Generator.") or _may_raise(node):
             live.add(index)
             needed.update(node.slots_read())
     return live
+
+
+def _may_raise(node):
+    """Whether the call raises on some values, so that it is kept whether its result is used or not."""
+    return getattr(node.fn, "__module__", None) == "numpy.linalg"
 
 
 def _memory(trace, last_use):

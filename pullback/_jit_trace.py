@@ -25,6 +25,16 @@ import weakref
 import numpy as np
 
 from . import _tangents
+from ._standins import is_traced
+
+try:  # NumPy 2: a new object each time np.errstate is entered or left
+    from numpy._core._ufunc_config import _extobj_contextvar
+
+    errors_token = _extobj_contextvar.get
+except ImportError:  # NumPy 1: the settings themselves
+    def errors_token():
+        """What tells NumPy's floating-point error handling in force from another."""
+        return tuple(sorted(np.geterr().items())), np.geterrcall()
 
 # ndarray methods that are NumPy functions with the array first
 _METHODS = (
@@ -48,7 +58,7 @@ _NUMBER_COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, 
                        "eq": operator.eq, "ne": operator.ne}
 _NUMBER_UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs}
 # the ufunc each of Python's operators is on a NumPy operand
-_NUMBER_UFUNCS = {**{name: _OPERATORS[name] for name in _NUMBER_BINARY}, **_COMPARISONS}
+_NUMBER_UFUNCS = {**{name: _OPERATORS[name] for name in _NUMBER_BINARY}, **_COMPARISONS, "divmod": np.divmod}
 
 
 # argument types that hold no traced value
@@ -58,6 +68,8 @@ _NUMBERS = frozenset((int, float, complex, bool, np.float32, np.float64))
 
 # NumPy functions that write into their first argument and return None
 _WRITES_FIRST = frozenset((np.putmask, np.place, np.put, np.copyto, np.fill_diagonal, np.put_along_axis))
+# NumPy functions that write into their first argument, and return it, when the keyword named is False
+_WRITES_FIRST_UNLESS = {np.nan_to_num: "copy"}
 
 # functions whose result depends only on shapes, dtypes and types (fixed by the signature)
 _STATIC = frozenset((np.ndim, np.shape, np.size, np.iscomplexobj, np.isrealobj, np.result_type))
@@ -81,12 +93,15 @@ class Node:
     `args`/`kwargs` hold `Ref(slot)` where a Symbol was; `outputs` are the slots of the
     results (one per output of a multi-output function, in its order, or a single slot)."""
 
-    __slots__ = ("fn", "name", "args", "kwargs", "outputs", "structure", "elementwise", "aliases", "_read")
+    __slots__ = ("fn", "name", "args", "kwargs", "outputs", "structure", "elementwise", "aliases", "errors", "_read")
 
     def __init__(self, fn, name, args, kwargs, outputs, structure, elementwise, aliases=()):
         self.fn, self.name, self.args, self.kwargs = fn, name, args, kwargs
         self.outputs, self.structure, self.elementwise = outputs, structure, elementwise
         self.aliases = aliases  # the input slots whose memory the results may share (views)
+        # the floating-point error handling (`np.geterr()`, `np.geterrcall()`) the function set around the
+        # call with np.errstate, or None where it is the caller's
+        self.errors = None
         self._read = None
 
     def slots_read(self):
@@ -160,6 +175,15 @@ class Trace:
         self.symbols = []  # weak references to the Symbols user code may still hold
         self.holders = {}  # slot -> the number of Symbols naming it
         self.released_c_order = {}  # slot -> whether the large value let go of there was C-ordered
+        self.versions = {}  # written input slot -> the slots of the values written into it, in order
+        self.errors_outside = errors_token()  # the caller's floating-point error handling
+        self.errors_at_start = (np.geterr(), np.geterrcall())
+
+    def _append(self, node):
+        """Record `node`, with the floating-point error handling the function set around it (np.errstate)."""
+        if errors_token() != self.errors_outside:
+            node.errors = (np.geterr(), np.geterrcall())
+        self.nodes.append(node)
 
     def hold(self, symbol, slot):
         """Point `symbol` at `slot` instead of the one it named (an in-place write rebinds it)."""
@@ -174,6 +198,9 @@ class Trace:
         would have written into it."""
         if symbol.slot in self.inputs:
             self.written_inputs.setdefault(symbol.slot, symbol)
+        for written, holder in self.written_inputs.items():
+            if holder is symbol:
+                self.versions.setdefault(written, []).append(slot)
         self.hold(symbol, slot)
 
     def let_go(self, slot):
@@ -240,7 +267,7 @@ class Trace:
             return result
         # an elementwise ufunc (its `out` taken away) always returns new arrays
         aliases = () if elementwise else self._aliases(result, concrete_args, (ref_args, ref_kwargs))
-        self.nodes.append(Node(fn, name, ref_args, ref_kwargs, outputs, structure, elementwise, aliases))
+        self._append(Node(fn, name, ref_args, ref_kwargs, outputs, structure, elementwise, aliases))
         if not elementwise and _shaped_by_values(fn, concrete_args):
             # the replay plans buffers of the trace's shapes and dtypes: where the values decide them, a
             # call that gets others traces again
@@ -263,7 +290,7 @@ class Trace:
             else:
                 return None
         outputs, structure, wrapped = self._wrap(ufunc(*values))
-        self.nodes.append(Node(ufunc, ufunc.__name__, tuple(refs), {}, outputs, structure, True))
+        self._append(Node(ufunc, ufunc.__name__, tuple(refs), {}, outputs, structure, True))
         return wrapped
 
     def _aliases(self, result, concrete_args, ref_args):
@@ -276,24 +303,29 @@ class Trace:
 
     def guard(self, symbol, convert):
         """The Python value `convert(concrete value)`, recorded so the replay can check it."""
-        expected = convert(self.values[symbol.slot])
-        self.guards.append(Guard(symbol.slot, convert, expected, len(self.nodes)))
+        return self.guard_at(symbol.slot, convert)
+
+    def guard_at(self, slot, convert):
+        """`guard` of the value at `slot`."""
+        expected = convert(self.values[slot])
+        self.guards.append(Guard(slot, convert, expected, len(self.nodes)))
         return expected
 
     def number_call(self, fn, name, args):
         """`fn(*args)` for Python-number arithmetic: a Number (or Symbol) for the result, recorded."""
         concrete, refs = self._split(args)
         result = fn(*concrete)
-        if isinstance(result, (np.ndarray, np.generic)) and name in _NUMBER_UFUNCS:
+        first = result[0] if type(result) is tuple and result else result  # divmod's quotient
+        if isinstance(first, (np.ndarray, np.generic)) and name in _NUMBER_UFUNCS:
             # a NumPy array or scalar operand. A float or complex result (`np.ones(3) * n`, the seed of a gradient
             # times a factor) is a value: the operator's ufunc, recorded with the number as an input, as beside a
             # traced array. An integer or boolean one may index plain arrays: NumPy's, at the number's value
-            if result.dtype.kind in "fc":
+            if first.dtype.kind in "fc":
                 return self.call(_NUMBER_UFUNCS[name], name, args, {}, elementwise=True)
             return fn(*self._freeze(args))
         if type(result) in (bool, int, float, complex):
             slot = self.new_slot(result)
-            self.nodes.append(Node(fn, name, refs, {}, slot, None, False))
+            self._append(Node(fn, name, refs, {}, slot, None, False))
             number = Number(self, slot)
             # Python's arithmetic changes type with the values (2 ** -1 is a float, (-4.0) ** 0.5 complex):
             # a replay whose result has another type traces again
@@ -315,7 +347,7 @@ class Trace:
         result = fn(*concrete_args, **concrete_kwargs)
         if type(result) in (bool, int, float, complex):
             slot = self.new_slot(result)
-            self.nodes.append(Node(fn, name, ref_args, ref_kwargs, slot, None, False))
+            self._append(Node(fn, name, ref_args, ref_kwargs, slot, None, False))
             return Number(self, slot)
         outputs, structure, wrapped = self._wrap(result)
         if outputs is None:
@@ -323,7 +355,7 @@ class Trace:
                            "nor a number, so a replay could not draw it afresh (it would repeat the trace's draw). "
                            "Draw an array instead: rng.integers(0, 256, n, dtype=np.uint8) for bytes.")
         aliases = self._aliases(result, concrete_args, (ref_args, ref_kwargs))
-        self.nodes.append(Node(fn, name, ref_args, ref_kwargs, outputs, structure, False, aliases))
+        self._append(Node(fn, name, ref_args, ref_kwargs, outputs, structure, False, aliases))
         return wrapped
 
     def _freeze(self, x):
@@ -399,7 +431,9 @@ class Symbol:
         self.slot = slot
         holders = trace.holders
         holders[slot] = holders.get(slot, 0) + 1
-        self.viewed = None  # (weak reference to the base Symbol, index, the base's slot then) for x[index] views
+        # (the base Symbol, index, the base's slot then) for x[index] views; the base is held, as NumPy's view holds
+        # its base, so that a write into a view of a view made in passing (x[1:][1:]) reaches x
+        self.viewed = None
 
     def __del__(self):
         try:
@@ -468,6 +502,8 @@ class Symbol:
             result = self.owner.call(_applied_to_copy, name, (func, *args), kwargs)
             _rebind(args[0], result, f"np.{name}")
             return None
+        if func in _WRITES_FIRST_UNLESS and args and _writes_first(func, args, kwargs):
+            return _written_and_returned(func, name, args, kwargs)
         out, args, kwargs = _out_apart(func, args, kwargs)
         if out is None:
             return self.owner.call(func, name, args, kwargs)
@@ -478,9 +514,11 @@ class Symbol:
 
     def __array__(self, dtype=None, copy=None):
         raise JitError("pb.jit: a traced array was converted to a NumPy array (np.asarray, np.array, a library "
-                       "that calls them, indexing a plain array with it as in np.eye(3)[labels], or writing it into "
-                       "a plain array), which the replay could not follow. Keep the computation in NumPy calls on "
-                       "the traced array (np.take(np.eye(3), labels, axis=0)), or move it outside the jitted function.")
+                       "that calls them, indexing a plain array with it as in np.eye(3)[labels] or np.take(table, "
+                       "labels), or writing it into a plain array), which the replay could not follow. Keep the "
+                       "computation in NumPy calls on the traced array (rows of a plain table: "
+                       "np.take_along_axis(table, labels[:, None], axis=0); a one-hot: "
+                       "(labels[:, None] == np.arange(3)).astype(float)), or move it outside the jitted function.")
 
     # --- metadata, known from the concrete value ----------------------------------------------
     dtype = property(lambda self: self._concrete().dtype)
@@ -524,7 +562,7 @@ class Symbol:
     def __getitem__(self, index):
         result = self.owner.call(_getitem, "getitem", (self, index), {})
         if isinstance(result, Symbol) and np.may_share_memory(result._concrete(), self._concrete()):
-            result.viewed = (weakref.ref(self), index, self.slot)
+            result.viewed = (self, index, self.slot)
         return result
 
     def __setitem__(self, index, value):
@@ -569,6 +607,10 @@ class Symbol:
         """`x.clip(lo)`, `x.clip(max=hi)`: either bound may be left out, as ndarray's."""
         return np.clip(self, min, max, out=out, **kwargs)
 
+    def put(self, indices, values, mode="raise"):
+        """`x.put(...)` writes into x, as np.put does (recorded)."""
+        np.put(self, indices, values, mode=mode)
+
     def view(self, *args, **kwargs):
         """`x.view()`, `x.view(dtype)`: a view of the same memory, recorded. A view with x's dtype is
         written through as `x[...]` is; an ndarray subclass (`x.view(np.matrix)`) is refused."""
@@ -578,7 +620,7 @@ class Symbol:
                            "the replay would not keep. Call the subclass's code outside the jitted function.")
         result = self.owner.call(_view_of, "view", (self, *args), kwargs)
         if isinstance(result, Symbol) and result.dtype == self.dtype and result.shape == self.shape:
-            result.viewed = (weakref.ref(self), Ellipsis, self.slot)
+            result.viewed = (self, Ellipsis, self.slot)
         return result
 
     def __copy__(self):
@@ -609,8 +651,11 @@ class Symbol:
         return np.divmod(other, self)
 
     # --- memory: what the replay can follow, and what it refuses ----------------------------------
-    flags = property(lambda self: _Flags(self._concrete().flags))
-    strides = property(lambda self: self._concrete().strides)
+    flags = property(lambda self: _Flags(self))
+
+    @property
+    def strides(self):
+        return _memory_attribute(self, operator.attrgetter("strides"))
     device = property(lambda self: "cpu")
 
     @property
@@ -631,7 +676,7 @@ class Symbol:
     def shape(self, shape):
         """`x.shape = s`: this name now stands for a view of x in shape s (NumPy's error where it would copy).
         On an argument it would change the caller's array, which a replay cannot: refused."""
-        if self.slot in self.owner.inputs or any(s is self for s in self.owner.written_inputs.values()):
+        if _is_argument(self):
             raise JitError("pb.jit: setting x.shape of an argument changes the caller's array, which a replay "
                            "cannot do. Use x = x.reshape(shape) (a view) inside the jitted function.")
         reshaped = self.owner.call(_with_shape, "shape=", (self, shape), {})
@@ -707,8 +752,9 @@ def _same(value):
 
 def _number_method(fn, reflected=False):
     def method(self, other):
-        if isinstance(other, Symbol):
-            return NotImplemented  # the array's own operator records a NumPy call
+        if isinstance(other, Symbol) or is_traced(other):
+            # the array's own operator records a NumPy call; a value being differentiated applies its rule
+            return NotImplemented
         return self.owner.number_call(fn, fn.__name__, (other, self) if reflected else (self, other))
 
     return method
@@ -787,10 +833,19 @@ class Number:
         return self._value(math.ceil)
 
     def __divmod__(self, other):
-        return self._value(lambda v: divmod(v, other))
+        return self._divmod(other, reflected=False)
 
     def __rdivmod__(self, other):
-        return self._value(lambda v: divmod(other, v))
+        return self._divmod(other, reflected=True)
+
+    def _divmod(self, other, reflected):
+        """divmod beside an array is np.divmod, recorded as the other operators are (with a traced array, by
+        its own `__rdivmod__`); beside a number, its value, fixed by a guard."""
+        if isinstance(other, Symbol):
+            return NotImplemented
+        if isinstance(other, (np.ndarray, np.generic)):
+            return self.owner.number_call(divmod, "divmod", (other, self) if reflected else (self, other))
+        return self._value(lambda v: divmod(other, v) if reflected else divmod(v, other))
 
     @property
     def __class__(self):
@@ -852,8 +907,8 @@ def _base_of(view):
     """The live Symbol that `view` is `x[index]` of (of its current value), or None."""
     if view.viewed is None:
         return None
-    base = view.viewed[0]()
-    return base if base is not None and base.slot == view.viewed[2] else None
+    base = view.viewed[0]
+    return base if base.slot == view.viewed[2] else None
 
 
 def _family(trace, symbol):
@@ -891,12 +946,38 @@ def _renew_views(base, old):
     """Make each live `base[index]` view of the value `base` had at slot `old` again from its new value."""
     trace = base.owner
     for view in trace.live_symbols():
-        if view.viewed is not None and view.viewed[0]() is base and view.viewed[2] == old:
+        if view.viewed is not None and view.viewed[0] is base and view.viewed[2] == old:
             renewed = trace.call(_getitem, "getitem", (base, view.viewed[1]), {})
             previous = view.slot
+            read_only = _is_read_only(trace.values[previous]) and not _is_read_only(renewed._concrete())
             view.viewed = (view.viewed[0], view.viewed[1], base.slot)
             trace.hold(view, renewed.slot)
+            if read_only:  # a view made read-only (x.flags.writeable = False) stays so
+                _set_writeable(view, False)
             _renew_views(view, previous)
+
+
+def _is_read_only(value):
+    return isinstance(value, np.ndarray) and not value.flags.writeable
+
+
+def _writes_first(func, args, kwargs):
+    """Whether `func(*args, **kwargs)`, one of `_WRITES_FIRST_UNLESS`, writes into its first argument: its
+    keyword (np.nan_to_num's `copy`) is False, and the argument is an array (NumPy makes a scalar anew)."""
+    keyword = _WRITES_FIRST_UNLESS[func]
+    names = _positional_names(func)
+    given = args[names.index(keyword)] if keyword in names and len(args) > names.index(keyword) else \
+        kwargs.get(keyword, True)
+    return not given and isinstance(args[0], Symbol) and isinstance(args[0]._concrete(), np.ndarray)
+
+
+def _written_and_returned(func, name, args, kwargs):
+    """`func(a, ...)` that writes into the array `a` and returns it (np.nan_to_num(a, copy=False)): recorded as
+    a write into `a`, as `a[...] = v` is; the result is `a` itself (its 0-d value read out, as NumPy's)."""
+    a = args[0]
+    result = a.owner.call(_applied_to_copy, name, (func, *args), kwargs)
+    _rebind((a,), result, f"np.{name}")
+    return a if a.ndim else a[()]
 
 
 def _as_array(fn):
@@ -935,11 +1016,14 @@ def _positional_names(func):
 
 
 def _fits(outs, results):
-    """Whether each of `outs` (Symbols) has the dtype and shape of its result (a Symbol of a NumPy array)."""
+    """Whether each of `outs` (Symbols) has the dtype, shape and layout of its result (a Symbol of a NumPy array),
+    and can be written."""
     results = results if isinstance(results, tuple) else (results,)
     return all(isinstance(o, Symbol) and isinstance(r, Symbol) and isinstance(o._concrete(), np.ndarray)
                and isinstance(r._concrete(), np.ndarray) and o._concrete().dtype == r._concrete().dtype
-               and o._concrete().shape == r._concrete().shape for o, r in zip(outs, results))
+               and o._concrete().shape == r._concrete().shape and o._concrete().flags.writeable
+               and o._concrete().strides == r._concrete().strides  # the write keeps out's layout
+               for o, r in zip(outs, results))
 
 
 def _in_place(fn, x, other):
@@ -960,7 +1044,17 @@ def _ufunc_written_into_copies(fn, n_out, *args, **kwargs):
 def _copy_of_out(out):
     if not isinstance(out, np.ndarray):  # x[i] of a 1-d x is a NumPy scalar: NumPy refuses to write into it
         raise TypeError("return arrays must be of ArrayType")
-    return np.array(out, copy=True)
+    return _copy_to_write(out)
+
+
+def _copy_to_write(x):
+    """A copy of `x` standing for x after a write NumPy makes into x itself: in x's memory order (the write
+    keeps x's layout), and NumPy's error where x is read-only (np.diagonal, np.broadcast_to)."""
+    if not isinstance(x, np.ndarray):
+        return x.copy() if isinstance(x, np.generic) else np.copy(x)
+    if not x.flags.writeable:
+        raise ValueError("assignment destination is read-only")
+    return x.copy(order="K")
 
 
 def _written_into_copy(func, out, *args, **kwargs):
@@ -972,7 +1066,7 @@ def _written_into_copy(func, out, *args, **kwargs):
 
 
 def _ufunc_at(ufunc, x, *args):
-    y = x.copy()
+    y = _copy_to_write(x)
     ufunc.at(y, *args)
     return y
 
@@ -1014,7 +1108,7 @@ def _getitem(x, index):
 def setitem_copy(x, index, value):
     """`x[index] = value` as a function: a copy of x with the write (the replay writes in place
     where x is no longer read)."""
-    y = x.copy()
+    y = _copy_to_write(x)
     y[index] = value
     return y
 
@@ -1025,7 +1119,7 @@ def _astype(x, dtype, *args, **kwargs):
 
 def _applied_to_copy(func, a, *args, **kwargs):
     """`func(a, ...)`, which writes into `a`, applied to a copy of `a` (in its memory order), returned."""
-    y = np.copy(a)
+    y = _copy_to_write(a)
     func(y, *args, **kwargs)
     return y
 
@@ -1047,7 +1141,7 @@ def _flat_read(x, index):
 
 def _flat_written(x, index, value):
     """`x.flat[index] = value` as a function: a copy of x with the write."""
-    y = x.copy()
+    y = _copy_to_write(x)
     y.flat[index] = value
     return y
 
@@ -1085,25 +1179,85 @@ class _Flat:
         return self.array.__array__()  # refused, naming the fix
 
 
+def _is_argument(symbol):
+    """Whether `symbol` stands for an argument array itself (written into or not)."""
+    trace = symbol.owner
+    return symbol.slot in trace.inputs or any(s is symbol for s in trace.written_inputs.values())
+
+
+def _set_writeable(symbol, flag):
+    """`symbol.flags.writeable = flag`: `symbol` now names a view of its value with that flag (NumPy's error
+    where its memory is read-only)."""
+    made = symbol.owner.call(_with_writeable, "flags.writeable=", (symbol, bool(flag)), {})
+    symbol.owner.hold(symbol, made.slot)
+
+
+def _with_writeable(x, flag):
+    y = x.view()
+    y.flags.writeable = flag
+    return y
+
+
+def _argument_memory_slot(symbol):
+    """The slot whose value has the memory `symbol` has without pb.jit, where that memory is an argument's
+    (the argument itself, written into or not, or a view of one), so that its strides and flags are the
+    caller's; None for an array the function made, whose strides and flags its calls decide."""
+    trace = symbol.owner
+    for slot, holder in trace.written_inputs.items():
+        if holder is symbol:  # the caller's array, which the trace's copy stands for
+            return slot
+    value = trace.values[symbol.slot]
+    if type(value) is not np.ndarray:
+        return None
+    root = _memory_root(value)
+    if any(type(trace.values[s]) is np.ndarray and _memory_root(trace.values[s]) is root for s in trace.inputs):
+        return symbol.slot
+    return None
+
+
+def _memory_root(a):
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _memory_attribute(symbol, read):
+    """`read(value)` of an attribute that depends on memory, not only on shape and dtype (`x.strides`,
+    `x.flags.writeable`): of an argument's memory, the caller's at each call, fixed by a guard; of an
+    array the function made, the trace's."""
+    slot = _argument_memory_slot(symbol)
+    if slot is None:
+        return read(symbol._concrete())
+    return symbol.owner.guard_at(slot, read)
+
+
 class _Flags:
-    """`x.flags` of a traced array: the trace's flags, read only (setting one would change no replay)."""
+    """`x.flags` of a traced array, read only (setting one would change no replay): each flag read of an
+    argument's memory is fixed by a guard (see `_memory_attribute`)."""
 
-    __slots__ = ("_flags",)
+    __slots__ = ("_symbol",)
 
-    def __init__(self, flags):
-        object.__setattr__(self, "_flags", flags)
+    def __init__(self, symbol):
+        object.__setattr__(self, "_symbol", symbol)
 
     def __getattr__(self, name):
-        return getattr(self._flags, name)
+        return _memory_attribute(self._symbol, operator.attrgetter(f"flags.{name}"))
 
     def __getitem__(self, key):
-        return self._flags[key]
+        return _memory_attribute(self._symbol, lambda value: value.flags[key])
 
     def __setattr__(self, name, value):
-        raise JitError(f"pb.jit: setting x.flags.{name} of a traced array is not followed by the replay. Set it "
-                       "outside the jitted function, or copy the array (x.copy()).")
+        """`x.flags.writeable = v` of an array the function made (`pb.stop_gradient` makes its value read-only
+        so): x stands for a view of its value with that flag from then on, recorded. Other flags, and any of
+        an argument (the caller's array, which a replay would not change), are refused."""
+        symbol = self._symbol
+        if name not in ("writeable", "WRITEABLE", "W") or _is_argument(symbol):
+            raise JitError(f"pb.jit: setting x.flags.{name} of {'an argument' if _is_argument(symbol) else 'a traced array'} "
+                           "is not followed by the replay. Set it outside the jitted function, or copy the array "
+                           "(x.copy()).")
+        _set_writeable(symbol, value)
 
     __setitem__ = __setattr__
 
     def __repr__(self):
-        return repr(self._flags)
+        return _memory_attribute(self._symbol, lambda value: repr(value.flags))

@@ -25,7 +25,8 @@ import numpy as np
 from . import tree
 from ._arrays import as_numpy, as_type_of, dtype_kind, is_foreign_array, memory_key
 from ._backward import fit  # the sweep's one broadcasting helper
-from ._standins import converted, is_stand_in, traced_value
+from ._standins import converted, is_stand_in, is_traced, traced_value
+from ._values import stop_gradient
 
 
 def describe_place(path, roots=None):
@@ -287,6 +288,8 @@ class Arguments:
         where = Where(path, self.roots)
         _refuse_untrackable(x, where)
         _refuse_dropped_tangent(x, companion, where)
+        if current is None and isinstance(x, np.ndarray):  # an integer array, given as it is
+            self._plain.append((path, x))
         return x if current is None else current
 
     def refuse_shared_write(self, index):
@@ -592,16 +595,16 @@ def leaf_gradient(g, primal, returned):
         return fresh_array(g, primal, returned)  # the common case: nothing to fit or convert
     like = (primal.shape, primal.dtype) if type(primal) is np.ndarray else as_numpy(primal)  # the sweep's fast form
     g = fit(g, like)
-    if g is None or _is_tracked_value(g):  # a nested call: this result is itself being differentiated
+    if g is None:
         return g
-    if is_stand_in(g) or is_stand_in(primal):  # pb.jit's: the conversions below (recorded for a stand-in g)
-        kind = traced_value(primal)  # the argument, or the value it stands for
-        if type(kind) is float or type(kind) is complex:
-            return converted(g, type(kind))
-        if isinstance(kind, np.generic):
-            return converted(g, kind.dtype.type)
-        if type(kind) is np.ndarray and kind.ndim == 0:
-            return converted(g, np.asarray)  # NumPy's arithmetic on 0-d arrays gives scalars
+    primal = stop_gradient(primal)  # traced by an outer level: the derivative is at its value
+    if is_traced(g) or is_stand_in(g) or is_stand_in(primal):
+        # a nested call (this result is itself being differentiated) or pb.jit's: a recorded conversion
+        convert = conversion_to_type_of(primal)
+        if convert is not None:
+            return converted(g, convert)
+        if is_traced(g):
+            return g
     if is_foreign_array(primal) or is_foreign_array(g):  # its library's array, as the rules left it
         g = as_type_of(g, primal)
         if g is primal or id(g) in returned:  # one gradient object per leaf, as with NumPy arrays
@@ -615,6 +618,20 @@ def leaf_gradient(g, primal, returned):
     if isinstance(primal, np.generic):
         return primal.dtype.type(g)
     return fresh_array(g, primal, returned)
+
+
+def conversion_to_type_of(value):
+    """What makes a derivative at `value` the type of value it is: float or complex for a Python number,
+    its type for a NumPy scalar, np.asarray for a 0-d array (NumPy's arithmetic on 0-d arrays gives
+    scalars); None for an array of one or more axes. `value` may be traced, or a pb.jit stand-in."""
+    value = traced_value(stop_gradient(value))  # the plain value, or the value a stand-in stands for
+    if type(value) is float or type(value) is complex:
+        return type(value)
+    if isinstance(value, np.generic):
+        return value.dtype.type
+    if type(value) is np.ndarray and value.ndim == 0:
+        return np.asarray
+    return None
 
 
 def fresh_array(g, primal, returned):

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from ._arrays import is_foreign_array_type
-from ._standins import dtype_of
+from ._standins import dtype_of, is_stand_in, is_traced
 from ._tangents import PerOperand
 from ._values import Traced, Tracked, new_level
 
@@ -33,16 +33,19 @@ class Tape:
     (2, (0,))
     """
 
-    __slots__ = ("level", "nodes", "closed", "write_check", "__weakref__")
+    __slots__ = ("level", "nodes", "closed", "write_check", "handed_out", "holds_traced", "__weakref__")
 
     def __init__(self):
         self.level = new_level()
         self.nodes = []
         self.closed = False
         self.write_check = None  # called with a node's id before an in-place write into it (see _leaves)
+        self.handed_out = None  # stop_gradient's read-only views of its values (see `read_only_value`)
+        self.holds_traced = False  # whether a value recorded is traced by another level or is a pb.jit stand-in
 
     def leaf(self, value):
         """A new input node holding `value`."""
+        self.holds_traced = self.holds_traced or _not_plain(value)
         self.nodes.append((spec_of(value), None, ()))
         return Tracked(value, self, len(self.nodes) - 1)
 
@@ -76,15 +79,15 @@ class Tape:
             kind = dtype_of(y).kind
             if kind == "f" or kind == "c":
                 return Tracked(y, self, self.push(y, back, ids))
-        elif isinstance(y, tuple):
+        elif several_outputs(y):
             return self._record_many(y, back, ids)
         return y  # integers and booleans carry no gradient
 
     def _record_many(self, ys, back, ids):
-        """Several outputs (e.g. `eigh`): one node for the tuple, one per float element."""
+        """Several outputs (e.g. `eigh`): one node for the tuple (or list), one per float element."""
         group = self.push(ys, back, ids)
-        outs = [self.record(y, _select(j, len(ys)), (group,)) for j, y in enumerate(ys)]
-        return type(ys)(*outs) if hasattr(ys, "_fields") else type(ys)(outs)
+        outs = [self.record(y, _select(j, ys), (group,)) for j, y in enumerate(ys)]
+        return like_outputs(ys, outs)
 
     def push(self, y, back, in_ids):
         """Record that `back` maps the cotangent of a new node `y` to those of `in_ids`."""
@@ -94,6 +97,9 @@ class Tape:
                 "Values escaping `f` through globals or closures carry no gradient; "
                 "use pb.stop_gradient(x) to keep a plain copy."
             )
+        kind = type(y)
+        if kind is not np.ndarray and kind is not float and not self.holds_traced and _not_plain(y):
+            self.holds_traced = True
         nodes = self.nodes
         nodes.append((spec_of(y), back, in_ids))
         return len(nodes) - 1
@@ -102,12 +108,35 @@ class Tape:
         self.closed = True
 
 
-def _select(j, n):
+def _not_plain(value):
+    """Whether `value` is traced (by a level other than the tape recording it) or a pb.jit stand-in."""
+    return is_traced(value) or is_stand_in(value)
+
+
+def _select(j, ys):
+    """The pullback of output `j` of `ys`: its cotangent at place `j` of a cotangent shaped as `ys` is
+    (a namedtuple's its namedtuple, a list's a list), which the operation's pullback then gets."""
+    n, kind = len(ys), type(ys)  # not `ys`: the tape would keep every output alive
+
     def back(g):
         parts = [None] * n
         parts[j] = g
-        return (tuple(parts),)
+        return (_outputs_of_kind(kind, parts),)
     return back
+
+
+def several_outputs(y):
+    """Whether an operation's result `y` is several outputs: a tuple (a namedtuple too) or a list."""
+    return isinstance(y, tuple) or type(y) is list
+
+
+def like_outputs(ys, parts):
+    """`parts` in the container the several outputs `ys` are in: a tuple, a namedtuple or a list."""
+    return _outputs_of_kind(type(ys), parts)
+
+
+def _outputs_of_kind(kind, parts):
+    return kind._make(parts) if hasattr(kind, "_fields") else kind(parts)
 
 
 def spec_of(value):
@@ -116,7 +145,7 @@ def spec_of(value):
     outer levels) as they are; nothing for the tuple of a several-output operation."""
     if type(value) is np.ndarray or is_foreign_array_type(type(value)):
         return value.shape, value.dtype
-    if isinstance(value, tuple):
+    if several_outputs(value):
         return None
     return value
 

@@ -39,7 +39,16 @@ def dtype_of(x):
     dtype = getattr(x, "dtype", None)
     if dtype is not None:
         return dtype
+    kind = x.__class__
+    if kind is not type(x):  # a `pb.jit` stand-in for a Python number: the dtype depends on its type alone
+        return np.result_type(kind(0))
     return np.result_type(x)
+
+
+def is_python_float(x):
+    """Whether `x` is a Python float, or a `pb.jit` stand-in for one (`isinstance(x, float)` holds for it, but its
+    type is its own; NumPy's float64, a subclass of float, is neither)."""
+    return type(x) is float or (hasattr(type(x), "__pullback_value__") and x.__class__ is float)
 
 
 def is_traced(x):

@@ -41,7 +41,9 @@ class InplaceableThunk(Thunk):
     """A thunk that can also add itself into an existing buffer without allocating.
 
     `add_into(buffer)` must add the cotangent into `buffer` in place and return it;
-    `fn()` computes the cotangent on its own.
+    `fn()` computes the cotangent on its own. The sweep calls `add_into` only with a NumPy
+    buffer, and only where it computes plain NumPy values; at higher order (the cotangent is
+    itself differentiated) and under `pb.jit` it adds `fn()`'s value instead.
 
     >>> import numpy as np, pullback as pb
     >>> t = pb.InplaceableThunk(lambda buf: np.add(buf, 1.0, out=buf), lambda: np.ones(2))

@@ -12,6 +12,7 @@ import functools
 import itertools
 import operator
 import sys
+import weakref
 
 import numpy as np
 
@@ -27,9 +28,9 @@ from ._errors import (
     subclass_error,
     ufunc_name,
 )
-from ._inplace import FlatView, holds_array, in_place, rebind, set_item
+from ._inplace import FlatView, concrete_of, holds_array, in_place, rebind, set_item
 from ._registry import FUNCTIONS, METHODS, NONDIFF_UFUNCS, NUMBER_OPERAND_RULES, REVERSE_RULES, UFUNC_RULES
-from ._standins import astype, dtype_of, getitem, index_update, power
+from ._standins import astype, converted, dtype_of, getitem, index_update, is_stand_in, power
 from ._tangents import PerOperand
 
 _level_numbers = itertools.count(1)
@@ -155,6 +156,11 @@ class Traced:
 
     def __bool__(self):
         return bool(stop_gradient(self))
+
+    def __pullback_convert__(self, kind):
+        """`kind(x)` (float, complex, a NumPy scalar type, np.asarray) of the plain value, recorded as
+        the identity at every level: the result stays traced, so derivatives flow through it."""
+        return apply(_conversion_rule(kind), (self,))
 
     def __format__(self, spec):
         """`f"{x}"` and `f"{x:.3f}"` write the number as without pullback (text carries no gradient)."""
@@ -485,6 +491,19 @@ def _as_python(result, y):
     return result
 
 
+@functools.cache
+def _conversion_rule(kind):
+    """The rule of `kind(x)` for `Traced.__pullback_convert__`: the value converted level by level
+    (`converted` of a value traced by an outer level converts it there), the cotangent passed on as it is."""
+    def convert(x):
+        return converted(x, kind), _identity_pullback
+    return convert
+
+
+def _identity_pullback(g):
+    return (g,)
+
+
 def _install_operators():
     """`a + b` and friends go straight to the ufunc's rule, skipping NumPy's dispatch."""
     pairs = {
@@ -727,17 +746,79 @@ def read_only_value(x):
     """The plain value of traced `x` as user code gets it from `pullback.stop_gradient`: an array comes as
     a read-only view of it (the same view each time while `x` holds that value). Without pullback
     `stop_gradient(x)` is `x` itself, so a write into it is a write into `x`, which the recording would
-    not see (values saved for the gradient would change under it): NumPy refuses it instead."""
+    not see (values saved for the gradient would change under it): NumPy refuses it instead.
+
+    While the view is in use, a write into `x` is refused (see `refuse_write_after_stop_gradient`); once
+    the level that owns `x`'s value ends, the view becomes writable (see `release_handed_out`)."""
     plain = stop_gradient(x)
-    if plain is x or type(plain) is not np.ndarray or not plain.flags.writeable:
+    if plain is x or (type(plain) is not np.ndarray and not is_stand_in(plain)) or not plain.flags.writeable:
         return plain
-    kept = getattr(x, "_read_only", None)
-    if kept is not None and kept[0] is plain:
-        return kept[1]
+    link = getattr(x, "_base", None)
+    root = x if link is None else link.root  # a write into x or any view of its root changes the view's values
+    handed = getattr(root, "_read_only", None)
+    if handed is None:
+        handed = root._read_only = []
+    for was, ref in handed:
+        view = ref()
+        if was is plain and view is not None:
+            return view
     view = plain.view()
     view.flags.writeable = False
-    x._read_only = (plain, view)
+    handed[:] = [(was, ref) for was, ref in handed if ref() is not None]
+    handed.append((plain, weakref.ref(view)))
+    _HANDED_OUT[id(view)] = view
+    _hand_out(_outermost_level(x), view)
     return view
+
+
+# The read-only views `read_only_value` handed out that are still alive, by id.
+_HANDED_OUT = weakref.WeakValueDictionary()
+
+
+def is_handed_out(a):
+    """Whether `a` is a read-only view `pullback.stop_gradient` handed out (not NumPy's own read-only array)."""
+    return _HANDED_OUT.get(id(a)) is a
+
+
+def _outermost_level(x):
+    """The outermost level among those traced `x` is nested in: the last whose recording may read its value."""
+    level = None
+    while type(x) is Tracked or type(x) is Dual:
+        level, x = x._tape, x._value
+    return level
+
+
+def _hand_out(level, view):
+    """Note `view` among those handed out of values `level` owns: writable again once it ends."""
+    handed = getattr(level, "handed_out", False)
+    if handed is None:  # the first: the level's end, however it comes, releases them
+        handed = level.handed_out = []
+        weakref.finalize(level, _make_writable, handed)
+    if handed is not False:  # (a level of another kind keeps them read-only)
+        handed.append(weakref.ref(view))
+
+
+def release_handed_out(level, among=None):
+    """Make writable the read-only views `read_only_value` handed out of values `level` owned, now that
+    it has ended: no recording reads their memory any more, and without pullback they are writable.
+    With `among` (arrays), only those of them (the caller's own memory, which a recording reads as it is)."""
+    handed = getattr(level, "handed_out", None)
+    if handed and among is None:
+        _make_writable(handed)
+    elif handed:
+        chosen = {id(a) for a in among}
+        _make_writable([ref for ref in handed if id(ref()) in chosen])
+
+
+def _make_writable(handed):
+    for ref in handed:
+        view = ref()
+        if view is not None:
+            try:
+                view.flags.writeable = True
+            except ValueError:  # its memory is read-only now (the caller's, made so since): it stays so
+                pass
+    handed.clear()
 
 
 def strip_all(x):
@@ -801,10 +882,20 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
         if scan is not None:
             kwargs.setdefault("axis", 0)
             return FUNCTIONS[scan](*inputs, **kwargs)
-    raise TypeError(
-        f"{name}.{method} is not supported on tracked values"
-        + (": it writes in place; build the result with np.where or indexing instead." if method == "at" else ".")
-    )
+    raise TypeError(f"{name}.{method} is not supported on tracked values: {_ufunc_method_fix(ufunc, method)}")
+
+
+def _ufunc_method_fix(ufunc, method):
+    """What to write instead of `ufunc.method` (one pullback has no rule for), in a message."""
+    if method == "at":
+        return "it writes in place; build the result with np.where or indexing instead."
+    if ufunc in (np.logaddexp, np.logaddexp2) and method == "reduce":
+        return ("write it as scipy.special.logsumexp(x, axis) (logaddexp2's: of x * ln 2, divided by ln 2), "
+                "or m + np.log(np.sum(np.exp(x - m), axis)) with m = np.max(x, axis), which pullback differentiates.")
+    name = ufunc.__name__
+    steps = " (np.stack the steps for accumulate)" if method == "accumulate" else ""
+    return (f"write it as a loop of np.{name} calls along the axis{steps}, e.g. y = x[0]; "
+            f"for row in x[1:]: y = np.{name}(y, row); pullback differentiates each call.")
 
 
 def _refuse_as_numpy(ufunc, inputs):
@@ -845,6 +936,7 @@ def _constant_into_out(ufunc, method, inputs, kwargs):
         raise TypeError(f"{ufunc_name(ufunc)}(..., out=..., where=...) is not supported on tracked values; "
                         "use np.where(mask, result, out) instead.")
     casting = others.pop("casting", "same_kind")
+    _refuse_shared_outputs(ufunc_name(ufunc), _outputs(kwargs))
     results = getattr(ufunc, method)(*strip_all(inputs), **others)
     results = results if isinstance(results, tuple) else (results,)
     for target, result in zip(_outputs(kwargs), results):
@@ -875,6 +967,7 @@ def _into_out(ufunc, method, inputs, kwargs, name):
     Each traced array of an `out` tuple (np.divmod, np.modf) takes its output so."""
     out = kwargs.pop("out")
     out = out if isinstance(out, tuple) else (out,)
+    _refuse_shared_outputs(name, out)
     casting = kwargs.pop("casting", "same_kind")  # the write below casts, as NumPy's output does
     call = ufunc if method == "__call__" else getattr(ufunc, method)
     result = call(*inputs, **kwargs)
@@ -884,6 +977,18 @@ def _into_out(ufunc, method, inputs, kwargs, name):
     written = tuple(_write_output(call, inputs, kwargs, name, target, part, casting, (k, len(out)))
                     for k, (target, part) in enumerate(zip(out, results)))
     return written if type(result) is tuple else written[0]
+
+
+def _refuse_shared_outputs(name, outs):
+    """Refuse an `out` tuple with two entries in one memory (np.divmod(a, b, out=(q, q))): which output
+    NumPy leaves there depends on its inner loop (the quotient of floats, the remainder of integers)."""
+    arrays = [concrete_of(o) for o in outs if o is not None]
+    arrays = [a for a in arrays if isinstance(a, np.ndarray)]
+    if any(np.may_share_memory(a, b) for k, a in enumerate(arrays) for b in arrays[k + 1:]):
+        raise ValueError(
+            f"{name}(..., out=...): two outputs are written into one array (or overlapping views of one); "
+            "which of them NumPy leaves there depends on its inner loop (np.divmod of floats leaves the "
+            "quotient, of integers the remainder). Pass a separate array for each output: out=(q, r).")
 
 
 def _write_output(call, inputs, kwargs, name, target, part, casting, place):

@@ -32,6 +32,8 @@ def add_samples(same, C, X, Y, Z):
     same(np.resize, [V], C(X, (3, 4)), C(X, new_shape=(3, 4)), C(a=X, new_shape=(3, 4)))
     same(np.trim_zeros, [np.array([0.0, 0.0, 1.5, 0.0, -2.0, 0.0])], C(X, "f"), C(X, trim="f"), C(filt=X, trim="f"))
     same(np.broadcast_arrays, [V, M[:, :1]], C(X, Y), C(X, Y, subok=False))
+    same(np.lib.stride_tricks.sliding_window_view, [M], C(X, (2, 3), (0, 1)), C(X, window_shape=(2, 3), axis=(0, 1)),
+         C(x=X, window_shape=(2, 3), axis=(0, 1), subok=False, writeable=False))
     # reductions, scans and statistics
     for fn in (np.nanmax, np.nanmin):
         same(fn, [NAN], C(X, 1, None, True), C(X, axis=1, keepdims=True), C(a=X, axis=1, keepdims=True))
@@ -107,6 +109,12 @@ def add_samples(same, C, X, Y, Z):
     same(np.unwrap, [np.cumsum(V * 3.0)], C(X, 2.0, 0), C(X, discont=2.0, axis=0), C(p=X, discont=2.0, axis=0))
     for fn in (np.iscomplex, np.isreal, np.isneginf, np.isposinf):
         same(fn, [INF], C(X), C(x=X))
+    OUT = np.array([-2.0, 0.5, 3.0, -0.7])  # outside the real domains: complex results
+    for fn in (np.emath.sqrt, np.emath.log, np.emath.log2, np.emath.log10, np.emath.arctanh, np.emath.arcsin,
+               np.emath.arccos):
+        same(fn, [OUT], C(X), C(x=X))
+    same(np.emath.logn, [np.array([3.0, 0.5]), OUT[:2]], C(X, Y), C(n=X, x=Y))
+    same(np.emath.power, [OUT, np.array([0.5, 2.0, -1.5, 3.0])], C(X, Y), C(x=X, p=Y))
     # constructors
     same(np.linspace, [V[:2], W[:2]], C(X, Y, 4, False, True, None, 1), C(X, Y, num=4, endpoint=False, retstep=True,
                                                                           axis=1),

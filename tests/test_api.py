@@ -462,6 +462,7 @@ def test_stop_gradient_of_an_array_being_differentiated_is_a_read_only_view_of_i
         assert type(s) is np.ndarray and not s.flags.writeable
         c = s.copy()
         c[0] = 5.0  # a copy is the caller's to write
+        del s  # (a write into x while s is in use is refused: without pullback s would show it)
         x[1] = 2.0  # a write into x itself is recorded ...
         assert pb.stop_gradient(x)[1] == 2.0  # ... and seen through its plain value
         return np.sum(x * c)
@@ -475,6 +476,16 @@ def test_stop_gradient_of_an_array_being_differentiated_is_a_read_only_view_of_i
 
 
 # --- pullback's y is the caller's: back does not read it ---------------------------------------------------
+
+def test_pullback_returns_an_integer_argument_as_that_array():
+    # as without pullback, and as a float argument returned is: not a copy
+    x, labels = np.array([1.0, 2.0]), np.arange(3)
+    y, back = pb.pullback(lambda x, i: (x * 2.0, i), x, labels)
+    assert y[1] is labels
+    np.testing.assert_array_equal(back((np.ones(2), None))[0], [2.0, 2.0])
+    y, _ = pb.vjp(lambda x, i: (x * 2.0, i), x, labels)
+    assert y[1] is labels
+
 
 def test_vjp_residual_computed_in_place_on_the_returned_output():
     # y -= t, then back(y): the gradient of 0.5 * |exp(x) - t|^2. exp's rule keeps its output.

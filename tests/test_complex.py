@@ -126,6 +126,22 @@ def test_holomorphic_unary_complex64(fn):
     check_complex(fn, z, rtol=2e-3, atol=2e-4, h=1e-3)
 
 
+@pytest.mark.parametrize("fn", [np.arcsin, np.arccos], ids=lambda f: f.__name__)
+def test_arcsin_and_arccos_on_both_sides_of_their_cuts(fn):
+    # on the real axis beyond ±1 the sign of a zero imaginary part picks the side; the derivative is
+    # NumPy's function's along the real axis, on that side
+    z = np.array([complex(3.0, 0.0), complex(3.0, -0.0), complex(-3.0, 0.0), complex(-3.0, -0.0), 0.5 + 0j])
+    h = 1e-6
+    ahead, behind = z.copy(), z.copy()
+    ahead.real += h  # (z + h would make each -0.0 imaginary part +0.0)
+    behind.real -= h
+    along_real = (fn(ahead) - fn(behind)) / (2 * h)
+    (t,) = pb.jvp(fn, (z,), (np.ones_like(z),))[1:]
+    np.testing.assert_allclose(t, along_real, rtol=1e-6)
+    (g,) = pb.gradient(lambda z: np.sum(np.imag(fn(z))), z)
+    np.testing.assert_allclose(g, -1j * along_real, rtol=1e-6)  # the convention: dL/dx - i dL/dy, f holomorphic
+
+
 def test_arccosh_on_both_sides_of_its_cut():
     z = np.array([-1.5 + 0.5j, -0.5 - 0.7j, 2.0 + 0.1j, -2.0 - 0.3j])
     check_complex(np.arccosh, z)
@@ -699,3 +715,61 @@ def test_the_complex_sign_of_logsumexp_is_differentiated():
 
     a = np.array([0.3 + 0.4j, -0.2 + 1.1j, 0.5 - 0.3j])
     check_complex(lambda a: ps.logsumexp(a, b=np.array([1.0, 2.0, 0.5]), return_sign=True)[1], a, rtol=1e-6, atol=1e-8)
+
+
+# --- np.emath: complex results of real input ---------------------------------------------------------------
+def _central(f, x, eps=1e-6):
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[i] = eps
+        g[i] = (f(x + step) - f(x - step)) / (2 * eps)
+    return g
+
+
+EMATH = {
+    "sqrt": np.emath.sqrt, "log": np.emath.log, "log2": np.emath.log2, "log10": np.emath.log10,
+    "logn of x": lambda x: np.emath.logn(3.0, x), "logn of n": lambda n: np.emath.logn(n, 7.0),
+    "power": lambda x: np.emath.power(x, 0.5), "integer power": lambda x: np.emath.power(x, -2),
+    "power of the exponent": lambda p: np.emath.power(-2.5, p), "arctanh": np.emath.arctanh,
+    "arcsin": np.emath.arcsin, "arccos": np.emath.arccos,
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMATH))
+@pytest.mark.parametrize("x", [np.array([-2.0, 0.5, 3.0, -0.7]), np.array([0.3, 0.5, 0.25, 0.7])], ids=["complex", "real"])
+def test_emath_functions_are_numpys_with_the_complex_functions_derivative(name, x):
+    fn = EMATH[name]
+    loss = lambda a: np.sum(np.real(fn(a)) * np.arange(1, 5) + np.imag(fn(a)) ** 2)
+    val, (g,) = pb.withgradient(loss, x)
+    assert val == loss(x)
+    np.testing.assert_allclose(g, _central(loss, x), rtol=1e-6, atol=1e-8)
+    y, t = pb.jvp(fn, (x,), (np.ones_like(x),))
+    np.testing.assert_array_equal(y, fn(x), strict=True)
+    np.testing.assert_allclose(t, (fn(x + 1e-6) - fn(x - 1e-6)) / 2e-6, rtol=1e-6, atol=1e-8)
+    jitted = pb.jit(lambda a: pb.gradient(loss, a))
+    for arg in (x, -x, x):
+        np.testing.assert_allclose(jitted(arg)[0], pb.gradient(loss, arg)[0], rtol=1e-12)
+
+
+def test_emath_keeps_numpys_dtypes():
+    x32 = np.array([-2.0, 0.5], np.float32)
+    for fn in (np.emath.sqrt, np.emath.log, lambda x: np.emath.power(x, 3)):  # power: complex128 (an int64 p)
+        y = pb.pullback(fn, x32)[0]
+        assert y.dtype == fn(x32).dtype
+        np.testing.assert_array_equal(y, fn(x32))
+        assert pb.gradient(lambda a: np.sum(np.abs(fn(a))), x32)[0].dtype == np.float32
+    val, (g,) = pb.withgradient(lambda x: np.emath.sqrt(x).imag, -4.0)
+    assert val == np.emath.sqrt(-4.0).imag and g == -0.25
+
+
+# --- cross products of complex64 -------------------------------------------------------------------------
+@pytest.mark.parametrize("cross", [np.cross, np.linalg.cross], ids=["numpy", "linalg"])
+def test_complex64_cross_of_two_tracked_operands_is_numpys_value_bit_for_bit(cross):
+    rng = np.random.default_rng(2)
+    f = lambda x: cross(x, x[::-1])
+    for _ in range(5):
+        a = (rng.standard_normal((3, 3)) + 3 * np.eye(3) + 1j * rng.standard_normal((3, 3))).astype(np.complex64)
+        for y in (pb.jvp(f, (a,), (a,))[0], pb.pullback(f, a)[0]):
+            np.testing.assert_array_equal(y, f(a), strict=True)
+    check_complex(f, crandn(rng, 3, 3))

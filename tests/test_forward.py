@@ -2,6 +2,7 @@
 
 import tracemalloc
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -215,6 +216,42 @@ def test_hvp_takes_structures_and_matches_the_hand_derivation():
     h_v = pb.hvp(f, p, v)
     np.testing.assert_allclose(h_v["a"], [6 * 1 * 3 * 1 + 3 * 1, 3 * 4 * 1])
     assert h_v["s"] == pytest.approx(3 * 1 * 1)
+
+
+def test_hvp_of_a_python_float_or_0d_array_is_shaped_and_typed_like_its_gradient():
+    f = lambda x: x**3  # the Hessian times v: 6 x v
+    for x, v in [(2.0, 1.0), (np.array(2.0), np.array(1.0)), (np.float32(2.0), np.float32(1.0))]:
+        r = pb.hvp(f, x, v)
+        assert type(r) is type(pb.gradient(f, x)[0]) and np.shape(r) == ()
+        assert r == 12.0 and np.result_type(r) == np.result_type(pb.gradient(f, x)[0])
+        zero = pb.hvp(lambda x: x * 2.0, x, v)  # a linear f: the Hessian is zero
+        assert type(zero) is type(r) and zero == 0.0 and np.result_type(zero) == np.result_type(r)
+    assert type(pb.hessian(f, 2.0)) is float and pb.hessian(f, 2.0) == 12.0
+
+    @dataclass
+    class Model:
+        w: np.ndarray
+        s: float
+
+    loss = lambda m: np.sum(m.w ** 3) * m.s  # d2/dw2 = diag(6 w s), d2/dw ds = 3 w^2, d2/ds2 = 0
+    m, v = Model(np.array([1.0, 2.0]), 3.0), Model(np.array([1.0, 0.0]), 1.0)
+    h_v = pb.hvp(loss, m, v)
+    assert type(h_v.s) is type(pb.gradient(loss, m)[0].s) is float and h_v.s == pytest.approx(3.0)
+    np.testing.assert_allclose(h_v.w, [6 * 1 * 3 + 3, 3 * 4])
+
+
+def test_withjacobian_hands_back_a_stop_gradient_value_writable_at_once():
+    kept = []  # f keeps what it was given: the recording outlives the call
+
+    def f(x):
+        kept.append(x)
+        return pb.stop_gradient(x[:2] * 2.0)
+
+    val, (jac,) = pb.withjacobian(f, np.ones(3))  # reverse mode: fewer outputs than inputs
+    np.testing.assert_array_equal(val, [2.0, 2.0])
+    assert jac is None  # no gradient flows through stop_gradient
+    assert val.flags.writeable  # as without pullback, where the value is a new array
+    val[0] = 5.0
 
 
 @pytest.mark.parametrize("x, match", [

@@ -215,6 +215,10 @@ CASES = {
     "shape.repeat_rule": [(lambda x: np.repeat(x, [1, 0, 2], axis=0), normal((3, 2))),
                               (lambda x: np.repeat(x, 2), normal((2, 2)))],
     "shape.segment_sum_rule": [(lambda g: shape.segment_sum(g, np.array([2, 0, 1]), 0), normal((3, 2)))],
+    "shape.sliding_window_view_rule": [
+        (lambda x: np.lib.stride_tricks.sliding_window_view(x, 3), normal((6,))),
+        (lambda x: np.lib.stride_tricks.sliding_window_view(x, (2, 2), axis=(1, 0)), normal((3, 4)))],
+    "shape._unwindow_rule": [(lambda g: shape.unwindow(g, (6,), (3,), (0,)), normal((4, 3)))],
     "shape._pad_constant_rule": [(lambda x: np.pad(x, ((1, 2), (0, 1)), constant_values=0.5), normal((2, 3)))],
     "indexing.undiagonal_rule": [(lambda v: np.diag(v, -1), normal((3,)))],
     "indexing.diagonal_rule": [(lambda x: np.diagonal(x, 1, 0, 2), normal((3, 2, 4)))],

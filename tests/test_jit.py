@@ -42,7 +42,7 @@ def test_the_first_call_returns_the_trace_s_results_and_the_first_replay_compile
     x = np.array([0.5, -1.0, 2.0])
     want = np.cos(x) * x + np.sin(x)
     np.testing.assert_allclose(f(x), want, rtol=1e-15)
-    ((program, _),) = list(f._cache.values())[0]
+    ((program, *_),) = list(f._cache.values())[0]
     assert not program.compiled  # a function called once is never compiled
     np.testing.assert_allclose(f(2 * x), np.cos(2 * x) * 2 * x + np.sin(2 * x), rtol=1e-15)
     assert program.compiled and len(calls) == 1
@@ -52,7 +52,7 @@ def test_the_first_call_returns_the_trace_s_results_and_the_first_replay_compile
 def test_replayed_program_has_no_tracing_machinery():
     f = pb.jit(lambda x: pb.gradient(lambda x: np.sum(np.sin(x) * x), x)[0])
     f(np.ones(3))
-    ((program, _),) = list(f._cache.values())[0]
+    ((program, *_),) = list(f._cache.values())[0]
     assert "Tracked" not in program.source and "Symbol" not in program.source
     namespace_values = program.run.__globals__.values()
     assert not any(type(v).__name__ in ("Tracked", "Symbol", "Tape") for v in namespace_values)
@@ -503,7 +503,7 @@ def test_batch_norm_gradient_under_jit_is_eager_and_takes_numpy_s_route():
         np.testing.assert_allclose(gx, ex, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(gm.scale, em.scale, rtol=1e-12)
         np.testing.assert_allclose(gm.shift, em.shift, rtol=1e-12)
-    (program, _), = next(iter(step._cache.values()))
+    (program, *_), = next(iter(step._cache.values()))
     source = program.program.source if hasattr(program, "program") else program.source
     assert source.count("# einsum") == 2  # the variance forward, sum(g * x) backward
 
@@ -535,7 +535,7 @@ def test_changes_to_the_arguments_objects_are_refused_naming_them(fn, args, name
 
 
 def _functions_called(jitted):
-    (program, _), = [v for variants in jitted._cache.values() for v in variants]
+    (program, *_), = [v for variants in jitted._cache.values() for v in variants]
     return [v for k, v in program.run.__globals__.items() if k[0] == "f" and k[1:].isdigit()]
 
 
@@ -909,7 +909,7 @@ def parts_for_small_arrays(count=3, parts=None):
 
 
 def _sources(jitted):
-    return [program.source for variants in jitted._cache.values() for program, _ in variants]
+    return [program.source for variants in jitted._cache.values() for program, *_ in variants]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -19,7 +19,7 @@ def fused(jitted, *args):
     for _ in range(_jit_replay.FUSE_AFTER_CALLS + 1):
         jitted(*args)
     assert jitted.wait_for_fusion(timeout=120) == 1
-    (program, _), = [v for variants in jitted._cache.values() for v in variants]
+    (program, *_), = [v for variants in jitted._cache.values() for v in variants]
     return program.fused.source
 
 
@@ -147,7 +147,7 @@ def test_a_jitted_gradient_does_not_compute_the_loss_it_does_not_return():
     jf = pb.jit(lambda x: pb.gradient(loss, x)[0])
     jf(x)
     jf(x)
-    (program, _), = [v for variants in jf._cache.values() for v in variants]
+    (program, *_), = [v for variants in jf._cache.values() for v in variants]
     # forward: the first group's cos only; backward: one cos for each sin (and no cos of the last step, no sum)
     assert program.source.count("# cos") == 3 and "# sum" not in program.source
     np.testing.assert_allclose(jf(x * 0.5), pb.gradient(loss, x * 0.5)[0], rtol=1e-6)
@@ -163,7 +163,7 @@ def test_each_kernel_is_compiled_once_for_strided_broadcast_and_read_only_inputs
     x = np.linspace(-1.0, 1.0, 10).astype(np.float32)
     jf = pb.jit(f)
     fused(jf, x)
-    (program, _), = [v for variants in jf._cache.values() for v in variants]
+    (program, *_), = [v for variants in jf._cache.values() for v in variants]
     kernels = [v for k, v in program.fused.run.__globals__.items() if k.startswith("kernel")]
     assert len(kernels) == 2
     read_only = x.copy()

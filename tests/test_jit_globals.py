@@ -320,3 +320,25 @@ def test_functions_of_pullback_and_numpy_are_not_walked():
     # only the two module names the lambda reads: `pb` and `np`
     assert sorted(name for _, name, _ in watched.entries) == ["np", "pb"]
     assert all(isinstance(value, types.ModuleType) for _, _, value in watched.entries)
+
+
+def test_a_written_argument_that_is_also_a_global_is_refused_before_the_function_raises():
+    # the trace reads the global's old value (a stand-in's write is not NumPy's) and raises where the eager call,
+    # which sees the write through the global, does not: refused, as the same argument is when nothing raises
+    source = (
+        "import numpy as np\n"
+        "g = np.ones(4)\n"
+        "def f(x):\n"
+        "    x[...] = 0.0\n"
+        "    if g.sum() != 0:\n"
+        "        raise ValueError('stale global')\n"
+        "    return x * 2.0\n"
+    )
+    namespace = {}
+    exec(source, namespace)
+    g, f = namespace["g"], namespace["f"]
+    np.testing.assert_array_equal(f(g), np.zeros(4))  # the eager call: g is x, so g.sum() sees the write
+    g[...] = 1.0
+    with pytest.raises(pb.JitError, match="reads outside its arguments"):
+        pb.jit(f)(g)
+    np.testing.assert_array_equal(g, np.ones(4))  # refused before anything was written

@@ -1,5 +1,6 @@
 """pb.jit replays compute what the eager call computes (or refuse with a JitError): memory orders, views,
-value-decided shapes and dtypes, Python-number types, in-place methods. Each test asserts eager's result."""
+value-decided shapes and dtypes, Python-number types, in-place methods, writes made before an exception,
+errors raised by unused calls and under np.errstate. Each test asserts eager's result."""
 
 import numpy as np
 import pytest
@@ -258,3 +259,292 @@ def test_more_results_whose_shape_depends_on_values_replay_as_eagerly(f, traced,
     jf(traced)
     jf(traced)
     np.testing.assert_allclose(jf(replayed), f(replayed.copy()))
+
+
+# --- memory order after a recorded write --------------------------------------------------------
+
+def _f_ordered(seed):
+    return np.asfortranarray(np.random.default_rng(seed).normal(size=(3, 4)))
+
+
+def test_a_flat_write_keeps_the_memory_order():
+    # `y.flat[i] = v` writes into y in place: an F-ordered y stays F-ordered, so ravel(order="K") reads it
+    # in memory order
+    def f(x):
+        y = x * 2.0
+        y.flat[0] = 0.0
+        return np.ravel(y, order="K")
+
+    jf = pb.jit(f)
+    for seed in range(3):
+        np.testing.assert_array_equal(jf(_f_ordered(seed)), f(_f_ordered(seed)))
+
+
+@pytest.mark.parametrize("write", [
+    lambda y: y.__setitem__((0, 0), 0.0),
+    lambda y: np.add.at(y, (0, 0), 1.0),
+    lambda y: np.putmask(y, y > 0, 0.0),
+    lambda y: np.sin(y[:, :2], out=y[:, 2:]),
+], ids=["setitem", "ufunc.at", "putmask", "out="])
+def test_flags_and_strides_after_a_write_match_numpy(write):
+    # a write into an F-ordered array leaves it F-ordered, at every call
+    def f(x):
+        y = x * 2.0
+        write(y)
+        return bool(y.flags.f_contiguous), y.strides, np.ravel(y, order="K")
+
+    jf = pb.jit(f)
+    for seed in range(3):
+        (flag, strides, values), (want_flag, want_strides, want) = jf(_f_ordered(seed)), f(_f_ordered(seed))
+        assert (flag, strides) == (want_flag, want_strides) == (True, (8, 24))
+        np.testing.assert_array_equal(values, want)
+
+
+# --- divmod with a Python number argument -------------------------------------------------------
+
+@pytest.mark.parametrize("traced", [True, False], ids=["traced-array", "plain-array"])
+def test_divmod_of_a_number_argument_and_an_array_replays(traced):
+    def f(x, n):
+        a = x if traced else np.array([1.5, 2.0, 4.0])
+        q, r = divmod(n, a)
+        return x * 0.0 + q, r
+
+    jf = pb.jit(f)
+    x = np.array([1.5, 2.0, 4.0])
+    for n in [7.0, 7.0, 9.0]:
+        for g, e in zip(jf(x.copy(), n), f(x.copy(), n)):
+            np.testing.assert_array_equal(g, e)
+    assert jf.cache_info().traces == 1  # the number is an input, not a guard
+
+
+# --- sharing between results and inputs ---------------------------------------------------------
+
+def test_results_viewing_one_intermediate_share_memory_at_the_first_call():
+    def f(x):
+        y = x * 2.0
+        return y[:2], y[1:]
+
+    jf = pb.jit(f)
+    for seed in range(3):
+        x = np.random.default_rng(seed).normal(size=(3, 2))
+        a, b = f(x.copy())
+        ja, jb = jf(x.copy())
+        np.testing.assert_array_equal(ja, a)
+        np.testing.assert_array_equal(jb, b)
+        assert np.shares_memory(a, b) and np.shares_memory(ja, jb), f"call {seed}"
+        ja[1] = 0.0  # one array under both, as eagerly
+        assert jb[0, 0] == 0.0
+
+
+def test_a_returned_row_of_a_written_argument_by_a_traced_index_is_a_view_of_it():
+    def f(x):
+        i = np.argmax(x[:, 0])
+        x += 1.0
+        return x[i]
+
+    jf = pb.jit(f)
+    for seed in range(3):
+        x1 = np.random.default_rng(seed).normal(size=(3, 2))
+        x2 = x1.copy()
+        r1, r2 = f(x1), jf(x2)
+        np.testing.assert_array_equal(r2, r1)
+        np.testing.assert_array_equal(x2, x1)
+        assert np.shares_memory(r2, x2), f"call {seed}"
+
+
+# --- writes before an exception -----------------------------------------------------------------
+
+def test_writes_before_an_exception_raised_in_a_replay_reach_the_caller():
+    # the IndexError is raised after the write, which reaches the caller's x without pb.jit
+    def f(x, idx):
+        x += 1.0
+        t = x * 2.0
+        u = t[idx]
+        x[...] = np.sin(t)  # another value written after it
+        return u + x
+
+    jf = pb.jit(f)
+    for i in [0, 1, 5, 0, 7]:
+        x1, x2 = np.arange(3.0), np.arange(3.0)
+        raised = []
+        for fn, x in ((f, x1), (jf, x2)):
+            try:
+                fn(x, np.array([i]))
+            except IndexError:
+                raised.append(fn)
+        assert raised in ([], [f, jf])
+        np.testing.assert_array_equal(x2, x1, err_msg=f"index {i}")
+
+
+# --- in-place writes ------------------------------------------------------------------------------
+
+def test_nan_to_num_without_copying_writes_into_its_argument():
+    def f(x):
+        np.nan_to_num(x, copy=False)
+        return x.sum()
+
+    jf = pb.jit(f)
+    for v in [1.0, np.nan, 3.0, -np.inf]:
+        x1 = np.array([1.0, np.nan, v, np.inf])
+        x2 = x1.copy()
+        assert jf(x2) == f(x1)
+        np.testing.assert_array_equal(x2, x1)
+
+
+def test_nan_to_num_without_copying_returns_its_argument():
+    jf = pb.jit(lambda x: np.nan_to_num(x, copy=False, nan=-1.0))
+    for _ in range(3):
+        x = np.array([np.nan, 1.0])
+        assert jf(x) is x
+        np.testing.assert_array_equal(x, [-1.0, 1.0])
+
+
+def test_a_view_of_a_view_made_in_passing_is_written_through():
+    def f(x):
+        b = x[1:][1:]
+        b[...] = 0.0
+        return x
+
+    jf = pb.jit(f)
+    for seed in range(3):
+        x1 = np.random.default_rng(seed).normal(size=(4, 2))
+        x2 = x1.copy()
+        np.testing.assert_array_equal(jf(x2), f(x1))
+        np.testing.assert_array_equal(x2, x1)
+
+
+@pytest.mark.parametrize("write", [
+    lambda y: y.__setitem__(0, 1.0),
+    lambda y: np.add(y, 1.0, out=y),
+    lambda y: np.putmask(y, y > 0, 0.0),
+], ids=["setitem", "out=", "putmask"])
+def test_a_write_into_a_read_only_view_raises_as_numpy_does(write):
+    def f(x):
+        y = np.diagonal(np.outer(x, x))  # a read-only view
+        write(y)
+        return y
+
+    jf = pb.jit(f)
+    for v in [1.0, 2.0, 3.0]:
+        with pytest.raises(ValueError, match="read-only"):
+            f(np.full(3, v))
+        with pytest.raises(ValueError, match="read-only"):
+            jf(np.full(3, v))
+
+
+# --- calls a replay must not drop or run otherwise ------------------------------------------------
+
+def test_an_unused_call_that_raises_still_raises_at_replays():
+    def f(x):
+        np.linalg.inv(x)  # called to check x: its result is unused
+        return x * 2.0
+
+    jf = pb.jit(f)
+    jf(np.eye(2))
+    jf(np.eye(2))
+    with pytest.raises(np.linalg.LinAlgError):
+        f(np.ones((2, 2)))
+    with pytest.raises(np.linalg.LinAlgError):
+        jf(np.ones((2, 2)))
+    np.testing.assert_array_equal(jf(np.eye(2)), f(np.eye(2)))
+
+
+def test_np_errstate_entered_inside_the_function_holds_at_replays():
+    def f(x, y):
+        with np.errstate(over="raise"):
+            return x * y
+
+    jf = pb.jit(f)
+    jf(np.ones(3), np.ones(3))
+    np.testing.assert_array_equal(jf(np.ones(3), np.full(3, 2.0)), f(np.ones(3), np.full(3, 2.0)))
+    with pytest.raises(FloatingPointError):
+        f(np.full(3, 1e308), np.full(3, 10.0))
+    with pytest.raises(FloatingPointError):
+        jf(np.full(3, 1e308), np.full(3, 10.0))
+
+
+def test_np_errstate_inside_the_function_keeps_the_caller_s_other_settings():
+    # the function sets `over` only: `divide` is the caller's, at each call
+    def f(x):
+        with np.errstate(over="raise"):
+            return 1.0 / x
+
+    jf = pb.jit(f)
+    np.testing.assert_array_equal(jf(np.ones(2)), f(np.ones(2)))
+    np.testing.assert_array_equal(jf(np.ones(2)), f(np.ones(2)))
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            f(np.zeros(2))
+        with pytest.raises(FloatingPointError):
+            jf(np.zeros(2))
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(jf(np.zeros(2)), f(np.zeros(2)))
+
+
+# --- strides and flags of an argument's memory: the caller's at each call, fixed by a guard when read -
+
+
+def _read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.parametrize("f, first, second", [
+    (lambda x: x * (2.0 if x.flags.writeable else 3.0), np.ones(2), _read_only(np.ones(2))),
+    (lambda x: x * (2.0 if x.flags.owndata else 3.0), np.arange(4.0), np.arange(8.0)[:4]),
+    # both C-contiguous, of one shape: strides (24, 8) and (48, 8)
+    (lambda x: x * float(x.strides[0]), np.ones((1, 3)), np.ones((3, 3))[::2][:1]),
+    (lambda x: x[0] * float(x[0:1].strides[0]), np.ones((1, 3)), np.ones((3, 3))[::2][:1]),  # of a view of one
+    (lambda x: x * (2.0 if x[:1].flags["WRITEABLE"] else 3.0), np.ones(2), _read_only(np.ones(2))),
+], ids=["flags.writeable", "flags.owndata", "strides", "strides of a view", "flags[key] of a view"])
+def test_a_branch_on_the_memory_of_an_argument_follows_each_call(f, first, second):
+    jitted = pb.jit(f)
+    for x in (first, second, first, second):
+        np.testing.assert_array_equal(jitted(x), f(x))
+    assert jitted.cache_info().traces == 2  # one per outcome, each replayed since
+
+
+def test_the_flags_of_an_argument_written_into_are_the_caller_s_array_s():
+    def f(x):
+        x[0] = 5.0
+        return x * (2.0 if x.flags.owndata else 3.0)
+
+    jitted = pb.jit(f)
+    for make in (lambda: np.arange(4.0), lambda: np.arange(8.0)[:4], lambda: np.arange(4.0)):
+        a, b = make(), make()
+        np.testing.assert_array_equal(jitted(a), f(b))
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_memory_of_an_argument_is_no_part_of_the_signature_where_the_function_does_not_read_it():
+    jitted = pb.jit(lambda x: np.sum(x * 2.0))
+    assert jitted(np.ones(2)) == jitted(_read_only(np.ones(2))) == jitted(np.ones(4)[:2]) == 4.0
+    assert jitted.cache_info().traces == 1
+
+
+def test_a_view_the_function_makes_read_only_refuses_writes_at_every_call():
+    def f(x):
+        v = x * 2.0
+        w = v[1:]
+        w.flags.writeable = False
+        v[0] = 5.0  # the base stays writable; w, made again from it, stays read-only
+        try:
+            w[0] = 1.0
+        except ValueError as error:
+            return v + w.sum(), str(error)
+        return v, "written"
+
+    jitted = pb.jit(f)
+    for x in (np.ones(3), np.arange(3.0), np.ones(3)):
+        (got, message), (expected, eager_message) = jitted(x), f(x)
+        np.testing.assert_array_equal(got, expected)
+        assert message == eager_message and "read-only" in message
+
+
+def test_setting_a_flag_of_an_argument_is_refused():
+    def f(x):
+        x.flags.writeable = False
+        return x
+
+    with pytest.raises(pb.JitError, match="flags.writeable of an argument"):
+        pb.jit(f)(np.ones(2))

@@ -372,6 +372,21 @@ def test_jit_round_divmod_and_flat():
     _replayed_as_eager(flat_writes, x)
 
 
+def test_jit_put_method_writes_as_np_put():
+    def f(x):
+        x.put([0, 2], [9.0, 8.0])
+        y = x * 1.0
+        y.put(1, -1.0, mode="clip")
+        return y
+
+    jf = pb.jit(f)
+    for _ in range(3):
+        x1 = np.arange(4.0)
+        x2 = x1.copy()
+        np.testing.assert_array_equal(jf(x2), f(x1))
+        np.testing.assert_array_equal(x2, x1)
+
+
 def test_jit_flags_strides_device_and_shape():
     def f(x):
         y = x.T * 2.0

@@ -522,3 +522,281 @@ def test_a_step_with_a_new_learning_rate_each_call_replays_and_matches_eager():
     assert (info.traces, info.retraces) == (1, 0)
     with pytest.raises(ValueError, match="finite number"):
         optim.adjust(state, lr=float("nan"))
+
+
+# --- jitted gradients whose rules index with a traced integer array (labels, sort orders, counts, masks) -----
+
+def _central(f, x, eps=1e-6):
+    x = np.asarray(x, float)
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        xp, xm = x.copy(), x.copy()
+        xp[i] += eps
+        xm[i] -= eps
+        g[i] = (f(xp) - f(xm)) / (2 * eps)
+    return g
+
+
+def _log_softmax_nll(L, lab):
+    lp = L - np.log(np.sum(np.exp(L), axis=1, keepdims=True))
+    return -np.mean(np.take_along_axis(lp, lab[:, None], axis=1))
+
+
+def _nll_by_pairs(L, lab):
+    return -np.mean(L[np.arange(L.shape[0]), lab])
+
+
+@pytest.mark.parametrize("loss", [_log_softmax_nll, _nll_by_pairs], ids=["take_along_axis", "arange-pairs"])
+def test_jit_of_cross_entropy_gradient_with_labels_argument(loss):
+    # the labels are a stand-in under pb.jit: the gradient's np.add.at is recorded as NumPy's
+    rng = np.random.default_rng(0)
+    L = rng.standard_normal((4, 3))
+    step = pb.jit(lambda L, lab: pb.gradient(loss, L, lab)[0])
+    for lab in (np.array([0, 2, 1, 2]), np.array([1, 1, 0, 2])):
+        np.testing.assert_allclose(step(L, lab), _central(lambda L: loss(L, lab), L), atol=1e-6)
+
+
+@pytest.mark.parametrize("f", [lambda X: np.sort(X, axis=0),
+                               lambda X: np.take_along_axis(X, np.argmax(X, axis=0)[None], axis=0)],
+                         ids=["sort-axis-0", "take_along_axis-argmax"])
+def test_jit_of_gradient_through_a_computed_order(f):
+    X = np.random.default_rng(1).standard_normal((3, 4))
+    w = np.arange(1.0, 1.0 + np.size(f(X))).reshape(np.shape(f(X)))
+    loss = lambda X: np.sum(f(X) * w)  # noqa: E731
+    g = pb.jit(lambda X: pb.gradient(loss, X)[0])
+    for Y in (X, X[::-1] * 2.0):
+        np.testing.assert_allclose(g(Y), _central(loss, Y), atol=1e-6)
+
+
+def test_jit_of_derivatives_of_interp_with_plain_knots():
+    x = np.array([-0.3, 0.2, 0.7, 0.45])
+    xp, fp = np.array([-1.0, 0.0, 1.0]), np.array([0.0, 1.0, 3.0])
+    f = lambda x: np.sum(np.interp(x, xp, fp) ** 2)  # noqa: E731
+    g = pb.jit(lambda x: pb.gradient(f, x)[0])
+    jv = pb.jit(lambda x: pb.jvp(lambda z: np.interp(z, xp, fp), (x,), (np.ones_like(x),))[1])
+    for y in (x, x - 0.5):
+        np.testing.assert_allclose(g(y), _central(f, y), atol=1e-6)
+        np.testing.assert_allclose(jv(y), np.where(y < 0.0, 1.0, 2.0))
+
+
+def test_jit_of_interp_with_period_and_knots_as_arguments():
+    x, fp = np.array([-0.3, 0.2, 0.7, 0.45]), np.array([0.0, 1.0, 3.0])
+    f = lambda x, xp: np.sum(np.interp(x, xp, fp, period=2.5) ** 2)  # noqa: E731
+    g = pb.jit(lambda x, xp: pb.gradient(f, x, xp)[0])
+    for xp in (np.array([-1.0, 0.0, 1.0]), np.array([1.1, 0.0, -1.1])):
+        np.testing.assert_allclose(g(x, xp), _central(lambda x: f(x, xp), x), atol=1e-6)
+
+
+@pytest.mark.parametrize("stat", [lambda X: np.nanmedian(X, axis=1),
+                                  lambda X: np.nanquantile(X, [0.2, 0.7], axis=1, method="nearest"),
+                                  lambda X: np.nanpercentile(X, 30, axis=0)],
+                         ids=["nanmedian", "nanquantile", "nanpercentile"])
+def test_jit_of_derivatives_of_nan_order_statistics(stat):
+    # each line's positions follow its count of NaNs: another set of counts traces again
+    X = np.random.default_rng(2).standard_normal((3, 4))
+    X[0, 1] = np.nan
+    other = X.copy()
+    other[0, 1], other[2, 0] = 0.5, np.nan
+    g = lambda X: pb.gradient(lambda X: np.sum(stat(X) ** 2), X)[0]  # noqa: E731
+    jv = lambda X: pb.jvp(stat, (X,), (np.arange(12.0).reshape(3, 4),))[1]  # noqa: E731
+    jg, jjv = pb.jit(g), pb.jit(jv)
+    for Y in (X, other, X):
+        finite = np.isfinite(Y)
+        np.testing.assert_allclose(jg(Y)[finite], _central(lambda Z: np.sum(stat(Z) ** 2), Y)[finite], atol=1e-6)
+        np.testing.assert_allclose(jjv(Y), jv(Y))
+
+
+def _place(x, i):
+    y = x * 1.0
+    np.place(y, y > 0, x[:2] ** 2)
+    return y
+
+
+def _setitem_unique(x, i):
+    y = x * 1.0
+    y[np.unique(i)] = 0.0
+    return y
+
+
+def _put_along(x, i):
+    y = x * 1.0
+    np.put_along_axis(y, np.unique(i), -x[:1], axis=0)
+    return y
+
+
+INTEGER_ARGUMENT_CASES = {
+    "setitem-index": _setitem_unique,
+    "put_along_axis": _put_along,
+    "bincount-weights": lambda x, i: np.bincount(np.abs(i), weights=x[:3], minlength=3),
+    "repeat-counts": lambda x, i: np.repeat(x[:3], np.abs(i)),
+    "choose": lambda x, i: np.choose(np.abs(i) % 2, [x[:3], x[3:]]),
+    "compress": lambda x, i: np.compress(np.arange(6) < np.abs(i[0]), x),
+    "place-traced-mask": _place,
+}
+
+
+@pytest.mark.parametrize("fn", list(INTEGER_ARGUMENT_CASES.values()), ids=list(INTEGER_ARGUMENT_CASES))
+def test_jit_of_gradient_with_integer_array_argument(fn):
+    x = np.arange(6.0) * 0.7 - 1
+    step = pb.jit(lambda x, i: pb.gradient(lambda z: np.sum(fn(z, i) ** 2), x)[0])
+    for i in (np.array([0, 0, 5]), np.array([1, 2, 2]), np.array([-1, 0, -2])):
+        np.testing.assert_allclose(step(x, i), _central(lambda z: np.sum(fn(z, i) ** 2), x), atol=1e-6)
+
+
+def test_jit_of_gradient_of_a_weighted_covariance_with_the_weights_as_argument():
+    X = np.random.default_rng(0).standard_normal((3, 6))
+    loss = lambda X, w: np.sum(np.cov(X, aweights=w) ** 2)  # noqa: E731
+    step = pb.jit(lambda X, w: pb.gradient(loss, X, w)[0])
+    for w in (np.arange(1.0, 7.0), np.arange(6.0, 0.0, -1.0), np.arange(1.0, 7.0)):
+        np.testing.assert_allclose(step(X, w), _central(lambda Z: loss(Z, w), X), atol=1e-6)
+
+
+# --- one-hot labels: the forms the JitError names work under pb.jit --------------------------------
+
+
+def _one_hot_by_take_along_axis(labels):
+    return np.take_along_axis(np.eye(3), labels[:, None], axis=0)
+
+
+def _one_hot_by_comparison(labels):
+    return (labels[:, None] == np.arange(3)).astype(float)
+
+
+@pytest.mark.parametrize("one_hot", [_one_hot_by_take_along_axis, _one_hot_by_comparison])
+def test_the_one_hot_forms_the_jit_error_names_work(one_hot):
+    def f(w, x, labels):
+        return pb.withgradient(lambda w: np.mean((x @ w - one_hot(labels)) ** 2), w)
+
+    rng = np.random.default_rng(0)
+    w, x = rng.normal(size=(4, 3)), rng.normal(size=(2, 4))
+    jitted = pb.jit(f)
+    for labels in (np.array([0, 2]), np.array([1, 1]), np.array([2, 0])):
+        val, (g,) = jitted(w.copy(), x.copy(), labels.copy())
+        eager_val, (eager_g,) = f(w.copy(), x.copy(), labels.copy())
+        np.testing.assert_array_equal(one_hot(labels), np.eye(3)[labels])
+        np.testing.assert_allclose(val, eager_val, rtol=1e-12)
+        np.testing.assert_allclose(g, eager_g, rtol=1e-12)
+    assert jitted.cache_info().traces == 1
+
+
+@pytest.mark.parametrize("pick", [lambda labels: np.eye(3)[labels], lambda labels: np.take(np.eye(3), labels, axis=0)],
+                         ids=["indexing", "np.take"])
+def test_a_plain_table_picked_by_traced_labels_is_refused_naming_a_form_that_works(pick):
+    with pytest.raises(pb.JitError, match="take_along_axis"):
+        pb.jit(lambda x, labels: x * pick(labels))(np.ones(3), np.array([0, 2]))
+
+
+# --- argument objects returned as they are: the caller's own, as without pb.jit -----------------
+
+
+def test_argument_objects_returned_as_they_are_are_the_caller_s_objects():
+    # optim.update returns a new model sharing the parts it does not train (a Dropout layer, a list)
+    def step(state, model):
+        g, = pb.gradient(lambda m: np.sum(m["w"] ** 2), model)
+        return optim.update(state, model, g)
+
+    jstep = pb.jit(step)
+    for _ in range(3):  # a trace, then replays, each with new objects
+        history = []
+        model = {"w": np.ones(3), "drop": nn.Dropout(0.5, rng=1), "history": history}
+        state = optim.setup(optim.Descent(0.1), model)
+        eager_state, eager_model = step(state, model)
+        _, jit_model = jstep(state, model)
+        assert eager_model["drop"] is model["drop"] and eager_model["history"] is history
+        assert jit_model["drop"] is model["drop"] and jit_model["history"] is history
+        np.testing.assert_array_equal(jit_model["w"], eager_model["w"])
+
+
+def test_a_container_argument_returned_as_it_is_is_the_caller_s_at_every_call():
+    def f(x, box):
+        return x * 2.0, box, box["parts"]
+
+    jitted = pb.jit(f)
+    for k in range(3):
+        box = {"parts": [np.full(2, float(k)), "name"], "rng": np.random.default_rng(k)}
+        y, same, parts = jitted(np.ones(2), box)
+        assert same is box and parts is box["parts"]
+        np.testing.assert_array_equal(y, f(np.ones(2), box)[0])
+    assert jitted.cache_info().traces == 1
+
+
+# --- a jitted function reading a value being differentiated outside its arguments ------------------
+
+
+def test_a_jitted_closure_over_a_value_being_differentiated_runs_as_it_is():
+    x0 = np.array([1.0, 2.0])
+
+    def f(x):  # sum(sin(x) * y) at y = 1, through a jitted closure over x
+        return pb.jit(lambda y: np.sum(np.sin(x) * y))(np.ones(2))
+
+    val, (g,) = pb.withgradient(f, x0)
+    assert type(val) is type(f(x0)) and type(g) is np.ndarray
+    assert float(val) == pytest.approx(np.sum(np.sin(x0)))
+    np.testing.assert_allclose(g, np.cos(x0))
+    np.testing.assert_allclose(g, _central(f, x0), rtol=1e-6)
+    y, y_dot = pb.jvp(f, (x0,), (np.ones(2),))
+    assert float(y) == pytest.approx(np.sum(np.sin(x0)))
+    assert float(y_dot) == pytest.approx(np.sum(np.cos(x0)))
+
+
+def test_siskind_pearlmutter_through_a_jitted_inner_gradient_closing_over_x():
+    # d/dx sum(x * d/dy sum(x y^2)|_{y=1}) = d/dx sum(2 x^2) = 4x
+    def f(x):
+        inner = pb.jit(lambda y: pb.gradient(lambda y: np.sum(x * y * y), y)[0])
+        return np.sum(x * inner(np.ones(2)))
+
+    x0 = np.array([1.0, 2.0])
+    (g,) = pb.gradient(f, x0)
+    assert type(g) is np.ndarray
+    np.testing.assert_allclose(g, 4 * x0)
+
+
+_SCALE = [None]
+
+
+def test_a_jitted_function_reading_a_global_being_differentiated_runs_as_it_is():
+    jitted = pb.jit(lambda y: np.sum(np.sin(_SCALE[0]) * y))
+
+    def f(x):
+        _SCALE[0] = x
+        try:
+            return jitted(np.ones(2))
+        finally:
+            _SCALE[0] = None
+
+    x0 = np.array([0.5, 1.5])
+    _SCALE[0] = np.zeros(2)
+    assert jitted(np.ones(2)) == 0.0  # traced with a plain array
+    (g,) = pb.gradient(f, x0)
+    np.testing.assert_allclose(g, np.cos(x0))
+    _SCALE[0] = np.ones(2)
+    assert jitted(np.ones(2)) == pytest.approx(2 * np.sin(1.0))
+
+
+# --- jitted derivatives mixing a Python number argument with a differentiated Python float -----------
+
+_JIT_NUMBER_CASES = {
+    # a tangent given as a Python number argument: d sin(x) . v
+    "jvp with a number tangent": (lambda x, v: pb.jvp(np.sin, (x,), (v,))[1], (1.0, 2.0)),
+    # a cotangent given as a Python number argument: c * 2x
+    "vjp with a number cotangent": (lambda x, c: pb.vjp(lambda x: x * x, x)[1](c)[0], (1.0, 2.0)),
+    # the Hessian of x**3 times v: 6 x v
+    "hvp of a float": (lambda x, v: pb.hvp(lambda x: x**3, x, v), (2.0, 0.5)),
+    # d/dx (x * n) = n, with n an int
+    "gradient of x * n": (lambda x, n: pb.gradient(lambda x: x * n, x)[0], (1.5, 2)),
+    # d/dx (x**2 * lr) = 2 x lr
+    "gradient of x * x * lr": (lambda x, lr: pb.gradient(lambda x: x * x * lr, x)[0], (1.5, 0.5)),
+    # the argument closed over by a gradient at a Python float: d/dy (x y^2) at y = 1 is 2x
+    "closure over a number argument": (lambda x: pb.gradient(lambda y: x * y * y, 1.0)[0], (2.0,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_JIT_NUMBER_CASES))
+def test_jit_of_a_derivative_with_a_number_argument_beside_a_differentiated_float(case):
+    f, args = _JIT_NUMBER_CASES[case]
+    jitted = pb.jit(f)
+    for scale in (1.0, 1.0, 1.5):  # a trace, a replay, another value
+        call = tuple(a * scale for a in args)
+        expected = f(*call)
+        got = jitted(*call)
+        assert got == pytest.approx(expected, rel=1e-12) and type(got) is type(expected)

@@ -228,8 +228,17 @@ def test_dropout_refuses_an_axis_the_input_does_not_have():
         d(np.ones((2, 3, 3, 4)))
     y = pb.nn.Dropout(0.5, dims=(0, -1), rng=0, training=True)(np.ones((2, 4, 4, 8)))  # negative: as NumPy's axes
     assert np.all(y == y[:, :1, :1, :])
-    with pytest.raises(TypeError, match="dims should be axes"):
+    with pytest.raises(TypeError, match="dims should be"):
         pb.nn.Dropout(0.5, dims=("channels",))
+
+
+def test_dropout_takes_one_axis_as_an_int():
+    d = pb.nn.Dropout(0.5, dims=-1, rng=0, training=True)  # as dims=(-1,): one mask entry per column
+    assert d.dims == (-1,)
+    y = d(np.ones((6, 40)))
+    assert np.all(y == y[:1, :]) and 0 < np.count_nonzero(y[0]) < 40
+    with pytest.raises(TypeError, match="dims should be an axis or axes"):
+        pb.nn.Dropout(0.5, dims=1.5)
 
 
 def test_dropout_modes():

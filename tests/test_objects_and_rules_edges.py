@@ -647,3 +647,36 @@ def test_primitive_method_whose_rule_gives_an_array_for_the_object_is_refused():
 
     with pytest.raises(TypeError, match=r"gave for argument 0, an object, should have one part for each of \['w'\]"):
         pb.gradient(lambda m: np.sum(m.f(np.ones(1))), Layer())
+
+
+# --- a user's PerOperand through an object argument is not linear either --------------------------------
+
+@dataclass
+class _ClipScaled:
+    w: np.ndarray
+
+
+@pb.primitive
+def _clip_mul(p, x):
+    return p.w * x
+
+
+@pb.rrule(_clip_mul)
+def _clip_mul_rule(p, x):
+    def back_p(g):
+        return pb.Tangent(_ClipScaled, w=np.clip(g, -1.0, 1.0) * x)
+
+    def back_x(g):
+        return np.clip(g, -1.0, 1.0) * p.w  # gradient clipping: not linear in g
+
+    return p.w * x, pb.PerOperand([back_p, back_x])
+
+
+def test_a_users_per_operand_through_an_object_gets_its_cotangent_scaled_first():
+    # sum(4 * clip_mul(p, x)): the cotangent 4 is clipped to 1, so d/dx = w and d/dw = x. Large enough
+    # that the sweep would carry the factor 4 past a linear rule (it gave 4w and 4x).
+    rng = np.random.default_rng(0)
+    w, x = rng.standard_normal(20000), rng.standard_normal(20000)
+    gp, gx = pb.gradient(lambda p, x: np.sum(_clip_mul(p, x) * 4.0), _ClipScaled(w), x)
+    np.testing.assert_allclose(gx, w)
+    np.testing.assert_allclose(gp.w, x)

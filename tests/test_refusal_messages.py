@@ -320,3 +320,15 @@ def test_array_subclass_error_names_the_subclass_made(make, name):
     for mode in (lambda f, x: pb.gradient(f, x), lambda f, x: pb.jvp(f, (x,), (x,))):
         with pytest.raises(TypeError, match=f"^An array of type {re.escape(name)} met a value"):
             mode(lambda x: np.sum(make(x)), np.array([0.3, 0.5]))
+
+
+@pytest.mark.parametrize("call, fix", [
+    (lambda x: np.logaddexp.reduce(x), "scipy.special.logsumexp"),
+    (lambda x: np.maximum.accumulate(x), "loop of np.maximum calls"),
+    (lambda x: np.subtract.reduce(x), "loop of np.subtract calls"),
+    (lambda x: np.add.reduceat(x, [0, 2]), "loop of np.add calls"),
+])
+def test_an_unsupported_ufunc_method_names_what_to_write_instead(call, fix):
+    with pytest.raises(TypeError, match="is not supported on tracked values") as info:
+        pb.gradient(lambda x: np.sum(call(x)), np.arange(1.0, 5.0))
+    assert fix in str(info.value)

@@ -2,6 +2,10 @@
 silently broadcast gradient: one cotangent per positional argument, each in its argument's shape
 or in a shape broadcasting made from it."""
 
+import collections
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -292,3 +296,147 @@ def test_a_pullback_that_is_not_linear_gets_its_cotangent_scaled_first_through_a
     g_layer, g_x = pb.gradient(lambda layer, x: np.sum(-8.0 * layer.apply(x)), layer, x)
     np.testing.assert_array_equal(g_x, np.full(1 << 15, -0.5))  # clip(-8) * w
     np.testing.assert_array_equal(g_layer.w, np.full(1 << 15, -1.0))  # clip(-8) * x
+
+
+# --- cotangents for parameters the caller left at their defaults -------------------------------------
+
+@pb.primitive
+def _scale(x, a=2.0):
+    return x * a
+
+
+@pb.rrule(_scale)
+def _scale_rule(x, a=2.0):
+    return x * a, lambda g: (g * a, np.sum(g * x))
+
+
+def test_a_cotangent_for_a_defaulted_parameter_the_caller_left_out_is_dropped():
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(pb.grad(lambda x: np.sum(_scale(x)))(x), [2.0, 2.0])  # d/dx sum(2x)
+    gx, ga = pb.gradient(lambda x, a: np.sum(_scale(x, a)), x, 3.0)  # given, `a` gets its cotangent
+    np.testing.assert_allclose(gx, [3.0, 3.0])
+    np.testing.assert_allclose(ga, 3.0)  # d/da sum(a x) = x1 + x2
+    np.testing.assert_allclose(pb.jvp(_scale, (x,), (np.ones(2),))[1], [2.0, 2.0])
+
+
+def test_a_cotangent_past_the_rules_parameters_is_still_refused():
+    @pb.primitive
+    def scale(x, a=2.0):
+        return x * a
+
+    @pb.rrule(scale)
+    def scale_rule(x, a=2.0):
+        return x * a, lambda g: (g * a, np.sum(g * x), g * x)  # one past `a`: off by one
+
+    with pytest.raises(ValueError, match=r"returned 3 cotangents for 1 argument\(s\), and cotangent 2"):
+        pb.grad(lambda x: np.sum(scale(x)))(np.array([1.0, 2.0]))
+
+
+# --- a pullback writing into a 0-d cotangent --------------------------------------------------------
+
+@pb.primitive
+def _sin_p(x):
+    return np.sin(x)
+
+
+@pb.rrule(_sin_p)
+def _sin_p_rule(x):
+    def back(g):
+        g *= 2.0  # NumPy backprop style: writes into its cotangent
+        return (g * np.cos(x) / 2.0,)
+    return np.sin(x), back
+
+
+def test_a_pullback_writing_into_a_traced_0d_cotangent_leaves_the_callers_value():
+    def h(c):  # vjp(sin, x)(c) + c = c cos(x) + c
+        _, back = pb.vjp(_sin_p, np.array(0.7))
+        return back(c)[0] + c
+
+    np.testing.assert_allclose(pb.grad(h)(np.array(1.5)), np.cos(0.7) + 1.0)
+
+
+def test_jvp_through_a_pullback_writing_into_its_0d_cotangent():
+    # forward mode transposes the pullback: its zero cotangent leaf must not be written into
+    _, t = pb.jvp(_sin_p, (np.array(0.7),), (np.array(1.0),))
+    np.testing.assert_allclose(t, np.cos(0.7))
+
+
+# --- several outputs in a list or a namedtuple -------------------------------------------------------
+
+@pb.primitive
+def _sin_cos_list(x):
+    return [np.sin(x), np.cos(x)]
+
+
+@pb.rrule(_sin_cos_list)
+def _sin_cos_list_rule(x):
+    def back(g):
+        assert type(g) is list
+        gs, gc = g
+        return (gs * np.cos(x) - gc * np.sin(x),)
+    return _sin_cos_list(x), back
+
+
+_SinCos = collections.namedtuple("_SinCos", "s c")
+
+
+@pb.primitive
+def _sin_cos_named(x):
+    return _SinCos(np.sin(x), np.cos(x))
+
+
+@pb.rrule(_sin_cos_named)
+def _sin_cos_named_rule(x):
+    return _sin_cos_named(x), lambda g: (g.s * np.cos(x) - g.c * np.sin(x),)
+
+
+SC = np.array([0.3, 1.1, -0.7])
+
+
+def test_a_primitive_returning_a_list_of_outputs_has_their_gradient():
+    out = pb.jvp(_sin_cos_list, (SC,), (np.ones(3),))
+    assert type(out[0]) is list and type(out[1]) is list
+    np.testing.assert_allclose(out[1][0], np.cos(SC))
+    np.testing.assert_allclose(out[1][1], -np.sin(SC))
+    g = pb.gradient(lambda x: np.sum(_sin_cos_list(x)[0]), SC)[0]  # the unused cos gets a zero cotangent
+    np.testing.assert_allclose(g, np.cos(SC))
+    f = lambda x: np.sum(2.0 * _sin_cos_list(x)[0] + _sin_cos_list(x)[1])  # noqa: E731
+    np.testing.assert_allclose(pb.gradient(f, SC)[0], _central_difference(f, SC), atol=1e-6)
+
+
+def test_the_cotangent_of_a_namedtuple_of_outputs_is_that_namedtuple():
+    f = lambda x: np.sum(2.0 * _sin_cos_named(x).s + _sin_cos_named(x).c)  # noqa: E731
+    np.testing.assert_allclose(pb.gradient(f, SC)[0], _central_difference(f, SC), atol=1e-6)
+    y, t = pb.jvp(_sin_cos_named, (SC,), (np.ones(3),))
+    assert type(y) is _SinCos and type(t) is _SinCos
+    np.testing.assert_allclose(t.s, np.cos(SC))
+    np.testing.assert_allclose(t.c, -np.sin(SC))
+    y, back = pb.vjp(_sin_cos_named, SC)
+    np.testing.assert_allclose(back(_SinCos(np.ones(3), None))[0], np.cos(SC))
+
+
+def test_the_tape_keeps_no_unused_output_of_a_several_output_rule_alive():
+    # what the pullbacks need is the rule's to keep; an output nothing reads is freed at once
+    made = []
+
+    @pb.primitive
+    def two(x):
+        a, b = x * 2.0, x * 3.0
+        made.append(weakref.ref(b))
+        return a, b
+
+    @pb.rrule(two)
+    def _two_rule(x):
+        return two(x), lambda g: (2.0 * g[0] + 3.0 * g[1],)  # g[1]: zeros, as nothing used b
+
+    alive = []
+
+    def f(x):
+        a = two(x)[0]
+        gc.collect()
+        alive.append(made[-1]() is not None)
+        return np.sum(a)
+
+    (g,) = pb.gradient(f, np.ones(3))
+    np.testing.assert_array_equal(g, [2.0, 2.0, 2.0])
+    assert alive == [False]

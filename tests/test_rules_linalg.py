@@ -250,3 +250,105 @@ def test_matrix_power_of_a_non_square_matrix_raises_numpy_s_error():
     for n in (0, 1, 2, -1):
         with pytest.raises(np.linalg.LinAlgError, match="must be square"):
             pb.gradient(lambda a: np.sum(np.linalg.matrix_power(a, n)), np.ones((2, 3)))
+
+
+# --- eig and eigvals: ties and empty matrices, eagerly and under pb.jit ------------------------------------
+def _sum_of_eigenvalues(a):
+    return np.real(np.sum(np.linalg.eigvals(a)))  # the trace: its gradient is the identity everywhere
+
+
+def test_eigvals_gradient_at_a_repeated_eigenvalue_under_jit_is_eager_s():
+    tied, distinct = np.diag([1.0, 1.0, 2.0]), np.diag([1.0, 3.0, 2.0])
+    np.testing.assert_allclose(pb.gradient(_sum_of_eigenvalues, tied)[0], np.eye(3))
+    traced_at_tie = pb.jit(lambda a: pb.gradient(_sum_of_eigenvalues, a))
+    np.testing.assert_allclose(traced_at_tie(tied)[0], np.eye(3))
+    np.testing.assert_allclose(traced_at_tie(tied)[0], np.eye(3))
+    traced_apart = pb.jit(lambda a: pb.gradient(_sum_of_eigenvalues, a))
+    np.testing.assert_allclose(traced_apart(distinct)[0], np.eye(3))
+    np.testing.assert_allclose(traced_apart(tied)[0], np.eye(3))
+    batch = np.stack([tied, np.diag([3.0, 2.0, 3.0])])
+    np.testing.assert_allclose(traced_apart(batch)[0], np.broadcast_to(np.eye(3), batch.shape))
+
+
+def test_eigvals_gradient_of_a_defective_matrix_under_jit_raises_as_eager():
+    defective = np.array([[1.0, 1.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="defective"):
+        pb.gradient(_sum_of_eigenvalues, defective)
+    jitted = pb.jit(lambda a: pb.gradient(_sum_of_eigenvalues, a))
+    with pytest.raises(ValueError, match="defective"):
+        jitted(defective)
+    np.testing.assert_allclose(jitted(np.diag([1.0, 2.0]))[0], np.eye(2))
+    with pytest.raises(ValueError, match="defective"):
+        jitted(defective)
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0)])
+@pytest.mark.parametrize("which", ["eig", "eigvals"])
+def test_eig_of_an_empty_matrix_has_an_empty_gradient_and_tangent(shape, which):
+    fn = (lambda a: np.linalg.eig(a)[0]) if which == "eig" else np.linalg.eigvals
+    f = lambda a: np.sum(np.abs(fn(a)))
+    a = np.zeros(shape)
+    val, (g,) = pb.withgradient(f, a)
+    assert val == f(a) == 0.0
+    assert g is None or (g.shape == shape and g.dtype == a.dtype)
+    y, t = pb.jvp(fn, (a,), (a,))
+    assert y.shape == t.shape == fn(a).shape == shape[:-1]
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: np.sum(np.linalg.eigh(a)[1][:, 0] ** 4),
+    lambda a: np.sum(np.linalg.svd(a)[0][:, 0] ** 4),
+    lambda a: np.sum(np.abs(np.linalg.eig(a)[1][:, 0]) ** 4),
+], ids=["eigh", "svd", "eig"])
+def test_eigenvector_gradient_at_a_tie_under_jit_refuses_as_eager(f):
+    tied = np.diag([1.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="not unique"):
+        pb.gradient(f, tied)
+    jitted = pb.jit(lambda a: pb.gradient(f, a))
+    apart = np.diag([1.0, 3.0, 2.0]) + 0.1
+    np.testing.assert_allclose(jitted(apart)[0], pb.gradient(f, apart)[0])
+    with pytest.raises(ValueError, match="not unique"):
+        jitted(tied)
+    with pytest.raises(ValueError, match="not unique"):
+        pb.jit(lambda a: pb.gradient(f, a))(tied)
+
+
+def test_singular_vectors_of_a_non_square_matrix_with_a_zero_singular_value_under_jit_refuse_as_eager():
+    f = lambda a: np.sum(np.linalg.svd(a, full_matrices=False)[0] ** 3)
+    rank_one = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    with pytest.raises(ValueError, match="zero singular value"):
+        pb.gradient(f, rank_one)
+    jitted = pb.jit(lambda a: pb.gradient(f, a))
+    full_rank = np.array([[2.0, 0.1], [0.3, 1.0], [0.5, 0.2]])
+    np.testing.assert_allclose(jitted(full_rank)[0], pb.gradient(f, full_rank)[0])
+    with pytest.raises(ValueError, match="zero singular value"):
+        jitted(rank_one)
+
+
+# --- tensorinv ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape, ind", [((2, 1, 1), 1), ((2, 3, 6), 1), ((2, 2), 3)])
+def test_tensorinv_of_a_non_square_tensor_raises_numpy_s_linalgerror(shape, ind):
+    a = np.ones(shape)
+    with pytest.raises(np.linalg.LinAlgError, match="square"):
+        np.linalg.tensorinv(a, ind)
+    with pytest.raises(np.linalg.LinAlgError, match="square"):
+        pb.gradient(lambda a: np.sum(np.linalg.tensorinv(a, ind)), a)
+    with pytest.raises(ValueError, match="ind"):
+        pb.gradient(lambda a: np.sum(np.linalg.tensorinv(a, 0)), np.eye(2))
+
+
+@pytest.mark.parametrize("shape, ind", [((6, 2, 3), 1), ((2, 3, 6), 2), ((2, 2, 2, 2), 2)])
+def test_tensorinv(shape, ind):
+    a = np.random.default_rng(0).standard_normal(shape)
+    np.testing.assert_array_equal(pb.pullback(lambda a: np.linalg.tensorinv(a, ind), a)[0], np.linalg.tensorinv(a, ind))
+    gradcheck(lambda a: project(np.linalg.tensorinv(a, ind)), a)
+
+
+def test_cross_product_gradient_under_jit_is_eager_s():
+    f = lambda x: pb.withgradient(lambda x: np.sum(np.linalg.cross(x, x[::-1]) ** 2), x)
+    jitted = pb.jit(f)
+    for x in (np.random.default_rng(0).standard_normal((4, 3)), np.random.default_rng(1).standard_normal((4, 3))):
+        (val, (g,)), (want_val, (want_g,)) = jitted(x), f(x)
+        assert val == want_val
+        np.testing.assert_allclose(g, want_g, rtol=1e-12)
+    gradcheck(lambda x: project(np.linalg.cross(x, x[::-1])), np.random.default_rng(2).standard_normal((4, 3)))

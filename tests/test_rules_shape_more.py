@@ -101,3 +101,88 @@ def test_insert_casts_values_to_the_array_dtype():
     gx, gv = back(np.arange(4.0, dtype=np.float32))
     np.testing.assert_array_equal(gx, [0.0, 2.0, 3.0])
     np.testing.assert_array_equal(gv, [1.0])
+
+
+# --- sliding_window_view: overlapping windows, a read-only view ------------------------------------
+SLIDING_WINDOWS = {
+    "1-d": (lambda x: np.lib.stride_tricks.sliding_window_view(x, 3), V),
+    "axis 0": (lambda x: np.lib.stride_tricks.sliding_window_view(x, 2, axis=0), M),
+    "2-d windows": (lambda x: np.lib.stride_tricks.sliding_window_view(x, (2, 3)), M),
+    "one axis twice": (lambda x: np.lib.stride_tricks.sliding_window_view(x, (2, 2), axis=(1, 1)), M),
+    "axes reversed": (lambda x: np.lib.stride_tricks.sliding_window_view(x, (3, 2), axis=(-1, 0)), S3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SLIDING_WINDOWS))
+def test_sliding_window_view_against_central_differences_and_numpy(name):
+    f, x = SLIDING_WINDOWS[name]
+    run_case(lambda x: np.sin(f(x)), x)
+    run_float32(f, x)
+
+
+def test_sliding_window_view_is_read_only_as_in_numpy_and_as_strided_names_it():
+    from numpy.lib.stride_tricks import as_strided, sliding_window_view
+
+    def write(x):
+        sliding_window_view(x * 1.0, 3)[0, 1] = 0.0
+
+    with pytest.raises(ValueError, match="read-only"):
+        write(V.copy())
+    with pytest.raises(ValueError, match="read-only"):
+        pb.gradient(write, V)
+    with pytest.raises(TypeError, match="sliding_window_view"):
+        pb.gradient(lambda x: np.sum(as_strided(x, (3, 3), (8, 8))), np.arange(5.0))
+    (g,) = pb.gradient(lambda x: np.sum(sliding_window_view(x, 3) ** 2), np.arange(5.0))
+    np.testing.assert_allclose(g, 2 * np.arange(5.0) * np.array([1, 2, 3, 2, 1]))
+    assert pb.jit(lambda x: pb.gradient(lambda x: np.sum(sliding_window_view(x, 3) ** 2), x)[0])(np.arange(5.0)) \
+        .tolist() == g.tolist()
+
+
+# --- np.pad of a 0-d array, and pad widths as NumPy reads them -----------------------------------------
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "wrap"])
+def test_pad_of_zero_d_array_is_a_copy_as_in_numpy(mode):
+    x = np.array(1.5)
+    assert np.pad(x, 2, mode=mode).shape == ()
+    y, back = pb.vjp(lambda x: np.pad(x, 2, mode=mode), x)
+    assert y.shape == () and y == 1.5
+    assert back(np.array(2.0))[0] == 2.0
+    _, t = pb.jvp(lambda x: np.pad(x, ((1, 2),), mode=mode), (x,), (np.array(3.0),))
+    assert t == 3.0
+    with pytest.raises(ValueError, match="not supported"):
+        pb.vjp(lambda x: np.pad(x, 2, mode="bogus"), x)
+
+
+@pytest.mark.parametrize("width", [[], np.array([1], np.uint8), (1.5,)], ids=["empty", "unsigned", "float"])
+def test_pad_widths_that_numpy_refuses_are_refused(width):
+    with pytest.raises(TypeError, match="integral"):
+        np.pad(V, width)
+    with pytest.raises(TypeError, match="integral"):
+        pb.vjp(lambda x: np.pad(x, width), V)
+
+
+# --- np.concatenate and np.stack into an out= that their inputs view ------------------------------------
+def _rotated_into_itself(x):
+    y = x * 1.0
+    np.concatenate([y[3:], y[:3]], out=y)  # NumPy copies part by part: the second part reads the first's write
+    return y
+
+
+def _stacked_into_itself(x):
+    y = np.reshape(x * 1.0, (2, 3))
+    np.stack([y[1], y[0]], axis=0, out=y)
+    return np.ravel(y)
+
+
+def _flattened_into_itself(x):
+    y = x * 1.0
+    np.concatenate([np.reshape(y[:3], (1, 3)), np.reshape(y[3:], (3, 1))], axis=None, out=y[::-1])
+    return y
+
+
+@pytest.mark.parametrize("f", [_rotated_into_itself, _stacked_into_itself, _flattened_into_itself],
+                         ids=["concatenate", "stack", "concatenate-axis-None"])
+def test_join_into_an_out_its_inputs_view_matches_numpy(f):
+    x = np.array([0.3, -1.0, 2.0, -0.5, 0.7, 1.1])
+    y, _ = pb.vjp(f, x.copy())
+    np.testing.assert_array_equal(y, f(x.copy()))
+    run_case(f, x)

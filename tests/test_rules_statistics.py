@@ -181,3 +181,31 @@ def test_keepdims_one_centring_is_not_silently_transposed():
     val, (g,) = pb.withgradient(f, x)
     assert val == pytest.approx(f(x), rel=1e-12)
     np.testing.assert_allclose(g, 2.0 * (x - np.mean(x, axis=1, keepdims=True)), rtol=1e-12, atol=1e-12)
+
+
+# --- keepdims that NumPy's reductions refuse: they read it as a C integer -------------------------------
+KEEPDIMS_REFUSED = {
+    "max": np.max, "min": np.min, "var": np.var, "std": np.std, "ptp": np.ptp, "nansum": np.nansum,
+    "nanprod": np.nanprod, "nanmean": np.nanmean, "average": np.average,
+}
+
+
+@pytest.mark.parametrize("keepdims", [np.True_, 1.0, [1], np.array(True)], ids=["np.True_", "1.0", "[1]", "bool array"])
+@pytest.mark.parametrize("name", sorted(KEEPDIMS_REFUSED))
+def test_keepdims_numpy_refuses_is_refused_in_both_modes(name, keepdims):
+    f = lambda x: KEEPDIMS_REFUSED[name](x, axis=1, keepdims=keepdims)  # noqa: E731
+    with pytest.raises(TypeError, match="integer"):  # NumPy's wording depends on the value's type
+        f(_X.copy())
+    with pytest.raises(TypeError, match="integer"):
+        pb.vjp(f, _X)
+    with pytest.raises(TypeError, match="integer"):
+        pb.jvp(f, (_X,), (np.ones_like(_X),))
+
+
+@pytest.mark.parametrize("keepdims", [np.int64(1), np.array(1), 2, False], ids=["np.int64", "int array", "2", "False"])
+@pytest.mark.parametrize("name", sorted(KEEPDIMS_REFUSED))
+def test_keepdims_numpy_reads_as_an_integer_is_read_so(name, keepdims):
+    f = lambda x: KEEPDIMS_REFUSED[name](x, axis=1, keepdims=keepdims)  # noqa: E731
+    y, _ = pb.jvp(f, (_X,), (np.ones_like(_X),))
+    assert np.shape(y) == np.shape(f(_X.copy()))
+    np.testing.assert_allclose(y, f(_X.copy()), rtol=1e-14)

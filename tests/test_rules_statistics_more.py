@@ -128,3 +128,19 @@ def test_nanvar_and_nanstd_of_complex_values_are_real_as_numpy():
         np.testing.assert_allclose(y, f(x), rtol=1e-12)
         assert y.dtype == np.float64
         run_case(f, x)
+
+
+# --- overwrite_input=True: NumPy partitions the input in place, in an undefined order --------------------
+@pytest.mark.parametrize("stat", [lambda y: np.median(y, overwrite_input=True),
+                                  lambda y: np.percentile(y, 30, overwrite_input=True),
+                                  lambda y: np.quantile(y, 0.3, overwrite_input=True),
+                                  lambda y: np.nanmedian(y, overwrite_input=True),
+                                  lambda y: np.nanquantile(y, 0.3, overwrite_input=True)],
+                         ids=["median", "percentile", "quantile", "nanmedian", "nanquantile"])
+def test_overwrite_input_of_a_tracked_array_is_refused_naming_it(stat):
+    def f(x):
+        y = x * 1.0
+        return stat(y) + 10 * y[0]  # NumPy's y[0] is then an order statistic
+
+    with pytest.raises(TypeError, match="overwrite_input"):
+        pb.withgradient(f, np.array([5.0, 1.0, 4.0, 2.0, 3.0]))

@@ -212,7 +212,7 @@ def test_the_power_operator_gives_numpys_value_and_np_power_its_own():
 
 
 def _program(jitted):
-    (program, _), = next(iter(jitted._cache.values()))
+    (program, *_), = next(iter(jitted._cache.values()))
     return program.program if hasattr(program, "program") else program
 
 

@@ -359,3 +359,22 @@ def test_divmod_into_an_out_tuple_by_hand_and_a_plain_entry_refused():
 
     with pytest.raises(TypeError, match="plain array"):
         pb.gradient(into_a_plain_remainder, R.copy())
+
+
+@pytest.mark.parametrize("place", ["same", "overlapping", "no-gradient"])
+def test_two_outputs_into_one_memory_are_refused(place):
+    # which output NumPy leaves depends on its inner loop (floats: the quotient; integers: the remainder)
+    def f(x):
+        q = x * 1.0
+        if place == "same":
+            np.divmod(x * 1.3, 0.7, out=(q, q))
+        elif place == "overlapping":
+            np.divmod(x[:2] * 1.3, 0.7, out=(q[:2], q[1:3]))
+        else:  # frexp has no gradient: its outputs are written as constants
+            np.frexp(x, out=(q, q))
+        return np.sum(q)
+
+    with pytest.raises(ValueError, match="separate array for each output"):
+        pb.gradient(f, R.copy())
+    with pytest.raises(ValueError, match="separate array for each output"):
+        pb.jvp(f, (R.copy(),), (np.ones(4),))

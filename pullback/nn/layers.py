@@ -242,12 +242,17 @@ class Embedding:
         return f"Embedding({self.weight.shape[0]}, {self.weight.shape[1]})"
 
 
-def _as_axes(dims: Iterable[int]) -> tuple[int, ...]:
-    """Dropout's `dims` as a tuple of ints."""
-    dims = tuple(dims)
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
-        raise TypeError(f"Dropout: dims should be axes (ints), such as dims=(0, 3); got {dims!r}")
-    return tuple(int(d) for d in dims)
+def _as_axes(dims: "int | Iterable[int]") -> tuple[int, ...]:
+    """Dropout's `dims` as a tuple of ints (one int is one axis, as in Flux's `dims=1`)."""
+    if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
+        return (int(dims),)
+    try:
+        axes = tuple(dims)  # type: ignore[arg-type]  # a bool or a float is refused here
+    except TypeError:
+        raise TypeError(f"Dropout: dims should be an axis or axes (ints), such as dims=(0, 3); got {dims!r}") from None
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in axes):
+        raise TypeError(f"Dropout: dims should be axes (ints), such as dims=(0, 3); got {axes!r}")
+    return tuple(int(d) for d in axes)
 
 
 class Dropout:
@@ -265,7 +270,7 @@ class Dropout:
     """
 
     def __init__(
-        self, p: float, *, dims: Iterable[int] | None = None, rng: np.random.Generator | int | None = None,
+        self, p: float, *, dims: int | Iterable[int] | None = None, rng: np.random.Generator | int | None = None,
         training: bool | None = None,
     ) -> None:
         if not 0 <= p < 1:

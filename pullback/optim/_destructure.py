@@ -4,7 +4,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import stop_gradient, tree
+from .. import tree
+from .._values import stop_gradient  # the plain value itself (the public one hands out a read-only view)
 from ._walk import is_traced_param
 
 __all__ = ["destructure", "Restructure"]

@@ -34,7 +34,7 @@ from .._arrays import is_foreign_array_type, zeros_as
 from .._extend import composite as run_in_place_of
 from .._extend import frule, nondifferentiable, primitive, rrule, serve_named_later_arguments
 from .._registry import FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, qualified_name
-from .._standins import astype, getitem, index_update, power
+from .._standins import astype, getitem, index_update, is_stand_in, power
 from .._values import Traced, stop_gradient, strip_all
 
 # kind: "rule" (its own reverse rule, `rule`), "composite", "none" (no gradient) or "refused";
@@ -114,9 +114,9 @@ def composite(*fns, args, notes="", kind="composite", numpy_value=False):
 
 
 def as_array(v):
-    """An argument as a composite computes with it: a traced value as it is, anything else
-    (a list, a tuple, a number) as NumPy reads it."""
-    return v if isinstance(v, Traced) else np.asarray(v)
+    """An argument as a composite computes with it: a traced value (or a `pb.jit` stand-in) as it is,
+    anything else (a list, a tuple, a number) as NumPy reads it."""
+    return v if isinstance(v, Traced) or is_stand_in(v) else np.asarray(v)
 
 
 # --- composites that keep NumPy's value --------------------------------------------------------

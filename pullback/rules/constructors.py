@@ -5,6 +5,7 @@ All are compositions of operations that have rules of their own.
 
 import numpy as np
 
+from .._arrays import as_array_of_its_library
 from .._values import Traced, stop_gradient, strip_all
 from ._register import composite
 from .indexing import unindex
@@ -96,5 +97,5 @@ def bincount(x, /, weights=None, minlength=0):
     plain = np.bincount(stop_gradient(x), strip_all(weights), minlength)
     if not isinstance(weights, Traced):
         return plain
-    y = unindex(weights, np.asarray(stop_gradient(x), dtype=np.intp), np.shape(plain))
+    y = unindex(weights, as_array_of_its_library(stop_gradient(x), np.intp), np.shape(plain))
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)

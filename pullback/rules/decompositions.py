@@ -19,6 +19,7 @@ import numpy as np
 
 from .._arrays import holds_foreign_array, like_input, type_name, zeros_as
 from .._extend import primitive, rrule
+from .._standins import is_stand_in
 from .._values import stop_gradient
 from ._register import composite, forward_in_first, with_numpy_value
 
@@ -64,6 +65,13 @@ def _symmetric_part(t, lower):
         return low + _t(strict)
     # mirrored entries conjugated, the diagonal's imaginary part ignored (as LAPACK does)
     return low + np.conjugate(_t(strict)) - 1j * np.imag(np.triu(np.tril(t)))
+
+
+def _values_unreadable(x):
+    """Whether the values of `x` cannot be read here: another library's lazy array (Dask's), which a branch
+    on its values would compute. pb.jit's stand-ins can be read: the trace guards such a branch."""
+    plain = stop_gradient(x)
+    return holds_foreign_array(plain) and not is_stand_in(plain)
 
 
 def _nan_like(x, shape):
@@ -141,7 +149,7 @@ _EIGH = type(np.linalg.eigh(np.eye(1)))
 def _distinct_gaps(w, what):
     """1 / (w_j - w_i) off the diagonal; a clear error where two values coincide exactly (NaN there for
     a Dask array, whose values are not known until computed)."""
-    if holds_foreign_array(w):
+    if _values_unreadable(w):
         return _gaps_or_nan(w)
     gaps = w[..., None, :] - w[..., :, None]
     n = np.shape(stop_gradient(w))[-1]
@@ -265,6 +273,8 @@ _EIG = type(np.linalg.eig(np.eye(1)))
 def _largest(v):
     """Row index of each column's largest component (which LAPACK makes real), as a one-hot mask."""
     plain = stop_gradient(v)
+    if np.shape(plain)[-2] == 0:  # no components (argmax of none raises)
+        return np.zeros(np.shape(plain), dtype=bool)
     m = np.argmax(np.abs(plain), axis=-2)
     return np.arange(plain.shape[-1])[:, None] == m[..., None, :]
 
@@ -283,22 +293,29 @@ def _check_eigenvalue_derivative(w, v, g=None):
     apart along the direction taken (forward mode: `g` None), or where the cotangent `g` weighs the tied
     eigenvalues differently (a function that is not symmetric in them)."""
     w, v = stop_gradient(w), stop_gradient(v)
+    if np.size(v) == 0:  # no eigenvalues (np.linalg.cond refuses empty matrices)
+        return
     if np.any(np.linalg.cond(v) > 1e10):
         raise ValueError("The eigenvalues of a defective matrix (a repeated eigenvalue without as many eigenvectors) "
                          "have no derivative there. Perturb the matrix, or differentiate np.trace or np.linalg.det.")
     n = np.shape(w)[-1]
-    tied = (np.abs(w[..., :, None] - w[..., None, :]) <= 1e-10 * max(1.0, float(np.max(np.abs(w), initial=0.0))))
+    tied = np.abs(w[..., :, None] - w[..., None, :]) <= 1e-10 * _at_least_one(np.max(np.abs(w), initial=0.0))
     tied = tied & ~np.eye(n, dtype=bool)
     if not np.any(tied):
         return
     if g is not None:
         g = stop_gradient(g)
-        scale = max(1.0, float(np.max(np.abs(g), initial=0.0)))
+        scale = _at_least_one(np.max(np.abs(g), initial=0.0))
         if not np.any(tied & (np.abs(g[..., :, None] - g[..., None, :]) > 1e-12 * scale)):
             return  # a symmetric function of the tied eigenvalues: its gradient exists and is the one computed
     raise ValueError("At a repeated eigenvalue the individual eigenvalues have no derivative: they split apart in a "
                      "way that depends on the direction. A function symmetric in the tied eigenvalues (their sum, "
                      "product) is differentiable in reverse mode; or perturb the matrix.")
+
+
+def _at_least_one(x):
+    """max(1, x), as an array: under pb.jit, Python's float of a traced value would be a guard on that value."""
+    return np.maximum(x, 1.0)
 
 
 def _eig_vectors_tangent(t, w, v, gaps):
@@ -382,6 +399,8 @@ def eigenvalues(a):
 def _matched_vectors(a, w):
     """The eigenvectors of `a`, one column per value of `w` (eigvals and eig may order them differently)."""
     values, v = np.linalg.eig(a)
+    if np.shape(v)[-1] == 0:  # no eigenvalues to match (argmin of none raises)
+        return v
     distance = np.abs(stop_gradient(w)[..., :, None] - stop_gradient(values)[..., None, :])
     order = np.argmin(distance, axis=-1)
     if np.any(np.sort(order, axis=-1) != np.arange(np.shape(order)[-1])):  # a repeated value: one column each
@@ -390,16 +409,19 @@ def _matched_vectors(a, w):
 
 
 def _nearest_one_to_one(distance):
-    """For each row of each (n, n) matrix of distances, a column, no column twice: closest pairs first."""
-    n = distance.shape[-1]
-    flat = np.array(distance, dtype=float).reshape(-1, n, n)
-    order = np.empty(flat.shape[:2], dtype=np.intp)
-    for d, row_order in zip(flat, order):
-        for _ in range(n):
-            i, j = np.unravel_index(np.argmin(d), d.shape)
-            row_order[i] = j
-            d[i, :], d[:, j] = np.inf, np.inf
-    return order.reshape(distance.shape[:-1])
+    """For each row of each (n, n) matrix of distances, a column, no column twice: closest pairs first.
+    Whole-array NumPy calls on all the matrices at once, so that pb.jit records them."""
+    shape = np.shape(distance)
+    n = shape[-1]
+    index = np.arange(n)
+    order = np.zeros(shape[:-1], dtype=np.intp)
+    for _ in range(n):
+        closest = np.argmin(np.reshape(distance, shape[:-2] + (n * n,)), axis=-1)
+        row, column = closest[..., None] // n, closest[..., None] % n
+        order = np.where(index == row, column, order)
+        taken = (index[:, None] == row[..., None]) | (index == column[..., None])
+        distance = np.where(taken, np.inf, distance)
+    return order
 
 
 @rrule(eigenvalues)
@@ -563,7 +585,7 @@ def _svd_vh_frule(t, a, once):
 
 def _nonzero_singular(s):
     """`s`, refused where a singular value is zero (NaN there for a Dask array, which is not computed here)."""
-    if holds_foreign_array(s):
+    if _values_unreadable(s):
         return np.where(stop_gradient(s) == 0, np.nan, s)
     if np.any(stop_gradient(s) == 0):
         raise ValueError(

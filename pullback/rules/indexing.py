@@ -9,14 +9,18 @@ import functools
 import numpy as np
 
 from .._arrays import (
+    as_array_of_its_library,
     axis_index,
     dtype_kind,
     holds_foreign_array,
+    indexable_by,
     is_dask_array,
     is_foreign_array,
     like_input,
+    of_another_library,
     rechunked_like,
     speaks_nep18,
+    stand_in_among,
     type_name,
     zeros_as,
 )
@@ -44,10 +48,16 @@ def unindex(g, index, shape):
 
 @rrule(unindex)
 def unindex_rule(g, index, shape):
-    return unindex(g, index, shape), lambda dy: (dy[index],)
+    return unindex(g, index, shape), lambda dy: (_at(dy, index),)
 
 
 linear_forward(unindex)
+
+
+def _at(a, index):
+    """`a[index]`, also for a NumPy `a` and an index holding a `pb.jit` stand-in (a cotangent or tangent
+    that is a constant of the trace)."""
+    return indexable_by(a, index)[index]
 
 
 def _add_at(buffer, index, g):
@@ -55,6 +65,9 @@ def _add_at(buffer, index, g):
         return buffer + unindex(g, index, np.shape(buffer))
     if type(buffer) is np.ndarray and is_foreign_array(g):  # NumPy's buffer, Dask's cotangent: the sum is Dask's
         return buffer + _add_at(zeros_as(g, np.shape(buffer)), index, g)
+    stand_in = stand_in_among(index)
+    if type(buffer) is np.ndarray and stand_in is not None:  # NumPy's ufunc.at would convert a pb.jit stand-in
+        return buffer + _add_at(np.zeros_like(stand_in, dtype=buffer.dtype, shape=np.shape(buffer)), index, g)
     if is_basic(index):
         if type(buffer) is not np.ndarray and _has_new_axes(index):  # Dask writes through no new axis
             index = tuple(p for p in index if p is not None) if type(index) is tuple else ()
@@ -79,7 +92,8 @@ def _has_new_axes(index):
 
 
 def _has_foreign_arrays(index):
-    return any(is_foreign_array(p) for p in (index if type(index) is tuple else (index,)))
+    """Whether `index` holds another library's array; `pb.jit`'s stand-ins are NumPy's, with `np.add.at`."""
+    return any(of_another_library(p) for p in (index if type(index) is tuple else (index,)))
 
 
 def _add_at_foreign_rows(buffer, index, g):
@@ -169,7 +183,7 @@ def getitem_rule(x, index):
     return y, back
 
 
-linear_forward(gather, getitem)
+linear_forward(gather, lambda t, index: _at(t, index))
 
 
 @composite(getitem, args="x", notes="""Basic and advanced indexing; repeated indices add up their
@@ -200,13 +214,15 @@ def index_update_rule(x, index, value):
     y = FUNCTIONS[index_update](x, index, value) if isinstance(x, Traced) or isinstance(value, Traced) else _update_plain(x, index, value)
 
     def back(g):
-        return Thunk(lambda: FUNCTIONS[index_update](g, index, 0.0)), None, Thunk(lambda: g[index])
+        return (Thunk(lambda: FUNCTIONS[index_update](indexable_by(g, index), index, 0.0)), None,
+                Thunk(lambda: _at(g, index)))
 
     return y, back
 
 
 def _update_plain(x, index, value):
     y = x.copy() if speaks_nep18(type(x)) else np.array(x, copy=True)  # np.array would convert a CuPy array
+    y = indexable_by(y, index)
     y[index] = value
     return y
 
@@ -218,7 +234,7 @@ def index_update_frule(primals, tangents):
     y = index_update_rule(x, index, value)[0]
     if tx is None and tv is None:
         return y, None
-    return y, FUNCTIONS[index_update](zeros_if_none(tx, x), index, 0.0 if tv is None else tv)
+    return y, FUNCTIONS[index_update](indexable_by(zeros_if_none(tx, x), index), index, 0.0 if tv is None else tv)
 
 
 @composite(index_update, args="x, value", notes="""What `x[index] = value` does to a tracked `x`
@@ -232,7 +248,7 @@ def assign(x, index, value):
 def _refuse_repeats(shape, index):
     if names_each_once(index):
         return
-    positions = np.arange(int(np.prod(shape))).reshape(shape)[index]
+    positions = indexable_by(np.arange(int(np.prod(shape))).reshape(shape), index)[index]
     if np.unique(positions).size != np.size(positions):
         raise ValueError(
             "This indexed assignment writes the same element more than once; NumPy keeps only one "
@@ -496,7 +512,7 @@ def compress(condition, a, axis=None, out=None):
     if axis is None:
         a, axis = np.ravel(a), 0
     n = np.shape(a)[axis]
-    chosen = np.flatnonzero(np.asarray(stop_gradient(condition), dtype=bool))
+    chosen = np.flatnonzero(as_array_of_its_library(stop_gradient(condition), bool))
     if chosen.size and chosen[-1] >= n:
         np.compress(stop_gradient(condition), np.empty(np.shape(a)), axis)  # NumPy's error
     return a[_along(axis, np.ndim(a), chosen)]
@@ -512,7 +528,7 @@ def choose(a, choices, out=None, mode="raise"):
     if out is not None:  # computed, then written into out
         return write_out("numpy.choose", out, choose(a, choices, None, mode),
                          lambda buffer: np.choose(plain_of(a), [plain_of(c) for c in choices], buffer, mode))
-    index = np.asarray(stop_gradient(a))
+    index = as_array_of_its_library(stop_gradient(a))
     plain_choices = [stop_gradient(c) for c in choices]
     plain = np.choose(index, plain_choices) if mode == "raise" else np.choose(index, plain_choices, mode=mode)  # Dask's takes no mode
     n = len(choices)
@@ -520,7 +536,7 @@ def choose(a, choices, out=None, mode="raise"):
         index = np.mod(index, n)
     elif mode == "clip":
         index = np.clip(index, 0, n - 1)
-    if any(is_foreign_array(c) for c in plain_choices):  # Dask gathers along one axis only: a where per choice
+    if any(of_another_library(c) for c in plain_choices):  # Dask gathers along one axis only: a where per choice
         np.choose(index, np.arange(n), mode=mode)  # NumPy's error for an index out of range
         y = choices[n - 1]
         for k in range(n - 2, -1, -1):
@@ -571,7 +587,7 @@ def assign_into(y, mask, values):
 @composite(np.put_along_axis, args="arr, values", notes="""In place, as in NumPy: a functional update of
            the tracked `arr` (earlier uses keep their gradient). Writing one element twice is refused.""")
 def put_along_axis(arr, indices, values, axis):
-    indices = np.asarray(stop_gradient(indices))
+    indices = as_array_of_its_library(stop_gradient(indices))
     if axis is None:
         if np.ndim(indices) != 1:
             raise ValueError("when axis=None, `indices` must have a single dimension.")

@@ -7,7 +7,7 @@ its gradient, so that is refused with an error naming the function and the fix.
 
 import numpy as np
 
-from .._arrays import holds_foreign_array
+from .._arrays import as_array_of_its_library, holds_foreign_array, indexable_by
 from .._inplace import rebind, write_flat
 from .._registry import FUNCTIONS
 from .._standins import index_update
@@ -70,7 +70,7 @@ def put(a, ind, v, mode="raise"):
     ind = stop_gradient(ind)
     if target is None:
         return np.put(a, ind, v, mode=mode)
-    positions = np.take(np.arange(target.size), ind, mode=mode)
+    positions = np.take(indexable_by(np.arange(target.size), ind), ind, mode=mode)
     write_flat(target, positions, v)
 
 
@@ -89,12 +89,26 @@ def place(arr, mask, vals):
     if target is None:
         return np.place(arr, mask, vals)
     _refuse_unsafe_values("place", vals, target)
-    mask = np.asarray(mask, dtype=bool)
-    if mask.size != target.size:
+    mask = as_array_of_its_library(mask, bool)
+    if _size(mask) != _size(target):
         raise ValueError("place: mask and data must be the same size")
-    if np.size(vals) == 0 and np.any(mask):
+    if _size(vals) == 0 and np.any(mask):
         raise ValueError("Cannot insert from an empty array!")
+    if holds_foreign_array(mask):  # a Dask mask, or pb.jit's stand-in: a select that never reads its values
+        _place_by_select(target, mask, vals)
+        return None
     write_flat(target, np.flatnonzero(mask), vals)
+
+
+def _place_by_select(target, mask, vals):
+    """`np.place(target, mask, vals)` as a select: the k-th element where `mask` holds (in C order) takes
+    `vals.flat[k % vals.size]`."""
+    if _size(vals) == 0:
+        return
+    flat_mask = np.ravel(mask)
+    rank = np.cumsum(flat_mask.astype(np.intp)) - 1
+    chosen = np.take(np.ravel(vals), np.maximum(rank, 0) % _size(vals))
+    rebind(target, np.where(np.reshape(flat_mask, target.shape), np.reshape(chosen, target.shape), target))
 
 
 def _size(a):

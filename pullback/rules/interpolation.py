@@ -3,6 +3,7 @@ points, the knots, the values and the fill values outside."""
 
 import numpy as np
 
+from .._arrays import as_array_of_its_library, indexable_by
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
@@ -14,7 +15,7 @@ from .indexing import unindex
       slope of the segment to the right is used. `xp` must be strictly increasing with at least two
       points (with `period`, any order: it is wrapped and sorted, as NumPy does).""")
 def interp(x, xp, fp, left=None, right=None, period=None):
-    xp, fp = (v if isinstance(v, Traced) else np.asarray(v) for v in (xp, fp))
+    xp, fp = (v if isinstance(v, Traced) else as_array_of_its_library(v) for v in (xp, fp))
     if np.shape(xp) != np.shape(fp) or np.ndim(xp) != 1 or np.shape(xp)[0] < (1 if period is not None else 2):
         raise ValueError("numpy.interp on tracked values needs 1-D xp and fp of the same length, at least 2 "
                          "(1 with period).")
@@ -25,7 +26,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         period, left, right = abs(period), None, None
         x, xp = np.mod(x, period), np.mod(xp, period)
         order = np.argsort(stop_gradient(xp))
-        xp, fp = xp[order], fp[order]
+        xp, fp = indexable_by(xp, order)[order], indexable_by(fp, order)[order]
         xp = np.concatenate((xp[-1:] - period, xp, xp[0:1] + period))
         fp = np.concatenate((fp[-1:], fp, fp[0:1]))
     return interpolate(x, xp, fp, left, right)
@@ -53,7 +54,8 @@ def _interp_rule(x, xp, fp, left, right):
     def back(g):
         j, below, above, inside = _interp_segments(x, xp)
         n = np.shape(stop_gradient(xp))[0]
-        lo_x, hi_x, lo_f, hi_f = xp[j], xp[j + 1], fp[j], fp[j + 1]
+        xp_, fp_ = indexable_by(xp, j), indexable_by(fp, j)
+        lo_x, hi_x, lo_f, hi_f = xp_[j], xp_[j + 1], fp_[j], fp_[j + 1]
         width = hi_x - lo_x
         slope = (hi_f - lo_f) / width
         t = (x - lo_x) / width
@@ -90,6 +92,7 @@ def _interp_frule(primals, tangents):
         return y, None
     j, below, above, inside = _interp_segments(x, xp)
     n = np.shape(stop_gradient(xp))[0]
+    xp, fp, txp, tfp = (None if v is None else indexable_by(v, j) for v in (xp, fp, txp, tfp))
     lo_x, hi_x = xp[j], xp[j + 1]
     width = hi_x - lo_x
     slope = (fp[j + 1] - fp[j]) / width

@@ -61,12 +61,24 @@ def _vector_norm(x, ord, axis, keepdims, vector=False):
         return np.sum(np.abs(x), axis=axis, keepdims=keepdims)
     if isinstance(ord, str):
         raise ValueError(f"Invalid norm order '{ord}' for vectors")
+    if ord < 0:
+        return _negative_order_norm(x, ord, axis, keepdims)
     total = np.sum(np.abs(x) ** ord, axis=axis, keepdims=keepdims)
     if ord < 1:
         return total ** (1.0 / ord)
     # at a zero vector, total^(1/p - 1) is inf and |x|^(p-1) is 0: the subgradient 0, as the 2-norm's
     zero = stop_gradient(total) == 0
     return (total + zero) ** (1.0 / ord) * ~zero  # arithmetic, not np.where: a number stays a NumPy scalar
+
+
+def _negative_order_norm(x, ord, axis, keepdims):
+    """(sum |x|^ord)^(1/ord) for ord < 0. A zero entry (or one whose power overflows) makes the sum inf and
+    the norm 0; near there the norm is about that entry's |x_i|, so every entry gets abs's subgradient at
+    0, which is 0 (the formula would give inf * 0)."""
+    infinite = np.isinf(np.sum(np.abs(stop_gradient(x)) ** ord, axis=axis, keepdims=True))  # NumPy's warnings
+    total = np.sum(np.where(infinite, 1.0, np.abs(x)) ** ord, axis=axis, keepdims=keepdims)
+    finite = ~(infinite if keepdims else np.squeeze(infinite, axis=axis))
+    return total ** (1.0 / ord) * finite  # arithmetic, not np.where: a number stays a NumPy scalar
 
 
 def _largest(y, axis, keepdims=False):
@@ -80,9 +92,8 @@ def _matrix_norm(x, ord, axes, keepdims):
     row, col = (k % np.ndim(x) for k in axes)
     if row == col:
         raise ValueError("Duplicate axes given.")
-    if ord is None or ord == "fro":
-        y = euclidean_norm(x, (row, col), keepdims)
-        return y
+    if ord is None or ord in ("fro", "f"):  # 'f': NumPy's alias of 'fro'
+        return euclidean_norm(x, (row, col), keepdims)
     if ord in ("nuc", 2, -2):  # NumPy's own value: the singular values alone round differently from svd's
         s = np.linalg.svd(np.moveaxis(x, (row, col), (-2, -1)), compute_uv=False)
         y = {"nuc": np.sum, 2: _largest, -2: np.min}[ord](s, axis=-1)
@@ -112,12 +123,20 @@ def norm(x, ord=None, axis=None, keepdims=False):
         if ndim not in (1, 2):
             raise ValueError("Improper number of dimensions to norm.")
     elif not isinstance(axis, tuple):
-        axis = (axis,)
+        axis = (_as_axis(axis),)
     if len(axis) == 1:
         return _vector_norm(x, ord, axis[0], keepdims)
     if len(axis) == 2:
         return _matrix_norm(x, ord, axis, keepdims)
     raise ValueError("Improper number of dimensions to norm.")
+
+
+def _as_axis(axis):
+    """One axis, converted with int() as np.linalg.norm converts it (axis=1.0 is axis 1)."""
+    try:
+        return int(axis)
+    except Exception as e:
+        raise TypeError("'axis' must be None, an integer or a tuple of integers") from e
 
 
 @composite(np.linalg.vector_norm, args="x", notes="As `norm` for vectors; `axis` may be a tuple.")

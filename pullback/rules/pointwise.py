@@ -1,7 +1,8 @@
 """Rules for NumPy's elementwise functions that are not plain one-output ufuncs, in both modes:
 sinc, i0 (with the Bessel function I1 its derivative needs), nan_to_num, real_if_close, fix,
-unwrap, and the ufuncs with two outputs divmod, modf and frexp; and the tests of a value
-(iscomplex, isreal, isneginf, isposinf), which carry no gradient.
+unwrap, and the ufuncs with two outputs divmod, modf and frexp; the functions of `np.emath`, which
+are complex where their real input leaves the real domain; and the tests of a value (iscomplex, isreal,
+isneginf, isposinf), which carry no gradient.
 """
 
 import math
@@ -11,7 +12,7 @@ import numpy as np
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ._register import add_tangents, composite, forward_in_first, forward_rule, rule, without_gradient
+from ._register import add_tangents, as_array, composite, forward_in_first, forward_rule, rule, without_gradient
 
 _SMALL = 1e-3  # below it, sinc's Taylor polynomial is exact to rounding, with all its derivatives
 
@@ -166,6 +167,85 @@ def frexp_rule(x):
 def frexp_frule(t, x):
     mantissa, exponent = np.frexp(x)
     return (mantissa, exponent), (np.ldexp(t, -exponent), None)
+
+
+
+# --- np.emath: the complex function where a real input leaves the real domain --------------------------
+# Each converts its input as NumPy's does, then applies the ufunc, whose (complex) rules differentiate it.
+_EMATH_NOTES = """As NumPy computes it: the complex function where a real input is out of the real
+      function's domain (the choice of complex or real is piecewise constant), so its derivative is the
+      complex function's."""
+# the real and complex types NumPy's np.emath makes complex64 (others become complex128)
+_TO_COMPLEX64 = (np.single, np.byte, np.short, np.ubyte, np.ushort, np.csingle)
+
+
+def _complex_where(x, outside):
+    """`x` as np.emath passes it on: complex if some real entry is `outside` the real function's domain."""
+    x = as_array(x)
+    plain = stop_gradient(x)
+    if np.any(np.isreal(plain) & outside(plain)):
+        dtype = np.complex64 if issubclass(np.result_type(plain).type, _TO_COMPLEX64) else np.complex128
+        return x.astype(dtype)
+    return x
+
+
+def _below_zero(x):
+    return x < 0
+
+
+def _beyond_one(x):
+    return np.abs(x) > 1
+
+
+@composite(np.emath.sqrt, args="x", notes=_EMATH_NOTES)
+def emath_sqrt(x):
+    return np.sqrt(_complex_where(x, _below_zero))
+
+
+@composite(np.emath.log, args="x", notes=_EMATH_NOTES)
+def emath_log(x):
+    return np.log(_complex_where(x, _below_zero))
+
+
+@composite(np.emath.log2, args="x", notes=_EMATH_NOTES)
+def emath_log2(x):
+    return np.log2(_complex_where(x, _below_zero))
+
+
+@composite(np.emath.log10, args="x", notes=_EMATH_NOTES)
+def emath_log10(x):
+    return np.log10(_complex_where(x, _below_zero))
+
+
+@composite(np.emath.logn, args="n, x", notes=_EMATH_NOTES)
+def emath_logn(n, x):
+    x = _complex_where(x, _below_zero)
+    return np.log(x) / np.log(_complex_where(n, _below_zero))
+
+
+@composite(np.emath.power, args="x, p", notes=_EMATH_NOTES + " A negative integer power is taken as a float.")
+def emath_power(x, p):
+    x = _complex_where(x, _below_zero)
+    p = as_array(p)
+    plain = stop_gradient(p)
+    if np.any(np.isreal(plain) & (plain < 0)):  # as NumPy: an integer power below zero as a float
+        p = p * 1.0
+    return np.power(x, p)
+
+
+@composite(np.emath.arctanh, args="x", notes=_EMATH_NOTES)
+def emath_arctanh(x):
+    return np.arctanh(_complex_where(x, _beyond_one))
+
+
+@composite(np.emath.arcsin, args="x", notes=_EMATH_NOTES)
+def emath_arcsin(x):
+    return np.arcsin(_complex_where(x, _beyond_one))
+
+
+@composite(np.emath.arccos, args="x", notes=_EMATH_NOTES)
+def emath_arccos(x):
+    return np.arccos(_complex_where(x, _beyond_one))
 
 
 without_gradient(np.iscomplex, np.isreal, np.isneginf, np.isposinf)

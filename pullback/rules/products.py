@@ -15,7 +15,7 @@ from .._extend import primitive, rrule
 from .._inplace import concrete_of, element_positions, mark_view, plain_of, write_out
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ._register import add_tangents, bilinear_forward, composite, forward_rule, rule, with_numpy_value
+from ._register import add_tangents, as_array, bilinear_forward, composite, forward_rule, rule, with_numpy_value
 from .indexing import unindex
 
 
@@ -389,9 +389,10 @@ def _cross_last(a, b):
     return np.stack(np.broadcast_arrays(a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), axis=-1)
 
 
-@composite(np.cross, args="a, b", notes="Vectors of length 2 or 3, every `axisa`, `axisb`, `axisc` and `axis`.")
+@composite(np.cross, args="a, b", numpy_value=True, notes="Vectors of length 2 or 3, every `axisa`, `axisb`, `axisc` and `axis`.")
 def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    plain = np.cross(np.asarray(stop_gradient(a)), np.asarray(stop_gradient(b)), axisa, axisb, axisc, axis)
+    # NumPy's checks, shape and dtype (under pb.jit, of its stand-ins: no conversion)
+    plain = np.cross(stop_gradient(as_array(a)), stop_gradient(as_array(b)), axisa, axisb, axisc, axis)
     if axis is not None:
         axisa = axisb = axisc = axis
     a, b = np.moveaxis(a, axisa, -1), np.moveaxis(b, axisb, -1)
@@ -402,7 +403,7 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)
 
 
-@composite(np.linalg.cross, args="x1, x2", notes="3-vectors along `axis`, as in numpy.linalg.")
+@composite(np.linalg.cross, args="x1, x2", numpy_value=True, notes="3-vectors along `axis`, as in numpy.linalg.")
 def linalg_cross(x1, x2, /, *, axis=-1):
     np.linalg.cross(np.empty(np.shape(x1)), np.empty(np.shape(x2)), axis=axis)  # NumPy checks the shapes
     return cross(x1, x2, axis=axis)

@@ -4,6 +4,7 @@ the reductions to a bool or a count (all, any, array_equiv, ...), which carry no
 
 import inspect
 import math
+import operator
 
 import numpy as np
 
@@ -48,9 +49,15 @@ def expand_to(g, shape, axis, keepdims, like=None):
 
 
 def keeps_dims(keepdims):
-    """Whether a reduction keeps its reduced axes: NumPy reads any true `keepdims` (1, np.True_) as True,
-    and np._NoValue as not given."""
-    return keepdims is not _NO and bool(keepdims)
+    """Whether a reduction keeps its reduced axes, reading `keepdims` as NumPy's reductions do: as a C
+    integer (True, 1, 2, np.int64(1)); np.True_, 1.0 and [1] raise NumPy's TypeError. np._NoValue is
+    not given."""
+    if keepdims is _NO:
+        return False
+    value = operator.index(keepdims)
+    if not -(2 ** 63) <= value < 2 ** 63:
+        raise OverflowError("Python int too large to convert to C long")
+    return value != 0
 
 
 def reduced_size(shape, axis):
@@ -202,6 +209,7 @@ def min_rule(x, axis=None, out=None, keepdims=False, initial=None, where=True):
 def _extreme(reduce, x, axis, keepdims, out, initial, where):
     _check_plain(reduce.__name__, out, where)
     kept = _kept_extreme(reduce, x, axis, initial, where)
+    keepdims = keeps_dims(keepdims)
     y = kept if keepdims else np.reshape(kept, _reduced_shape(np.shape(x), axis))
     if type(y) is np.ndarray and y.ndim == 0:
         y = y[()]  # a NumPy scalar, as NumPy's own reduction returns

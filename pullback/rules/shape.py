@@ -8,11 +8,11 @@ All of these are linear, so each forward rule applies the same operation to the 
 
 import numpy as np
 
-from .._arrays import axis_index, like_input, size_of, speaks_nep18, type_name, zeros_as
+from .._arrays import as_array_of_its_library, axis_index, like_input, size_of, speaks_nep18, type_name, zeros_as
 from .._extend import primitive, rrule
-from .._inplace import plain_of, write_out
+from .._inplace import concrete_of, plain_of, write_out
 from .._registry import FUNCTIONS
-from .._standins import astype
+from .._standins import astype, is_traced
 from .._values import Dual, Traced, stop_gradient, strip_all
 from ._register import composite, describe, forward_rule, linear_forward, rule, without_gradient, zeros_if_none
 
@@ -116,6 +116,58 @@ for _fn in (np.transpose, np.swapaxes, np.moveaxis, np.expand_dims, np.squeeze, 
 # The tangent as the value is computed, order="C" left out (Dask's reshape and ravel take no order).
 linear_forward(np.reshape, lambda t, *args, **kwargs: reshape_rule(t, *args, **kwargs)[0])
 linear_forward(np.ravel, lambda t, *args, **kwargs: ravel_rule(t, *args, **kwargs)[0])
+
+
+# --- sliding windows: a read-only view whose windows overlap ------------------------------------
+def _window_axes(window_shape, axis, ndim):
+    """`(window_shape, axis)` of `sliding_window_view` as tuples of equal length (`axis` normalised)."""
+    window_shape = tuple(window_shape) if np.iterable(window_shape) else (window_shape,)
+    if axis is None:
+        return window_shape, tuple(range(ndim))
+    axis = tuple(axis) if np.iterable(axis) else (axis,)
+    return window_shape, tuple(axis_index(a, ndim) for a in axis)
+
+
+def _window_slot(offsets, shape, window_shape, axis):
+    """The slice of an array of `shape` that the windows' elements at `offsets` (one per window axis) show."""
+    starts = [0] * len(shape)
+    for offset, a in zip(offsets, axis):
+        starts[a] += offset
+    trimmed = list(shape)
+    for n, a in zip(window_shape, axis):
+        trimmed[a] -= n - 1
+    return tuple(slice(start, start + n) for start, n in zip(starts, trimmed))
+
+
+@primitive
+def unwindow(g, shape, window_shape, axis):
+    """Zeros of `shape` with each window of `g` added where it was taken: the transpose of
+    `sliding_window_view`, one slice added per position in the window."""
+    out = zeros_as(g, shape)
+    for offsets in np.ndindex(*window_shape):
+        out[_window_slot(offsets, shape, window_shape, axis)] += g[(Ellipsis, *offsets)]
+    return out
+
+
+@rrule(unwindow)
+def _unwindow_rule(g, shape, window_shape, axis):
+    back = lambda dy: (np.lib.stride_tricks.sliding_window_view(dy, window_shape, axis), None, None, None)  # noqa: E731
+    return unwindow(g, shape, window_shape, axis), back
+
+
+linear_forward(unwindow)
+
+
+@rule(np.lib.stride_tricks.sliding_window_view, args="x", view=True, notes="""A view, read-only unless
+      `writeable=True`, as in NumPy; the gradient adds up each element's share from every window it is in.""")
+def sliding_window_view_rule(x, window_shape, axis=None, *, subok=False, writeable=False):
+    y = np.lib.stride_tricks.sliding_window_view(x, window_shape, axis, subok=subok, writeable=writeable)
+    shape = np.shape(x)
+    window_shape, axis = _window_axes(window_shape, axis, len(shape))
+    return y, lambda g: (unwindow(g, shape, window_shape, axis), None, None)
+
+
+linear_forward(np.lib.stride_tricks.sliding_window_view)
 
 
 def _atleast(fn):
@@ -234,7 +286,35 @@ def _joined_into(numpy_join, traced_join, arrays, axis, out, dtype, casting):
     call = lambda buffer: numpy_join(plain_arrays, axis, buffer, dtype=dtype, casting=casting)  # noqa: E731
     if dtype is not None:
         call(np.empty(np.shape(plain_of(out)), np.result_type(plain_of(out))))
+    if is_traced(out) and _reads_memory_of(arrays, out):  # NumPy copies part by part: later parts read earlier writes
+        numpy_join([concrete_of(a) for a in arrays], axis, np.empty_like(concrete_of(out)),
+                   casting=casting)  # NumPy's errors for this out=, on the values it has now
+        for part, slot in zip(arrays, _slots_of_parts(numpy_join, arrays, axis, np.ndim(out))):
+            out[slot] = part if axis is not None else np.ravel(part)
+        return out
     return write_out(f"numpy.{numpy_join.__name__}", out, traced_join(*arrays, axis=axis), call)
+
+
+def _reads_memory_of(arrays, out):
+    """Whether one of `arrays` may share memory with `out` (a view of it, or `out` itself)."""
+    target = concrete_of(out)
+    return any(isinstance(concrete_of(a), np.ndarray) and np.may_share_memory(concrete_of(a), target) for a in arrays)
+
+
+def _slots_of_parts(numpy_join, arrays, axis, ndim):
+    """The index of `out` that each of `arrays` fills in `numpy_join(arrays, axis, out=out)`."""
+    if numpy_join is np.stack:
+        ax = axis_index(axis, ndim)
+        return [(slice(None),) * ax + (k,) for k in range(len(arrays))]
+    if axis is None:  # the parts flattened, one after another
+        ax, lengths = 0, [size_of(a) for a in arrays]
+        reshape = True
+    else:
+        ax, reshape = axis_index(axis, ndim), False
+        lengths = [np.shape(a)[ax] for a in arrays]
+    ends = np.cumsum(lengths)
+    return [(slice(None),) * ax + (slice(int(end - n), int(end)),) if not reshape else slice(int(end - n), int(end))
+            for n, end in zip(lengths, ends)]
 
 
 @composite(np.vstack, args="tup")
@@ -362,7 +442,7 @@ def repeat_rule(a, repeats, axis=None):
     shape = np.shape(a)
     ax = 0 if axis is None else axis % max(len(shape), 1)
     length = size_of(a) if axis is None else shape[ax]
-    counts = np.broadcast_to(np.asarray(repeats, dtype=np.intp), (length,))
+    counts = np.broadcast_to(as_array_of_its_library(repeats, np.intp), (length,))
 
     def back(g):
         summed = segment_sum(g, counts, ax)
@@ -405,6 +485,9 @@ def gather_flat(a, positions):
       symmetric and wrap (`reflect_type='even'`). Other modes are refused.""")
 def pad(array, pad_width, mode="constant", **kwargs):
     shape = np.shape(array)
+    if shape == ():  # NumPy gives a copy of a 0-d array, whatever the widths and the mode
+        np.pad(np.zeros((), np.result_type(stop_gradient(array))), strip_all(pad_width), mode, **strip_all(kwargs))
+        return np.copy(array)
     widths = _pad_widths(strip_all(pad_width), len(shape))
     if mode == "constant":
         values = kwargs.pop("constant_values", 0)
@@ -432,7 +515,7 @@ def _pad_widths(pad_width, ndim):
             widths[axis_index(axis, ndim)] = _pad_widths(width, 1)[0]
         return widths
     given = np.asarray(pad_width)
-    if given.size and given.dtype.kind not in "iu":
+    if given.dtype.kind != "i":  # as NumPy: unsigned and empty (float) widths too
         raise TypeError("`pad_width` must be of integral type.")
     if np.any(given < 0):
         raise ValueError("index can't contain negative values")

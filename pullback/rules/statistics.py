@@ -6,7 +6,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 
 import numpy as np
 
-from .._arrays import holds_foreign_array, like_input, size_of
+from .._arrays import holds_foreign_array, like_input, of_another_library, size_of, zeros_as
 from .._values import Traced, stop_gradient
 from ._register import as_array, composite, forward_in_first, rule
 from .reductions import expand_to, given_options, keeps_dims, mask_of, masked, reduced_size, refuse_out, selected_count
@@ -271,10 +271,11 @@ def _order_statistics(a, q, axis, method, skip_nan, plain):
     missing = np.isnan(stop_gradient(lines))
     n = np.shape(lines)[-1]
     counts = np.sum(~missing, axis=-1) if skip_nan else np.full(rest, n)
-    low = np.zeros(rest + (q.size,), dtype=np.intp)
-    weight = np.zeros(rest + (q.size,))
-    if skip_nan and holds_foreign_array(counts):  # each line's positions follow its count: computed, as the order is
+    if skip_nan and of_another_library(counts):  # each line's positions follow its count: computed, as the order is
         counts = np.asarray(counts)
+    # a pb.jit stand-in's distinct counts are read (guarded), and its lines' positions written by recorded calls
+    low = zeros_as(counts, rest + (q.size,), np.intp)
+    weight = zeros_as(counts, rest + (q.size,), np.float64)
     for c in np.unique(counts):
         if c == 0:
             continue
@@ -292,6 +293,15 @@ def _order_statistics(a, q, axis, method, skip_nan, plain):
     shape = np.shape(plain)
     y = np.reshape(y, shape)
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)
+
+
+def _refuse_overwrite_input(name, overwrite_input):
+    """NumPy partitions the input in place with overwrite_input=True, leaving its order undefined."""
+    if overwrite_input:
+        raise TypeError(f"numpy.{name}(..., overwrite_input=True) on a tracked array: NumPy then partially sorts "
+                        "the input in place, in an order it leaves undefined, which pullback cannot follow. Drop "
+                        f"overwrite_input (np.{name}(a, ...) leaves `a` as it is), and sort `a` yourself if the code "
+                        "reads it afterwards (a.sort()).")
 
 
 _ORDER_NOTES = """Every `method` (NumPy's default 'linear' and the ones that select or average order
@@ -313,6 +323,7 @@ def _quantile_like(name, scale, skip_nan):
             raise TypeError(f"numpy.{name}: {key}= is not supported on tracked values; {fixes[key]}.")
         if isinstance(q, Traced):
             raise TypeError(f"numpy.{name}: the levels q carry no gradient in pullback; pass them as plain values.")
+        _refuse_overwrite_input(name, overwrite_input)
         plain = numpy_fn(stop_gradient(a), q, **_given(axis=axis, method=method, keepdims=keepdims))
         return _order_statistics(a, np.asarray(q, dtype=np.float64) / scale, _or(axis, None), _or(method, "linear"),
                                  skip_nan, plain)
@@ -332,6 +343,7 @@ def _median_like(name, skip_nan):
         if out is not None:
             raise TypeError(f"numpy.{name}: out= is not supported on tracked values; drop out= and assign the result "
                             f"instead (y = np.{name}(a)), or write it into an existing array (z[...] = np.{name}(a)).")
+        _refuse_overwrite_input(name, overwrite_input)
         plain = numpy_fn(stop_gradient(a), **_given(axis=axis, keepdims=keepdims))
         return _order_statistics(a, 0.5, _or(axis, None), "linear", skip_nan, plain)
 

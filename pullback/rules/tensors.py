@@ -1,6 +1,8 @@
 """Rules for the numpy.linalg functions built on others, in both modes: svdvals, cond, tensorinv and
 tensorsolve, composed of svd, inv, solve and norm (which have rules of their own)."""
 
+import math
+
 import numpy as np
 
 from .._arrays import size_of
@@ -50,10 +52,11 @@ frule(singular_cond)(_no_derivative)
 
 @composite(np.linalg.tensorinv, args="a")
 def tensorinv(a, ind=2):
-    np.linalg.tensorinv(np.eye(int(np.prod(np.shape(a)[:ind]))).reshape(np.shape(a)), ind)  # NumPy's checks
+    # NumPy's steps, so NumPy's errors: a non-square reshape fails in inv with LinAlgError
+    if ind <= 0:
+        raise ValueError("Invalid ind argument.")
     shape = np.shape(a)
-    rows = int(np.prod(shape[:ind]))
-    inverse = np.linalg.inv(np.reshape(a, (rows, -1)))
+    inverse = np.linalg.inv(np.reshape(a, (math.prod(shape[ind:]), -1)))
     return np.reshape(inverse, shape[ind:] + shape[:ind])
 
 

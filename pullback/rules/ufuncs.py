@@ -177,8 +177,19 @@ unary(np.reciprocal, lambda g, y: -g * y * y)
 unary(np.sin, lambda g, x: times_of(g, np.cos, x))
 unary(np.cos, lambda g, x: scaled(times_of(g, np.sin, x), -1.0))
 unary(np.tan, lambda g, y: g * (1.0 + y * y))
-unary(np.arcsin, lambda g, x: g / np.sqrt(1.0 - x * x))
-unary(np.arccos, lambda g, x: -g / np.sqrt(1.0 - x * x))
+
+
+def _root_of_one_minus_square(x):
+    """`sqrt(1 - x²)`, the denominator of arcsin's and arccos's derivatives. For complex `x`, as
+    `sqrt(1 - x) sqrt(1 + x)` with each factor made by negations, which keep the sign of a zero imaginary
+    part: on the real axis beyond ±1 (the branch cuts) it picks the side NumPy's arcsin takes there."""
+    if _is_complex(x):
+        return np.sqrt(-(x - 1.0)) * np.sqrt(-(-x - 1.0))
+    return np.sqrt(1.0 - x * x)
+
+
+unary(np.arcsin, lambda g, x: g / _root_of_one_minus_square(x))
+unary(np.arccos, lambda g, x: -g / _root_of_one_minus_square(x))
 unary(np.arctan, lambda g, x: g / (1.0 + x * x))
 unary(np.sinh, lambda g, x: g * np.cosh(x))
 unary(np.cosh, lambda g, x: g * np.sinh(x))
