@@ -78,7 +78,7 @@ def pullback(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Cal
     tape, out, plan = trace_call(f, args, kwargs, range(len(args)))
     y = untrack(out, tape, plan[0])
     if plan[0].array_api_like is None:  # (array-API results are new arrays already)
-        y = apart_from_tape(y, plan[0].given_arrays(), tape)
+        y = apart_from_tape(y, plan[0].given_arrays())
 
     def back(dy: Any) -> tuple[Any, ...]:
         seeds: dict[int, Any] = {}
@@ -157,12 +157,12 @@ def stop_gradient(x: Any) -> Any:
     model, a deque, a tuple subclass): it comes back rebuilt around their plain values, the
     original untouched.
 
-    The plain value of an array being differentiated is read-only: without pullback
-    `stop_gradient(x)` is `x`, so writing into it would change `x` behind the gradient's back
-    (NumPy raises "assignment destination is read-only"). Write into a copy,
-    `pb.stop_gradient(x).copy()`, or into `x` itself (a recorded write); a write into `x` while
-    the value is still referenced is refused, as the value would not show it. Handed back to
-    the caller, the value is writable, as without pullback.
+    Of an array being differentiated, the value is a read-only array of its own. Without pullback
+    `stop_gradient(x)` is `x`: so every later write into `x` (or through any view of its memory)
+    shows in the value and its views as in NumPy, and a write into the value, which would change
+    `x` behind the gradient's back, raises NumPy's "assignment destination is read-only". Write
+    into a copy, `pb.stop_gradient(x).copy()`, or into `x` itself (a recorded write). Handed back
+    to the caller, the value is writable, as without pullback.
 
     >>> import numpy as np, pullback as pb
     >>> pb.gradient(lambda x: np.sum(x * pb.stop_gradient(x)), np.array([3.0]))
@@ -175,27 +175,20 @@ def stop_gradient(x: Any) -> Any:
     return tree.fmap_values(read_only_value, x)
 
 
-def apart_from_tape(y, given, tape=None):
+def apart_from_tape(y, given):
     """`y`, what `f` returned, with each NumPy array made inside `f` replaced by a copy: the tape may
-    keep that very array for `back` (np.exp keeps its output), and the caller may change what it is
-    handed (`y -= t`). Arrays sharing memory with `given` (the caller's own arrays, by `memory_key`)
-    are the caller's and come back as they are, writable where `tape`'s `pb.stop_gradient` made them
-    read-only; arrays of `y` that share memory still share it."""
+    keep that very array for `back` (np.exp keeps its output, `x * pb.stop_gradient(y)` that value),
+    and the caller may change what it is handed (`y -= t`). Arrays sharing memory with `given` (the
+    caller's own arrays, by `memory_key`) are the caller's and come back as they are; arrays of `y`
+    that share memory still share it."""
     made = {}  # id(owner of the memory) -> the arrays of y on it
-    callers = []
 
     def collect(v):
-        if type(v) is not np.ndarray:
-            return v
-        if any(np.may_share_memory(v, a) for a in given.get(memory_key(v), ())):
-            callers.append(v)
-        else:
+        if type(v) is np.ndarray and not any(np.may_share_memory(v, a) for a in given.get(memory_key(v), ())):
             made.setdefault(id(memory_of(v)), []).append(v)
         return v
 
     tree.fmap_values(collect, y)
-    if callers and tape is not None:
-        release_handed_out(tape, callers)
     if not made:
         return y
     copies = {}
@@ -233,7 +226,7 @@ def _copy_keeping_flags(a):
 
 def _writeable_copied(a):
     """Whether a copy of `a` handed to the caller is writable: as `a` is, save where `a` is read-only
-    only as pb.stop_gradient's view (NumPy's own read-only arrays, np.broadcast_to's, stay so)."""
+    only as pb.stop_gradient's value (NumPy's own read-only arrays, np.broadcast_to's, stay so)."""
     return bool(a.flags.writeable) or is_handed_out(a)
 
 

@@ -112,6 +112,19 @@ def as_array_of_its_library(x, dtype=None):
     return np.asarray(x, dtype=dtype)
 
 
+def values_deciding_shape(x, dtype=None):
+    """`as_array_of_its_library(x, dtype)` for values that decide the shape of a result (np.compress's condition,
+    np.repeat's counts): a Dask array is computed, since a shape read from a lazy one is unknown (NaN); a `pb.jit`
+    stand-in stays, its values read by recorded calls.
+
+    >>> values_deciding_shape([True, False]).dtype
+    dtype('bool')
+    """
+    if is_dask_array(x):
+        return np.asarray(x, dtype=dtype)
+    return as_array_of_its_library(x, dtype)
+
+
 def indexable_by(a, index):
     """Array `a`, to be indexed by `index`: a NumPy array becomes a `pb.jit` stand-in when `index` holds one, since
     indexing a NumPy array with a stand-in would read its values, which the replay could not follow.
@@ -273,6 +286,26 @@ def size_of(x):
     if all(n == n for n in shape):  # a NaN: a Dask array's size unknown until computed
         return math.prod(shape)
     return np.size(x)
+
+
+def copy_laid_out_as(a):
+    """A copy of NumPy array `a` in memory of its own, with `a`'s strides (and writeable flag): NumPy's
+    choices between a view and a copy (`ravel`, `reshape`) are the same for it as for `a`.
+
+    >>> x = np.arange(6.0).reshape(2, 3).T
+    >>> c = copy_laid_out_as(x)
+    >>> c.strides == x.strides, np.shares_memory(c, x), bool((c == x).all())
+    (True, False, True)
+    """
+    if a.size == 0:
+        return a.copy(order="K")
+    reach = [(n - 1) * stride for n, stride in zip(a.shape, a.strides)]
+    lowest, highest = sum(min(r, 0) for r in reach), sum(max(r, 0) for r in reach)
+    memory = np.empty(highest - lowest + a.itemsize, np.uint8)
+    copy = np.ndarray(a.shape, a.dtype, memory, offset=-lowest, strides=a.strides)
+    copy[...] = a
+    copy.flags.writeable = a.flags.writeable
+    return copy
 
 
 def axis_index(axis, ndim):

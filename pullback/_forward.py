@@ -33,14 +33,14 @@ class ForwardLevel:
     def __init__(self):
         self.level = new_level()
         self.closed = False
-        self.handed_out = None  # stop_gradient's read-only views of its values (see `read_only_value`)
+        self.handed_out = None  # stop_gradient's read-only copies of its values (see `read_only_value`)
 
     def apply(self, rule, args, kwargs):
         return push_forward(self, rule, args, kwargs)
 
     def close(self):
-        """End the level: nothing reads its values' memory any more, so stop_gradient's views of them
-        become writable, as without pullback."""
+        """End the level: nothing writes its values any more, so stop_gradient's copies of them become
+        writable, as without pullback."""
         self.closed = True
         release_handed_out(self)
 
@@ -80,10 +80,14 @@ def make_dual(tag, y, y_dot, frule=None):
     if several_outputs(y):
         parts = _tangent_parts(y, y_dot, frule)
         return like_outputs(y, [make_dual(tag, yi, ti, frule) for yi, ti in zip(y, parts)])
-    kind = dtype_of(y).kind
-    if kind != "f" and kind != "c":
+    if not _is_inexact(y):
         return y
     return Dual(y, None if y_dot is None else fit_tangent(y_dot, y, frule), tag)
+
+
+def _is_inexact(value):
+    """Whether `value` is a float or complex value (a tangent's carrier); text such as a label is not."""
+    return not isinstance(value, (str, bytes)) and dtype_of(value).kind in "fc"
 
 
 def _tangent_parts(y, y_dot, frule):
@@ -173,7 +177,7 @@ def _zero_cotangent(y):
 
 
 def _has_cotangent(part):
-    return several_outputs(part) or (part is not None and dtype_of(part).kind in "fc")
+    return several_outputs(part) or (part is not None and _is_inexact(part))
 
 
 def _gradient_of(f, x):

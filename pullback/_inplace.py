@@ -220,7 +220,6 @@ def _write_root(root, new, writer=None, written=None):
     check = getattr(getattr(root, "_tape", None), "write_check", None)
     if check is not None:  # a write into an argument: see `Arguments.refuse_shared_write`
         check(getattr(root, "_id", None))
-    refuse_write_after_stop_gradient(root)
     refs = getattr(root, "_views", None)
     views = [] if refs is None else [v for v in (ref() for ref in refs) if v is not None and v._base.root is root]
     old_root, olds = plain_of(root), [plain_of(v) for v in views]
@@ -242,19 +241,50 @@ def _write_root(root, new, writer=None, written=None):
         _assign(view, _fitted(view, fresh))
         if derive is None:
             _keep_layout(view, old, old_root, new_root)
+    copies = getattr(root, "_read_only", None)
+    if copies:
+        update_copies(root, copies)
 
 
-def refuse_write_after_stop_gradient(root):
-    """Raise before a write into traced array `root` (or a view of it) while a value `pb.stop_gradient`
-    handed out of it is still in use (see `_values.read_only_value`): without pullback that value is the
-    array itself and would show the write; pullback's holds the values from before it."""
-    handed = getattr(root, "_read_only", None)
-    if handed and any(ref() is not None for _, ref in handed):
-        raise ValueError(
-            "An array being differentiated, y, is written in place (y += ..., y[i] = ..., out=y) after "
-            "pb.stop_gradient(y) handed out its value, which is still in use: without pullback they are one "
-            "array, so the write would show in it too. Keep a copy (pb.stop_gradient(y).copy()), or take "
-            "stop_gradient after the write.")
+def update_copies(root, copies):
+    """After a write into `root`, give each copy `pb.stop_gradient` made of it or of a view of it its new
+    value: without pullback the value is the array itself, so it and its views show the write. `copies`
+    holds `[where, plain value, weak reference to the copy, None]` (see `_values.read_only_value`; under
+    `pb.jit` the writable copy last). Copies no longer in use are dropped."""
+    new = plain_of(root)
+    live = []
+    for entry in copies:
+        where, _, ref, private = entry
+        value = ref() if private is None else private
+        if value is None:
+            continue
+        if where is None:  # of the root itself, which holds the same value while not written again
+            entry[1] = plain = new
+        else:  # of a view: its elements of the root
+            positions, derive = where
+            entry[1], plain = None, np.reshape(new, -1)[positions]
+            if derive is not None:
+                plain = derive(plain)
+        if private is None:
+            value.flags.writeable = True  # its own memory, read-only to user code only
+            np.copyto(value, plain)
+            value.flags.writeable = False
+        else:
+            _copy_into(private, plain)
+        live.append(entry)
+    copies[:] = live
+
+
+def _copy_into(private, plain):
+    """`np.copyto(private, plain)` of `pb.jit`'s stand-ins: the trace keeps the read-only view of `private`
+    that user code holds, and its `s[index]` views, in step; another view of it (`s.T`) it refuses."""
+    try:
+        np.copyto(private, plain)
+    except TypeError as error:  # pb.jit's JitError, which names np.copyto: name what the user wrote
+        raise type(error)(
+            "pb.jit: an array y is written in place (y[i] = ..., y += ...) while a view of s = pb.stop_gradient(y) "
+            "other than s[index] (s.T, s.reshape(...), s.ravel()) is in use: the replay could not keep that view in "
+            "step with the write, which without pb.jit shows in it. Take the view after the write.") from error
 
 
 def _assign(handle, new):

@@ -57,7 +57,7 @@ import numpy as np
 
 from . import _jit_random, _jit_watch, tree
 from ._arrays import is_foreign_array, memory_key, sharing_memory
-from ._jit_replay import Deferred, Retrace
+from ._jit_replay import Deferred, Retrace, made_read_only, producers
 from ._jit_trace import JitError, Number, RandomSource, Ref, Symbol, Trace
 from ._standins import is_traced
 
@@ -225,8 +225,8 @@ class Jitted:
                 _restore(states)
                 linalg_failed = True
                 continue
-            except Exception as error:  # raised by the function's own calls: its writes so far reach the caller
-                interrupted(arrays, program.writes_before(error))
+            except BaseException as error:  # raised by the function's own calls (or a KeyboardInterrupt in them):
+                interrupted(arrays, program.writes_before(error))  # its writes so far reach the caller
                 raise
             self._counts["replays"] += 1
             if self._stale_run:  # a replay between them: the retraces are not in a row
@@ -258,8 +258,8 @@ class Jitted:
                 result = self.fn(*symbolic[0], **symbolic[1])
             except JitError:
                 raise
-            except Exception:
-                # the writes made before it was raised reach the caller, as without pb.jit
+            except BaseException:
+                # the writes made before it was raised (a KeyboardInterrupt too) reach the caller, as without pb.jit
                 _interrupted_writer(trace, self.fn)(
                     arrays, {slot: trace.values[symbol.slot] for slot, symbol in trace.written_inputs.items()})
                 raise
@@ -321,7 +321,7 @@ class Jitted:
                 return tree.fmap(lambda leaf: outputs[order[id(leaf)]] if id(leaf) in order else _fresh(leaf), result)
 
         out_slots = [v.slot for v in out_leaves]
-        made_by = _producers(trace)
+        made_by = producers(trace)
         # a written argument returned (`a += 1; return a`, a model whose statistics were updated), or a view of one
         # (`return a[1:]`, `a.T`), is the caller's array or that view of it, as without pb.jit
         final = {slot: k for k, slot in written}
@@ -348,8 +348,8 @@ class Jitted:
                 return build(outputs, containers)
 
         inputs = [trace.values[slot] for slot in trace.inputs]
-        handed = _sharing_kept([_handed_out(trace.values[slot], inputs) for slot in out_slots], out_slots, made_by,
-                               trace)
+        handed = _sharing_kept([_handed_out(trace.values[slot], inputs, made_read_only(slot, made_by))
+                                for slot in out_slots], out_slots, made_by, trace)
         concrete = rebuild(handed + [trace.values[slot] for _, slot in written] + [trace.values[s] for s in besides],
                            arrays, containers)
         # what the function read outside its arguments, as it is now (the caller's arrays written
@@ -389,11 +389,6 @@ def _interrupted_writer(trace, fn):
 
 def _nothing_written(arrays, values):
     """`interrupted` of a function that writes into none of its arguments."""
-
-
-def _producers(trace):
-    """slot -> the node that made it (of one output)."""
-    return {node.outputs: node for node in trace.nodes if not isinstance(node.outputs, tuple)}
 
 
 def _viewed(made_by, slot):
@@ -642,13 +637,15 @@ def _fresh(leaf):
     return leaf.copy() if isinstance(leaf, np.ndarray) else leaf
 
 
-def _handed_out(value, inputs):
-    """The traced call's result `value` as the caller gets it: a copy, unless it is an argument or a
-    view of one (the trace keeps its values, and a constant among them would be replayed as the
-    caller left it)."""
+def _handed_out(value, inputs, read_only):
+    """The traced call's result `value` as the caller gets it: a copy (`read_only` where the function made
+    it so), unless it is an argument or a view of one (the trace keeps its values, and a constant among
+    them would be replayed as the caller left it)."""
     if type(value) is not np.ndarray or any(np.may_share_memory(value, x) for x in inputs if type(x) is np.ndarray):
         return value
-    return value.copy(order="K")
+    copy = value.copy(order="K")
+    copy.flags.writeable = not read_only
+    return copy
 
 
 def _is_input(x):

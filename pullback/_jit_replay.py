@@ -21,12 +21,13 @@ array([1.7745201 , 1.93910285])
 import heapq
 import re
 import threading
+import warnings
 
 import numpy as np
 
 from . import _jit_fuse
 from ._jit_parallel import PARTS, operand_source, splittable
-from ._jit_trace import Ref, collect, errors_token, setitem_copy
+from ._jit_trace import Ref, collect, errors_token, index_check, setitem_copy, with_writeable
 from ._jit_watch import same_value
 
 
@@ -232,15 +233,15 @@ def compile_trace(trace, output_slots, fuse=False):
                      for index, k in placed.items())
     kernel_of = _segments(trace, live, guards_after, planner, placed, _jit_fuse.fusible,
                           _jit_fuse.MIN_LENGTH, dtype=True) if fuse else {}
-    segment_of = _segments(trace, live - set(kernel_of), guards_after, planner, placed, splittable) \
-        if PARTS.count > 1 else {}
+    segment_of = _segments(trace, live - set(kernel_of), guards_after, planner, placed,
+                           _splittable_apart_from(_written_values(trace))) if PARTS.count > 1 else {}
     segments = {}  # first index -> [(index, node, buffer k or None)]
     parts_source = []
     slabs = _jit_fuse.Slabs()
     # slots read by code outside the kernels: a kernel's stored result is then given a name
     outside = set(output_slots) | {guard.slot for guard in trace.guards} | {
-        slot for index in live - set(kernel_of) for slot in trace.nodes[index].slots_read()} | {
-        slot for versions in trace.versions.values() for slot in versions}  # read where a call raises
+        slot for index in live - set(kernel_of) for slot in trace.nodes[index].slots_read()} | \
+        _written_values(trace)  # read where a call raises
     # slots an output may share memory with: a slab row is copied out before it becomes one
     copied = {slot for out in output_slots for slot in planner.roots.get(out, {out})}
     for index, node in enumerate(trace.nodes):
@@ -249,7 +250,7 @@ def compile_trace(trace, output_slots, fuse=False):
         if index not in live:
             continue
         fn = _setitem_in_place if _writes_in_place(node, index, trace, planner) else node.fn
-        namespace[f"f{index}"] = fn if node.errors is None else _under_errors(fn, node.errors)
+        namespace[f"f{index}"] = _under_filters(_under_errors(fn, node.errors), node.filters)
         if isinstance(node.outputs, tuple):
             names = ", ".join(f"s{s}" for s in node.outputs) + ("," if len(node.outputs) == 1 else "")
             body.append(f"    {names} = f{index}({_call_arguments(node, trace, namespace, f'c{index}')})")
@@ -285,6 +286,8 @@ def compile_trace(trace, output_slots, fuse=False):
     head = [f"def program(arena{inputs}):"]
     if any(trace.nodes[index].errors is not None for index in live):
         head.append(_errors_check(trace, namespace))
+    if any(trace.nodes[index].filters is not None for index in live):
+        head.append(_filters_check(trace, namespace))
     slab_names, slab_specs = slabs.specs()
     if arena or slab_names:
         head.append(f"    {', '.join([f'b{k}' for k in arena] + slab_names)}, = arena")
@@ -293,8 +296,8 @@ def compile_trace(trace, output_slots, fuse=False):
         namespace[f"dtype{k}"] = dtype
         head.append(f"    b{k} = empty({shape!r}, dtype{k})")
     namespace["empty"] = np.empty
-    made = _made_afresh(trace, live)
-    outs = ", ".join(f"s{s}.copy()" if _is_kept(trace, s, namespace, made) else f"s{s}" for s in output_slots)
+    made, made_by = _made_afresh(trace, live), producers(trace)
+    outs = ", ".join(_handed_out(trace, s, namespace, made, made_by) for s in output_slots)
     source = "\n".join(parts_source + head + body + [f"    return [{outs}]"])
     exec(compile(source, _SOURCE_NAME, "exec"), namespace)
     make_fused = None
@@ -320,8 +323,32 @@ def _errors_now():
     return np.geterr(), np.geterrcall()
 
 
+def _filters_check(trace, namespace):
+    """The line that retraces a call made under other warnings filters than the trace's: the calls the function
+    made under filters of its own replay under those filters, which held the caller's then."""
+    namespace.update(warnings=warnings, filters_outside=trace.filters_outside)
+    return "    if warnings.filters != filters_outside: raise Retrace"
+
+
+def _under_filters(fn, filters):
+    """`fn`, called under the warnings filters `filters` (None: as it is)."""
+    if filters is None:
+        return fn
+
+    def under_filters(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.resetwarnings()  # in the copy catch_warnings made, which it puts back
+            warnings.filters.extend(filters)
+            return fn(*args, **kwargs)
+
+    return under_filters
+
+
 def _under_errors(fn, errors):
-    """`fn`, called under the floating-point error handling `errors` (from `np.geterr`, `np.geterrcall`)."""
+    """`fn`, called under the floating-point error handling `errors` (from `np.geterr`, `np.geterrcall`; None:
+    as it is)."""
+    if errors is None:
+        return fn
     modes, call = errors
 
     def under_errors(*args, **kwargs):
@@ -332,27 +359,68 @@ def _under_errors(fn, errors):
 
 
 def _made_afresh(trace, live):
-    """The slots whose arrays each replay makes anew: results of elementwise ufuncs, and of other live nodes
-    that read no constant array and share no input's memory (np.asarray of a constant is the constant)."""
+    """The slots whose arrays each replay makes anew: results of elementwise ufuncs, of other live nodes
+    that read no constant array and share no input's memory (np.asarray of a constant is the constant),
+    and views of those (`y[1:]`, or `y` made read-only) made by nodes that read no constant array."""
     made = set()
-    for index in live:
+    for index in sorted(live):
         node = trace.nodes[index]
         constants = []
         collect((node.args, node.kwargs), np.ndarray, constants)
-        if node.elementwise or not (node.aliases or constants):
+        if node.elementwise or not (constants or any(slot not in made for slot in node.aliases)):
             made.update(node.outputs if isinstance(node.outputs, tuple) else (node.outputs,))
     return made
 
 
-def _is_kept(trace, slot, namespace, made):
+def producers(trace):
+    """slot -> the node that made it (of one output)."""
+    return {node.outputs: node for node in trace.nodes if not isinstance(node.outputs, tuple)}
+
+
+def made_read_only(slot, made_by):
+    """Whether the function made the array at `slot` read-only (`x.flags.writeable = False`, on it or on an
+    array it is a view of): it is handed out so, as without pb.jit. NumPy's own read-only views
+    (`np.broadcast_to`, which pullback's rules make and its eager calls hand out as copies) are not."""
+    node = made_by.get(slot)
+    while node is not None:
+        if node.fn is with_writeable:
+            return not node.args[1]
+        if len(node.aliases) != 1:
+            return False
+        node = made_by.get(node.aliases[0])
+    return False
+
+
+def _handed_out(trace, slot, namespace, made, made_by):
+    """The source of output `slot` as the program hands it out: itself, or a copy where it is an array the
+    program keeps (see `_is_kept`), read-only where the function made it so."""
+    if not _is_kept(trace, slot, namespace, made, made_by):
+        return f"s{slot}"
+    if made_read_only(slot, made_by):
+        namespace["read_only_copy"] = _read_only_copy
+        return f"read_only_copy(s{slot})"
+    return f"s{slot}.copy()"
+
+
+def _read_only_copy(a):
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+def _is_kept(trace, slot, namespace, made, made_by):
     """Whether output `slot` would be an array the program keeps from call to call (a constant of
     the trace, or a read-only view of one): each call then hands out a copy, as an eager call
     hands out a new array, so that a caller writing into one result changes no other."""
     value = trace.values[slot]
     if type(value) is not np.ndarray:
         return False
-    if slot in trace.released_c_order:  # a large value the trace let go of (its stand-in is read-only):
-        return slot not in made  # made by the call, or a constant of the trace
+    released = slot in trace.released_c_order  # a large value the trace let go of (its stand-in is read-only)
+    if slot in made:  # new memory at each call: a writable copy of a read-only view NumPy made (see made_read_only)
+        read_only = slot in trace.released_read_only if released else not value.flags.writeable
+        return read_only and not made_read_only(slot, made_by)
+    if released:  # not made by the call: a constant of the trace
+        return True
     if any(np.may_share_memory(value, trace.values[i]) for i in trace.inputs):
         return False  # an argument, or a view of one: the plain function hands out the same
     constants = [c for c in namespace.values() if type(c) is np.ndarray]
@@ -371,7 +439,7 @@ def _segments(trace, live, guards_after, planner, placed, joins, min_length=1, d
         # a segment's results are C-ordered (slab rows, or arrays made for the parts): one traced in another
         # order (a.T * 2) stays NumPy's, so that what is a view of it at the trace is one at the replay
         if not joins(node, trace) or isinstance(node.outputs, tuple) or not trace.c_ordered(node.outputs) \
-                or node.errors is not None:
+                or node.errors is not None or node.filters is not None:
             runs.append(run)
             run = []
             continue
@@ -390,6 +458,20 @@ def _segments(trace, live, guards_after, planner, placed, joins, min_length=1, d
         shape = _kind(trace.values[node.outputs], dtype)
     runs.append(run)
     return {index: (run[0], run[-1]) for run in runs if len(run) >= max(min_length, 1) for index in run}
+
+
+def _written_values(trace):
+    """The slots of the values written into input arrays (what an input holds where a later call raises)."""
+    return {slot for versions in trace.versions.values() for slot in versions}
+
+
+def _splittable_apart_from(written):
+    """`splittable`, but for the calls that make a value written into an input: those run whole, so that
+    where a part of a segment raises, the input's last value named is one computed at every row (a part
+    raising leaves the others' rows of a segment's results computed, and its own not)."""
+    if not written:
+        return splittable
+    return lambda node, trace: node.outputs not in written and splittable(node, trace)
 
 
 def _kind(value, dtype):
@@ -531,24 +613,83 @@ def _last_uses(trace, output_slots, live):
 def _needed_nodes(trace, output_slots):
     """Indices of the nodes the outputs and the guards depend on, the draws from a generator argument
     (each advances it, as the eager call does, whether its numbers are used or not), the calls that may raise
-    on the values (numpy.linalg's: a LinAlgError) and each value written into an input (what the input holds
-    where a later call raises); the rest is dead code."""
+    on the values (see `_may_raise`, and indexing by a traced index that no earlier call checks) and each
+    value written into an input (what the input holds where a later call raises); the rest is dead code."""
     needed = set(output_slots) | {guard.slot for guard in trace.guards}
     for versions in trace.versions.values():
         needed.update(versions)
-    live = set()
+    live = _depended_on(trace, needed, ())
+    unchecked = _unchecked_indexing(trace, live)
+    return _depended_on(trace, needed, unchecked) if unchecked else live
+
+
+def _depended_on(trace, needed, kept):
+    """The nodes that make the slots `needed`, the nodes `kept`, the draws and the calls that may raise, and
+    the nodes those depend on."""
+    needed, live = set(needed), set()
     for index in range(len(trace.nodes) - 1, -1, -1):
         node = trace.nodes[index]
         outs = node.outputs if isinstance(node.outputs, tuple) else (node.outputs,)
-        if any(out in needed for out in outs) or node.name.startswith("Generator.") or _may_raise(node):
+        if any(out in needed for out in outs) or index in kept or node.name.startswith("Generator.") \
+                or _may_raise(node, trace):
             live.add(index)
             needed.update(node.slots_read())
     return live
 
 
-def _may_raise(node):
+def _unchecked_indexing(trace, live):
+    """The dead nodes that index by a traced index (see `index_check`: an IndexError on some values, whether
+    their result is used or not), but for those that an earlier live or kept node checks the same way (the
+    forward pass's `x[labels]` checks the unused gradient's `np.add.at(g, labels, dy)`)."""
+    checked, kept = set(), []
+    for index, node in enumerate(trace.nodes):
+        key = index_check(node, trace)
+        if key is not None and key not in checked:
+            checked.add(key)
+            if index not in live:
+                kept.append(index)
+    return set(kept)
+
+
+# numpy.linalg's functions that raise LinAlgError on some values (a singular matrix, NaNs), whether their result is
+# used or not (np.linalg.inv(x) called to check x); the others (det, slogdet, qr, multi_dot, ...) never do
+_LINALG_RAISING = frozenset(getattr(np.linalg, name) for name in (
+    "solve", "inv", "cholesky", "eig", "eigh", "eigvals", "eigvalsh", "svd", "svdvals", "lstsq", "pinv",
+    "tensorsolve", "tensorinv", "matrix_rank") if hasattr(np.linalg, name))
+
+
+def _may_raise(node, trace):
     """Whether the call raises on some values, so that it is kept whether its result is used or not."""
-    return getattr(node.fn, "__module__", None) == "numpy.linalg"
+    fn = node.fn
+    if getattr(fn, "__module__", None) != "numpy.linalg":
+        return False
+    if fn in _LINALG_RAISING:
+        return True
+    if fn is np.linalg.cond:  # by an SVD for these; NumPy's inverse for the others gives inf where it fails
+        order = node.args[1] if len(node.args) > 1 else node.kwargs.get("p")
+        return order is None or _by_svd(order)
+    if fn is np.linalg.matrix_power:  # an inverse first
+        power = node.args[1] if len(node.args) > 1 else node.kwargs.get("n", 0)
+        return isinstance(power, int) and power < 0
+    if fn is np.linalg.norm or fn is getattr(np.linalg, "matrix_norm", None):  # by an SVD, for these orders
+        order = node.args[1] if len(node.args) > 1 else node.kwargs.get("ord")
+        return _by_svd(order) and _of_matrices(node, trace)
+    return False
+
+
+def _by_svd(order):
+    """Whether a matrix norm of this order (`ord`, `p`) is computed by an SVD."""
+    return isinstance(order, (int, float, str, np.number)) and order in (2, -2, "nuc")
+
+
+def _of_matrices(node, trace):
+    """Whether np.linalg.norm's call takes matrix norms (np.linalg.matrix_norm's always does)."""
+    if node.fn is not np.linalg.norm:
+        return True
+    axis = node.args[2] if len(node.args) > 2 else node.kwargs.get("axis")
+    first = node.args[0]
+    ndim = np.ndim(trace.values[first.slot] if isinstance(first, Ref) else first)
+    return (ndim == 2 and axis is None) or (type(axis) is tuple and len(axis) == 2)
 
 
 def _memory(trace, last_use):

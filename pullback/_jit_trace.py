@@ -20,6 +20,7 @@ import functools
 import inspect
 import math
 import operator
+import warnings
 import weakref
 
 import numpy as np
@@ -68,6 +69,9 @@ _NUMBERS = frozenset((int, float, complex, bool, np.float32, np.float64))
 
 # NumPy functions that write into their first argument and return None
 _WRITES_FIRST = frozenset((np.putmask, np.place, np.put, np.copyto, np.fill_diagonal, np.put_along_axis))
+# NumPy's errors for a write into a read-only array by those that do not say "assignment destination is read-only"
+_READ_ONLY_ERRORS = {np.put: "put: output array is read-only", np.putmask: "putmask: output array is read-only",
+                     np.place: "WRITEBACKIFCOPY base is read-only", np.fill_diagonal: "underlying array is read-only"}
 # NumPy functions that write into their first argument, and return it, when the keyword named is False
 _WRITES_FIRST_UNLESS = {np.nan_to_num: "copy"}
 
@@ -93,7 +97,8 @@ class Node:
     `args`/`kwargs` hold `Ref(slot)` where a Symbol was; `outputs` are the slots of the
     results (one per output of a multi-output function, in its order, or a single slot)."""
 
-    __slots__ = ("fn", "name", "args", "kwargs", "outputs", "structure", "elementwise", "aliases", "errors", "_read")
+    __slots__ = ("fn", "name", "args", "kwargs", "outputs", "structure", "elementwise", "aliases", "errors", "filters",
+                 "_read")
 
     def __init__(self, fn, name, args, kwargs, outputs, structure, elementwise, aliases=()):
         self.fn, self.name, self.args, self.kwargs = fn, name, args, kwargs
@@ -102,6 +107,9 @@ class Node:
         # the floating-point error handling (`np.geterr()`, `np.geterrcall()`) the function set around the
         # call with np.errstate, or None where it is the caller's
         self.errors = None
+        # the warnings filters (`warnings.filters`) in force at the call where the function set its own
+        # (warnings.catch_warnings with simplefilter), or None where they are the caller's
+        self.filters = None
         self._read = None
 
     def slots_read(self):
@@ -175,14 +183,22 @@ class Trace:
         self.symbols = []  # weak references to the Symbols user code may still hold
         self.holders = {}  # slot -> the number of Symbols naming it
         self.released_c_order = {}  # slot -> whether the large value let go of there was C-ordered
+        self.released_read_only = set()  # the slots of those that were read-only
+        self.writeable_guarded = set()  # the input slots whose flags.writeable a guard fixes
         self.versions = {}  # written input slot -> the slots of the values written into it, in order
         self.errors_outside = errors_token()  # the caller's floating-point error handling
         self.errors_at_start = (np.geterr(), np.geterrcall())
+        # the caller's warnings filters: the list (catch_warnings puts a copy in its place) and what it holds
+        self.filters_list, self.filters_outside = warnings.filters, list(warnings.filters)
 
     def _append(self, node):
-        """Record `node`, with the floating-point error handling the function set around it (np.errstate)."""
+        """Record `node`, with the floating-point error handling (np.errstate) and the warnings filters
+        (warnings.catch_warnings) the function set around it."""
         if errors_token() != self.errors_outside:
             node.errors = (np.geterr(), np.geterrcall())
+        filters = warnings.filters
+        if filters is not self.filters_list or filters != self.filters_outside:
+            node.filters = tuple(filters)
         self.nodes.append(node)
 
     def hold(self, symbol, slot):
@@ -208,6 +224,8 @@ class Trace:
         value = self.values[slot]
         if not left and type(value) is np.ndarray and value.nbytes >= _KEEP_BYTES and slot not in self.inputs:
             self.released_c_order[slot] = value.flags.c_contiguous
+            if not value.flags.writeable:
+                self.released_read_only.add(slot)
             self.values[slot] = np.broadcast_to(np.zeros((), value.dtype), value.shape)
 
     def c_ordered(self, slot):
@@ -468,6 +486,7 @@ class Symbol:
             return NotImplemented  # a differentiated value among the inputs: its type handles the call
         out = kwargs.pop("out", None)
         if method == "at":  # np.add.at(x, index, v) writes into x: record it as a new array
+            _about_to_write(inputs[0])
             result = self.owner.call(_ufunc_at, f"{ufunc.__name__}.at", (ufunc, *inputs), kwargs)
             _rebind(inputs[0], result, f"np.{ufunc.__name__}.at")
             return None
@@ -478,6 +497,7 @@ class Symbol:
         # NumPy writes into copies of the `out` arrays (so out's dtype, casting= and where= are
         # NumPy's), and each `out` names its copy from then on
         outs = out if isinstance(out, tuple) else (out,)
+        _about_to_write(*outs)
         if method == "__call__" and not kwargs:
             result = self.owner.call(fn, name, inputs, kwargs, elementwise=True)
             if _fits(outs, result):  # out's dtype and shape: recorded as a new array, which can be fused
@@ -499,6 +519,7 @@ class Symbol:
             return func(*self.owner._split(args)[0], **self.owner._split(kwargs)[0])
         name = getattr(func, "__name__", repr(func))
         if func in _WRITES_FIRST and args:  # np.putmask(a, ...): a write into `a`, made functional as x[i] = v is
+            _about_to_write(args[0])
             result = self.owner.call(_applied_to_copy, name, (func, *args), kwargs)
             _rebind(args[0], result, f"np.{name}")
             return None
@@ -509,6 +530,7 @@ class Symbol:
             return self.owner.call(func, name, args, kwargs)
         # an in-place write made functional, as for a ufunc's out=: the replay writes into a copy of
         # `out`, and `out` names the copy from then on
+        _about_to_write(out)
         result = self.owner.call(_written_into_copy, f"{name}(out=)", (func, out, *args), kwargs)
         return _rebind(out, result, f"np.{name}(..., out=...)")
 
@@ -566,6 +588,7 @@ class Symbol:
         return result
 
     def __setitem__(self, index, value):
+        _about_to_write(self)
         result = self.owner.call(setitem_copy, "setitem", (self, index, value), {})
         _rebind((self,), result, "x[index] = value")
 
@@ -975,6 +998,7 @@ def _written_and_returned(func, name, args, kwargs):
     """`func(a, ...)` that writes into the array `a` and returns it (np.nan_to_num(a, copy=False)): recorded as
     a write into `a`, as `a[...] = v` is; the result is `a` itself (its 0-d value read out, as NumPy's)."""
     a = args[0]
+    _about_to_write(a)
     result = a.owner.call(_applied_to_copy, name, (func, *args), kwargs)
     _rebind((a,), result, f"np.{name}")
     return a if a.ndim else a[()]
@@ -1037,23 +1061,24 @@ def _in_place(fn, x, other):
 def _ufunc_written_into_copies(fn, n_out, *args, **kwargs):
     """`fn(*inputs, out=outs, **kwargs)` (`args` is `*outs, *inputs`) writing into copies of the `out`
     arrays given (None: a new array), which it returns as NumPy does."""
-    outs = tuple(None if o is None else _copy_of_out(o) for o in args[:n_out])
+    outs = tuple(None if o is None else _copy_of_out(o, "output array is read-only") for o in args[:n_out])
     return fn(*args[n_out:], out=outs if n_out > 1 else outs[0], **kwargs)
 
 
-def _copy_of_out(out):
+def _copy_of_out(out, read_only_error=None):
     if not isinstance(out, np.ndarray):  # x[i] of a 1-d x is a NumPy scalar: NumPy refuses to write into it
         raise TypeError("return arrays must be of ArrayType")
-    return _copy_to_write(out)
+    return _copy_to_write(out, read_only_error)
 
 
-def _copy_to_write(x):
+def _copy_to_write(x, read_only_error=None):
     """A copy of `x` standing for x after a write NumPy makes into x itself: in x's memory order (the write
-    keeps x's layout), and NumPy's error where x is read-only (np.diagonal, np.broadcast_to)."""
+    keeps x's layout), and NumPy's error (`read_only_error`, the message of the write made) where x is
+    read-only (np.diagonal, np.broadcast_to, a read-only argument)."""
     if not isinstance(x, np.ndarray):
         return x.copy() if isinstance(x, np.generic) else np.copy(x)
     if not x.flags.writeable:
-        raise ValueError("assignment destination is read-only")
+        raise ValueError(read_only_error or "assignment destination is read-only")
     return x.copy(order="K")
 
 
@@ -1119,7 +1144,7 @@ def _astype(x, dtype, *args, **kwargs):
 
 def _applied_to_copy(func, a, *args, **kwargs):
     """`func(a, ...)`, which writes into `a`, applied to a copy of `a` (in its memory order), returned."""
-    y = _copy_to_write(a)
+    y = _copy_to_write(a, _READ_ONLY_ERRORS.get(func))
     func(y, *args, **kwargs)
     return y
 
@@ -1141,9 +1166,57 @@ def _flat_read(x, index):
 
 def _flat_written(x, index, value):
     """`x.flat[index] = value` as a function: a copy of x with the write."""
-    y = _copy_to_write(x)
+    y = _copy_to_write(x, "underlying array is read-only")
     y.flat[index] = value
     return y
+
+
+# the recorded calls that index an array by an index that may be traced: (kind, position of the indexed array,
+# position of the index); calls of one kind raise IndexError at the same indices of arrays of the same shape
+_INDEXING = {_getitem: ("x[i]", 0, 1), setitem_copy: ("x[i]", 0, 1), _ufunc_at: ("x[i]", 1, 2),
+             _flat_read: ("x.flat[i]", 0, 1), _flat_written: ("x.flat[i]", 0, 1), np.take: (np.take, 0, 1),
+             np.take_along_axis: (np.take_along_axis, 0, 1), np.choose: (np.choose, 1, 0), np.delete: (np.delete, 0, 1)}
+# those recorded as `_applied_to_copy(func, a, index, ...)`
+_INDEXING_WRITES = {np.put: (np.put, 1, 2), np.put_along_axis: (np.put_along_axis, 1, 2)}
+
+
+def index_check(node, trace):
+    """For a call that indexes an array by a traced integer index (`x[i]`, `x[i] = v`, `np.add.at(x, i, v)`,
+    `np.take(x, i)`, ...), which raises IndexError at some values of the index, a key that two such calls
+    share when they raise at the same values (the same kind of call, the indexed array's shape, the same
+    index); None for any other call."""
+    try:
+        where = _INDEXING_WRITES.get(node.args[0]) if node.fn is _applied_to_copy else _INDEXING.get(node.fn)
+    except TypeError:  # an unhashable callable: a user's
+        return None
+    kind, array, at = where or (None, 0, 0)
+    if kind is None or len(node.args) <= max(array, at):
+        return None
+    refs = []
+    collect(node.args[at], Ref, refs)
+    if not any(getattr(getattr(trace.values[ref.slot], "dtype", None), "kind", "?") in "iu" for ref in refs):
+        return None  # the signature fixes the shapes: only integer values may fall outside them
+    index = (node.args[at],) if kind == "x[i]" and type(node.args[at]) is not tuple else node.args[at]  # x[i] is x[(i,)]
+    others = () if kind in ("x[i]", "x.flat[i]") else (node.args[at + 1:], node.kwargs)
+    shape = np.shape(trace.values[node.args[array].slot] if isinstance(node.args[array], Ref) else node.args[array])
+    return kind, shape, _hashable(index), _hashable(others)
+
+
+def _hashable(x):
+    """A key of an argument structure: a slot by its number, a constant array by its identity."""
+    if isinstance(x, Ref):
+        return "s", x.slot
+    if isinstance(x, (tuple, list)):
+        return type(x).__name__, tuple(_hashable(v) for v in x)
+    if isinstance(x, dict):
+        return "dict", tuple((k, _hashable(v)) for k, v in x.items())
+    if isinstance(x, slice):
+        return "slice", _hashable((x.start, x.stop, x.step))
+    try:
+        hash(x)
+    except TypeError:
+        return "id", id(x)
+    return type(x), x
 
 
 def _memory_refused(construct, fix):
@@ -1163,6 +1236,7 @@ class _Flat:
         return self.array.owner.call(_flat_read, "flat[]", (self.array, index), {})
 
     def __setitem__(self, index, value):
+        _about_to_write(self.array)
         result = self.array.owner.call(_flat_written, "flat[]=", (self.array, index, value), {})
         _rebind((self.array,), result, "x.flat[index] = value")
 
@@ -1188,11 +1262,12 @@ def _is_argument(symbol):
 def _set_writeable(symbol, flag):
     """`symbol.flags.writeable = flag`: `symbol` now names a view of its value with that flag (NumPy's error
     where its memory is read-only)."""
-    made = symbol.owner.call(_with_writeable, "flags.writeable=", (symbol, bool(flag)), {})
+    made = symbol.owner.call(with_writeable, "flags.writeable=", (symbol, bool(flag)), {})
     symbol.owner.hold(symbol, made.slot)
 
 
-def _with_writeable(x, flag):
+def with_writeable(x, flag):
+    """A view of `x` with `flags.writeable` set to `flag` (recorded for `x.flags.writeable = flag`)."""
     y = x.view()
     y.flags.writeable = flag
     return y
@@ -1213,6 +1288,39 @@ def _argument_memory_slot(symbol):
     if any(type(trace.values[s]) is np.ndarray and _memory_root(trace.values[s]) is root for s in trace.inputs):
         return symbol.slot
     return None
+
+
+def _about_to_write(*targets):
+    """Before a write into `targets`: fix by a guard, once per slot, whether each one whose memory is an
+    argument's can be written. Without pb.jit a write into a read-only argument raises NumPy's error there,
+    after the writes before it; a replay writes into the caller's arrays only once it has finished, so a
+    call whose argument answers otherwise traces again, which raises where the function does."""
+    for target in targets:
+        if isinstance(target, Symbol):
+            slot = _argument_of(target)
+            trace = target.owner
+            if slot is not None and slot not in trace.writeable_guarded:
+                trace.writeable_guarded.add(slot)
+                trace.guard_at(slot, _writeable)
+
+
+def _argument_of(symbol):
+    """The input slot of the argument whose memory `symbol` is (the argument, written into or not, or a view
+    of it: its flags follow the argument's), or None."""
+    trace = symbol.owner
+    for slot, holder in trace.written_inputs.items():
+        if holder is symbol:
+            return slot
+    value = trace.values[symbol.slot]
+    if type(value) is not np.ndarray:
+        return None
+    root = _memory_root(value)
+    return next((s for s in trace.inputs if type(trace.values[s]) is np.ndarray
+                 and _memory_root(trace.values[s]) is root), None)
+
+
+def _writeable(value):
+    return value.flags.writeable
 
 
 def _memory_root(a):

@@ -40,7 +40,7 @@ class Tape:
         self.nodes = []
         self.closed = False
         self.write_check = None  # called with a node's id before an in-place write into it (see _leaves)
-        self.handed_out = None  # stop_gradient's read-only views of its values (see `read_only_value`)
+        self.handed_out = None  # stop_gradient's read-only copies of its values (see `read_only_value`)
         self.holds_traced = False  # whether a value recorded is traced by another level or is a pb.jit stand-in
 
     def leaf(self, value):

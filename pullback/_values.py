@@ -743,81 +743,85 @@ def stop_gradient(x):
 
 
 def read_only_value(x):
-    """The plain value of traced `x` as user code gets it from `pullback.stop_gradient`: an array comes as
-    a read-only view of it (the same view each time while `x` holds that value). Without pullback
-    `stop_gradient(x)` is `x` itself, so a write into it is a write into `x`, which the recording would
-    not see (values saved for the gradient would change under it): NumPy refuses it instead.
+    """The plain value of traced `x` as user code gets it from `pullback.stop_gradient`. Of an array, a
+    read-only copy of it (the same copy while `x` holds that value and the copy is in use), registered on
+    `x`'s root: without pullback `stop_gradient(x)` is `x` itself, so each later write into that root, through
+    `x` or any view of it, is copied into the copy too (see `_inplace.update_copies`), which with its views
+    shows the write as in NumPy. A write into the copy, which the recording could not see, is refused by
+    NumPy (read-only); once the outermost level `x` is traced by ends, it is writable (`release_handed_out`).
 
-    While the view is in use, a write into `x` is refused (see `refuse_write_after_stop_gradient`); once
-    the level that owns `x`'s value ends, the view becomes writable (see `release_handed_out`)."""
+    Under `pb.jit` (a stand-in `plain`) the value is a read-only view of a writable copy, which the root
+    keeps for good (a view of the value, `s.T`, does not keep a stand-in alive): the trace keeps the value
+    and its `s[index]` views in step with the copy, and refuses a write into it while another view is alive."""
     plain = stop_gradient(x)
     if plain is x or (type(plain) is not np.ndarray and not is_stand_in(plain)) or not plain.flags.writeable:
         return plain
     link = getattr(x, "_base", None)
-    root = x if link is None else link.root  # a write into x or any view of its root changes the view's values
-    handed = getattr(root, "_read_only", None)
-    if handed is None:
-        handed = root._read_only = []
-    for was, ref in handed:
-        view = ref()
-        if was is plain and view is not None:
-            return view
-    view = plain.view()
-    view.flags.writeable = False
-    handed[:] = [(was, ref) for was, ref in handed if ref() is not None]
-    handed.append((plain, weakref.ref(view)))
-    _HANDED_OUT[id(view)] = view
-    _hand_out(_outermost_level(x), view)
-    return view
+    root = x if link is None else link.root
+    copies = getattr(root, "_read_only", None)
+    if copies is None:
+        copies = root._read_only = []
+    for _, was, ref, _ in copies:
+        value = ref()
+        if was is plain and value is not None:
+            return value
+    private = None
+    if is_stand_in(plain):
+        private = np.copy(plain, order="K")
+        value = private.view()
+    else:
+        value = np.copy(plain, order="K")
+    value.flags.writeable = False
+    # where x's elements are in the root (and the real or imaginary part's `derive`): no reference to x,
+    # which refers to the root (a cycle; the collector is paused while a gradient is recorded)
+    where = None if link is None else (link.positions(), getattr(link, "derive", None))
+    copies[:] = [entry for entry in copies if entry[3] is not None or entry[2]() is not None]
+    copies.append([where, plain, weakref.ref(value), private])
+    _HANDED_OUT[id(value)] = value
+    _hand_out(_outermost_level(x), value)
+    return value
 
 
-# The read-only views `read_only_value` handed out that are still alive, by id.
+# The read-only copies `read_only_value` handed out that are still alive, by id.
 _HANDED_OUT = weakref.WeakValueDictionary()
 
 
 def is_handed_out(a):
-    """Whether `a` is a read-only view `pullback.stop_gradient` handed out (not NumPy's own read-only array)."""
+    """Whether `a` is a read-only copy `pullback.stop_gradient` handed out (not NumPy's own read-only array)."""
     return _HANDED_OUT.get(id(a)) is a
 
 
 def _outermost_level(x):
-    """The outermost level among those traced `x` is nested in: the last whose recording may read its value."""
+    """The outermost level among those traced `x` is nested in: the last that may write into `x`."""
     level = None
     while type(x) is Tracked or type(x) is Dual:
         level, x = x._tape, x._value
     return level
 
 
-def _hand_out(level, view):
-    """Note `view` among those handed out of values `level` owns: writable again once it ends."""
+def _hand_out(level, copy):
+    """Note `copy` among those handed out of values `level` owns: writable once it ends."""
     handed = getattr(level, "handed_out", False)
     if handed is None:  # the first: the level's end, however it comes, releases them
         handed = level.handed_out = []
         weakref.finalize(level, _make_writable, handed)
     if handed is not False:  # (a level of another kind keeps them read-only)
-        handed.append(weakref.ref(view))
+        handed.append(weakref.ref(copy))
 
 
-def release_handed_out(level, among=None):
-    """Make writable the read-only views `read_only_value` handed out of values `level` owned, now that
-    it has ended: no recording reads their memory any more, and without pullback they are writable.
-    With `among` (arrays), only those of them (the caller's own memory, which a recording reads as it is)."""
+def release_handed_out(level):
+    """Make writable the read-only copies `read_only_value` handed out of values `level` owned, now that it
+    has ended: nothing writes into those values any more, and without pullback they are writable."""
     handed = getattr(level, "handed_out", None)
-    if handed and among is None:
+    if handed:
         _make_writable(handed)
-    elif handed:
-        chosen = {id(a) for a in among}
-        _make_writable([ref for ref in handed if id(ref()) in chosen])
 
 
 def _make_writable(handed):
     for ref in handed:
-        view = ref()
-        if view is not None:
-            try:
-                view.flags.writeable = True
-            except ValueError:  # its memory is read-only now (the caller's, made so since): it stays so
-                pass
+        copy = ref()
+        if copy is not None:
+            copy.flags.writeable = True  # (its own memory)
     handed.clear()
 
 
@@ -893,6 +897,9 @@ def _ufunc_method_fix(ufunc, method):
         return ("write it as scipy.special.logsumexp(x, axis) (logaddexp2's: of x * ln 2, divided by ln 2), "
                 "or m + np.log(np.sum(np.exp(x - m), axis)) with m = np.max(x, axis), which pullback differentiates.")
     name = ufunc.__name__
+    if method == "reduceat":
+        return (f"write each slice's reduction as a loop of np.{name} calls over its rows (x[i:j]), then "
+                "np.stack the results; pullback differentiates each call.")
     steps = " (np.stack the steps for accumulate)" if method == "accumulate" else ""
     return (f"write it as a loop of np.{name} calls along the axis{steps}, e.g. y = x[0]; "
             f"for row in x[1:]: y = np.{name}(y, row); pullback differentiates each call.")
@@ -984,7 +991,7 @@ def _refuse_shared_outputs(name, outs):
     NumPy leaves there depends on its inner loop (the quotient of floats, the remainder of integers)."""
     arrays = [concrete_of(o) for o in outs if o is not None]
     arrays = [a for a in arrays if isinstance(a, np.ndarray)]
-    if any(np.may_share_memory(a, b) for k, a in enumerate(arrays) for b in arrays[k + 1:]):
+    if any(np.shares_memory(a, b) for k, a in enumerate(arrays) for b in arrays[k + 1:]):  # an element in common
         raise ValueError(
             f"{name}(..., out=...): two outputs are written into one array (or overlapping views of one); "
             "which of them NumPy leaves there depends on its inner loop (np.divmod of floats leaves the "

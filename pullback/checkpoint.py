@@ -98,7 +98,7 @@ from numpy.typing import ArrayLike
 
 from . import tree
 from ._arrays import as_numpy, as_type_of, is_foreign_array, rechunked_like, type_name
-from ._values import stop_gradient  # the plain value itself (the public one hands out a read-only view)
+from ._values import stop_gradient  # the plain value itself (the public one hands out a read-only copy)
 from .optim import Leaf
 from .optim._state import mirror
 from .optim._update import pair

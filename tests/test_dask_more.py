@@ -6,6 +6,7 @@ array built without computing anything (a Dask callback refuses any compute, and
 fallback for a NumPy function it lacks is an error).
 """
 
+import warnings
 
 import numpy as np
 import pytest
@@ -229,6 +230,45 @@ def test_a_dask_integer_index_on_any_axis():
     np.testing.assert_allclose(g.compute(), pb.gradient(lambda x: f(x, np.array([3, 0, 3])), MATRIX)[0], rtol=1e-12)
 
 
+# --- Dask values that decide a result's shape are computed, as NumPy's functions compute them -----------
+CONDITION = np.array([False, True, True, False])
+COUNTS = np.array([1, 2, 0, 3])
+
+
+@pytest.mark.parametrize("select", [np.compress, np.extract])
+@pytest.mark.parametrize("as_argument", [np.asarray, chunked], ids=["NumPy x", "Dask x"])
+def test_compress_and_extract_with_a_dask_condition(as_argument, select):
+    f = lambda x, c: np.sum(select(c, x) ** 3)  # noqa: E731
+    x, condition = as_argument(VECTOR), chunked(CONDITION)
+    value, (g,) = pb.withgradient(lambda x: f(x, condition), x)
+    np.testing.assert_allclose(np.asarray(value), np.asarray(f(x, condition)), rtol=1e-15)
+    np.testing.assert_allclose(np.asarray(g), pb.gradient(lambda x: f(x, CONDITION), VECTOR)[0], rtol=1e-15)
+    _, t = pb.jvp(lambda x: select(condition, x), (VECTOR,), (WEIGHTS,))
+    np.testing.assert_array_equal(t, WEIGHTS[CONDITION])
+
+
+def test_repeat_with_dask_counts():
+    f = lambda x, counts: np.sum(np.repeat(x, counts) ** 2 * np.arange(1.0, 7.0))  # noqa: E731
+    counts = chunked(COUNTS)
+    value, (g,) = pb.withgradient(lambda x: f(x, counts), VECTOR)
+    np.testing.assert_allclose(value, f(VECTOR, counts), rtol=1e-15)
+    np.testing.assert_allclose(g, pb.gradient(lambda x: f(x, COUNTS), VECTOR)[0], rtol=1e-15)
+    _, t = pb.jvp(lambda x: np.repeat(x, counts), (VECTOR,), (WEIGHTS,))
+    np.testing.assert_array_equal(t, np.repeat(WEIGHTS, COUNTS))
+
+
+def test_choose_of_dask_choices_by_a_dask_index_is_lazy():
+    index = chunked(np.array([0, 1, 1, 0]))
+    f = lambda x, index: np.sum(np.choose(index, [x, 2 * x]) ** 2 * WEIGHTS)  # noqa: E731
+    with NoCompute():
+        value, (g,) = pb.withgradient(lambda x: f(x, index), chunked(VECTOR))
+    np.testing.assert_allclose(value.compute(), f(chunked(VECTOR), index).compute(), rtol=1e-15)
+    np.testing.assert_allclose(g.compute(), pb.gradient(lambda x: f(x, np.array([0, 1, 1, 0])), VECTOR)[0], rtol=1e-15)
+    (g,) = pb.gradient(lambda x: f(x, index + 2), chunked(VECTOR))  # out of range: Dask's error, when computed
+    with pytest.raises(ValueError, match="invalid entry in choice array"):
+        g.compute()
+
+
 # --- what cannot work lazily is refused, naming the construct and the fix ----------------------------
 def test_a_boolean_mask_of_a_dask_matrix_is_refused_naming_the_fix():
     with pytest.raises(TypeError, match=r"x\[index\] for a dask\.array\.core\.Array x needs np\.add\.at.*np\.where.*"
@@ -256,3 +296,14 @@ def test_rechunk_of_a_traced_dask_array_and_dask_only_methods():
         with pytest.raises(TypeError, match=rf"x\.{method} on a Dask array being differentiated.*stop_gradient"):
             pb.gradient(lambda x: np.sum(getattr(x, method)), chunked(VECTOR))
 
+
+
+def test_interp_with_dask_knots_computes_them_as_numpy_does():
+    xp = da.from_array(np.array([0.0, 1.0, 2.0]), chunks=2)
+    fp = da.from_array(np.array([1.0, 3.0, 2.0]), chunks=2)
+    x = np.array([0.5, 1.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # Dask: numpy.interp is not implemented for its arrays
+        value, (g,) = pb.withgradient(lambda x: np.sum(np.interp(x, xp, fp)), x)
+        assert value == np.sum(np.interp(x, xp, fp))
+    np.testing.assert_allclose(g, [2.0, -1.0])  # the slopes of the two segments

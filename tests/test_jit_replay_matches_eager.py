@@ -1,6 +1,10 @@
 """pb.jit replays compute what the eager call computes (or refuse with a JitError): memory orders, views,
-value-decided shapes and dtypes, Python-number types, in-place methods, writes made before an exception,
-errors raised by unused calls and under np.errstate. Each test asserts eager's result."""
+read-only results, value-decided shapes and dtypes, Python-number types, in-place methods, writes made before
+an exception (also in parallel segments, into read-only arguments, and before a BaseException), errors raised
+by unused calls (numpy.linalg's, indexing by a traced index), under np.errstate and under warnings filters
+set inside. Each test asserts eager's result."""
+
+import warnings
 
 import numpy as np
 import pytest
@@ -352,6 +356,52 @@ def test_a_returned_row_of_a_written_argument_by_a_traced_index_is_a_view_of_it(
         assert np.shares_memory(r2, x2), f"call {seed}"
 
 
+def test_a_result_the_function_made_read_only_stays_read_only():
+    def f(x):
+        z = x * 2
+        z.flags.writeable = False
+        return z
+
+    jf = pb.jit(f)
+    for i in range(3):
+        expected, got = f(np.arange(3.0) + i), jf(np.arange(3.0) + i)
+        np.testing.assert_array_equal(got, expected)
+        assert got.flags.writeable == expected.flags.writeable
+
+
+def test_a_read_only_view_result_shares_memory_with_another_view_at_every_call():
+    def f(x):
+        y = x * 2
+        z = y[1:]
+        z.flags.writeable = False
+        return z, y[:2]
+
+    jf = pb.jit(f)
+    for i in range(3):
+        ze, ye = f(np.arange(6.0) + i)
+        zj, yj = jf(np.arange(6.0) + i)
+        np.testing.assert_array_equal(zj, ze)
+        np.testing.assert_array_equal(yj, ye)
+        assert np.shares_memory(zj, yj) == np.shares_memory(ze, ye)
+        assert zj.flags.writeable == ze.flags.writeable
+
+
+def test_views_of_a_large_intermediate_share_memory_at_every_call():
+    def f(x):
+        y = np.ones(300_000) * x.sum()
+        return y[:5], y[3:]
+
+    jf = pb.jit(f)
+    for i in range(3):
+        a, b = jf(np.arange(6.0) + i)
+        ae, be = f(np.arange(6.0) + i)
+        np.testing.assert_array_equal(b, be)
+        assert np.shares_memory(a, b) == np.shares_memory(ae, be)
+        b[0] = -1.0
+        be[0] = -1.0
+        np.testing.assert_array_equal(a, ae)
+
+
 # --- writes before an exception -----------------------------------------------------------------
 
 def test_writes_before_an_exception_raised_in_a_replay_reach_the_caller():
@@ -374,6 +424,128 @@ def test_writes_before_an_exception_raised_in_a_replay_reach_the_caller():
                 raised.append(fn)
         assert raised in ([], [f, jf])
         np.testing.assert_array_equal(x2, x1, err_msg=f"index {i}")
+
+
+def test_a_raise_in_a_parallel_segment_leaves_the_argument_the_value_written_before_it():
+    # x is written, then a call on x raises (an invalid sqrt under np.errstate), then x is written again; on
+    # more than 131,072 elements the calls run in parts on every core
+    n = 200_000
+
+    def f(x):
+        x += 1
+        z = np.sqrt(x) + 1
+        x *= 2
+        return z
+
+    jf = pb.jit(f)
+    jf(np.arange(n) + 1.0)
+    jf(np.arange(n) + 1.0)
+    for bad in (1, n - 1):
+        x = np.arange(n) + 1.0
+        x[bad] = -5.0
+        xe, xj = x.copy(), x.copy()
+        with np.errstate(invalid="raise"):
+            with pytest.raises(FloatingPointError):
+                f(xe)
+            with pytest.raises(FloatingPointError):
+                jf(xj)
+        np.testing.assert_array_equal(xj, xe)
+
+
+def _read_only_copy(a):
+    a = np.array(a)
+    a.flags.writeable = False
+    return a
+
+
+def test_a_read_only_argument_at_a_replay_raises_where_it_is_written_after_the_writes_before():
+    def f(a, b):
+        b += 1
+        a += 1
+        b += 1
+        return a + b
+
+    jf = pb.jit(f)
+    jf(np.ones(3), np.ones(3))
+    jf(np.ones(3), np.ones(3))
+    be, bj = np.ones(3), np.ones(3)
+    with pytest.raises(ValueError) as eager:
+        f(_read_only_copy(np.ones(3)), be)
+    with pytest.raises(ValueError) as jitted:
+        jf(_read_only_copy(np.ones(3)), bj)
+    assert str(jitted.value) == str(eager.value)
+    np.testing.assert_array_equal(bj, be)
+    np.testing.assert_array_equal(jf(np.ones(3), np.ones(3)), f(np.ones(3), np.ones(3)))
+
+
+@pytest.mark.parametrize("write", [
+    lambda a: a.__setitem__(0, 1.0),
+    lambda a: np.put(a, [0], 2.0),
+    lambda a: a.flat.__setitem__(0, 3.0),
+    lambda a: np.sin(a, out=a),
+    lambda a: np.putmask(a, a > 0, 1.0),
+], ids=["setitem", "put", "flat", "out=", "putmask"])
+def test_a_write_into_a_read_only_argument_raises_numpy_s_error(write):
+    def f(a):
+        write(a)
+        return a * 2
+
+    jf = pb.jit(f)
+    jf(np.ones(3))
+    jf(np.ones(3))
+    with pytest.raises(ValueError) as eager:
+        f(_read_only_copy(np.ones(3)))
+    with pytest.raises(ValueError) as jitted:
+        jf(_read_only_copy(np.ones(3)))
+    assert str(jitted.value) == str(eager.value)
+
+
+def test_a_branch_on_a_failed_write_into_a_read_only_argument_follows_each_call():
+    def f(a, b):
+        b += 1
+        try:
+            a += 1
+        except ValueError:
+            b *= 10
+        return a + b
+
+    jf = pb.jit(f)
+    for a in (_read_only_copy(np.ones(3)), np.ones(3), _read_only_copy(np.ones(3)), np.ones(3)):
+        be, bj = np.ones(3), np.ones(3)
+        ae, aj = np.array(a), np.array(a)
+        ae.flags.writeable = aj.flags.writeable = a.flags.writeable
+        np.testing.assert_array_equal(jf(aj, bj), f(ae, be))
+        np.testing.assert_array_equal(bj, be)
+        np.testing.assert_array_equal(aj, ae)
+
+
+class _Stop(BaseException):
+    """A KeyboardInterrupt-like exception (not an Exception)."""
+
+
+def _stop(kind, flag):
+    raise _Stop()
+
+
+@pytest.mark.parametrize("replay", [False, True])
+def test_writes_before_a_base_exception_reach_the_caller(replay):
+    def f(x, y):
+        x += 1
+        z = 1.0 / y
+        return z + x
+
+    jf = pb.jit(f)
+    if replay:
+        jf(np.ones(3), np.ones(3))
+        jf(np.ones(3), np.ones(3))
+    xe, xj = np.zeros(3), np.zeros(3)
+    y = np.array([1.0, 0.0, 1.0])
+    with np.errstate(divide="call", call=_stop):
+        with pytest.raises(_Stop):
+            f(xe, y)
+        with pytest.raises(_Stop):
+            jf(xj, y)
+    np.testing.assert_array_equal(xj, xe)
 
 
 # --- in-place writes ------------------------------------------------------------------------------
@@ -479,6 +651,119 @@ def test_np_errstate_inside_the_function_keeps_the_caller_s_other_settings():
             jf(np.zeros(2))
     with np.errstate(divide="ignore"):
         np.testing.assert_array_equal(jf(np.zeros(2)), f(np.zeros(2)))
+
+
+@pytest.mark.parametrize("index", [
+    lambda x, i: x[i],
+    lambda x, i: np.take(x, i),
+    lambda x, i: x.flat[i],
+    lambda x, i: np.add.at(x.copy(), i, 1.0),
+], ids=["getitem", "take", "flat", "add.at"])
+def test_an_unused_index_by_a_traced_index_still_raises_at_replays(index):
+    def f(x, i):
+        index(x, i)
+        return x * 2
+
+    jf = pb.jit(f)
+    jf(np.ones(3), np.array(1))
+    jf(np.ones(3), np.array(2))
+    with pytest.raises(IndexError):
+        f(np.ones(3), np.array(7))
+    with pytest.raises(IndexError):
+        jf(np.ones(3), np.array(7))
+    np.testing.assert_array_equal(jf(np.ones(3), np.array(0)), f(np.ones(3), np.array(0)))
+
+
+def test_an_unused_gradient_of_indexing_by_labels_is_dropped():
+    # the forward pass's w[labels] checks the labels: the unused backward pass is not computed to check them
+    step = pb.jit(lambda w, labels: pb.withgradient(lambda w: np.sum(w[labels] ** 2), w)[0])
+    w, labels = np.ones((4, 2)), np.array([1, 3])
+    step(w, labels)
+    assert step(w, labels) == pb.withgradient(lambda w: np.sum(w[labels] ** 2), w)[0]
+    program = step._cache[next(iter(step._cache))][0][0]
+    assert "unindex" not in program.source and "add.at" not in program.source
+
+
+_NAN = np.full((2, 2), np.nan)
+_SINGULAR = np.zeros((2, 2))
+
+
+@pytest.mark.parametrize("check, failing", [
+    (lambda m: np.linalg.norm(m, 2), _NAN),  # by an SVD
+    (lambda m: np.linalg.cond(m), _NAN),
+    (lambda m: np.linalg.matrix_power(m, -1), _SINGULAR),  # by an inverse
+    (lambda m: np.linalg.inv(m), _SINGULAR),
+    (lambda m: np.linalg.det(m), None),  # never raises on values
+    (lambda m: np.linalg.slogdet(m), None),
+    (lambda m: np.linalg.norm(m), None),
+    (lambda m: np.linalg.multi_dot([m, m]), None),
+    (lambda m: np.linalg.matrix_power(m, 2), None),
+], ids=["norm-2", "cond", "matrix_power-1", "inv", "det", "slogdet", "norm", "multi_dot", "matrix_power2"])
+def test_an_unused_linalg_call_is_kept_only_where_it_raises_on_some_values(check, failing):
+    def f(m):
+        check(m)
+        return m * 2.0
+
+    jf = pb.jit(f)
+    jf(np.eye(2))
+    np.testing.assert_array_equal(jf(np.eye(2) * 2), f(np.eye(2) * 2))
+    program = jf._cache[next(iter(jf._cache))][0][0]
+    assert program.n_nodes == (1 if failing is None else 2)  # a dead call that cannot raise is not run
+    if failing is not None:
+        with pytest.raises(np.linalg.LinAlgError):
+            f(failing)
+        with pytest.raises(np.linalg.LinAlgError):
+            jf(failing)
+
+
+def test_a_warnings_filter_set_inside_the_function_holds_at_replays():
+    def f(x):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return np.log(x)
+
+    jf = pb.jit(f)
+    jf(np.array([1.0, 2.0]))
+    jf(np.array([1.0, 2.0]))
+    with pytest.raises(RuntimeWarning):
+        f(np.array([0.0, 2.0]))
+    with pytest.raises(RuntimeWarning):
+        jf(np.array([0.0, 2.0]))
+
+
+def test_warnings_ignored_inside_the_function_are_not_shown_at_replays():
+    def f(x):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.log(x)
+
+    jf = pb.jit(f)
+    jf(np.array([1.0, 2.0]))
+    jf(np.array([1.0, 2.0]))
+    for _ in range(2):  # the caller's filters changed (a trace), then as they were (a replay)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            f(np.array([0.0, 2.0]))
+            n_eager = len(got)
+            jf(np.array([0.0, 2.0]))
+        assert len(got) - n_eager == n_eager == 0
+
+
+def test_warnings_filters_set_inside_keep_the_caller_s_other_filters():
+    def f(x):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return np.log(x)
+
+    jf = pb.jit(f)
+    jf(np.array([1.0, 2.0]))
+    jf(np.array([1.0, 2.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(RuntimeWarning):
+            f(np.array([0.0, 2.0]))
+        with pytest.raises(RuntimeWarning):
+            jf(np.array([0.0, 2.0]))
 
 
 # --- strides and flags of an argument's memory: the caller's at each call, fixed by a guard when read -

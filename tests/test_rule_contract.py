@@ -440,3 +440,18 @@ def test_the_tape_keeps_no_unused_output_of_a_several_output_rule_alive():
     (g,) = pb.gradient(f, np.ones(3))
     np.testing.assert_array_equal(g, [2.0, 2.0, 2.0])
     assert alive == [False]
+
+
+def test_a_primitive_with_a_text_output_beside_its_array_in_both_modes():
+    @pb.primitive
+    def labelled(x):
+        return x * 2.0, "label"
+
+    @pb.rrule(labelled)
+    def _labelled_rule(x):
+        return labelled(x), lambda g: (2.0 * g[0],)
+
+    x = np.array([1.0, -2.0])
+    np.testing.assert_array_equal(pb.jvp(lambda x: labelled(x)[0], (x,), (np.ones(2),))[1], [2.0, 2.0])
+    np.testing.assert_allclose(pb.hessian(lambda x: np.sum(labelled(x)[0] ** 2), x), 8.0 * np.eye(2))
+    assert pb.jvp(labelled, (x,), (np.ones(2),))[0][1] == "label"

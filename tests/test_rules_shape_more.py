@@ -138,6 +138,52 @@ def test_sliding_window_view_is_read_only_as_in_numpy_and_as_strided_names_it():
         .tolist() == g.tolist()
 
 
+# --- writes through sliding_window_view(writeable=True): each element of the array written once -------
+def _windows(y):
+    return np.lib.stride_tricks.sliding_window_view(y, 3, writeable=True)  # shows most elements of y 2 or 3 times
+
+
+def _add_to_a_window(w, y):
+    w[1] += y[:3]  # w[1] = w[1] + y[:3]: y[1:4] written, each once
+
+
+WINDOW_WRITES = {
+    "one element": lambda w, y: w.__setitem__((2, 1), 7.0 * y[0]),  # y[3] only, once
+    "a window": lambda w, y: w.__setitem__(1, y[:3] ** 2),
+    "every window": lambda w, y: w.__setitem__(Ellipsis, 5.0),
+    "one element from two places": lambda w, y: w.__setitem__(([0, 1], [1, 0]), y[5] * 3),
+    "two writes": lambda w, y: (w.__setitem__((0, 2), y[0] * y[1]), w.__setitem__((1, 0), y[3] ** 2)),
+    "a window in place": _add_to_a_window,
+    "np.copyto": lambda w, y: np.copyto(w, 5.0 * y[0]),
+}
+
+
+@pytest.mark.parametrize("name", list(WINDOW_WRITES))
+def test_writes_through_writeable_windows_against_numpy_and_central_differences(name):
+    write = WINDOW_WRITES[name]
+
+    def f(x):
+        y = x * 1.0
+        w = _windows(y)
+        write(w, y)
+        return y, w * 1.0  # the array written, and the windows as they show it afterwards
+
+    run_case(f, np.array([1.3, 2.1, 0.7, 3.3, 4.1, 5.9]))
+
+
+def test_one_element_through_two_windows_takes_one_value_and_refuses_two():
+    def f(x, value):
+        y = x * 1.0
+        _windows(y)[[0, 1], [1, 0]] = value(y)  # both are y[1]
+        return y
+
+    x = np.arange(6.0)
+    (g,) = pb.gradient(lambda x: np.sum(f(x, lambda y: y[5] ** 2)), x)
+    np.testing.assert_array_equal(g, [1.0, 0.0, 1.0, 1.0, 1.0, 11.0])
+    with pytest.raises(ValueError, match="writes the same element more than once"):  # NumPy keeps one of them
+        pb.gradient(lambda x: np.sum(f(x, lambda y: np.stack([y[5], y[4]]))), x)
+
+
 # --- np.pad of a 0-d array, and pad widths as NumPy reads them -----------------------------------------
 @pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "wrap"])
 def test_pad_of_zero_d_array_is_a_copy_as_in_numpy(mode):

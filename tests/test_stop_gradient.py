@@ -1,6 +1,7 @@
-"""`pb.stop_gradient` of an array being differentiated: its value is read-only while a recording may
-read its memory, a write into the array while that value is in use is refused (without pullback
-they are one array), and what reaches the caller is writable, as without pullback."""
+"""`pb.stop_gradient` of an array being differentiated: its value is a read-only copy that every later
+write into the array updates (without pullback they are one array, so the value and its views show the
+write), a write into the value raises NumPy's read-only error, and what reaches the caller is writable,
+as without pullback. The gradient takes the value as a constant, holding what NumPy shows in it."""
 
 import numpy as np
 import pytest
@@ -63,66 +64,304 @@ def test_jvp_output_returned_through_stop_gradient_is_writable():
     assert t is None
 
 
-# --- a write into the array while its stop_gradient value is in use ----------------------------------
+def test_a_value_handed_back_after_a_write_shows_it_and_is_writable():
+    def f(x):
+        y = x * 2.0
+        s = pb.stop_gradient(y)
+        y[0] = 7.0
+        return np.sum(y * s), s
 
-def _detached_then_written(x):
-    y = x * 1.0
-    s = pb.stop_gradient(y)  # without pullback, s is y
-    y += 1.0
-    return np.sum(y * s)
-
-
-def _detached_then_item_written(x):
-    y = x * 1.0
-    s = pb.stop_gradient(y[:2])  # a view of y: without pullback a view of the same memory
-    y[0] = 5.0
-    return np.sum(y) + s[0]
-
-
-def _detached_then_written_by_out(x):
-    y = x * 1.0
-    s = pb.stop_gradient(y)
-    np.add(y, 1.0, out=y)
-    return np.sum(y * s)
-
-
-@pytest.mark.parametrize("f", [_detached_then_written, _detached_then_item_written, _detached_then_written_by_out])
-def test_a_write_while_the_stop_gradient_value_is_in_use_is_refused(f):
-    with pytest.raises(ValueError, match=r"after pb.stop_gradient\(y\) handed out its value"):
-        pb.value_and_grad(f)(X)
-    with pytest.raises(ValueError, match="stop_gradient"):
-        pb.jvp(f, (X,), (np.ones(3),))
+    held = np.array([7.0, 4.0, 6.0])  # s, as NumPy shows it
+    (value, aux), g = pb.value_and_grad(f, has_aux=True)(X)
+    assert value == np.sum(held * held)
+    np.testing.assert_array_equal(aux, held)
+    aux += 1.0  # the caller's
+    np.testing.assert_allclose(g, _central_difference(lambda x: np.sum(np.r_[7.0, 2.0 * x[1:]] * held), X), rtol=1e-7)
+    (value, s), back = pb.vjp(f, X)
+    np.testing.assert_array_equal(s, held)
+    s[1] = -1.0  # the caller's to change: back reads its own
+    np.testing.assert_allclose(back((1.0, None))[0], g)
+    (value, s), (tangent, _) = pb.jvp(f, (X,), (np.ones(3),))
+    np.testing.assert_array_equal(s, held)
+    s -= 1.0
+    assert tangent == pytest.approx(np.sum(g))
 
 
-def _detached_released_then_written(x):
-    y = x * 1.0
-    s = pb.stop_gradient(y)
-    scale = float(np.sum(s))  # read before the write, then no longer used
-    del s
-    y += 1.0
-    return np.sum(y * y) * scale
+# --- a write into the array after its stop_gradient value was taken: the value shows it, as in NumPy -----
+# Without pullback `s = pb.stop_gradient(y)` is `y` itself, so a later write into y (by any path, also through
+# a view of y's memory) shows in s and in every view of s. The gradient takes s as a constant: its value
+# wherever it is read, that is, what NumPy shows there.
+
+Y = np.array([3.0, 0.5, 2.0])  # y = Y * [1, 2, 1]: no two elements equal (y.sort() has a derivative)
+
+TAKES = {"itself": lambda s: s, "slice": lambda s: s[:], "T": lambda s: s.T, "reshape": lambda s: s.reshape(3),
+         "ellipsis": lambda s: s[...], "view": lambda s: s.view(), "ravel": lambda s: s.ravel(),
+         "reversed": lambda s: s[::-1]}
 
 
-def test_a_write_is_refused_only_while_the_stop_gradient_value_is_in_use():
-    with pytest.raises(ValueError, match="still in use"):
-        pb.value_and_grad(_detached_then_written)(X)
-    value, grad = pb.value_and_grad(_detached_released_then_written)(X)  # s deleted before the write
-    assert value == _detached_released_then_written(X)
-    np.testing.assert_allclose(grad, _central_difference(
-        lambda x: np.sum((x + 1.0) ** 2) * np.sum(X), X), rtol=1e-6)  # the scale is a constant
+def _setitem(y):
+    y[0] = 10.0
 
-    def copied_then_written(x):
+
+def _iadd(y):
+    y += 1.5
+
+
+def _out(y):
+    np.multiply(y, 2.0, out=y)
+
+
+def _copyto(y):
+    np.copyto(y, y * y)
+
+
+def _put(y):
+    np.put(y, [0, 2], [5.0, 6.0])
+
+
+def _place(y):
+    np.place(y, y > 1.5, [7.0])
+
+
+def _putmask(y):
+    np.putmask(y, y > 1.5, y * 3.0)
+
+
+def _fill(y):
+    y.fill(4.0)
+
+
+def _sort(y):
+    y.sort()
+
+
+def _flat(y):
+    y.flat[1] = 9.0
+
+
+def _through_a_view(y):
+    v = y[1:]
+    v *= 2.0  # writes into y's memory
+
+
+WRITES = {f.__name__[1:]: f for f in [_setitem, _iadd, _out, _copyto, _put, _place, _putmask, _fill, _sort, _flat,
+                                      _through_a_view]}
+
+
+def _taken_then_written(x, detach, take, write):
+    y = x * np.array([1.0, 2.0, 1.0])
+    s = take(detach(y))
+    write(y)
+    return y, s
+
+
+def _loss(y, s):
+    return np.sum(y * s) + np.sum(s ** 2) + np.sum(y ** 2)
+
+
+def _numpy_value_and_gradient(take, write):
+    """What NumPy computes (`stop_gradient` is the identity), and the central differences of the loss with
+    `s` held at the values NumPy shows in it."""
+    itself = lambda v: v  # noqa: E731
+    y, s = _taken_then_written(Y.copy(), itself, take, write)
+    held = s.copy()
+    return _loss(y, s), _central_difference(lambda x: _loss(_taken_then_written(x, itself, take, write)[0], held), Y)
+
+
+def _with_pullback(take, write):
+    return lambda x: _loss(*_taken_then_written(x, pb.stop_gradient, take, write))
+
+
+@pytest.mark.parametrize("write", WRITES.values(), ids=WRITES.keys())
+@pytest.mark.parametrize("take", TAKES.values(), ids=TAKES.keys())
+def test_the_value_and_its_views_show_a_later_write_into_the_array(take, write):
+    value, grad = _numpy_value_and_gradient(take, write)
+    f = _with_pullback(take, write)
+    got, g = pb.value_and_grad(f)(Y)
+    assert got == pytest.approx(value, rel=1e-12)
+    np.testing.assert_allclose(g, grad, rtol=1e-6, atol=1e-6)
+    direction = np.array([1.0, -2.0, 0.5])
+    got, tangent = pb.jvp(f, (Y,), (direction,))
+    assert got == pytest.approx(value, rel=1e-12)
+    assert tangent == pytest.approx(grad @ direction, rel=1e-6, abs=1e-6)
+
+
+@pytest.mark.parametrize("take", [lambda v: v[:], lambda v: v.T, lambda v: v.reshape(3), lambda v: v[...],
+                                  lambda v: v.view(), lambda v: v.ravel()],
+                         ids=["slice", "T", "reshape", "ellipsis", "view", "ravel"])
+def test_stop_gradient_view_of_value_sees_later_write(take):
+    # s is a view of y without pullback: y[0] = 10 shows in it, sum(y * s) = 100 + 4 + 9
+    def f(x):
         y = x * 1.0
-        s = pb.stop_gradient(y).copy()  # a copy is the caller's, apart from y
-        y += 1.0
+        s = take(pb.stop_gradient(y))
+        y[0] = 10.0
         return np.sum(y * s)
 
-    value, grad = pb.value_and_grad(copied_then_written)(X)
-    assert value == copied_then_written(X)
-    np.testing.assert_allclose(grad, X)  # d/dx sum((x + 1) * const)
+    x = np.array([1.0, 2.0, 3.0])
+    assert f(x.copy()) == 113.0
+    value, (g,) = pb.withgradient(f, x)
+    assert value == 113.0
+    held = np.array([10.0, 2.0, 3.0])  # s, as NumPy shows it when it is read
+    np.testing.assert_allclose(g, _central_difference(lambda x: np.sum(np.r_[10.0, x[1:]] * held), x), atol=1e-8)
+    assert pb.jvp(f, (x,), (np.ones(3),)) == pytest.approx((113.0, 5.0))
 
 
-# --- the same under pb.jit: refused at the trace, as without it -------------------------------------------
+def test_stop_gradient_taken_each_step_of_a_loop_that_writes():
+    # s is y (without pullback); s[i] is read before y[i] is written, so it holds x[i] there
+    def f(x):
+        y = x * 1.0
+        for i in range(3):
+            s = pb.stop_gradient(y)
+            y[i] = y[i] * s[i]
+        return np.sum(y)
+
+    x = np.array([1.0, 2.0, 3.0])
+    assert f(x.copy()) == 14.0
+    value, (g,) = pb.withgradient(f, x)
+    assert value == 14.0
+    np.testing.assert_allclose(g, _central_difference(lambda z: np.sum(z * x), x), atol=1e-8)  # s constant
+    assert pb.jvp(f, (x,), (np.ones(3),)) == pytest.approx((14.0, 6.0))
+    jitted = pb.jit(pb.value_and_grad(f))
+    for at in (x, x + 0.5):
+        value, g = jitted(at)
+        assert value == pytest.approx(f(at.copy()))
+        np.testing.assert_allclose(g, at)
+
+
+def test_a_value_taken_of_a_view_shows_a_write_into_its_root_and_is_the_same_array_again():
+    def f(x):
+        y = x * 1.0
+        s = pb.stop_gradient(y)
+        t = pb.stop_gradient(y[1:])  # of a view of y
+        assert pb.stop_gradient(y) is s
+        y[1] = 5.0
+        assert pb.stop_gradient(y) is s  # y's value is s, written into
+        np.testing.assert_array_equal(s, [1.0, 5.0, 3.0])
+        np.testing.assert_array_equal(t, [5.0, 3.0])
+        y *= 2.0
+        np.testing.assert_array_equal(t, [10.0, 6.0])
+        return np.sum(y * (s + t[1]))
+
+    x = np.array([1.0, 2.0, 3.0])
+    value, (g,) = pb.withgradient(f, x)
+    assert value == f(x.copy())  # (2, 10, 6) . (2 + 6, 10 + 6, 6 + 6)
+    np.testing.assert_allclose(g, [2.0 * 8.0, 0.0, 2.0 * 12.0])  # s and t constant; y[1] written with a constant
+
+
+def test_a_zero_dimensional_value_shows_a_later_write():
+    def f(x):
+        y = np.sum(x, keepdims=True).reshape(())  # a 0-d array
+        s = pb.stop_gradient(y)
+        y += 1.0
+        return y * s
+
+    x = np.array([1.0, 2.0])
+    assert f(x.copy()) == 16.0
+    value, (g,) = pb.withgradient(f, x)
+    assert value == 16.0
+    np.testing.assert_allclose(g, [4.0, 4.0])  # s holds 4 when read
+
+
+def _written_then_detached_value_written(x):
+    y = x * 1.0
+    s = pb.stop_gradient(y)
+    v = s[1:]
+    y[1] = 5.0
+    assert v[0] == 5.0 and s[1] == 5.0  # as in NumPy
+    return s, v
+
+
+@pytest.mark.parametrize("write", [lambda s: s.__setitem__(0, 1.0), lambda s: np.add(s, 1.0, out=s),
+                                   lambda s: s.__iadd__(1.0), lambda s: s[1:].__setitem__(0, 1.0),
+                                   lambda s: s.T.fill(1.0)], ids=["setitem", "out", "iadd", "view", "fill"])
+def test_a_write_into_the_value_after_a_write_into_the_array_raises_numpys_read_only_error(write):
+    def f(x):
+        s, v = _written_then_detached_value_written(x)
+        write(s)
+        return np.sum(x)
+
+    def through_a_view(x):
+        s, v = _written_then_detached_value_written(x)
+        write(v)
+        return np.sum(x)
+
+    for g in (f, through_a_view):
+        with pytest.raises(ValueError, match="read-only"):
+            pb.gradient(g, X)
+        with pytest.raises(ValueError, match="read-only"):
+            pb.jvp(g, (X,), (np.ones(3),))
+
+
+# --- nested levels ------------------------------------------------------------------------------------------
+
+def test_a_value_shows_writes_made_at_an_inner_level_and_is_constant_at_both():
+    def inner(z, x):
+        y = x * z  # traced by both levels
+        s = pb.stop_gradient(y)[::-1]
+        y[0] = z * 3.0
+        return np.sum(y * s)  # s = (x2 z, x1 z, 3 z) at the read
+
+    def outer(x):
+        return pb.gradient(inner, 2.0, x)[0]
+
+    x = np.array([1.0, 2.0, 3.0])
+    held = np.array([3.0 * 2.0, x[1] * 2.0, x[2] * 2.0])[::-1]  # s at z = 2, as NumPy shows it
+    # d/dz of sum(y * s) with s constant: y = (3z, x1 z, x2 z)
+    dz = lambda x: np.sum(np.r_[3.0, x[1:]] * held)  # noqa: E731
+    assert outer(x) == pytest.approx(dz(x))
+    np.testing.assert_allclose(pb.gradient(outer, x)[0], _central_difference(dz, x), atol=1e-8)
+    value, tangent = pb.jvp(outer, (x,), (np.ones(3),))
+    assert (value, tangent) == pytest.approx((dz(x), np.sum(_central_difference(dz, x))))
+
+
+def test_a_value_of_an_outer_array_shows_a_write_made_inside_an_inner_call():
+    def outer(x):
+        y = x * 2.0
+        s = pb.stop_gradient(y)
+
+        def inner(z):
+            y[1:] = y[1:] * 3.0  # a write into the outer array while the inner level runs
+            return np.sum(y) * z
+
+        pb.gradient(inner, 3.0)
+        np.testing.assert_array_equal(s, pb.stop_gradient(y))  # s is y, also after the inner call ended
+        assert not s.flags.writeable  # while the outer level may write into y
+        return np.sum(y * s)
+
+    x = np.array([1.0, 2.0, 3.0])
+    held = np.array([2.0, 12.0, 18.0])
+    (g,) = pb.gradient(outer, x)
+    np.testing.assert_allclose(g, _central_difference(lambda x: np.sum(x * np.array([2.0, 6.0, 6.0]) * held), x),
+                               rtol=1e-7)
+
+
+# --- under pb.jit: the same values, or a JitError naming stop_gradient ----------------------------------------
+
+_FOLLOWED = ["itself", "slice", "ellipsis", "view", "reversed"]  # s[index]: kept in step by the trace
+
+
+@pytest.mark.parametrize("write", [w for n, w in WRITES.items() if n != "place"],
+                         ids=[n for n in WRITES if n != "place"])
+@pytest.mark.parametrize("take", [TAKES[n] for n in _FOLLOWED], ids=_FOLLOWED)
+def test_under_jit_the_value_and_its_index_views_show_a_later_write(take, write):
+    f = _with_pullback(take, write)
+    jitted = pb.jit(pb.value_and_grad(f))
+    for x in (Y, Y + 0.25):
+        value, g = jitted(x)
+        eager_value, eager_g = pb.value_and_grad(f)(x)
+        assert value == pytest.approx(eager_value, rel=1e-12)
+        np.testing.assert_allclose(g, eager_g, rtol=1e-12)
+    value, grad = _numpy_value_and_gradient(take, write)
+    assert jitted(Y)[0] == pytest.approx(value, rel=1e-12)
+    np.testing.assert_allclose(jitted(Y)[1], grad, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("take", [TAKES[n] for n in ("T", "reshape", "ravel")], ids=["T", "reshape", "ravel"])
+def test_under_jit_a_write_while_another_view_of_the_value_is_alive_is_refused(take):
+    f = _with_pullback(take, _setitem)
+    with pytest.raises(pb.JitError, match=r"pb.stop_gradient\(y\)"):
+        pb.jit(pb.value_and_grad(f))(Y)
+
 
 def _written_through_detached(x):
     y = np.exp(x)
@@ -131,10 +370,31 @@ def _written_through_detached(x):
     return np.sum(y * 2.0)
 
 
-@pytest.mark.parametrize("f", [_written_through_detached, _detached_then_written])
-def test_writes_through_or_beside_a_stop_gradient_value_are_refused_under_jit_as_without_it(f):
+def _written_through_detached_after_a_write(x):
+    y = np.exp(x)
+    s = pb.stop_gradient(y)
+    y[1] = 5.0
+    s[1:][0] = 100.0
+    return np.sum(y * 2.0)
+
+
+@pytest.mark.parametrize("f", [_written_through_detached, _written_through_detached_after_a_write])
+def test_writes_into_a_stop_gradient_value_are_refused_under_jit_as_without_it(f):
     with pytest.raises(ValueError) as eager:
         pb.grad(f)(X)
     with pytest.raises(ValueError) as jitted:
         pb.jit(pb.grad(f))(X)
+    assert "read-only" in str(eager.value)
     assert str(jitted.value).split(":")[0] == str(eager.value).split(":")[0]
+
+
+def test_under_jit_a_value_taken_before_a_write_shows_it_in_forward_mode():
+    def f(x):
+        y = x * 1.0
+        s = pb.stop_gradient(y)
+        y += 1.0
+        return np.sum(y * s)
+
+    jitted = pb.jit(lambda x: pb.jvp(f, (x,), (np.ones(3),)))
+    for x in (X, X * 2.0):
+        assert jitted(x) == pytest.approx((np.sum((x + 1.0) ** 2), np.sum(x + 1.0)))

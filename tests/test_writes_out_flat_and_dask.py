@@ -378,3 +378,20 @@ def test_two_outputs_into_one_memory_are_refused(place):
         pb.gradient(f, R.copy())
     with pytest.raises(ValueError, match="separate array for each output"):
         pb.jvp(f, (R.copy(),), (np.ones(4),))
+
+
+@pytest.mark.parametrize("columns", [True, False], ids=["interleaved-columns", "even-and-odd"])
+def test_two_outputs_into_disjoint_views_of_one_array_are_written(columns):
+    # the views share memory bounds but no element: each output lands where NumPy puts it
+    def f(x):
+        buf = np.zeros_like(np.stack([x, x], 1))
+        if columns:
+            np.modf(x * 1.5, out=(buf[:, 0], buf[:, 1]))
+        else:
+            flat = buf.reshape(-1)
+            np.modf(x * 1.5, out=(flat[::2], flat[1::2]))
+        return np.sum(buf * buf)
+
+    value, (g,) = pb.withgradient(f, R.copy())
+    assert value == f(R.copy())
+    np.testing.assert_allclose(g, numerical_gradient(f, R.copy())[0], atol=1e-6)

@@ -5,7 +5,7 @@ from typing import Any
 import numpy as np
 
 from .. import tree
-from .._values import stop_gradient  # the plain value itself (the public one hands out a read-only view)
+from .._values import stop_gradient  # the plain value itself (the public one hands out a read-only copy)
 from ._walk import is_traced_param
 
 __all__ = ["destructure", "Restructure"]

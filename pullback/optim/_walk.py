@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import tree
 from .._arrays import dtype_kind, speaks_array_api_only, speaks_nep18, type_name
-from .._values import stop_gradient  # the plain value itself (the public one hands out a read-only view)
+from .._values import stop_gradient  # the plain value itself (the public one hands out a read-only copy)
 
 ROOT = "model"  # how messages name the model: model.layers[0].weight, model['w']
 

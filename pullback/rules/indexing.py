@@ -5,6 +5,7 @@ and apply_along_axis and apply_over_axes, which call the user's function on trac
 index helpers tril_indices_from, triu_indices_from and diag_indices_from, whose integer results carry no gradient."""
 
 import functools
+import weakref
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from .._arrays import (
     speaks_nep18,
     stand_in_among,
     type_name,
+    values_deciding_shape,
     zeros_as,
 )
 from .._extend import primitive, rrule
@@ -242,7 +244,18 @@ def index_update_frule(primals, tangents):
            keep their gradient. A write through a view reaches its base, and every live view of that
            base sees it, as in NumPy. Writing the same element twice with different values is refused.""")
 def assign(x, index, value):
-    return replace(x, _plain_index(index), value)
+    index = _plain_index(index)
+    root_written = _root_written_through(x, value)
+    if root_written is not None:
+        return root_written
+    link = getattr(x, "_base", None)
+    if link is not None and not link.readonly and _shows_elements_twice(link):
+        return _write_through_view(x, link, index, value)
+    return replace(x, index, value)
+
+
+_REPEATED_WRITE = ("This indexed assignment writes the same element more than once; NumPy keeps only one "
+                   "of the writes, so no gradient is well defined. Use unique indices.")
 
 
 def _refuse_repeats(shape, index):
@@ -250,10 +263,60 @@ def _refuse_repeats(shape, index):
         return
     positions = indexable_by(np.arange(int(np.prod(shape))).reshape(shape), index)[index]
     if np.unique(positions).size != np.size(positions):
-        raise ValueError(
-            "This indexed assignment writes the same element more than once; NumPy keeps only one "
-            "of the writes, so no gradient is well defined. Use unique indices."
-        )
+        raise ValueError(_REPEATED_WRITE)
+
+
+# --- writes through a view that shows one element of its root in several places -----------------
+# (`sliding_window_view(y, n, writeable=True)`): NumPy writes memory, so such an element is written once, and
+# every place showing it shows the new value. The view's new value is therefore read back from its root, and
+# the write of that value into the root that follows (`_inplace.rebind`) is the root as already written.
+_WRITTEN_THROUGH = {}  # id of a view's new value -> (weak reference to it, its root, the root as written)
+
+
+def _shows_elements_twice(link):
+    """Whether a view, tied to its root by `link`, shows some element of the root in more than one place."""
+    positions = link.positions()
+    return positions.size > 1 and np.ndim(link.root) > 0 and np.bincount(positions.ravel()).max() > 1
+
+
+def _write_through_view(view, link, index, value):
+    """`view[index] = value` for a view showing some elements of its root twice: each element of the root
+    named is written once, from one element of `value`; the view's new value is read back from the root."""
+    root, positions = link.root, link.positions()
+    targets = indexable_by(positions, index)[index]
+    try:
+        sources = np.broadcast_to(np.arange(np.size(value)).reshape(np.shape(value)), np.shape(targets))
+    except ValueError:
+        return replace(view, index, value)  # NumPy's error for a value of the wrong shape
+    targets, sources = _each_written_once(np.ravel(targets), np.ravel(sources))
+    written = FUNCTIONS[index_update](root, np.unravel_index(targets, np.shape(root)), np.ravel(value)[sources])
+    shown = FUNCTIONS[getitem](written, np.unravel_index(positions, np.shape(root)))
+    for key in [k for k, (ref, _, _) in _WRITTEN_THROUGH.items() if ref() is None]:
+        del _WRITTEN_THROUGH[key]
+    _WRITTEN_THROUGH[id(shown)] = (weakref.ref(shown), root, written)
+    return shown
+
+
+def _each_written_once(targets, sources):
+    """`(targets, sources)` naming each target once; refused where a target is written from different sources."""
+    unique, first = np.unique(targets, return_index=True)
+    if unique.size != targets.size:
+        order = np.argsort(targets, kind="stable")
+        repeated = targets[order][1:] == targets[order][:-1]
+        if np.any(sources[order][1:][repeated] != sources[order][:-1][repeated]):
+            raise ValueError(_REPEATED_WRITE)
+    return unique, sources[first]
+
+
+def _root_written_through(root, value):
+    """The root as `_write_through_view` wrote it, when `value` is the view's new value it gave; else None."""
+    if not _WRITTEN_THROUGH:
+        return None
+    entry = _WRITTEN_THROUGH.get(id(value))
+    if entry is None or entry[0]() is not value or entry[1] is not root:
+        return None
+    del _WRITTEN_THROUGH[id(value)]
+    return entry[2]
 
 
 @primitive
@@ -512,7 +575,7 @@ def compress(condition, a, axis=None, out=None):
     if axis is None:
         a, axis = np.ravel(a), 0
     n = np.shape(a)[axis]
-    chosen = np.flatnonzero(as_array_of_its_library(stop_gradient(condition), bool))
+    chosen = np.flatnonzero(values_deciding_shape(stop_gradient(condition), bool))
     if chosen.size and chosen[-1] >= n:
         np.compress(stop_gradient(condition), np.empty(np.shape(a)), axis)  # NumPy's error
     return a[_along(axis, np.ndim(a), chosen)]
@@ -520,7 +583,7 @@ def compress(condition, a, axis=None, out=None):
 
 @composite(np.extract, args="arr", notes="A gather of the elements where the condition is true.")
 def extract(condition, arr):
-    return np.take(np.ravel(arr), np.flatnonzero(np.ravel(stop_gradient(condition))))
+    return np.take(np.ravel(arr), np.flatnonzero(np.ravel(values_deciding_shape(stop_gradient(condition)))))
 
 
 @composite(np.choose, args="choices", notes="Each element is gathered from the choice its index names.")
@@ -537,7 +600,8 @@ def choose(a, choices, out=None, mode="raise"):
     elif mode == "clip":
         index = np.clip(index, 0, n - 1)
     if any(of_another_library(c) for c in plain_choices):  # Dask gathers along one axis only: a where per choice
-        np.choose(index, np.arange(n), mode=mode)  # NumPy's error for an index out of range
+        if mode == "raise":  # the index itself where in range; NumPy's error (a Dask index's, when computed) if not
+            index = np.choose(index, np.arange(n))
         y = choices[n - 1]
         for k in range(n - 2, -1, -1):
             y = np.where(index == k, choices[k], y)

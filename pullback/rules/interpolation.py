@@ -3,7 +3,7 @@ points, the knots, the values and the fill values outside."""
 
 import numpy as np
 
-from .._arrays import as_array_of_its_library, indexable_by
+from .._arrays import indexable_by, values_deciding_shape
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
@@ -15,7 +15,8 @@ from .indexing import unindex
       slope of the segment to the right is used. `xp` must be strictly increasing with at least two
       points (with `period`, any order: it is wrapped and sorted, as NumPy does).""")
 def interp(x, xp, fp, left=None, right=None, period=None):
-    xp, fp = (v if isinstance(v, Traced) else as_array_of_its_library(v) for v in (xp, fp))
+    # knots of another library are computed, as NumPy's interp does (a pb.jit stand-in stays traced)
+    xp, fp = (v if isinstance(v, Traced) else values_deciding_shape(v) for v in (xp, fp))
     if np.shape(xp) != np.shape(fp) or np.ndim(xp) != 1 or np.shape(xp)[0] < (1 if period is not None else 2):
         raise ValueError("numpy.interp on tracked values needs 1-D xp and fp of the same length, at least 2 "
                          "(1 with period).")

@@ -197,24 +197,18 @@ def _beyond_one(x):
     return np.abs(x) > 1
 
 
-@composite(np.emath.sqrt, args="x", notes=_EMATH_NOTES)
-def emath_sqrt(x):
-    return np.sqrt(_complex_where(x, _below_zero))
+def _emath_of(ufunc, outside):
+    """np.emath's form of the one-argument `ufunc`: `ufunc` of the input made complex where a real entry
+    is `outside` the real function's domain."""
+    def emath_form(x):
+        return ufunc(_complex_where(x, outside))
+    emath_form.__name__ = emath_form.__qualname__ = f"emath_{ufunc.__name__}"
+    return emath_form
 
 
-@composite(np.emath.log, args="x", notes=_EMATH_NOTES)
-def emath_log(x):
-    return np.log(_complex_where(x, _below_zero))
-
-
-@composite(np.emath.log2, args="x", notes=_EMATH_NOTES)
-def emath_log2(x):
-    return np.log2(_complex_where(x, _below_zero))
-
-
-@composite(np.emath.log10, args="x", notes=_EMATH_NOTES)
-def emath_log10(x):
-    return np.log10(_complex_where(x, _below_zero))
+for _name, _outside in (("sqrt", _below_zero), ("log", _below_zero), ("log2", _below_zero), ("log10", _below_zero),
+                        ("arctanh", _beyond_one), ("arcsin", _beyond_one), ("arccos", _beyond_one)):
+    composite(getattr(np.emath, _name), args="x", notes=_EMATH_NOTES)(_emath_of(getattr(np, _name), _outside))
 
 
 @composite(np.emath.logn, args="n, x", notes=_EMATH_NOTES)
@@ -231,21 +225,6 @@ def emath_power(x, p):
     if np.any(np.isreal(plain) & (plain < 0)):  # as NumPy: an integer power below zero as a float
         p = p * 1.0
     return np.power(x, p)
-
-
-@composite(np.emath.arctanh, args="x", notes=_EMATH_NOTES)
-def emath_arctanh(x):
-    return np.arctanh(_complex_where(x, _beyond_one))
-
-
-@composite(np.emath.arcsin, args="x", notes=_EMATH_NOTES)
-def emath_arcsin(x):
-    return np.arcsin(_complex_where(x, _beyond_one))
-
-
-@composite(np.emath.arccos, args="x", notes=_EMATH_NOTES)
-def emath_arccos(x):
-    return np.arccos(_complex_where(x, _beyond_one))
 
 
 without_gradient(np.iscomplex, np.isreal, np.isneginf, np.isposinf)

@@ -8,7 +8,7 @@ All of these are linear, so each forward rule applies the same operation to the 
 
 import numpy as np
 
-from .._arrays import as_array_of_its_library, axis_index, like_input, size_of, speaks_nep18, type_name, zeros_as
+from .._arrays import axis_index, like_input, size_of, speaks_nep18, type_name, values_deciding_shape, zeros_as
 from .._extend import primitive, rrule
 from .._inplace import concrete_of, plain_of, write_out
 from .._registry import FUNCTIONS
@@ -159,7 +159,8 @@ linear_forward(unwindow)
 
 
 @rule(np.lib.stride_tricks.sliding_window_view, args="x", view=True, notes="""A view, read-only unless
-      `writeable=True`, as in NumPy; the gradient adds up each element's share from every window it is in.""")
+      `writeable=True`, as in NumPy; the gradient adds up each element's share from every window it is in. A write
+      through writeable windows writes each element of the array once; two values for one element are refused.""")
 def sliding_window_view_rule(x, window_shape, axis=None, *, subok=False, writeable=False):
     y = np.lib.stride_tricks.sliding_window_view(x, window_shape, axis, subok=subok, writeable=writeable)
     shape = np.shape(x)
@@ -439,10 +440,11 @@ linear_forward(segment_sum)
 def repeat_rule(a, repeats, axis=None):
     repeats = stop_gradient(repeats)
     y = np.repeat(a, repeats, axis)
+    repeats = values_deciding_shape(repeats, np.intp)
     shape = np.shape(a)
     ax = 0 if axis is None else axis % max(len(shape), 1)
     length = size_of(a) if axis is None else shape[ax]
-    counts = np.broadcast_to(as_array_of_its_library(repeats, np.intp), (length,))
+    counts = np.broadcast_to(repeats, (length,))
 
     def back(g):
         summed = segment_sum(g, counts, ax)

@@ -6,7 +6,9 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 
 import numpy as np
 
-from .._arrays import holds_foreign_array, like_input, of_another_library, size_of, zeros_as
+from .._arrays import copy_laid_out_as, holds_foreign_array, like_input, of_another_library, size_of, zeros_as
+from .._inplace import concrete_of, plain_of
+from .._standins import is_stand_in
 from .._values import Traced, stop_gradient
 from ._register import as_array, composite, forward_in_first, rule
 from .reductions import expand_to, given_options, keeps_dims, mask_of, masked, reduced_size, refuse_out, selected_count
@@ -295,18 +297,58 @@ def _order_statistics(a, q, axis, method, skip_nan, plain):
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)
 
 
-def _refuse_overwrite_input(name, overwrite_input):
-    """NumPy partitions the input in place with overwrite_input=True, leaving its order undefined."""
-    if overwrite_input:
-        raise TypeError(f"numpy.{name}(..., overwrite_input=True) on a tracked array: NumPy then partially sorts "
-                        "the input in place, in an order it leaves undefined, which pullback cannot follow. Drop "
-                        f"overwrite_input (np.{name}(a, ...) leaves `a` as it is), and sort `a` yourself if the code "
-                        "reads it afterwards (a.sort()).")
+def _plain_and_arrangement(numpy_call, a, overwrite_input):
+    """NumPy's value of the statistic of `a`, and with overwrite_input=True on a traced NumPy array the arrangement
+    NumPy leaves in it (it partially sorts its input in place), found on a copy laid out as `a` is; else None."""
+    value = concrete_of(a)
+    if not (overwrite_input and isinstance(a, Traced) and type(value) is np.ndarray):
+        return numpy_call(stop_gradient(a)), None
+    if is_stand_in(plain_of(a)):
+        raise TypeError("overwrite_input=True on an array being differentiated under pb.jit: the order NumPy leaves "
+                        "in the array depends on its values, which a replay could not follow. Drop overwrite_input "
+                        "(the statistic is the same), and sort the array yourself if the code reads it afterwards.")
+    scratch = copy_laid_out_as(value)
+    plain = numpy_call(scratch, overwrite_input=True)
+    return plain, _arrangement(value, scratch)
+
+
+def _arrangement(before, after):
+    """Positions `p` with `after.ravel() == before.ravel()[p]` bit for bit, for `after` holding `before`'s values
+    rearranged (the NaN-skipping functions also copy values over NaNs); None where nothing moved. Equal values are
+    matched in order, so that a permutation is found as one."""
+    old_key, new_key = _bit_keys(before.ravel(), after.ravel())
+    count = np.bincount(old_key, minlength=new_key.max(initial=-1) + 1)
+    if np.any(count[new_key] == 0):
+        raise TypeError("overwrite_input=True: NumPy left values in the array that were not in it, which pullback "
+                        "cannot follow. Drop overwrite_input (the statistic is the same).")
+    old_order, new_order = np.argsort(old_key, kind="stable"), np.argsort(new_key, kind="stable")
+    first = np.cumsum(count) - count  # where each value's run starts in old_order
+    keys = new_key[new_order]
+    rank = np.arange(keys.size) - np.searchsorted(keys, keys)  # the how-manieth of its value in `after`
+    p = np.empty(keys.size, np.intp)
+    p[new_order] = old_order[first[keys] + rank % count[keys]]
+    return None if np.array_equal(p, np.arange(p.size)) else p
+
+
+def _bit_keys(old, new):
+    """One integer per element of flat arrays `old` and `new`, equal where their bits are (-0.0 is not 0.0)."""
+    both = np.concatenate([old, new])
+    size = both.itemsize
+    bits = both.view(f"u{size}") if size in (1, 2, 4, 8) else both.view(np.uint8).reshape(both.size, size)
+    inverse = np.unique(bits, axis=0, return_inverse=True)[1].reshape(-1)
+    return inverse[:old.size], inverse[old.size:]
+
+
+def _rearrange(a, moved):
+    """`a[...] = a.flat[moved]`, recorded: a gather of `a`'s own elements, so later reads of `a` keep their gradients."""
+    if moved is not None:
+        a[...] = np.reshape(np.ravel(a)[moved], np.shape(a))
 
 
 _ORDER_NOTES = """Every `method` (NumPy's default 'linear' and the ones that select or average order
     statistics); the gradient goes to the order statistics used, as in sort. `q` and `weights=` are
-    not differentiated (`weights=` is refused)."""
+    not differentiated (`weights=` is refused). With `overwrite_input=True` the array is left as NumPy leaves it
+    (refused under `pb.jit`)."""
 
 
 def _quantile_like(name, scale, skip_nan):
@@ -323,10 +365,12 @@ def _quantile_like(name, scale, skip_nan):
             raise TypeError(f"numpy.{name}: {key}= is not supported on tracked values; {fixes[key]}.")
         if isinstance(q, Traced):
             raise TypeError(f"numpy.{name}: the levels q carry no gradient in pullback; pass them as plain values.")
-        _refuse_overwrite_input(name, overwrite_input)
-        plain = numpy_fn(stop_gradient(a), q, **_given(axis=axis, method=method, keepdims=keepdims))
-        return _order_statistics(a, np.asarray(q, dtype=np.float64) / scale, _or(axis, None), _or(method, "linear"),
-                                 skip_nan, plain)
+        given = _given(axis=axis, method=method, keepdims=keepdims)
+        plain, moved = _plain_and_arrangement(lambda v, **over: numpy_fn(v, q, **over, **given), a, overwrite_input)
+        y = _order_statistics(a, np.asarray(q, dtype=np.float64) / scale, _or(axis, None), _or(method, "linear"),
+                              skip_nan, plain)
+        _rearrange(a, moved)
+        return y
 
     return run
 
@@ -343,15 +387,18 @@ def _median_like(name, skip_nan):
         if out is not None:
             raise TypeError(f"numpy.{name}: out= is not supported on tracked values; drop out= and assign the result "
                             f"instead (y = np.{name}(a)), or write it into an existing array (z[...] = np.{name}(a)).")
-        _refuse_overwrite_input(name, overwrite_input)
-        plain = numpy_fn(stop_gradient(a), **_given(axis=axis, keepdims=keepdims))
-        return _order_statistics(a, 0.5, _or(axis, None), "linear", skip_nan, plain)
+        given = _given(axis=axis, keepdims=keepdims)
+        plain, moved = _plain_and_arrangement(lambda v, **over: numpy_fn(v, **over, **given), a, overwrite_input)
+        y = _order_statistics(a, 0.5, _or(axis, None), "linear", skip_nan, plain)
+        _rearrange(a, moved)
+        return y
 
     return run
 
 
 composite(np.median, args="a", numpy_value=True,
-          notes="The middle element, or the mean of the two middle ones; as in sort.")(
+          notes="""The middle element, or the mean of the two middle ones; as in sort. With
+          `overwrite_input=True` the array is left as NumPy leaves it (refused under `pb.jit`).""")(
     _median_like("median", False))
 composite(np.nanmedian, args="a", numpy_value=True, notes="NaNs are left out; as median.")(
     _median_like("nanmedian", True))
