@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
+from pullback.testing import numerical_gradient
 
 optim = pb.optim
 nn = pb.nn
@@ -526,17 +527,6 @@ def test_a_step_with_a_new_learning_rate_each_call_replays_and_matches_eager():
 
 # --- jitted gradients whose rules index with a traced integer array (labels, sort orders, counts, masks) -----
 
-def _central(f, x, eps=1e-6):
-    x = np.asarray(x, float)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        xp, xm = x.copy(), x.copy()
-        xp[i] += eps
-        xm[i] -= eps
-        g[i] = (f(xp) - f(xm)) / (2 * eps)
-    return g
-
-
 def _log_softmax_nll(L, lab):
     lp = L - np.log(np.sum(np.exp(L), axis=1, keepdims=True))
     return -np.mean(np.take_along_axis(lp, lab[:, None], axis=1))
@@ -553,7 +543,7 @@ def test_jit_of_cross_entropy_gradient_with_labels_argument(loss):
     L = rng.standard_normal((4, 3))
     step = pb.jit(lambda L, lab: pb.gradient(loss, L, lab)[0])
     for lab in (np.array([0, 2, 1, 2]), np.array([1, 1, 0, 2])):
-        np.testing.assert_allclose(step(L, lab), _central(lambda L: loss(L, lab), L), atol=1e-6)
+        np.testing.assert_allclose(step(L, lab), numerical_gradient(lambda L: loss(L, lab), L)[0], atol=1e-6)
 
 
 @pytest.mark.parametrize("f", [lambda X: np.sort(X, axis=0),
@@ -565,7 +555,7 @@ def test_jit_of_gradient_through_a_computed_order(f):
     loss = lambda X: np.sum(f(X) * w)  # noqa: E731
     g = pb.jit(lambda X: pb.gradient(loss, X)[0])
     for Y in (X, X[::-1] * 2.0):
-        np.testing.assert_allclose(g(Y), _central(loss, Y), atol=1e-6)
+        np.testing.assert_allclose(g(Y), numerical_gradient(loss, Y)[0], atol=1e-6)
 
 
 def test_jit_of_derivatives_of_interp_with_plain_knots():
@@ -575,7 +565,7 @@ def test_jit_of_derivatives_of_interp_with_plain_knots():
     g = pb.jit(lambda x: pb.gradient(f, x)[0])
     jv = pb.jit(lambda x: pb.jvp(lambda z: np.interp(z, xp, fp), (x,), (np.ones_like(x),))[1])
     for y in (x, x - 0.5):
-        np.testing.assert_allclose(g(y), _central(f, y), atol=1e-6)
+        np.testing.assert_allclose(g(y), numerical_gradient(f, y)[0], atol=1e-6)
         np.testing.assert_allclose(jv(y), np.where(y < 0.0, 1.0, 2.0))
 
 
@@ -584,7 +574,7 @@ def test_jit_of_interp_with_period_and_knots_as_arguments():
     f = lambda x, xp: np.sum(np.interp(x, xp, fp, period=2.5) ** 2)  # noqa: E731
     g = pb.jit(lambda x, xp: pb.gradient(f, x, xp)[0])
     for xp in (np.array([-1.0, 0.0, 1.0]), np.array([1.1, 0.0, -1.1])):
-        np.testing.assert_allclose(g(x, xp), _central(lambda x: f(x, xp), x), atol=1e-6)
+        np.testing.assert_allclose(g(x, xp), numerical_gradient(lambda x: f(x, xp), x)[0], atol=1e-6)
 
 
 @pytest.mark.parametrize("stat", [lambda X: np.nanmedian(X, axis=1),
@@ -602,7 +592,7 @@ def test_jit_of_derivatives_of_nan_order_statistics(stat):
     jg, jjv = pb.jit(g), pb.jit(jv)
     for Y in (X, other, X):
         finite = np.isfinite(Y)
-        np.testing.assert_allclose(jg(Y)[finite], _central(lambda Z: np.sum(stat(Z) ** 2), Y)[finite], atol=1e-6)
+        np.testing.assert_allclose(jg(Y)[finite], numerical_gradient(lambda Z: np.sum(stat(Z) ** 2), Y)[0][finite], atol=1e-6)
         np.testing.assert_allclose(jjv(Y), jv(Y))
 
 
@@ -640,7 +630,7 @@ def test_jit_of_gradient_with_integer_array_argument(fn):
     x = np.arange(6.0) * 0.7 - 1
     step = pb.jit(lambda x, i: pb.gradient(lambda z: np.sum(fn(z, i) ** 2), x)[0])
     for i in (np.array([0, 0, 5]), np.array([1, 2, 2]), np.array([-1, 0, -2])):
-        np.testing.assert_allclose(step(x, i), _central(lambda z: np.sum(fn(z, i) ** 2), x), atol=1e-6)
+        np.testing.assert_allclose(step(x, i), numerical_gradient(lambda z: np.sum(fn(z, i) ** 2), x)[0], atol=1e-6)
 
 
 def test_jit_of_gradient_of_a_weighted_covariance_with_the_weights_as_argument():
@@ -648,7 +638,7 @@ def test_jit_of_gradient_of_a_weighted_covariance_with_the_weights_as_argument()
     loss = lambda X, w: np.sum(np.cov(X, aweights=w) ** 2)  # noqa: E731
     step = pb.jit(lambda X, w: pb.gradient(loss, X, w)[0])
     for w in (np.arange(1.0, 7.0), np.arange(6.0, 0.0, -1.0), np.arange(1.0, 7.0)):
-        np.testing.assert_allclose(step(X, w), _central(lambda Z: loss(Z, w), X), atol=1e-6)
+        np.testing.assert_allclose(step(X, w), numerical_gradient(lambda Z: loss(Z, w), X)[0], atol=1e-6)
 
 
 # --- one-hot labels: the forms the JitError names work under pb.jit --------------------------------
@@ -733,7 +723,7 @@ def test_a_jitted_closure_over_a_value_being_differentiated_runs_as_it_is():
     assert type(val) is type(f(x0)) and type(g) is np.ndarray
     assert float(val) == pytest.approx(np.sum(np.sin(x0)))
     np.testing.assert_allclose(g, np.cos(x0))
-    np.testing.assert_allclose(g, _central(f, x0), rtol=1e-6)
+    np.testing.assert_allclose(g, numerical_gradient(f, x0)[0], rtol=1e-6)
     y, y_dot = pb.jvp(f, (x0,), (np.ones(2),))
     assert float(y) == pytest.approx(np.sum(np.sin(x0)))
     assert float(y_dot) == pytest.approx(np.sum(np.cos(x0)))
