@@ -528,6 +528,8 @@ class Symbol:
         out, args, kwargs = _out_apart(func, args, kwargs)
         if out is None:
             return self.owner.call(func, name, args, kwargs)
+        if func in _PIECEWISE and isinstance(out, Symbol) and _reads_from(args, out):
+            return _written_piecewise(func, out, args, kwargs)
         # an in-place write made functional, as for a ufunc's out=: the replay writes into a copy of
         # `out`, and `out` names the copy from then on
         _about_to_write(out)
@@ -1002,6 +1004,43 @@ def _written_and_returned(func, name, args, kwargs):
     result = a.owner.call(_applied_to_copy, name, (func, *args), kwargs)
     _rebind((a,), result, f"np.{name}")
     return a if a.ndim else a[()]
+
+
+# functions that copy their arrays into `out` one after another, each piece read when its turn comes
+_PIECEWISE = frozenset((np.concatenate, np.stack))
+
+
+def _reads_from(args, out):
+    """Whether one of the arrays (the first argument) shares memory with `out`."""
+    arrays = args[0] if args else ()
+    return any(isinstance(a, Symbol) and np.shares_memory(a._concrete(), out._concrete()) for a in arrays)
+
+
+def _written_piecewise(func, out, args, kwargs):
+    """np.concatenate or np.stack into an `out` that some of its arrays view: NumPy copies the arrays into
+    `out` in order, so a view of `out` is read after the earlier arrays were written into it; the trace
+    makes the same writes in the same order (x[index] = piece), after NumPy's own checks of shapes,
+    dtypes and casting on a scratch copy."""
+    owner = out.owner
+    func(*owner._split(args)[0], out=np.empty_like(out._concrete()), **owner._split(kwargs)[0])
+    arrays, options = args[0], {**dict(zip(("axis",), args[1:2])), **kwargs}
+    axis = options.get("axis", 0)
+    if func is np.stack:
+        axis = axis % out.ndim
+        for i, piece in enumerate(arrays):
+            out[(slice(None),) * axis + (i,)] = piece
+        return out
+    start = 0
+    for piece in arrays:
+        if axis is None:
+            size = np.size(piece)
+            out[start:start + size] = piece.flatten() if isinstance(piece, Symbol) else np.ravel(piece)
+        else:
+            axis = axis % out.ndim
+            size = np.shape(piece)[axis]
+            out[(slice(None),) * axis + (slice(start, start + size),)] = piece
+        start += size
+    return out
 
 
 def _as_array(fn):

@@ -833,3 +833,34 @@ def test_setting_a_flag_of_an_argument_is_refused():
 
     with pytest.raises(pb.JitError, match="flags.writeable of an argument"):
         pb.jit(f)(np.ones(2))
+
+
+@pytest.mark.parametrize("write", [
+    lambda y: np.concatenate((y[1:], y[:1]), out=y),
+    lambda y: np.concatenate((y[1:], y[:1]), 0, y),  # axis and out by position
+    lambda y: np.concatenate((y[2:], y[:2]), axis=None, out=y) if y.ndim == 1 else None,
+    lambda y: np.concatenate((y[:, 1:], y[:, :1]), axis=-1, out=y) if y.ndim == 2 else None,
+    lambda y: np.stack((y[1], y[0]), out=y[:2]) if y.ndim == 2 else None,
+], ids=["concatenate", "positional", "flattened", "last-axis", "stack"])
+@pytest.mark.parametrize("shape", [(6,), (3, 4)])
+def test_concatenating_views_of_out_into_out_reads_each_piece_when_numpy_does(write, shape):
+    # NumPy copies the pieces in order: y[:1] is read after y[1:] was written over it
+    def f(x):
+        y = x * 1.0
+        write(y)
+        return y * 1.0
+
+    x = np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape)
+    compiled = pb.jit(f)
+    for call in range(2):
+        np.testing.assert_array_equal(compiled(x + call), f(x + call))
+
+
+def test_concatenating_views_of_out_into_out_keeps_numpy_s_casting_error():
+    def f(x):
+        y = x * 1.0
+        np.concatenate((y[1:], y[:1].astype(complex)), out=y)
+        return y
+
+    with pytest.raises(TypeError, match="same_kind"):
+        pb.jit(f)(np.arange(4.0))
