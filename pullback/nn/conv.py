@@ -588,7 +588,7 @@ def _max_and_argmax(x, kernel, stride, padding, with_argmax=True):
     maximum (PyTorch's choice on ties), in one sweep over the offsets."""
     out_hw = _pool_out(x.shape, kernel, stride, padding)
     # *_like: arrays of x's own type (Dask, CuPy)
-    y = np.full_like(x, -np.inf, shape=(x.shape[0], *out_hw, x.shape[3]))
+    y = np.full_like(x, _lowest(x.dtype), shape=(x.shape[0], *out_hw, x.shape[3]))
     kind = np.uint8 if kernel[0] * kernel[1] < 2**8 else np.int32
     arg = np.zeros_like(x, dtype=kind, shape=y.shape) if with_argmax else None
     better = np.empty_like(x, dtype=bool, shape=y.shape) if with_argmax else None
@@ -603,6 +603,15 @@ def _max_and_argmax(x, kernel, stride, padding, with_argmax=True):
             np.maximum(a, np.multiply(b, kind(k), dtype=kind), out=a)
         np.maximum(y_block, window, out=y_block)
     return y, arg
+
+
+def _lowest(dtype):
+    """The value no element of `dtype` is below: -inf, or an integer type's minimum (-inf cast to
+    int8 or int16 is 0, which would beat every negative element)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return False
+    return np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf
 
 
 def _argmax_offsets(x, kernel, stride, padding):
@@ -732,4 +741,6 @@ def mean_pool2d(
     array([[ 2.5,  4.5],
            [10.5, 12.5]])
     """
+    if getattr(getattr(x, "dtype", None), "kind", "f") in "biu":  # integer images average to float64, as np.mean
+        x = x.astype(np.float64)
     return _mean_pool(x, **pool_geometry(x, kernel, stride, padding))

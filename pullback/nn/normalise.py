@@ -84,6 +84,23 @@ def _batch_norm_rule(x, scale, shift, *, mean, var, eps):
     return np.reshape(y, shape), back
 
 
+def _is_half(value):
+    return getattr(value, "dtype", None) == np.float16
+
+
+def _normalise_batch(x, scale, shift, eps):
+    """`(y, mean, var)`: `x` normalised with its batch's own moments over all axes but the last.
+
+    float16 values are normalised in float32 and the result given back in float16 (as PyTorch
+    does): summed in float16, a few thousand values lose whole digits, and the moments with them.
+    """
+    half = _is_half(x) and all(_is_half(v) or not hasattr(v, "dtype") for v in (scale, shift))
+    x, scale, shift = (v.astype(np.float32) if _is_half(v) else v for v in (x, scale, shift))
+    mean, var = _moments(np.reshape(stop_gradient(x), (-1, np.shape(x)[-1])))
+    y = _batch_norm(x, scale, shift, mean=mean, var=var, eps=eps)
+    return (y.astype(np.float16) if half else y), mean, var
+
+
 def batch_norm(x: Any, scale: Any, shift: Any, eps: float = 1e-5) -> Any:
     """Batch normalisation with the batch's own statistics over all axes but the last.
 
@@ -92,9 +109,7 @@ def batch_norm(x: Any, scale: Any, shift: Any, eps: float = 1e-5) -> Any:
     >>> y[:, 0]
     array([-1.,  1.])
     """
-    c = np.shape(x)[-1]
-    mean, var = _moments(np.reshape(stop_gradient(x), (-1, c)))
-    return _batch_norm(x, scale, shift, mean=mean, var=var, eps=eps)
+    return _normalise_batch(x, scale, shift, eps)[0]
 
 
 class BatchNorm:
@@ -120,6 +135,7 @@ class BatchNorm:
         affine: bool = True, dtype: DTypeLike = np.float32, training: bool | None = None,
     ) -> None:
         check_sizes("BatchNorm", "BatchNorm(channels, activation)", channels=channels)
+        _check_momentum(momentum)
         self.scale = np.ones(channels, dtype=dtype) if affine else None
         self.shift = np.zeros(channels, dtype=dtype) if affine else None
         self.running_mean = np.zeros(channels, dtype=dtype)
@@ -142,9 +158,8 @@ class BatchNorm:
             if np.size(x) // max(c, 1) < 2:  # the unbiased variance for the running average is undefined
                 raise ValueError(f"BatchNorm({c}) in training mode needs more than one value per channel; got input "
                                  f"of shape {np.shape(x)}. Use a larger batch, or evaluation mode (pb.nn.testmode).")
-            mean, var = _moments(np.reshape(stop_gradient(x), (-1, c)))
+            y, mean, var = _normalise_batch(x, scale, shift, self.eps)
             self._update_running(mean, var, np.size(x) // c)
-            y = _batch_norm(x, scale, shift, mean=mean, var=var, eps=self.eps)
         else:
             a = scale / np.sqrt(self.running_var + self.eps)
             y = x * a + (shift - self.running_mean * a)
@@ -179,6 +194,16 @@ class BatchNorm:
         return f"BatchNorm({', '.join(parts)})"
 
 
+def _check_momentum(momentum):
+    """Refuse a momentum the running averages cannot use (PyTorch's momentum=None among them)."""
+    if isinstance(momentum, bool) or not isinstance(momentum, (int, float, np.integer, np.floating)):
+        raise TypeError(f"BatchNorm: momentum must be a number in [0, 1], got {momentum!r}; PyTorch's momentum=None "
+                        "(a cumulative average) is not available: give a number such as 0.1.")
+    if not 0 <= momentum <= 1:
+        raise ValueError(f"BatchNorm: momentum must be in [0, 1], got {momentum!r} "
+                         "(running = (1 - momentum) * running + momentum * batch).")
+
+
 class LayerNorm:
     """Normalise over the last `len(shape)` axes of each sample, then scale, shift and `activation`.
 
@@ -210,14 +235,22 @@ class LayerNorm:
         centred = x - np.mean(x, axis=axes, keepdims=True)
         var = np.mean(centred * centred, axis=axes, keepdims=True)
         y = centred / np.sqrt(var + self.eps)
-        if self.scale is not None:
-            y = y * self.scale + self.shift
+        if self.scale is not None:  # each may be None on its own (PyTorch's LayerNorm(bias=False))
+            y = y * self.scale
+        if self.shift is not None:
+            y = y + self.shift
         return y if self.activation is None else self.activation(y)
 
     def __repr__(self):
         size = self.shape[0] if len(self.shape) == 1 else self.shape
         act = f", {_name(self.activation)}" if self.activation is not None else ""
-        return f"LayerNorm({size}{act}{'' if self.scale is not None else ', affine=False'})"
+        if self.scale is None and self.shift is None:
+            act += ", affine=False"
+        elif self.shift is None:
+            act += ", shift=None"
+        elif self.scale is None:
+            act += ", scale=None"
+        return f"LayerNorm({size}{act})"
 
 
 def _name(fn):

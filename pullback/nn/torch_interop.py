@@ -237,6 +237,8 @@ def load_torch_state_dict(
     pairs = []
     for k, layer in enumerate(parameter_layers(model)):
         needs = _torch_names(layer)
+        if not needs:  # a layer without arrays (LayerNorm(affine=False)) takes nothing from the state dict
+            continue
         queue = waiting.get(_signature({n: shape for n, (_, shape) in needs.items()}))
         if not queue:
             wanted = ", ".join(f"{n} {shape}" for n, (_, shape) in needs.items())

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from .._standins import traced_value
+
 __all__ = [
     "Rule", "Descent", "Momentum", "Nesterov", "Adam", "AdamW", "RMSProp", "AdaGrad", "Lion",
     "ClipGrad", "ClipNorm", "WeightDecay", "OptimiserChain",
@@ -366,14 +368,17 @@ class ClipNorm(Rule):
         self._check(max_norm="positive", p="order")
 
     def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
-        norm = float(np.linalg.norm(np.ravel(dx).astype(np.complex128 if dx.dtype.kind == "c" else np.float64), ord=self.p))
-        if not math.isfinite(norm):
+        # The norm stays an array (no float()): under pb.jit a float would fix its value by a guard,
+        # tracing again at every step; the two comparisons below are guards whose outcomes rarely change.
+        norm = np.linalg.norm(np.ravel(dx).astype(np.complex128 if dx.dtype.kind == "c" else np.float64), ord=self.p)
+        if not np.isfinite(norm):
             raise ValueError(
-                f"ClipNorm: the gradient's {self.p:g}-norm is {norm}; it contains inf or nan. "
+                f"ClipNorm: the gradient's {self.p:g}-norm is {float(traced_value(norm))}; it contains inf or nan. "
                 "Find where the loss overflows (or skip this step) before clipping."
             )
         if norm > self.max_norm:
-            return state, dx * (self.max_norm / norm)
+            # the factor in dx's real dtype, so a float32 gradient stays float32 (as a Python float keeps it)
+            return state, dx * (self.max_norm / norm).astype(np.finfo(dx.dtype).dtype)
         return state, dx
 
 
