@@ -269,6 +269,16 @@ def test_choose_of_dask_choices_by_a_dask_index_is_lazy():
         g.compute()
 
 
+
+def test_choose_of_numpy_choices_by_an_out_of_range_dask_index_raises_choose_s_error():
+    index = chunked(np.array([0, 1, 2, 0]))  # 2: out of range for two choices
+    f = lambda x: np.sum(np.choose(index, [x, x ** 2]))  # noqa: E731
+    with pytest.raises(ValueError, match="invalid entry in choice array"):
+        np.asarray(f(VECTOR))  # what NumPy and Dask do
+    with pytest.raises(ValueError, match="invalid entry in choice array"):
+        np.asarray(pb.withgradient(f, VECTOR).val)
+
+
 # --- what cannot work lazily is refused, naming the construct and the fix ----------------------------
 def test_a_boolean_mask_of_a_dask_matrix_is_refused_naming_the_fix():
     with pytest.raises(TypeError, match=r"x\[index\] for a dask\.array\.core\.Array x needs np\.add\.at.*np\.where.*"

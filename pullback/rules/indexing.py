@@ -599,9 +599,12 @@ def choose(a, choices, out=None, mode="raise"):
         index = np.mod(index, n)
     elif mode == "clip":
         index = np.clip(index, 0, n - 1)
-    if any(of_another_library(c) for c in plain_choices):  # Dask gathers along one axis only: a where per choice
-        if mode == "raise":  # the index itself where in range; NumPy's error (a Dask index's, when computed) if not
-            index = np.choose(index, np.arange(n))
+    lazy = any(of_another_library(c) for c in plain_choices)
+    if mode == "raise" and (lazy or of_another_library(index)):
+        # the index itself where in range, and choose's error (when a Dask index is computed) where not: the
+        # gathers below would raise another, or none
+        index = np.choose(index, np.arange(n))
+    if lazy:  # Dask gathers along one axis only: a where per choice
         y = choices[n - 1]
         for k in range(n - 2, -1, -1):
             y = np.where(index == k, choices[k], y)
