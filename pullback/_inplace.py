@@ -179,6 +179,74 @@ def in_place(handle, new):
     return handle
 
 
+def write_elementwise(handle, new, operands):
+    """`handle op= v` or `ufunc(*operands, out=handle)`: `new`, computed element by element from `operands`,
+    written into traced `handle`, seen through every view and alias.
+
+    Where `handle` shows some element of its root in several places (a writeable sliding_window_view),
+    NumPy computes from the operands as they were and writes each place, so that element ends up holding
+    one of the values computed for its places. That is well defined where every place computes the same
+    thing (`w += 1`, `np.exp(w, out=w)`: each reads the same elements of the operands); otherwise it is
+    refused, naming the construct.
+    """
+    link = getattr(handle, "_base", None)
+    if link is None or link.readonly or not shows_elements_twice(link):
+        return in_place(handle, new)
+    if is_traced(new):
+        flat = FUNCTIONS[np.ravel](_fitted(handle, new))
+    elif np.shape(new) != handle.shape:
+        raise ValueError(f"In-place operation would change the shape from {handle.shape} to {np.shape(new)}")
+    else:  # a piecewise-constant result (w //= 1.0): constants written into the root
+        flat = np.ravel(new).astype(handle.dtype)
+    root, positions = link.root, link.positions().reshape(-1)
+    targets, first = _one_place_each(positions, _operand_sources(handle.shape, root, operands))
+    _write_root(root, FUNCTIONS[index_update](root, _root_index(root, targets), flat[first]))
+    return handle
+
+
+def shows_elements_twice(link):
+    """Whether a view, tied to its root by `link`, shows some element of the root in more than one place."""
+    positions = link.positions()
+    return positions.size > 1 and np.ndim(link.root) > 0 and np.bincount(positions.ravel()).max() > 1
+
+
+def _operand_sources(shape, root, operands):
+    """For each element of an output of `shape`, which element of each operand it reads: an index into
+    `root` for an operand that shows `root`'s memory, else an index into the operand itself."""
+    columns = []
+    for x in operands:
+        link = getattr(x, "_base", None) if is_traced(x) else None
+        if x is root:
+            read = np.arange(root.size).reshape(root.shape)
+        elif link is not None and link.root is root:
+            read = link.positions()
+        else:
+            read = np.arange(int(np.size(plain_of(x)))).reshape(np.shape(plain_of(x)))
+        columns.append(np.broadcast_to(read, shape).reshape(-1))
+    size = int(np.prod(shape))
+    return np.stack(columns, axis=1) if columns else np.zeros((size, 0), dtype=np.intp)
+
+
+def _one_place_each(positions, sources):
+    """`(targets, first)`: each root element written once, from the first of its places; refused where two
+    places showing one element compute it from different elements of the operands."""
+    order = np.argsort(positions, kind="stable")
+    same_target = positions[order][1:] == positions[order][:-1]
+    ordered = sources[order]
+    if np.any(same_target & np.any(ordered[1:] != ordered[:-1], axis=1)):
+        raise ValueError(_OVERLAPPING_WRITE)
+    return np.unique(positions, return_index=True)
+
+
+_OVERLAPPING_WRITE = (
+    "This in-place write goes into a view that shows some elements of its base in several places (a writeable "
+    "np.lib.stride_tricks.sliding_window_view), and computes different values for the places "
+    "of one element (w += v with v varying across windows, w[...] = other); NumPy keeps one of them, in an "
+    "order it does not guarantee. Compute the new values of the base itself (x[...] = ...), or write into a "
+    "copy (w = w.copy()). Writes that compute the same value at every place (w += 1, w *= 2, np.exp(w, out=w)) "
+    "are supported.")
+
+
 def rebind(handle, new):
     """Make `handle` (a traced array the user holds) refer to `new`, as NumPy's in-place writes do:
     a view writes into its root, and every live view of that root sees the change."""
@@ -196,7 +264,13 @@ def rebind(handle, new):
             "...), which shares memory with the array it was taken from. Write into a copy (d = np.diagonal(x).copy())."
         ))
     root = link.root
-    _write_root(root, FUNCTIONS[index_update](root, _root_index(root, link.positions()), new), handle, new)
+    try:
+        written = FUNCTIONS[index_update](root, _root_index(root, link.positions()), new)
+    except ValueError as error:
+        if not shows_elements_twice(link):
+            raise
+        raise ValueError(_OVERLAPPING_WRITE) from error
+    _write_root(root, written, handle, new)
 
 
 def _fitted(handle, new):

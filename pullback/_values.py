@@ -28,7 +28,7 @@ from ._errors import (
     subclass_error,
     ufunc_name,
 )
-from ._inplace import FlatView, concrete_of, holds_array, in_place, rebind, set_item
+from ._inplace import FlatView, concrete_of, holds_array, in_place, rebind, set_item, write_elementwise
 from ._registry import FUNCTIONS, METHODS, NONDIFF_UFUNCS, NUMBER_OPERAND_RULES, REVERSE_RULES, UFUNC_RULES
 from ._standins import astype, converted, dtype_of, getitem, index_update, is_stand_in, power
 from ._tangents import PerOperand
@@ -71,9 +71,8 @@ class Traced:
                     with np.errstate(all="ignore"):
                         return _as_python(result, ufunc(stop_gradient(inputs[0]), stop_gradient(inputs[1])))
                 return apply(rule, tuple(_as_operand(x) for x in inputs))
-        if method == "at":  # its index is no operand: refused before anything reads it as an array
-            raise TypeError(f"{ufunc_name(ufunc)}.at is not supported on tracked values: it writes in place; build the "
-                            "result with np.where or indexing instead (unique indices), or sum repeated entries first.")
+        if method == "at":  # its index is no operand: read before anything reads it as an array
+            return _ufunc_at(ufunc, inputs)
         return _ufunc_general(ufunc, method, tuple(_as_operand(x) for x in inputs), kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -553,7 +552,7 @@ def _install_operators():
             new = forward(ufunc, name)(self, other)
             if holds_array(self):
                 _refuse_unsafe_cast(ufunc, (self, other), new, self.dtype, "same_kind", {})
-            return in_place(self, new)
+            return write_elementwise(self, new, (self, other))
         return op
 
     for name, ufunc in pairs.items():
@@ -849,23 +848,13 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
         del kwargs["where"]
     if "out" in kwargs:
         return _into_out(ufunc, method, inputs, kwargs, name)
-    if "where" in kwargs:
-        raise TypeError(f"{name}(..., where=...) is not supported on tracked values; use np.where(mask, {ufunc.__name__}(x), fallback).")
+    if "where" in kwargs and method == "__call__":
+        raise TypeError(
+            f"{name}(..., where=...) without out= leaves the elements where the mask is False uninitialised in "
+            f"NumPy (whatever the memory held). Pass out= (an array to keep there, e.g. out=np.zeros_like(x)), or "
+            f"write np.where(mask, np.{ufunc.__name__}(...), fallback).")
     if method == "__call__":
-        dtype = kwargs.pop("dtype", None)
-        if kwargs:
-            raise TypeError(f"{name} got keyword arguments pullback does not support on tracked values: {sorted(kwargs)}")
-        rule = UFUNC_RULES.get(ufunc)
-        if rule is None:
-            _refuse_as_numpy(ufunc, inputs)
-            raise missing_rule(ufunc)
-        if dtype is not None:
-            inputs = _cast_to_loop(ufunc, inputs, dtype)
-        result = apply(rule, inputs)
-        if ufunc.nout != 1 or not all(type(stop_gradient(x)) in _PYTHON_SCALARS for x in inputs):
-            return result
-        with np.errstate(all="ignore"):  # a NumPy number, as the ufunc gives for Python numbers
-            return _as_python(result, ufunc(*strip_all(inputs)))
+        return _ufunc_call(ufunc, name, inputs, kwargs)
     if method == "reduce":
         reduction = _REDUCTIONS.get(ufunc)
         if reduction is not None:
@@ -880,13 +869,126 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
             return FUNCTIONS[reduction](*inputs, **kwargs)
     if method == "outer" and ufunc in UFUNC_RULES:
         a, b = inputs
-        return ufunc(FUNCTIONS[np.reshape](a, np.shape(a) + (1,) * np.ndim(b)), b)
+        return ufunc(FUNCTIONS[np.reshape](a, np.shape(a) + (1,) * np.ndim(b)), b, **kwargs)
     if method == "accumulate":
         scan = _SCANS.get(ufunc)
         if scan is not None:
             kwargs.setdefault("axis", 0)
             return FUNCTIONS[scan](*inputs, **kwargs)
     raise TypeError(f"{name}.{method} is not supported on tracked values: {_ufunc_method_fix(ufunc, method)}")
+
+
+def _ufunc_call(ufunc, name, inputs, kwargs):
+    """`ufunc(*inputs, **kwargs)` with NumPy's call options (dtype, signature, casting, order, subok, and the
+    axes, axis and keepdims of a generalised ufunc such as matmul): the same loop and layout as NumPy's."""
+    options = {k: kwargs.pop(k) for k in _CALL_OPTIONS if k in kwargs}
+    if kwargs:
+        raise TypeError(f"{name} got keyword arguments pullback does not support on tracked values: {sorted(kwargs)}")
+    rule = UFUNC_RULES.get(ufunc)
+    if rule is None:
+        _refuse_as_numpy(ufunc, inputs)
+        raise missing_rule(ufunc)
+    if options:  # NumPy's own errors for options it refuses (a cast the casting rule forbids, bad axes)
+        with np.errstate(all="ignore"):
+            expected = ufunc(*strip_all(inputs), **strip_all(options))
+    if any(k in options for k in ("axes", "axis", "keepdims")):
+        result = _gufunc_with_axes(ufunc, inputs, options, np.shape(expected))
+    else:
+        if any(k in options for k in ("dtype", "signature")):
+            inputs = _cast_to_loop(ufunc, inputs, options.get("dtype"), options.get("signature"), options.get("casting"))
+        result = apply(rule, inputs)
+    order = options.get("order", "K")
+    if order in ("C", "F") and np.ndim(result) > 1 and not _laid_out(concrete_of(result), order):
+        result = FUNCTIONS[np.copy](result, order=order)  # NumPy's output laid out in that order
+    if ufunc.nout != 1 or not all(type(stop_gradient(x)) in _PYTHON_SCALARS for x in inputs):
+        return result
+    with np.errstate(all="ignore"):  # a NumPy number, as the ufunc gives for Python numbers
+        return _as_python(result, ufunc(*strip_all(inputs)))
+
+
+def _laid_out(plain, order):
+    """Whether plain array `plain` is contiguous in `order` ("C" or "F")."""
+    flags = getattr(plain, "flags", None)
+    return flags is not None and flags["C_CONTIGUOUS" if order == "C" else "F_CONTIGUOUS"]
+
+
+def _without_axis(shape, axis):
+    """`shape` without the entry at `axis`."""
+    axis = axis % len(shape)
+    return shape[:axis] + shape[axis + 1:]
+
+
+_CALL_OPTIONS = ("dtype", "signature", "casting", "order", "subok", "axes", "axis", "keepdims")
+
+
+def _gufunc_with_axes(ufunc, inputs, options, shape):
+    """A generalised ufunc (matmul, vecdot, ...) with its core dimensions at `axes` (or `axis`): the call
+    with those axes moved last, and the output's core axes moved where `axes` puts them."""
+    if options.get("keepdims"):
+        if options.get("axes") is not None:
+            raise TypeError(f"{ufunc_name(ufunc)}(..., axes=..., keepdims=True) is not supported on tracked values; "
+                            "call it without keepdims and restore the axis with np.expand_dims(y, axis).")
+        # the core axis is kept at `axis` (by default the last), counted in the result's dimensions
+        axis = options.get("axis", -1)
+        unkept = {k: v for k, v in options.items() if k != "keepdims"} | {"axis": axis}
+        return FUNCTIONS[np.expand_dims](_gufunc_with_axes(ufunc, inputs, unkept, _without_axis(shape, axis)), axis)
+    axes = options.get("axes")
+    if axes is None:  # axis=k: the one core axis of every operand that has one
+        axis = options["axis"]
+        axes = [(axis,)] * ufunc.nin + ([] if len(shape) < max(np.ndim(x) for x in inputs) else [(axis,)])
+    entries = [(a,) if isinstance(a, (int, np.integer)) else tuple(a) for a in axes]
+    moved = tuple(FUNCTIONS[np.moveaxis](x, entry, tuple(range(-len(entry), 0))) if entry else x
+                  for x, entry in zip(inputs, entries))
+    result = ufunc(*moved, **{k: v for k, v in options.items() if k in ("dtype", "signature", "casting")})
+    out = entries[ufunc.nin] if len(entries) > ufunc.nin else ()
+    if out:
+        result = FUNCTIONS[np.moveaxis](result, tuple(range(-len(out), 0)), out)
+    if np.shape(result) != shape:  # a layout this does not cover: never a silently different result
+        raise TypeError(f"{ufunc_name(ufunc)}(..., axes={axes!r}) is not supported on tracked values here; move the "
+                        "core axes last yourself (np.moveaxis) and call it without axes=.")
+    return result
+
+
+UFUNC_AT = {}  # ufunc -> f(a, flat positions, flat values): the new `a` after `ufunc.at` (see rules/ufuncs.py)
+
+
+def _ufunc_at(ufunc, inputs):
+    """`np.add.at(a, index, values)` (and subtract's) into a traced `a`: a functional update, each repeated
+    index adding again, as NumPy's unbuffered write does; seen through every view and alias of `a`."""
+    at = UFUNC_AT.get(ufunc)
+    a, index, values = inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None
+    if at is not None and values is not None and not isinstance(a, Traced):
+        raise TypeError(f"{ufunc_name(ufunc)}.at would write a value being differentiated into a plain array, losing "
+                        "its gradient. Start from a traced array (np.zeros_like(x)), which np.add.at writes into.")
+    if at is None or values is None or not holds_array(a):
+        raise TypeError(f"{ufunc_name(ufunc)}.at is not supported on tracked values (np.add.at and np.subtract.at "
+                        "are): it writes in place; build the result with np.where or indexing instead (unique indices), "
+                        "or combine repeated entries first.")
+    index = strip_all(index) if type(index) is tuple else stop_gradient(index)
+    positions = np.arange(a.size).reshape(a.shape)[index]
+    _refuse_reading_what_is_written(ufunc, a, positions, values)
+    flat_values = np.ravel(np.broadcast_to(values, positions.shape))
+    rebind(a, at(a, positions.reshape(-1), flat_values))
+
+
+def _root_positions(x):
+    """The root of traced array `x` and, for each element of `x`, its index into the flattened root."""
+    link = getattr(x, "_base", None)
+    if link is None:
+        return x, np.arange(x.size).reshape(x.shape)
+    return link.root, link.positions()
+
+
+def _refuse_reading_what_is_written(ufunc, a, positions, values):
+    """Refuse `ufunc.at(a, index, v)` where `v` shows elements of `a`'s memory that it writes: NumPy reads `v`
+    while it writes `a`, so whether such an element is read before or after its write is NumPy's inner loop's."""
+    if not isinstance(values, Traced) or not holds_array(values):
+        return
+    (root, shown), (values_root, read) = _root_positions(a), _root_positions(values)
+    if values_root is root and np.intersect1d(shown.reshape(-1)[positions], read).size:
+        raise ValueError(f"{ufunc_name(ufunc)}.at(a, index, v) with v a view of the elements of a that it writes: "
+                         "NumPy reads v while it writes a, so some values may be read after they were changed. "
+                         "Pass a copy: v.copy().")
 
 
 def _ufunc_method_fix(ufunc, method):
@@ -912,22 +1014,33 @@ def _refuse_as_numpy(ufunc, inputs):
         ufunc(*strip_all(inputs))
 
 
-def _cast_to_loop(ufunc, inputs, dtype):
-    """`inputs` cast to the dtypes of the loop NumPy picks for `ufunc(*inputs, dtype=dtype)`: NumPy
-    casts the inputs and computes in that loop, so the values come out the same."""
+def _cast_to_loop(ufunc, inputs, dtype, signature=None, casting=None):
+    """`inputs` cast to the dtypes of the loop NumPy picks for `ufunc(*inputs, dtype=dtype)` (or
+    `signature=`): NumPy casts the inputs and computes in that loop, so the values come out the same."""
     def described(x):  # Python numbers stay weak, as NumPy reads them
         value = stop_gradient(x)
         return type(value) if type(value) in (int, float, complex) else dtype_of(value)
 
     given = tuple(described(x) for x in inputs)
+    wanted = (None,) * ufunc.nin + (np.dtype(dtype),) * ufunc.nout if signature is None else signature
     try:
-        loop = ufunc.resolve_dtypes(given + (None,) * ufunc.nout, signature=(None,) * ufunc.nin + (np.dtype(dtype),) * ufunc.nout)
+        loop = ufunc.resolve_dtypes(given + (None,) * ufunc.nout, signature=_signature_tuple(ufunc, wanted),
+                                    **({} if casting is None else {"casting": casting}))
     except (TypeError, ValueError):  # let NumPy raise its own error
-        ufunc(*strip_all(inputs), dtype=dtype)
+        options = {"dtype": dtype, "signature": signature, "casting": casting}
+        ufunc(*strip_all(inputs), **{k: v for k, v in options.items() if v is not None})
         raise
     # Python numbers too: the loop computes in its dtype (and a tangent then has that dtype)
     return tuple(x if not isinstance(g, type) and g == want else FUNCTIONS[astype](x, want) if isinstance(x, Traced)
                  else want.type(x) for x, g, want in zip(inputs, given, loop))
+
+
+def _signature_tuple(ufunc, signature):
+    """A ufunc's `signature=` as a tuple of dtypes (or None) per operand: NumPy also takes "dd->d"."""
+    if not isinstance(signature, str):
+        return tuple(None if d is None else np.dtype(d) for d in signature)
+    ins, _, outs = signature.replace(",", "").replace(" ", "").partition("->")
+    return tuple(np.dtype(c) for c in ins + outs)
 
 
 def _outputs(kwargs):
@@ -939,9 +1052,10 @@ def _constant_into_out(ufunc, method, inputs, kwargs):
     """A ufunc without a derivative (floor, isnan, ...) writing into traced `out=` arrays: each takes
     the result as a constant, so its derivative is zero from here on, as the values say."""
     others = {k: v for k, v in strip_all(kwargs).items() if k != "out"}
-    if others.pop("where", True) is not True:
-        raise TypeError(f"{ufunc_name(ufunc)}(..., out=..., where=...) is not supported on tracked values; "
-                        "use np.where(mask, result, out) instead.")
+    where = others.pop("where", True)
+    if where is not True and method != "__call__":
+        raise TypeError(f"{ufunc_name(ufunc)}.{method}(..., out=..., where=...) is not supported on tracked values; "
+                        f"use np.where(mask, np.{ufunc.__name__}.{method}(...), out) instead.")
     casting = others.pop("casting", "same_kind")
     _refuse_shared_outputs(ufunc_name(ufunc), _outputs(kwargs))
     results = getattr(ufunc, method)(*strip_all(inputs), **others)
@@ -949,10 +1063,13 @@ def _constant_into_out(ufunc, method, inputs, kwargs):
     for target, result in zip(_outputs(kwargs), results):
         if isinstance(target, Traced):
             _refuse_unsafe_cast(getattr(ufunc, method), inputs, result, target.dtype, casting, others)
+            if where is not True:  # elsewhere out keeps its values, as NumPy's where= does
+                result = np.where(where, result, target)
             in_place(target, result)
         else:
-            np.copyto(target, result, casting=casting)
-    return kwargs["out"]
+            np.copyto(target, result, casting=casting, where=where)
+    outs = kwargs["out"]
+    return outs[0] if type(outs) is tuple and len(outs) == 1 else outs  # NumPy gives the array of a one-output ufunc
 
 
 def _refuse_unsafe_cast(call, inputs, result, dtype, casting, kwargs, place=(0, 1)):
@@ -977,11 +1094,12 @@ def _into_out(ufunc, method, inputs, kwargs, name):
     _refuse_shared_outputs(name, out)
     casting = kwargs.pop("casting", "same_kind")  # the write below casts, as NumPy's output does
     call = ufunc if method == "__call__" else getattr(ufunc, method)
+    where = stop_gradient(kwargs.pop("where")) if method == "__call__" and "where" in kwargs else True
     result = call(*inputs, **kwargs)
     results = result if type(result) is tuple else (result,)
     if len(out) != len(results):
         raise ValueError(f"{name}(..., out=...): out has {len(out)} entries, the call gives {len(results)} outputs")
-    written = tuple(_write_output(call, inputs, kwargs, name, target, part, casting, (k, len(out)))
+    written = tuple(_write_output(call, inputs, kwargs, name, target, part, casting, (k, len(out)), where)
                     for k, (target, part) in enumerate(zip(out, results)))
     return written if type(result) is tuple else written[0]
 
@@ -998,22 +1116,42 @@ def _refuse_shared_outputs(name, outs):
             "quotient, of integers the remainder). Pass a separate array for each output: out=(q, r).")
 
 
-def _write_output(call, inputs, kwargs, name, target, part, casting, place):
-    """Output `part` of a ufunc call written into its `out=` entry `target` (None: `part` itself)."""
+def _write_output(call, inputs, kwargs, name, target, part, casting, place, where=True):
+    """Output `part` of a ufunc call written into its `out=` entry `target` (None: `part` itself), where
+    `where` holds (elsewhere `target` keeps its values, as NumPy's `where=` does)."""
     if target is None:
+        if where is not True:
+            raise TypeError(f"{name}(..., out=(..., None), where=...): NumPy leaves the output it allocates "
+                            "uninitialised where the mask is False. Pass an array for every output.")
         return part
     if not isinstance(target, Traced):
+        if isinstance(part, Traced) and np.result_type(target).kind in "biu":  # no gradient to lose (as x.astype(int))
+            k, n = place
+            out = target if n == 1 else tuple(target if j == k else None for j in range(n))
+            options = {} if where is True else {"where": where}
+            if isinstance(call, np.ufunc):  # the methods (reduce, accumulate) take no casting=
+                options["casting"] = casting
+            call(*strip_all(inputs), out=out, **options, **strip_all(kwargs))  # NumPy's own write
+            return target
         if isinstance(part, Traced):
             raise TypeError(
                 f"{name}(..., out=...) would write a result that is being differentiated into a plain array, "
                 "losing the gradient (this is also what `a += x` does when `a` is a plain array). "
                 "Assign the result instead (a = a + x), or start from a traced array (np.zeros_like(x))."
             )
-        np.copyto(target, part, casting=casting)  # no gradient (np.frexp's exponent): NumPy's write
+        np.copyto(target, part, casting=casting, where=where)  # no gradient (np.frexp's exponent): NumPy's write
         return target
     _refuse_unsafe_cast(call, inputs, part, target.dtype, casting, kwargs, place)
-    if np.shape(part) != target.shape:
-        raise ValueError(f"{name}(..., out=...): the result has shape {np.shape(part)}, but out has shape {target.shape}")
+    for shape in (np.shape(part), np.shape(where)):  # NumPy broadcasts the inputs and the mask to out's shape
+        if np.broadcast_shapes(shape, target.shape) != target.shape:
+            raise ValueError(f"{name}(..., out=...): shape {shape} does not broadcast to the shape of out, {target.shape}")
+    operands = inputs
+    if where is not True:
+        part, operands = np.where(where, part, target), inputs + (where, target)
+    elif np.shape(part) != target.shape:
+        part = np.broadcast_to(part, target.shape)
+    if isinstance(call, np.ufunc):  # elementwise: each output element reads its own elements of the inputs
+        return write_elementwise(target, part, operands)
     return in_place(target, part if isinstance(part, Traced) else FUNCTIONS[index_update](target, Ellipsis, part))
 
 

@@ -448,8 +448,10 @@ class _Moves:
 
     def at(self, f, key, step):
         def move(index, x):
-            x = x.copy() if isinstance(x, np.ndarray) else x  # f may write into its arguments
-            x = x + step if index == key else x
+            if index == key:  # a 0-d array stays one (x + step would be a NumPy scalar)
+                x = np.asarray(x + step) if isinstance(x, np.ndarray) else x + step
+            elif isinstance(x, np.ndarray):
+                x = x.copy()  # f may write into its arguments
             return as_type_of(x, self.arguments.leaves[index].primal)  # an array API leaf is read as NumPy's: back
 
         return f(*_replace_leaves(self.arguments, move))

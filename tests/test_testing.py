@@ -70,6 +70,13 @@ def test_structured_arguments_ties_and_outputs_at_second_order():
     assert g_params["again"] is None and g_n is None  # the tie is read at its first place; an int has none
 
 
+def test_numerical_gradient_moves_a_0d_array_as_a_0d_array():
+    # np.add(a, 1.0, out=a) needs an array; a NumPy scalar in its place raises
+    f = lambda a: np.add(a, 1.0, out=a) ** 2  # noqa: E731
+    (g,) = testing.numerical_gradient(f, np.array(0.4))
+    np.testing.assert_allclose(g, 2 * 1.4, rtol=1e-8)
+
+
 def test_numerical_gradient_by_hand():
     params = {"w": np.array([1.0, -2.0], np.float32), "k": 3}
     g, s = testing.numerical_gradient(lambda p, s: np.sum(p["w"] ** 2) * s + p["k"], params, 0.5)

@@ -521,14 +521,19 @@ def test_a_result_without_a_derivative_written_into_a_traced_array_carries_none(
     assert_gradient(f, x + np.array([0.01, 0.02, 0.0]), dense_up_to=None)
 
 
-def test_ufunc_at_is_refused_before_its_index_is_read():
+WEIGHTS_3x4 = np.arange(12.0).reshape(3, 4) % 5 + 1
+
+
+def test_add_at_with_a_slice_and_repeated_columns_adds_each_repeat():
     def f(x):
         y = x.copy()
-        np.add.at(y, (slice(None), [0, 0, 2]), x[:, 1:])
-        return np.sum(y)
+        np.add.at(y, (slice(None), [0, 0, 2]), x[:, 1:] ** 2)
+        return np.sum(y * WEIGHTS_3x4)
 
-    with pytest.raises(TypeError, match=r"numpy.add.at is not supported on tracked values"):
-        pb.gradient(f, np.ones((3, 4)))
+    x = np.arange(1.0, 13.0).reshape(3, 4) / 7
+    value, (g,) = pb.withgradient(f, x)
+    assert value == f(x)
+    np.testing.assert_allclose(g, pb.testing.numerical_gradient(f, x)[0], rtol=1e-7)
 
 
 # --- a buffer made by np.zeros_like takes traced writes through its views, in both modes ----------

@@ -23,7 +23,7 @@ from .._inplace import ViewLink, holds_array, register_view
 from .._registry import NUMBER_OPERAND_RULES
 from .._standins import dtype_of, power
 from .._tangents import ELEMENTWISE_PULLBACKS, SPARE, PerOperand, Thunk, scaled, unthunk
-from .._values import Traced, stop_gradient
+from .._values import UFUNC_AT, Traced, stop_gradient
 from ._register import add_tangents, composite, forward_rule, rule, without_gradient
 
 
@@ -562,3 +562,32 @@ def angle(z, deg=False):
         return np.angle(stop_gradient(z), deg)
     a = np.arctan2(imag_part(z), real_part(z))
     return a * (180.0 / math.pi) if deg else a
+
+
+# --- np.add.at and np.subtract.at: unbuffered scatter-adds ------------------------------------
+@primitive
+def add_at(a, positions, values):
+    """A copy of `a` with `values[k]` added at its flat position `positions[k]`, in order, repeats included:
+    `np.add.at` on a copy, so the sums are NumPy's own."""
+    out = np.array(a, copy=True, order="C")
+    np.add.at(out.reshape(-1), positions, values)
+    return out
+
+
+@rrule(add_at)
+def _add_at_rule(a, positions, values):
+    return add_at(a, positions, values), lambda g: (g, None, np.reshape(g, -1)[positions])
+
+
+@forward_rule(add_at)
+def _add_at_frule(primals, tangents):
+    (a, positions, values), (ta, _, tv) = primals, tangents
+    y = add_at(a, positions, values)
+    if ta is None and tv is None:
+        return y, None
+    base = zeros_as(y, np.shape(y)) if ta is None else ta
+    return y, base if tv is None else add_at(base, positions, tv)
+
+
+UFUNC_AT[np.add] = lambda a, positions, values: add_at(a, positions, values)
+UFUNC_AT[np.subtract] = lambda a, positions, values: add_at(a, positions, -values)  # negation is exact
