@@ -123,6 +123,7 @@ class Arguments:
         trainable = self._trainable
         tangents = self._tangents_of_arrays(companions) if companions is not None else {}
         methods, rebound = [], set()  # bound methods met as leaves; those bound again to their object's copy
+        functions = []  # functions met as leaves (a field `self.score = lambda x: ...`), with their places
 
         def wrap(x, path, companion):
             index = len(self.leaves)
@@ -147,6 +148,8 @@ class Arguments:
                 self._plain.append((path, x))
             elif type(x) is types.MethodType:
                 methods.append((path, x))
+            elif type(x) is types.FunctionType:
+                functions.append((path, x))
             return x
 
         def repeat(x, first, parts, path):
@@ -164,9 +167,11 @@ class Arguments:
             if id(x) in trainable:
                 names = tree.trainable_names(x, old)
                 for k, child in old.items():
-                    if type(child) is np.ndarray:  # an array was a leaf of the walk: nothing left to do
-                        continue
-                    if names is None or k in names:
+                    if names is not None and k not in names:
+                        if parts:
+                            self._refuse_frozen_tangent(x, child, tree.child_of(parts[0], k),
+                                                        path.child(k, kind.fields), tangents)
+                    elif type(child) is not np.ndarray:  # an array was a leaf of the walk: nothing left to do
                         part = tree.child_of(parts[0], k) if parts else None
                         new[k] = self._scalar(child, path.child(k, kind.fields), part, wrap, (id(x), k), new[k])
             if len(path) == 0:  # the root pair is ours, not the caller's
@@ -181,6 +186,9 @@ class Arguments:
             self.tracked = (args, dict(self.kwargs))
             self._plain += [(tree.ROOT.child(1, False).child(k, False), a) for k, a in self.kwargs.items()
                             if isinstance(a, np.ndarray)]
+            functions = [(tree.ROOT.child(side, False).child(k, False), a)
+                         for side, given in ((0, enumerate(self.args)), (1, self.kwargs.items()))
+                         for k, a in given if type(a) is types.FunctionType]
         else:
             # the differentiated arguments first: what they hold is tracked wherever else it is met
             order = [*sorted(chosen), *(i for i in range(len(self.args)) if i not in chosen)]
@@ -191,6 +199,8 @@ class Arguments:
             for path, method in methods:
                 if id(method) not in rebound:
                     self._refuse_bound_method(path, method)
+        for path, function in functions:
+            self._refuse_function_reaching_leaves(path, function)
         self._watch_aliases()
         return self.tracked
 
@@ -214,6 +224,28 @@ class Arguments:
                   repeat=lambda x, first, parts, path: visit(x, parts, path), cycle=lambda *a: None)
         return {k: t for k, (t, _) in found.items()}
 
+    def _refuse_frozen_tangent(self, owner, child, tangent, path, tangents):
+        """Raise for a nonzero tangent given for `child`, a field `owner.trainable()` leaves out: it is not
+        differentiated, so the tangent would be dropped silently. None, zeros, the field's own value (a
+        tangent copied from the primals) and, for a tied array, the tangent of its trainable place say nothing."""
+        if tangent is None:
+            return
+
+        def leaf(v, parts, sub):
+            t = parts[0]
+            if t is None or tree.kind_of(t) is not None or _same_value(t, v) or _is_zero(t):
+                return
+            tied = tangents.get(id(v))
+            if tied is not None and _same_value(t, tied):
+                return
+            where = Where(tree.Path((*path.steps(), *sub.steps())), self.roots)
+            raise TypeError(
+                f"A nonzero tangent is given for {where}, which {type(owner).__name__}.trainable() leaves out: it "
+                "is not differentiated, so the tangent would be dropped. Pass None (or the field's own value) as its "
+                "tangent, or name the field in trainable() to move it.")
+
+        tree.walk(child, leaf, lambda *a: None, ys=(tangent,), cycle=lambda *a: None)
+
     def _refuse_bound_method(self, path, method):
         """Raise for a bound method whose object is also among the differentiated arguments: inside `f` it
         would still call the caller's object, not the copy being differentiated, and lose its gradient."""
@@ -223,6 +255,44 @@ class Arguments:
                 "that is being differentiated. Inside the function it would run on the caller's object, not on the "
                 "tracked copy, so its parameters' gradient would be lost. Keep the object and call it "
                 "(self.enc(x)), or define a method that does (def forward_fn(self, x): return self.enc(x)).")
+
+    def _refuse_function_reaching_leaves(self, path, function):
+        """Raise for a function among the arguments (a field `self.score = lambda x: ...`) whose closure or
+        defaults hold a value being differentiated: inside `f` it would read the caller's value, not the
+        tracked copy, so the gradient through it would be lost, silently."""
+        if not function.__closure__ and not function.__defaults__ and not function.__kwdefaults__:
+            return
+        reached = _differentiated_reached_by(function, self._differentiated_ids())
+        if reached is None:
+            return
+        key = path[-1][0]
+        name = key if isinstance(key, str) and key.isidentifier() else function.__name__
+        raise TypeError(
+            f"{_sentence_start(Where(path, self.roots))} is a function whose closure or defaults hold "
+            f"{self._place_of(reached)}, which is being differentiated. Inside the function it would read the "
+            "caller's value, not the tracked copy, so the gradient through it would be lost. Define it as a "
+            f"method (def {name}(self, ...)), or pass what it uses as an argument; to use the value as a "
+            "constant, capture a copy (w.copy()).")
+
+    def _differentiated_ids(self):
+        """{id: the id of the differentiated array or container it is}: those of the arguments, and under
+        pb.jit the caller's arrays that the traced ones stand for (what a closure holds is the caller's)."""
+        ids = {ident: ident for ident in self._trainable}
+        for leaf in self.leaves:
+            if is_stand_in(leaf.primal):
+                ids.setdefault(id(traced_value(leaf.primal)), id(leaf.primal))
+        return ids
+
+    def _place_of(self, ident):
+        """Where the differentiated array or container `ident` first is, as a message prints it."""
+        place = self._trainable.get(ident)
+        if place is None:
+            found = []
+            tree.walk((_chosen(self.args, self.positions),), lambda *a: None,
+                      lambda x, kind, old, new, parts, path, shell: found.append(path) if id(x) == ident else None,
+                      trainable_only=True)
+            place = found[0] if found else None
+        return "an argument" if place is None else describe_place(place, self.roots)
 
     def _watch_aliases(self):
         """Note the differentiated arrays whose memory an array `f` is given as it is shares (a keyword
@@ -406,6 +476,11 @@ def _same_value(tangent, x):
         return False
 
 
+def _is_zero(t):
+    """Whether tangent `t` is a number or array of zeros."""
+    return isinstance(t, (int, float, complex, np.ndarray, np.generic)) and not np.any(t)
+
+
 def _dtype_note(x):
     return f" of dtype {x.dtype}" if isinstance(x, np.ndarray) else ""
 
@@ -457,6 +532,8 @@ def _trainable_ids(args, positions):
 
     def node(x, kind, old, new, parts, path, shell):
         found[id(x)] = None
+        if isinstance(x, (list, dict)) and not kind.fields:
+            _refuse_attributes_of_item_container(x, path)
 
     root = (_chosen(args, positions),)  # paths as `Arguments.track` names them: (0, position), ...
     tree.walk(root, leaf, node, trainable_only=True)
@@ -517,6 +594,69 @@ def _refuse_container(x, where):
     raise TypeError(
         f"{_sentence_start(where)} is a {type(x).__name__}, which pb.tree does not look inside, so the values it holds would "
         f"get no gradient. Register the type with pb.tree.register (see docs/api-tree.md), or pass {how}.")
+
+
+def _differentiated_reached_by(function, differentiated):
+    """The id of a differentiated array or container that `function` holds in its closure or defaults, looking
+    into containers and the functions found there (`differentiated`: {id met: the id to report}); None if none."""
+    seen, pending = set(), [function]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for value in _captured_values(current):
+            if id(value) in differentiated:
+                return differentiated[id(value)]
+            hits = []
+
+            def leaf(v, parts, path):
+                if id(v) in differentiated:
+                    hits.append(differentiated[id(v)])
+                elif type(v) is types.FunctionType:
+                    pending.append(v)
+
+            def node(v, kind, old, new, parts, path, shell):
+                if id(v) in differentiated:
+                    hits.append(differentiated[id(v)])
+
+            tree.walk(value, leaf, node, cycle=lambda *a: None)
+            if hits:
+                return hits[0]
+    return None
+
+
+def _captured_values(function):
+    """The values `function` holds: its closure variables and its defaults."""
+    cells = []
+    for cell in function.__closure__ or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:  # a variable not assigned yet
+            pass
+    return [*cells, *(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values()]
+
+
+def _refuse_attributes_of_item_container(x, path):
+    """Raise for a list or dict subclass whose own attributes hold values to differentiate: pb.tree walks
+    its items only, so those values would silently get no gradient."""
+    attributes = getattr(x, "__dict__", None)
+    if not attributes or attributes is x:  # `self.__dict__ = self`: the attributes are the entries
+        return
+    held = [name for name, value in attributes.items() if _holds_differentiable(value)]
+    if held:
+        name, base = type(x).__qualname__, "list" if isinstance(x, list) else "dict"
+        raise TypeError(
+            f"{_sentence_start(_argument_place(path))} is a {name}, a {base} subclass whose attribute "
+            f"{', '.join('.' + h for h in held)} holds values to differentiate; pb.tree walks a {base}'s entries "
+            f"only, so they would get no gradient. Keep them among the entries, or register {name} with "
+            f"pb.tree.register({name}, children, rebuild), naming its attributes too.")
+
+
+def _holds_differentiable(value):
+    """Whether `value` is, or holds, a float or complex value (an array or a number)."""
+    return any(_is_float_array(v) or type(v) in (float, complex) or isinstance(v, np.inexact)
+               for v in tree.leaves(value))
 
 
 def refuse_method_holding_arrays(method, where):

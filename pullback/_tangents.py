@@ -343,7 +343,12 @@ _MAPPING_METHODS = frozenset(("keys", "values", "items"))
 
 
 def _same(a, b):
+    """Whether two entries of gradients are equal, looking into the lists, tuples and dicts that hold arrays."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.shape(a) == np.shape(b) and bool(np.all(a == b))
-    return a == b
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    return bool(a == b)
 

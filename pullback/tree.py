@@ -4,9 +4,16 @@ Builtin containers and their subclasses, namedtuples (and their subclasses' inst
 attributes), dataclasses (frozen and slotted too), attrs classes and plain objects
 (`__dict__`, `__slots__`, private `__x` slots as `_Cls__x`) need no registration; anything
 else can be taught with `register`. A class may name its trainable fields with a method
-`trainable(self)` returning field names. Anything that speaks NumPy's dispatch
-protocols (`__array_ufunc__`, `__array_function__`) is a leaf; a class that sets
-`__array_ufunc__ = None` (NumPy's opt-out) is not.
+`trainable(self)` returning field names (a staticmethod or classmethod will do); a tangent
+given for a field it leaves out must be None, zero or the field's own value. Anything that
+speaks NumPy's dispatch protocols (`__array_ufunc__`, `__array_function__`) is a leaf; a class
+that sets `__array_ufunc__ = None` (NumPy's opt-out) is not.
+
+A list or dict subclass is walked by its entries alone: one whose own attributes hold float
+values is refused where it is differentiated (register it, naming them, to differentiate
+them too). A function kept in an object (`self.score = lambda x: ...`) is a leaf; one whose
+closure or defaults hold a value being differentiated is refused, since it would read the
+caller's value rather than the tracked one: make it a method.
 
 The walk is iterative (no recursion limit) and identity-preserving: an object met at
 several places is visited once, and a cycle is rebuilt as a cycle. Places are named by
@@ -25,6 +32,7 @@ import decimal
 import enum
 import fractions
 import functools
+import inspect
 import types
 from collections import deque
 from collections.abc import Callable
@@ -272,9 +280,18 @@ def _declared_fields(cls):
     return declared + tuple(s for s in slots if s not in declared)  # slots a plain base class declares
 
 
+def _attribute(x, name, default=None):
+    """`getattr(x, name, default)` without the class's `__getattr__`, which a class may make raise what
+    is not an AttributeError, or answer for every name."""
+    try:
+        return object.__getattribute__(x, name)
+    except AttributeError:
+        return default
+
+
 def _field_names(x):
     declared = _declared_fields(type(x))
-    instance_dict = getattr(x, "__dict__", None)
+    instance_dict = _attribute(x, "__dict__")
     if not instance_dict:
         return declared
     if not declared:
@@ -296,12 +313,12 @@ _MISSING = object()
 
 
 def _object_children(x):
-    instance_dict = getattr(x, "__dict__", None) or {}
+    instance_dict = _attribute(x, "__dict__") or {}
     kids = {}
     for name in _field_names(x):
         value = instance_dict.get(name, _MISSING)
         if value is _MISSING:
-            value = getattr(x, name, _MISSING)  # a slot; an unset one is skipped
+            value = _attribute(x, name, _MISSING)  # a slot; an unset one is skipped
         if value is not _MISSING:
             kids[name] = value
     return kids
@@ -329,17 +346,18 @@ def _object_shell(x):
         if new is not x:
             return new
     new = object.__new__(cls)  # also where __copy__ gives the object itself
-    if hasattr(x, "__dict__"):
-        new.__dict__.update(x.__dict__)
+    instance_dict = _attribute(x, "__dict__")
+    if instance_dict is not None:
+        object.__getattribute__(new, "__dict__").update(instance_dict)
     for name in (s for k in cls.__mro__ for s in _slots_of(k)):
-        value = getattr(x, name, _MISSING)
+        value = _attribute(x, name, _MISSING)
         if value is not _MISSING:
             object.__setattr__(new, name, value)
     return new
 
 
 def _object_fill(new, kids):
-    instance_dict = getattr(new, "__dict__", None)
+    instance_dict = _attribute(new, "__dict__")
     for name, value in kids.items():
         if instance_dict is not None and name in instance_dict:
             instance_dict[name] = value  # bypasses frozen dataclasses and properties
@@ -398,7 +416,7 @@ def _kind_of_class(cls, x):
         return _LIST
     if isinstance(x, (_OPAQUE, tuple)) or _speaks_numpy(cls):
         return None
-    if hasattr(x, "__dict__") or any(_slots_of(k) for k in cls.__mro__):
+    if _attribute(x, "__dict__") is not None or any(_slots_of(k) for k in cls.__mro__):
         return _OBJECT
     return None
 
@@ -448,7 +466,7 @@ def trainable_names(x: Any, kids: dict | None = None) -> "set[str] | None":
             return None  # a field of that name (a dataclass's `trainable: bool`) is data, not a declaration
         raise TypeError(f"{type(x).__name__}.trainable is {type(method).__name__} {method!r}, not a method; declare "
                         "the trainable fields with a method: def trainable(self): return ('w', 'b')")
-    declared = method(x)
+    declared = _bound_to(x, "trainable")()
     if isinstance(declared, str):  # set("wb") would be {"w", "b"}
         raise TypeError(f"{type(x).__name__}.trainable() returned the string {declared!r}; it should return a "
                         f"tuple of field names, such as ({declared!r},)")
@@ -457,6 +475,15 @@ def trainable_names(x: Any, kids: dict | None = None) -> "set[str] | None":
     if unknown:
         raise ValueError(f"{type(x).__name__}.trainable() names {sorted(unknown)}, which are not fields of the object")
     return names
+
+
+def _bound_to(x, name):
+    """The class attribute `name` as `x.name` binds it (a staticmethod or classmethod too), without an
+    instance attribute of that name shadowing it; a callable without `__get__` is given `x`."""
+    cls = type(x)
+    raw = inspect.getattr_static(cls, name)
+    get = getattr(type(raw), "__get__", None)
+    return get(raw, x, cls) if get is not None else functools.partial(raw, x)
 
 
 def is_cacheable(x):
@@ -816,6 +843,8 @@ def mirror(x: Any, kids: dict) -> Any:
     cls = type(x)
     if cls is tuple or cls is list:
         return cls(kids.values())
+    if _registered_kind(cls) is not None:  # named children, even for a registered list or dict subclass
+        return Tangent._make(cls, kids)
     if isinstance(x, tuple) and hasattr(cls, "_fields"):
         return _namedtuple_like(x, kids)
     if isinstance(x, tuple):
