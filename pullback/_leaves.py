@@ -698,6 +698,13 @@ def _refuse_untrackable(x, where):
             "cannot differentiate (it tracks float and complex arrays). Convert it with x.astype(float), pass the "
             "arrays it holds as a list or tuple, or pass it by keyword if it is a constant."
         )
+    if type(x) is np.ndarray and x.dtype.fields and any(
+            np.dtype(field[0]).base.kind in "fc" for field in x.dtype.fields.values()):
+        raise TypeError(
+            f"{_sentence_start(where)} is a structured NumPy array with float fields, which pullback cannot "
+            "differentiate (it tracks float and complex arrays). Pass its fields as separate float arrays "
+            "(x['a'], x['b'], ... in a dict), or pass it by keyword if it is a constant."
+        )
     if _number_subclass(type(x)):  # its tracked value would be a plain float: isinstance and its methods would change
         raise TypeError(
             f"{_sentence_start(where)} is a {type(x).__qualname__}, a subclass of {_number_base(type(x)).__name__}, which "
