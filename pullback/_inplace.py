@@ -25,7 +25,7 @@ import numpy as np
 
 from ._arrays import indexable_by
 from ._registry import FUNCTIONS
-from ._standins import astype, getitem, index_update, is_traced
+from ._standins import astype, getitem, index_update, is_stand_in, is_traced
 
 
 class ViewLink:
@@ -323,12 +323,15 @@ def _write_root(root, new, writer=None, written=None):
 def update_copies(root, copies):
     """After a write into `root`, give each copy `pb.stop_gradient` made of it or of a view of it its new
     value: without pullback the value is the array itself, so it and its views show the write. `copies`
-    holds `[where, plain value, weak reference to the copy, None]` (see `_values.read_only_value`; under
-    `pb.jit` the writable copy last). Copies no longer in use are dropped."""
+    holds `[where, plain value, weak reference to the copy, None, the copy or None]` (see
+    `_values.read_only_value`; under `pb.jit` the writable copy fourth). Copies no longer in use are dropped:
+    the one kept for reuse first lets go."""
     new = plain_of(root)
     live = []
     for entry in copies:
-        where, _, ref, private = entry
+        entry[4] = None
+    for entry in copies:
+        where, _, ref, private, _ = entry
         value = ref() if private is None else private
         if value is None:
             continue
@@ -373,6 +376,9 @@ def _root_index(root, positions):
 def _keep_layout(view, old, old_root, new_root):
     """Make the re-derived `view`'s plain value a NumPy view of the root's new plain value, laid out as
     before, so that later reshapes and ravels of it make a view or a copy exactly as NumPy would."""
+    if is_stand_in(old):
+        _keep_axis_order(view, old)
+        return
     if (type(old) is not np.ndarray or type(old_root) is not np.ndarray or type(new_root) is not np.ndarray
             or new_root.strides != old_root.strides or new_root.shape != old_root.shape or old.size == 0
             or not (new_root.flags.c_contiguous or new_root.flags.f_contiguous) or not np.may_share_memory(old, old_root)):
@@ -389,6 +395,21 @@ def _keep_layout(view, old, old_root, new_root):
     while is_traced(holder._value):
         holder = holder._value
     holder._value = shown
+
+
+def _keep_axis_order(view, old):
+    """Under `pb.jit` (stand-in values): lay the re-derived `view` out in the axis order of its old value,
+    so that a transposed view stays F-ordered, as NumPy's view does (its flags, strides and ravel(order="K")
+    then agree; a view with gaps between its elements becomes compact)."""
+    holder = view
+    while is_traced(holder._value):
+        holder = holder._value
+    fresh = holder._value
+    if old.ndim < 2 or fresh.strides == old.strides:
+        return
+    order = np.argsort([-abs(stride) for stride in old.strides], kind="stable")
+    compact = np.copy(np.transpose(fresh, order), order="C")
+    holder._value = np.transpose(compact, np.argsort(order))
 
 
 class FlatView:

@@ -753,14 +753,16 @@ def read_only_value(x):
     keeps for good (a view of the value, `s.T`, does not keep a stand-in alive): the trace keeps the value
     and its `s[index]` views in step with the copy, and refuses a write into it while another view is alive."""
     plain = stop_gradient(x)
-    if plain is x or (type(plain) is not np.ndarray and not is_stand_in(plain)) or not plain.flags.writeable:
+    if plain is x or (type(plain) is not np.ndarray and not is_stand_in(plain)):
         return plain
     link = getattr(x, "_base", None)
+    if link is None and not plain.flags.writeable:  # (a read-only view of a root, np.diagonal(y), is copied:
+        return plain                                 # writes into y show in it)
     root = x if link is None else link.root
     copies = getattr(root, "_read_only", None)
     if copies is None:
         copies = root._read_only = []
-    for _, was, ref, _ in copies:
+    for _, was, ref, _, _ in copies:
         value = ref()
         if was is plain and value is not None:
             return value
@@ -775,7 +777,10 @@ def read_only_value(x):
     # which refers to the root (a cycle; the collector is paused while a gradient is recorded)
     where = None if link is None else (link.positions(), getattr(link, "derive", None))
     copies[:] = [entry for entry in copies if entry[3] is not None or entry[2]() is not None]
-    copies.append([where, plain, weakref.ref(value), private])
+    for entry in copies:
+        entry[4] = None
+    # the latest copy is kept until the root is written (`stop_gradient(x)[i]` in a loop copies x once)
+    copies.append([where, plain, weakref.ref(value), private, value])
     _HANDED_OUT[id(value)] = value
     _hand_out(_outermost_level(x), value)
     return value

@@ -3,6 +3,8 @@ write into the array updates (without pullback they are one array, so the value 
 write), a write into the value raises NumPy's read-only error, and what reaches the caller is writable,
 as without pullback. The gradient takes the value as a constant, holding what NumPy shows in it."""
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -389,3 +391,61 @@ def test_under_jit_a_value_taken_before_a_write_shows_it_in_forward_mode():
     jitted = pb.jit(lambda x: pb.jvp(f, (x,), (np.ones(3),)))
     for x in (X, X * 2.0):
         assert jitted(x) == pytest.approx((np.sum((x + 1.0) ** 2), np.sum(x + 1.0)))
+
+
+# --- read-only views, layouts under pb.jit, and one copy for repeated calls ---------------------------
+
+READ_ONLY_VIEWS = {
+    "broadcast_to": lambda y: np.broadcast_to(y[0], (2, 3)),
+    "diagonal": lambda y: np.diagonal(y),
+    "sliding_window": lambda y: np.lib.stride_tricks.sliding_window_view(y[0], 2),
+}
+
+
+@pytest.mark.parametrize("view", list(READ_ONLY_VIEWS.values()), ids=list(READ_ONLY_VIEWS))
+def test_the_value_of_a_read_only_view_shows_a_later_write_into_its_base(view):
+    def f(x):
+        y = x * 1.0
+        d = pb.stop_gradient(view(y))
+        y[0, 0] = 100.0  # NumPy: d is a view of y, and shows the write
+        return np.sum(d) * np.sum(x)
+
+    x = np.arange(1.0, 7.0).reshape(2, 3)
+    assert pb.withgradient(f, x).val == f(x)
+    assert pb.jvp(f, (x,), (np.ones_like(x),))[0] == f(x)
+    assert pb.jit(lambda z: pb.withgradient(f, z).val)(x) == f(x)
+    expected = np.full_like(x, np.sum(np.asarray(view(np.where(np.arange(6).reshape(2, 3) == 0, 100.0, x)))))
+    np.testing.assert_allclose(pb.gradient(f, x)[0], expected)  # d is a constant
+
+
+def test_a_transposed_view_keeps_numpy_s_layout_after_a_write_under_jit_of_a_gradient():
+    def f(x):
+        y = x * 1.0
+        v = y.T[:, 1:]
+        w = v.view().T
+        w[...] = w * 2.0  # a write through a view of v
+        flat = np.ravel(v, order="K")  # v's memory order, as NumPy keeps it
+        return np.sum(flat * np.arange(flat.size)) + v.flags.f_contiguous
+
+    x = np.arange(12.0).reshape(3, 4)
+    for call in range(2):
+        assert pb.jit(lambda z: pb.withgradient(f, z).val)(x + call) == f(x + call)
+        assert pb.jit(lambda z: pb.jvp(f, (z,), (np.ones_like(z),))[0])(x + call) == f(x + call)
+
+
+def test_repeated_calls_on_an_unwritten_array_share_one_copy():
+    # pb.stop_gradient(x)[i] in a loop copies x once, not once per call
+    def f(x):
+        dropped = weakref.ref(pb.stop_gradient(x))
+        assert dropped() is not None and pb.stop_gradient(x) is dropped()
+        total = pb.stop_gradient(x)[0] * np.sum(x)
+        x[1] = 5.0  # a write lets the kept copy go, and the next value shows the write
+        assert dropped() is None
+        return total * pb.stop_gradient(x)[1]
+
+    def plain(x):
+        return x[0] * np.sum(x) * 5.0
+
+    value, (g,) = pb.withgradient(f, X)
+    assert value == plain(X.copy())
+    np.testing.assert_allclose(g, np.full(3, X[0] * 5.0))
