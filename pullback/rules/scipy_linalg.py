@@ -31,16 +31,19 @@ array([[0.25      , 0.        ],
 import numpy as np
 
 from .._extend import frule, primitive, rrule
+from .._jit_trace import JitError
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, describe, numpy_valued
 from .linalg import lu_factor, matrix_exponential, triangular_solve, unit_scale
+from .special import RecordedModule, scipy_call, stand_in_among
 
 
 def _linalg():
+    """`scipy.linalg`, its functions recorded whole inside `pb.jit`."""
     import scipy.linalg
 
-    return scipy.linalg
+    return RecordedModule(scipy.linalg)
 
 
 def _any_tracked(*values):
@@ -62,9 +65,13 @@ def _plain(value):
 
 def _agree(value, exact, what, scale=None):
     """`value` (traced), carrying SciPy's `exact` value: the two must agree to rounding (relative to `scale`,
-    by default the largest magnitude of `exact`)."""
-    plain, given = np.asarray(stop_gradient(value)), exact
-    exact = np.asarray(exact)
+    by default the largest magnitude of `exact`). Inside `pb.jit` each replay checks its own values."""
+    return numpy_valued(value, scipy_call(_checked, stop_gradient(value), exact, what, scale))
+
+
+def _checked(plain, given, what, scale):
+    """SciPy's value `given`, once the differentiated value `plain` is found to agree with it."""
+    plain, exact = np.asarray(plain), np.asarray(given)
     if plain.shape != exact.shape:
         raise RuntimeError(f"pullback.scipy.linalg.{what}: shape {plain.shape} differs from SciPy's {exact.shape}.")
     # Loose enough for the rounding of an ill-conditioned problem solved two ways; tight enough to catch another
@@ -80,12 +87,12 @@ def _agree(value, exact, what, scale=None):
         raise RuntimeError(f"pullback.scipy.linalg.{what}: the value pullback differentiates differs from SciPy's "
                            f"(by {float(np.max(gap)):.3g}): the result is not unique here (a repeated "
                            "eigenvalue or singular value) or the problem is too ill-conditioned to differentiate.")
-    return numpy_valued(value, given)  # SciPy's value and type (a NumPy scalar where SciPy gives one)
+    return given  # SciPy's value and type (a NumPy scalar where SciPy gives one)
 
 
 def _aligned(vectors, exact, axis=-2):
     """`vectors` with each vector's sign (phase, for complex ones) turned to match SciPy's `exact` (it is arbitrary)."""
-    inner = np.sum(np.conj(np.asarray(stop_gradient(vectors))) * exact, axis=axis, keepdims=True)
+    inner = np.sum(np.conj(stop_gradient(vectors)) * exact, axis=axis, keepdims=True)
     size = np.abs(inner)
     return vectors * np.where(size == 0, 1.0, inner / np.where(size == 0, 1.0, size))
 
@@ -231,8 +238,8 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
     u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
     k = np.shape(stop_gradient(s))[-1]
     # u's columns and vh's rows flip together for the first k; beyond k (full_matrices) each on its own
-    u_signs = np.sign(np.sum(np.asarray(stop_gradient(u)) * exact[0], axis=-2))
-    v_signs = np.sign(np.sum(np.asarray(stop_gradient(vh)) * exact[2], axis=-1))
+    u_signs = np.sign(np.sum(stop_gradient(u) * exact[0], axis=-2))
+    v_signs = np.sign(np.sum(stop_gradient(vh) * exact[2], axis=-1))
     v_signs = np.concatenate([u_signs[..., :k], v_signs[..., k:]], axis=-1)
     u = u * np.where(u_signs == 0, 1.0, u_signs)[..., None, :]
     vh = vh * np.where(v_signs == 0, 1.0, v_signs)[..., :, None]
@@ -471,8 +478,19 @@ def matrix_function_frule(primals, tangents):
     return matrix_function(a, name, power), None if t is None else _frechet(a, t, name, power)
 
 
+_DRAWS_RANDOM = ("logm", "fractional_matrix_power")  # SciPy's 1-norm estimate draws from NumPy's global generator
+
+
+def _refuse_random_in_jit(name, A):
+    if name in _DRAWS_RANDOM and stand_in_among(stop_gradient(A)) is not None:
+        raise JitError(f"pullback.scipy.linalg.{name} inside pb.jit: SciPy's {name} draws from NumPy's global random "
+                       "generator (to estimate a 1-norm), which a replay cannot repeat. Call it outside the jitted "
+                       "function.")
+
+
 def _matrix_function_standin(name):
     def standin(A, *args, **kwargs):
+        _refuse_random_in_jit(name, A)
         linalg = _linalg()
         if not _any_tracked(A):
             return getattr(linalg, name)(A, *args, **kwargs)
@@ -496,6 +514,7 @@ sqrtm, logm, cosm, sinm, tanm, coshm, sinhm, tanhm, signm = (
 
 def fractional_matrix_power(A, t):
     """`scipy.linalg.fractional_matrix_power(A, t)`, differentiable in `A` (t is a plain number; real results)."""
+    _refuse_random_in_jit("fractional_matrix_power", A)
     if not _any_tracked(A, t):
         return _linalg().fractional_matrix_power(A, t)
     if isinstance(t, Traced):

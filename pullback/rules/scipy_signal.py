@@ -21,12 +21,14 @@ from .._extend import frule, primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, describe
+from .special import RecordedModule
 
 
 def _signal():
+    """`scipy.signal`, its functions recorded whole inside `pb.jit`."""
     import scipy.signal
 
-    return scipy.signal
+    return RecordedModule(scipy.signal)
 
 
 def _any_tracked(*values):

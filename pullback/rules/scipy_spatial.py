@@ -18,12 +18,21 @@ import numpy as np
 
 from .._values import Traced, stop_gradient
 from ._register import describe
+from .special import RecordedModule, stand_in_among
 
 
 def _distance():
+    """`scipy.spatial.distance`, its functions recorded whole inside `pb.jit`."""
     import scipy.spatial.distance
 
-    return scipy.spatial.distance
+    return RecordedModule(scipy.spatial.distance)
+
+
+def _refuse_out_in_jit(name, out, *values):
+    """`out=` inside `pb.jit`: the recorded call would write into a copy, and the write would be lost."""
+    if out is not None and stand_in_among((out, values)) is not None:
+        raise TypeError(f"pullback.scipy.spatial.distance.{name}: out= is not supported inside pb.jit; assign the "
+                        f"result instead (out[...] = {name}(...)).")
 
 
 def _any_tracked(*values):
@@ -144,6 +153,7 @@ def cdist(XA, XB, metric="euclidean", *, out=None, **kwargs):
     """
     distance = _distance()
     if not _any_tracked(XA, XB, *kwargs.values()):
+        _refuse_out_in_jit("cdist", out, XA, XB, kwargs)
         return distance.cdist(XA, XB, metric, out=out, **kwargs)
     if out is not None:
         raise TypeError("pullback.scipy.spatial.distance.cdist: out= is not supported on traced values.")
@@ -166,6 +176,7 @@ def pdist(X, metric="euclidean", *, out=None, **kwargs):
     """
     distance = _distance()
     if not _any_tracked(X, *kwargs.values()):
+        _refuse_out_in_jit("pdist", out, X, kwargs)
         return distance.pdist(X, metric, out=out, **kwargs)
     if out is not None:
         raise TypeError("pullback.scipy.spatial.distance.pdist: out= is not supported on traced values.")

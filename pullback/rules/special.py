@@ -20,8 +20,10 @@ Every rule has a forward rule; for the ufuncs both come from one local derivativ
 Jacobian of an elementwise map is diagonal.
 """
 
+import functools
 import importlib.abc
 import importlib.util
+import inspect
 import math
 import sys
 import warnings
@@ -29,9 +31,11 @@ import warnings
 import numpy as np
 
 from .._extend import frule, nondifferentiable, primitive, rrule
+from .._jit_trace import JitError
+from .._registry import qualified_name
 from .._tangents import Thunk
-from .._values import Traced, stop_gradient
-from ._register import ENTRIES, add_tangents, describe, with_numpy_value
+from .._values import Traced, stop_gradient, strip_all
+from ._register import ENTRIES, add_tangents, describe, numpy_valued, with_numpy_value
 
 SQRT_PI = math.sqrt(math.pi)
 SQRT_2PI = math.sqrt(2.0 * math.pi)
@@ -373,6 +377,11 @@ def _by_quadrature(name, argument, scalar_fn, *values):
             f"scipy.special.{name}: the derivative with respect to {argument} is computed by numerical quadrature "
             "and cannot itself be differentiated (no second derivatives in that argument). Differentiate once, "
             "or pass that argument through pb.stop_gradient.")
+    return scipy_call(elementwise_of_scalars, scalar_fn, *values)
+
+
+def elementwise_of_scalars(scalar_fn, *values):
+    """`scalar_fn` over the broadcast arrays `values`, as float64 (one recorded call inside `pb.jit`)."""
     return np.vectorize(scalar_fn, otypes=[np.float64])(*values)
 
 
@@ -1387,6 +1396,97 @@ def _any_tracked(*values):
     return any(isinstance(v, Traced) for v in values)
 
 
+def _stacked(x):
+    """A list or tuple holding values being differentiated, as one traced array (as NumPy would read the list)."""
+    if isinstance(x, (list, tuple)) and _holds_traced(x):
+        return np.stack([_stacked(part) for part in x])
+    return x
+
+
+def _holds_traced(x):
+    if isinstance(x, (list, tuple)):
+        return any(_holds_traced(part) for part in x)
+    return isinstance(x, Traced)
+
+
+def stand_in_among(x):
+    """The first `pb.jit` stand-in inside `x` (through tuples, lists and dicts), or None."""
+    if _is_stand_in(x):
+        return x
+    parts = x.values() if isinstance(x, dict) else x if isinstance(x, (tuple, list)) else ()
+    for part in parts:
+        found = stand_in_among(part)
+        if found is not None:
+            return found
+    return None
+
+
+def _without_overwrite(fn, args, kwargs):
+    """The arguments with every `overwrite_*` flag off: a recorded call must not write into the trace's arrays."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return args, kwargs
+    for name in bound.arguments:
+        if name.startswith("overwrite_"):
+            bound.arguments[name] = False
+    return bound.args, bound.kwargs
+
+
+def scipy_call(fn, /, *args, **kwargs):
+    """`fn(*args, **kwargs)` for a SciPy function of plain values. Given a `pb.jit` stand-in, the call is
+    recorded whole and each replay runs it on its own values: SciPy converts its input with `np.asarray`,
+    which a trace cannot follow."""
+    stand_in = stand_in_among((args, kwargs))
+    if stand_in is None:
+        return fn(*args, **kwargs)
+    args, kwargs = _without_overwrite(fn, args, kwargs)
+    result = stand_in.record_primitive(fn, qualified_name(fn), args, kwargs)
+    if not _replayable(result):
+        raise JitError(f"{qualified_name(fn)} inside pb.jit returned an object of type {type(result).__name__}, which "
+                       "a replay cannot rebuild from its arrays. Call it outside the jitted function.")
+    return result
+
+
+def _replayable(result):
+    """Whether each replay recomputes a recorded call's result: the trace's arrays (alone or in one flat tuple or
+    list), or a Python number (which the trace guards). A number inside a tuple would be a constant of the trace."""
+    if isinstance(result, (tuple, list)):
+        return all(_is_stand_in(part) for part in result)
+    return _is_stand_in(result) or isinstance(result, (bool, int, float, complex))
+
+
+def _is_stand_in(x):
+    return hasattr(type(x), "record_primitive")
+
+
+def scipy_valued(result, fn, /, *args, **kwargs):
+    """`result`, a composite's for SciPy's `fn(*args, **kwargs)`, holding SciPy's value, inside `pb.jit` too."""
+    plain_args, plain_kwargs = strip_all(args), strip_all(kwargs)
+    if stand_in_among((plain_args, plain_kwargs)) is None:
+        return with_numpy_value(result, fn, *args, **kwargs)
+    return _holding(result, scipy_call(fn, *plain_args, **plain_kwargs))
+
+
+def _holding(y, exact):
+    if isinstance(y, tuple):
+        return tuple(_holding(part, value) for part, value in zip(y, exact))
+    return numpy_valued(y, exact) if isinstance(y, Traced) else exact
+
+
+class RecordedModule:
+    """A SciPy module whose functions go through `scipy_call`, so that they work inside `pb.jit`."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        value = getattr(self._module, name)
+        if not callable(value) or isinstance(value, type):
+            return value
+        return functools.partial(scipy_call, value)
+
+
 @primitive
 def polygamma(n, x):
     """`scipy.special.polygamma(n, x)`, differentiable in `x` (`n` is a plain integer).
@@ -1459,15 +1559,16 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """
     import scipy.special as sp
 
+    a, b = _stacked(a), _stacked(b)
     if not _any_tracked(a, b):
-        return sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
+        return scipy_call(sp.logsumexp, a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
     out = _logsumexp(a, axis, b, keepdims, return_sign)
-    return with_numpy_value(out, sp.logsumexp, a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
+    return scipy_valued(out, sp.logsumexp, a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
 
 
 def _logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     # shifted by the largest real part, as SciPy's is (a complex maximum would rotate the sum)
-    peak = np.max(np.real(stop_gradient(a)), axis=axis, keepdims=True)
+    peak = np.max(np.real(stop_gradient(a)), axis=axis, keepdims=True, initial=-np.inf)  # -inf: no terms
     peak = np.where(np.isfinite(peak), peak, 0.0)
     terms = np.exp(a - peak)
     if b is not None:
@@ -1499,9 +1600,10 @@ def log_softmax(x, axis=None):
     """
     import scipy.special as sp
 
+    x = _stacked(x)
     if not _any_tracked(x):
-        return sp.log_softmax(x, axis=axis)
-    return with_numpy_value(x - _logsumexp(x, axis=axis, keepdims=True), sp.log_softmax, x, axis=axis)
+        return scipy_call(sp.log_softmax, x, axis=axis)
+    return scipy_valued(x - _logsumexp(x, axis=axis, keepdims=True), sp.log_softmax, x, axis=axis)
 
 
 def softmax(x, axis=None):
@@ -1513,9 +1615,10 @@ def softmax(x, axis=None):
     """
     import scipy.special as sp
 
+    x = _stacked(x)
     if not _any_tracked(x):
-        return sp.softmax(x, axis=axis)
-    return with_numpy_value(np.exp(x - _logsumexp(x, axis=axis, keepdims=True)), sp.softmax, x, axis=axis)
+        return scipy_call(sp.softmax, x, axis=axis)
+    return scipy_valued(np.exp(x - _logsumexp(x, axis=axis, keepdims=True)), sp.softmax, x, axis=axis)
 
 
 def multigammaln(a, d):
@@ -1530,8 +1633,8 @@ def multigammaln(a, d):
     import scipy.special as sp
 
     if not _any_tracked(a):
-        return sp.multigammaln(a, d)
-    sp.multigammaln(stop_gradient(a), d)  # SciPy's checks of d and of a > (d - 1) / 2, with its messages
+        return scipy_call(sp.multigammaln, a, d)
+    scipy_call(sp.multigammaln, stop_gradient(a), d)  # SciPy's checks of d and of a > (d - 1) / 2, with its messages
     d = int(d)
     terms = sp.gammaln(np.stack([a - (j - 1.0) / 2 for j in range(1, d + 1)]))
     return (d * (d - 1) * 0.25) * np.log(np.pi) + np.sum(terms, axis=0)
@@ -1589,7 +1692,7 @@ def _not_differentiable(name, position, what):
 def _standin_of_outputs(name, outputs, real_only=None):
     def standin(*args):
         if not _any_tracked(*args):
-            return getattr(_scipy_special(), name)(*args)
+            return scipy_call(getattr(_scipy_special(), name), *args)
         if real_only and any(np.iscomplexobj(stop_gradient(a)) for a in args):
             raise TypeError(f"scipy.special.{name} of complex values is not differentiable by pullback: {real_only}")
         return tuple(output(*args) for output in outputs)
@@ -1672,7 +1775,7 @@ def _spherical_standin(kind, sign_n_even):
     def standin(n, z, derivative=False):
         sp = _scipy_special()
         if not _any_tracked(n, z):
-            return getattr(sp, f"spherical_{kind}")(n, z, derivative)
+            return scipy_call(getattr(sp, f"spherical_{kind}"), n, z, derivative)
         n = np.asarray(stop_gradient(n), dtype=np.dtype("long"))
         ufunc = getattr(sp._ufuncs, f"_spherical_{kind}" + ("_d" if derivative else ""))
         negative = stop_gradient(z) < 0
@@ -1713,9 +1816,9 @@ def diric(x, n):
     """
     sp = _scipy_special()
     if not _any_tracked(x):
-        return sp.diric(x, n)
+        return scipy_call(sp.diric, x, n)
     n = stop_gradient(n)
-    plain = sp.diric(stop_gradient(x), n)  # SciPy's value, with its NaN for invalid n
+    plain = scipy_call(sp.diric, stop_gradient(x), n)  # SciPy's value, with its NaN for invalid n
     bad = np.isnan(plain)  # NaN x, or an n that is not a positive integer: the derivatives are NaN too
     order = np.where(bad, 1, n)  # the expression below sees a valid n there (no warnings)
     # x/2 = kπ + d with |d| ≤ π/2, reduced exactly by libm's sin and cos; diric = (-1)^(k(n-1)) sin(nd)/(n sin d)
@@ -1725,7 +1828,7 @@ def diric(x, n):
     close = np.abs(order * stop_gradient(d)) < 1.0  # the quotient's derivatives cancel there: its series in nd instead
     value = flip ** (order - 1) * _split(d, close, lambda d: _polynomial(_dirichlet_series(order), (order * d) ** 2),
                                          lambda d: np.sin(order * d) / (order * np.sin(d)))
-    return with_numpy_value(np.where(bad, np.exp(x * np.where(bad, plain, 0.0)), value), sp.diric, x, n)  # SciPy's value
+    return scipy_valued(np.where(bad, np.exp(x * np.where(bad, plain, 0.0)), value), sp.diric, x, n)  # SciPy's value
 
 
 def _dirichlet_series(n, terms=14):

@@ -18,7 +18,13 @@ modes and to any order, and SciPy itself when nothing is being differentiated.
 - `pullback.scipy.stats` (imported on first use): SciPy's distributions (`norm`, `gamma`,
   `poisson`, `multivariate_normal`, ...) with their `logpdf`, `pdf`, `cdf`, ... methods;
 - `pullback.scipy.integrate` (imported on first use): `odeint` and `solve_ivp`, differentiable
-  once (adjoint method) in the initial state (real or complex), the times and the parameters in `args`.
+  once (adjoint method) in the initial state (real or complex), the times and the parameters in `args`;
+  `quad` (once, in its limits and `args`), `trapezoid`, `cumulative_trapezoid` and `simpson`.
+
+Inside `pb.jit`, a call with nothing being differentiated runs SciPy's own function as one recorded
+step, which each replay runs on its own values; the derivatives are traced as usual. Refused there, by
+name: `linalg.logm` and `fractional_matrix_power` (SciPy draws random numbers in them) and the
+derivatives of `integrate.odeint`, `solve_ivp` and `quad`.
 
 SciPy stays optional: nothing here imports it until a function needs it.
 

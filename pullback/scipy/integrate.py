@@ -1,5 +1,9 @@
 """`scipy.integrate.odeint` and `solve_ivp`, differentiable in the initial state, the times and
-the parameters passed through `args`. SciPy is imported on first use.
+the parameters passed through `args`; `quad`, differentiable once in its limits and `args`; and
+`trapezoid`, `cumulative_trapezoid` (in `y`, `x`, `dx`) and `simpson` (in `y`, `dx`). SciPy is
+imported on first use. Inside `pb.jit`, calls on plain values are recorded whole (except
+`solve_ivp`, whose result object a replay cannot rebuild, and `quad`, whose result is a tuple of
+Python floats); derivatives of `odeint`, `solve_ivp` and `quad` cannot be compiled.
 
 The solve itself is SciPy's, on plain arrays and with the arguments given, so the values are
 SciPy's own. Derivatives come from the continuous adjoint method (Pontryagin; Chen et al.
@@ -51,9 +55,12 @@ import numpy as np
 
 from .. import jvp, pullback, tree
 from .._extend import frule, primitive, rrule
-from .._values import Traced
+from .._jit_trace import JitError
+from .._standins import is_stand_in
+from .._values import Traced, strip_all
+from ..rules.special import scipy_call, scipy_valued, stand_in_among
 
-__all__ = ["odeint", "solve_ivp"]
+__all__ = ["odeint", "solve_ivp", "quad", "trapezoid", "cumulative_trapezoid", "simpson"]
 
 _ODEINT_TOL = 1.49012e-8  # odeint's default rtol and atol
 
@@ -80,7 +87,8 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
                    printmessg=printmessg, tfirst=tfirst)
     plain_func = _plain_rhs(func, "odeint", "odeint(lambda y, t, k: -k * y, y0, t, args=(k,))")
     if not _holds_traced((y0, t, args)):
-        return _scipy().odeint(plain_func, y0, t, args, full_output=full_output, **options)
+        return scipy_call(_scipy().odeint, plain_func, y0, t, args, full_output=full_output, **options)
+    _refuse_jit("odeint", (y0, t, args))
     if not isinstance(args, tuple):
         raise TypeError(f"odeint: args must be a tuple, e.g. args=({args!r},); got {type(args).__name__}.")
     params = _parameters(args, "odeint")
@@ -129,8 +137,9 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     """
     plain_fun = _plain_rhs(fun, "solve_ivp", "solve_ivp(lambda t, y, k: -k * y, t_span, y0, args=(k,))")
     if not _holds_traced((t_span, y0, t_eval, args)):
-        return _scipy().solve_ivp(plain_fun, t_span, y0, method, t_eval, dense_output, events, vectorized, args,
-                                  **options)
+        return scipy_call(_scipy().solve_ivp, plain_fun, t_span, y0, method, t_eval, dense_output, events, vectorized,
+                          args, **options)
+    _refuse_jit("solve_ivp", (t_span, y0, t_eval, args))
     for name, value in (("events", events), ("dense_output", dense_output)):
         if value is not None and value is not False:
             raise NotImplementedError(
@@ -379,13 +388,21 @@ def _tangent(problem, y0, t0, times, params, delta, dparams):
 
 
 # --- arguments ---------------------------------------------------------------------------
+def _refuse_jit(name, values):
+    """Derivatives inside `pb.jit`: the solves run SciPy on plain values during the backward pass, which a trace
+    cannot record."""
+    if stand_in_among(strip_all(values)) is not None:
+        raise JitError(f"pullback.scipy.integrate.{name}: its derivatives cannot be compiled by pb.jit (SciPy solves "
+                       "the adjoint equations on plain values). Differentiate outside the jitted function.")
+
+
 def _holds_traced(x):
     return any(isinstance(leaf, Traced) for leaf in tree.leaves(x))
 
 
 def _array_in(x):
     """`x` as a float array, kept traced; a list or tuple holding tracked numbers becomes one tracked array."""
-    if isinstance(x, Traced):
+    if isinstance(x, Traced) or is_stand_in(x):
         return x
     if isinstance(x, (list, tuple)) and _holds_traced(x):
         return np.stack([np.reshape(v, ()) for v in x])
@@ -435,3 +452,186 @@ def _plain_only(problem, values):
             "so it cannot itself be differentiated (as hessian, hvp or a gradient of a gradient would). "
             "Use finite differences of pb.gradient for second derivatives."
         )
+
+
+# --- quadrature of sampled values ------------------------------------------------------------
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    """`scipy.integrate.trapezoid`, differentiable in `y`, `x` and `dx`.
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.gradient(lambda y: trapezoid(y, dx=0.5), np.ones(3))[0]
+    array([0.25, 0.5 , 0.25])
+    """
+    if not _holds_traced((y, x, dx)):
+        return scipy_call(_scipy().trapezoid, y, x, dx, axis)
+    value = np.trapezoid(_array_in(y), None if x is None else _array_in(x), dx, axis)
+    return scipy_valued(value, _scipy().trapezoid, y, x, dx, axis)
+
+
+def cumulative_trapezoid(y, x=None, dx=1.0, axis=-1, initial=None):
+    """`scipy.integrate.cumulative_trapezoid`, differentiable in `y`, `x` and `dx`.
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.gradient(lambda y: cumulative_trapezoid(y)[-1], np.ones(3))[0]
+    array([0.5, 1. , 0.5])
+    """
+    scipys = _scipy().cumulative_trapezoid
+    if not _holds_traced((y, x, dx)):
+        return scipy_call(scipys, y, x, dx, axis, initial)
+    scipy_call(scipys, strip_all(y), strip_all(x), strip_all(dx), axis, initial)  # SciPy's checks and messages
+    y = _array_in(y)
+    axis = axis % np.ndim(y)
+    n = np.shape(y)[axis]
+    upper = np.take(y, np.arange(1, n), axis=axis)
+    lower = np.take(y, np.arange(0, n - 1), axis=axis)
+    res = np.cumsum(_spacing(x, dx, axis, np.ndim(y)) * (upper + lower) / 2.0, axis=axis)
+    if initial is not None:  # SciPy allows 0 only
+        res = np.concatenate([np.zeros_like(np.take(res, np.arange(1), axis=axis)), res], axis=axis)
+    return scipy_valued(res, scipys, y, x, dx, axis, initial)
+
+
+def _spacing(x, dx, axis, ndim):
+    """The widths between samples along `axis`: `dx`, or the differences of `x` (1-D, or shaped like y)."""
+    if x is None:
+        return dx
+    x = _array_in(x)
+    if np.ndim(x) == 1:
+        shape = [1] * ndim
+        shape[axis] = -1
+        return np.reshape(np.diff(x), shape)
+    return np.diff(x, axis=axis)
+
+
+def simpson(y, x=None, *, dx=1.0, axis=-1):
+    """`scipy.integrate.simpson`, differentiable in `y` and `dx` (it is linear in both); `x` must be plain.
+
+    >>> import numpy as np, pullback as pb
+    >>> pb.gradient(lambda y: simpson(y, dx=0.5), np.ones(3))[0]
+    array([0.16666667, 0.66666667, 0.16666667])
+    """
+    scipys = _scipy().simpson
+    if not _holds_traced((y, x, dx)):
+        return scipy_call(scipys, y, x, dx=dx, axis=axis)
+    if _holds_traced(x):
+        raise NotImplementedError("pullback.scipy.integrate.simpson: the sample points x cannot be differentiated "
+                                  "here; pass x as a plain array (pb.stop_gradient), or use trapezoid, which is "
+                                  "differentiable in x.")
+    if np.ndim(x) > 1:
+        raise NotImplementedError("pullback.scipy.integrate.simpson on traced values takes 1-D sample points x; "
+                                  "integrate each slice on its own.")
+    y = _array_in(y)
+    n = np.shape(y)[axis]
+    # simpson is linear in y: its weights are its values on the unit vectors, along the last axis
+    weights = scipy_call(scipys, np.eye(n), x, dx=1.0, axis=-1) if n else np.zeros(0)
+    value = np.tensordot(np.moveaxis(y, axis, -1), weights, axes=1) * dx
+    return scipy_valued(value, scipys, y, x, dx=dx, axis=axis)
+
+
+# --- quadrature of a function ------------------------------------------------------------------
+def quad(func, a, b, args=(), full_output=0, **options):
+    """`scipy.integrate.quad`, differentiable once in the limits `a`, `b` and the arrays and floats in `args`.
+
+    d/db = func(b), d/da = -func(a) and d/dθ = ∫ ∂func/∂θ dt (SciPy's `quad_vec` over pullback's gradient of
+    `func`). A value being differentiated reaches `func` through `args`, not a closure.
+
+    >>> import numpy as np, pullback as pb
+    >>> db, dk = pb.gradient(lambda b, k: quad(lambda t, k: k * t, 0.0, b, args=(k,))[0], 2.0, 3.0)
+    >>> db, round(dk, 12)  # k b, b² / 2
+    (6.0, 2.0)
+    """
+    plain_func = _plain_rhs(func, "quad", "quad(lambda t, k: k * t, a, b, args=(k,))")
+    args = args if isinstance(args, tuple) else (args,)  # as SciPy reads a single argument
+    if not _holds_traced((a, b, args)):
+        return scipy_call(_scipy().quad, plain_func, a, b, args, full_output, **options)
+    if full_output or options.get("weight") is not None:
+        raise NotImplementedError("pullback.scipy.integrate.quad on traced values: full_output and weight= are not "
+                                  "differentiable here; integrate the weighted function itself.")
+    if stand_in_among(strip_all((a, b, args))) is not None:
+        raise JitError("pullback.scipy.integrate.quad: its derivatives cannot be compiled by pb.jit (SciPy integrates "
+                       "on plain values). Differentiate outside the jitted function.")
+    problem = _Integral(func, plain_func, options)
+    value = _integral(problem, a, b, *_parameters(args, "quad"))
+    return value, problem.error
+
+
+class _Integral:
+    """The integrand (as given, and checked for SciPy's plain calls), SciPy's options; the last error estimate."""
+
+    def __init__(self, func, plain_func, options):
+        self.func, self.plain_func, self.options, self.error = func, plain_func, options, None
+
+    def scalar(self, t, params):
+        return self.func(t, *params)
+
+    def integrate(self, a, b, params):
+        value, self.error = _scipy().quad(self.plain_func, a, b, params, **self.options)
+        return value
+
+    def parameter_gradient(self, a, b, params, wanted):
+        """∫_a^b ∂func/∂θ_i dt for the wanted parameters, each shaped like its parameter."""
+        def flat_gradient(t):
+            grads = pullback(lambda *chosen: self.func(t, *_replace(params, wanted, chosen)),
+                             *(params[i] for i in wanted))[1](1.0)
+            return np.concatenate([np.zeros(np.size(params[i])) if g is None else np.ravel(g)
+                                   for i, g in zip(wanted, grads)])
+
+        tolerances = {k: self.options[k] for k in ("epsabs", "epsrel") if k in self.options}
+        flat = _scipy().quad_vec(flat_gradient, a, b, **tolerances)[0]
+        parts, start = [], 0
+        for i in wanted:
+            size = int(np.size(params[i]))
+            parts.append(np.reshape(flat[start:start + size], np.shape(params[i])))
+            start += size
+        return parts
+
+
+@primitive
+def _integral(problem, a, b, *params):
+    """∫_a^b func(t, *params) dt: SciPy's quad on plain values."""
+    return problem.integrate(a, b, params)
+
+
+def _first_order_only(values):
+    if any(isinstance(v, Traced) for v in values):
+        raise NotImplementedError("pullback.scipy.integrate.quad is differentiable once: its derivatives are "
+                                  "computed by SciPy on plain values. Use finite differences of pb.gradient for "
+                                  "second derivatives.")
+
+
+def _integral_derivatives(problem, a, b, params, wanted):
+    """(d/da, d/db, [d/dθ_i for the wanted i])."""
+    _first_order_only((a, b, *params))
+    return (-problem.scalar(a, params), problem.scalar(b, params),
+            problem.parameter_gradient(a, b, params, wanted) if wanted else [])
+
+
+@rrule(_integral)
+def _integral_rule(problem, a, b, *params):
+    value = _integral(problem, a, b, *params)
+    wanted = [i for i, p in enumerate(params) if np.issubdtype(np.result_type(p), np.inexact)]
+
+    def back(g):
+        da, db, dparams = _integral_derivatives(problem, a, b, params, wanted)
+        grads = [None] * len(params)
+        for i, d in zip(wanted, dparams):
+            grads[i] = g * d
+        return (None, g * da, g * db, *grads)
+
+    return value, back
+
+
+@frule(_integral)
+def _integral_frule(primals, tangents):
+    problem, a, b, *params = primals
+    _, ta, tb, *tparams = tangents
+    value = _integral(problem, a, b, *params)
+    wanted = [i for i, t in enumerate(tparams) if t is not None]
+    da, db, dparams = _integral_derivatives(problem, a, b, params, wanted)
+    tangent = 0.0
+    if ta is not None:
+        tangent = tangent + da * ta
+    if tb is not None:
+        tangent = tangent + db * tb
+    for i, d in zip(wanted, dparams):
+        tangent = tangent + np.sum(d * tparams[i])
+    return value, tangent

@@ -43,9 +43,10 @@ import math
 import numpy as np
 
 from .._extend import frule, primitive, rrule
+from .._standins import is_stand_in
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ..rules._register import with_numpy_value
+from ..rules.special import elementwise_of_scalars, scipy_call, scipy_valued
 from .linalg import solve_triangular
 
 __all__ = ["norm", "t", "chi2", "beta", "gamma", "expon", "laplace", "cauchy", "logistic", "lognorm", "uniform",
@@ -74,7 +75,19 @@ def _tracked(*values):
 
 
 def _plain(v):
-    return np.asarray(stop_gradient(v))
+    """The plain value of `v` as an array (inside `pb.jit`, the trace's stand-in: branches on it become guards)."""
+    v = stop_gradient(v)
+    return v if is_stand_in(v) else np.asarray(v)
+
+
+def _float64(v):
+    v = _plain(v)
+    return v.astype(np.float64) if is_stand_in(v) else np.asarray(v, dtype=np.float64)
+
+
+def _stats_call(dist, method, *args, **kwargs):
+    """SciPy's `scipy.stats.<dist>.<method>(*args, **kwargs)`, recorded whole inside `pb.jit`."""
+    return scipy_call(getattr(getattr(_scipy_stats(), dist), method), *args, **kwargs)
 
 
 def _keep(mask, value, safe):
@@ -134,7 +147,7 @@ class _Distribution:
         raise _no_method(self, method)
 
     def _argcheck(self, *shapes):
-        return functools.reduce(np.logical_and, [np.asarray(s) > 0 for s in shapes], np.True_)
+        return functools.reduce(np.logical_and, [_plain(s) > 0 for s in shapes], np.True_)
 
     def _support(self, *shapes):
         return -np.inf, np.inf
@@ -159,8 +172,8 @@ class _Distribution:
     def _run(self, method, x, args, kwds):
         scipys = getattr(getattr(_scipy_stats(), self.name), method)
         if not _tracked(x, *args, *kwds.values()):
-            return scipys(x, *args, **kwds)
-        return with_numpy_value(self._traced(method, x, args, kwds), scipys, x, *args, **kwds)  # SciPy's value, bit for bit
+            return scipy_call(scipys, x, *args, **kwds)
+        return scipy_valued(self._traced(method, x, args, kwds), scipys, x, *args, **kwds)  # SciPy's value, bit for bit
 
     def _traced(self, method, x, args, kwds):
         shapes, loc, scale = self._parse(method, args, kwds)
@@ -174,7 +187,7 @@ class _Distribution:
             return self._run_discrete(method, x, loc, valid, shapes, safe, lo, hi, safe_lo)
         valid = valid & (_plain(scale) > 0)
         scale = _keep(valid, scale, 1.0)
-        zp = np.asarray((_plain(x) - _plain(loc)) / _plain(scale), dtype=np.float64)
+        zp = _float64((_plain(x) - _plain(loc)) / _plain(scale))
         finite = np.isfinite(zp)  # nan and ±inf are filled in below, and pass no gradient
         z = (_keep(finite, x, 0.0) - _keep(finite, loc, 0.0)) / scale
         if _plain(z).dtype != np.float64:
@@ -199,7 +212,7 @@ class _Distribution:
         for name, value in zip(self.shapes, shapes):
             if name in self.integer_shapes:
                 _refuse_traced(f"{self.name}.{method}", name, value)
-        k = np.asarray(np.asarray(k) - np.asarray(loc), dtype=np.float64)
+        k = _float64(_plain(k) - _plain(loc))
         if method in ("logpmf", "pmf"):
             inside = valid & (lo <= k) & (k <= hi) & (np.floor(k) == k)
         else:
@@ -574,7 +587,7 @@ def _vonmises_dkappa_array(x, kappa):
             "vonmises.cdf: the derivative with respect to kappa is computed by numerical quadrature and cannot "
             "itself be differentiated (no second derivatives in kappa). Differentiate once, or pass kappa through "
             "pb.stop_gradient.")
-    return np.vectorize(_vonmises_dkappa, otypes=[np.float64])(x, kappa)
+    return scipy_call(elementwise_of_scalars, _vonmises_dkappa, x, kappa)
 
 
 @rrule(_vonmises_cdf)
@@ -789,10 +802,10 @@ class multivariate_normal_gen:
     def logpdf(self, x, mean=None, cov=1, allow_singular=False):
         """`scipy.stats.multivariate_normal.logpdf`, differentiable."""
         if not _tracked(x, mean, cov):
-            return _scipy_stats().multivariate_normal.logpdf(x, mean, cov, allow_singular)
+            return _stats_call("multivariate_normal", "logpdf", x, mean, cov, allow_singular)
         # SciPy checks the arguments (and refuses a singular cov unless allowed)
-        _scipy_stats().multivariate_normal.logpdf(_plain(x), None if mean is None else _plain(mean), _plain(cov),
-                                                  allow_singular)
+        _stats_call("multivariate_normal", "logpdf", _plain(x), None if mean is None else _plain(mean), _plain(cov),
+                    allow_singular)
         x_given, mean_given, cov_given = x, mean, cov
         dim = np.size(mean) if mean is not None else (1 if np.ndim(cov) < 2 else np.shape(cov)[0])
         mean = np.zeros(dim) if mean is None else mean
@@ -818,14 +831,14 @@ class multivariate_normal_gen:
         log_det = 2.0 * np.sum(np.log(np.diagonal(chol)))
         value = np.squeeze(-0.5 * (dim * _LOG_2PI + log_det + maha))
         # SciPy's own value, bit for bit (it factorises cov its own way)
-        return with_numpy_value(value, _scipy_stats().multivariate_normal.logpdf, x_given, mean_given, cov_given,
+        return scipy_valued(value, _scipy_stats().multivariate_normal.logpdf, x_given, mean_given, cov_given,
                                 allow_singular)
 
     def pdf(self, x, mean=None, cov=1, allow_singular=False):
         """`scipy.stats.multivariate_normal.pdf`, differentiable."""
         if not _tracked(x, mean, cov):
-            return _scipy_stats().multivariate_normal.pdf(x, mean, cov, allow_singular)
-        return with_numpy_value(np.exp(self.logpdf(x, mean, cov, allow_singular)),
+            return _stats_call("multivariate_normal", "pdf", x, mean, cov, allow_singular)
+        return scipy_valued(np.exp(self.logpdf(x, mean, cov, allow_singular)),
                                 _scipy_stats().multivariate_normal.pdf, x, mean, cov, allow_singular)
 
     def cdf(self, x, *args, **kwds):
@@ -842,7 +855,7 @@ class multivariate_normal_gen:
                 f"multivariate_normal.{method} is computed by randomized quasi-Monte Carlo integration, which "
                 "pullback cannot differentiate; call it on plain values (pb.stop_gradient), or use a "
                 "differentiable bound or a product of univariate norm.cdf where the covariance is diagonal.")
-        return getattr(_scipy_stats().multivariate_normal, method)(x, *args, **kwds)
+        return _stats_call("multivariate_normal", method, x, *args, **kwds)
 
 
 class dirichlet_gen:
@@ -858,8 +871,8 @@ class dirichlet_gen:
     def logpdf(self, x, alpha):
         """`scipy.stats.dirichlet.logpdf`, differentiable."""
         if not _tracked(x, alpha):
-            return _scipy_stats().dirichlet.logpdf(x, alpha)
-        _scipy_stats().dirichlet.logpdf(_plain(x), _plain(alpha))  # SciPy checks the arguments
+            return _stats_call("dirichlet", "logpdf", x, alpha)
+        _stats_call("dirichlet", "logpdf", _plain(x), _plain(alpha))  # SciPy checks the arguments
         sc = _sc()
         if np.shape(x)[0] != np.shape(alpha)[0]:
             x = np.concatenate([x, (1 - np.sum(x, axis=0))[np.newaxis]], axis=0)
@@ -869,7 +882,7 @@ class dirichlet_gen:
     def pdf(self, x, alpha):
         """`scipy.stats.dirichlet.pdf`, differentiable."""
         if not _tracked(x, alpha):
-            return _scipy_stats().dirichlet.pdf(x, alpha)
+            return _stats_call("dirichlet", "pdf", x, alpha)
         return np.exp(self.logpdf(x, alpha))
 
 
@@ -889,10 +902,10 @@ class multinomial_gen:
     def logpmf(self, x, n, p):
         """`scipy.stats.multinomial.logpmf`, differentiable in `p`."""
         if not _tracked(x, n, p):
-            return _scipy_stats().multinomial.logpmf(x, n, p)
+            return _stats_call("multinomial", "logpmf", x, n, p)
         _refuse_traced("multinomial.logpmf", "x", x)
         _refuse_traced("multinomial.logpmf", "n", n)
-        expected = np.asarray(_scipy_stats().multinomial.logpmf(x, n, _plain(p)))  # SciPy checks, and marks -inf, nan
+        expected = _plain(_stats_call("multinomial", "logpmf", x, n, _plain(p)))  # SciPy checks, and marks -inf, nan
         sc = _sc()
         p_plain = _plain(p).astype(np.float64)
         rest = 1.0 - np.sum(p[..., :-1], axis=-1)
@@ -900,15 +913,15 @@ class multinomial_gen:
         last = np.where(adjusted, _plain(rest), p_plain[..., -1]) + (rest - _plain(rest))
         bad_p = np.any((p_plain < 0) | (p_plain > 1), axis=-1, keepdims=True)
         p = _keep(~bad_p, np.concatenate([p[..., :-1], last[..., np.newaxis]], axis=-1), 0.5)
-        x = np.asarray(x, dtype=int)
-        n = np.asarray(n, dtype=int)
+        x = _plain(x).astype(int)
+        n = _plain(n).astype(int)
         value = sc.gammaln(n + 1) + np.sum(sc.xlogy(x, p) - sc.gammaln(x + 1), axis=-1)
         return _where(np.isfinite(expected), value, expected)
 
     def pmf(self, x, n, p):
         """`scipy.stats.multinomial.pmf`, differentiable in `p`."""
         if not _tracked(x, n, p):
-            return _scipy_stats().multinomial.pmf(x, n, p)
+            return _stats_call("multinomial", "pmf", x, n, p)
         return np.exp(self.logpmf(x, n, p))
 
 
