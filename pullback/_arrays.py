@@ -194,10 +194,12 @@ def as_type_of(g, primal):
     array([1.])
     """
     cls = type(primal)
-    if cls is np.ndarray or not isinstance(g, (np.ndarray, np.generic, float)):
+    if cls is np.ndarray:
         return g
+    if not isinstance(g, (np.ndarray, np.generic, float)):
+        return in_chunks_of(g, primal)
     if speaks_nep18(cls):
-        return np.asarray(g, like=primal)
+        return in_chunks_of(np.asarray(g, like=primal), primal)
     if speaks_array_api_only(cls):
         return as_array_api(g, primal, primal.dtype)
     return g
@@ -264,6 +266,17 @@ def rechunked_like(a, like):
     if chunks is None or not hasattr(a, "rechunk") or getattr(a, "chunks", None) == chunks:
         return a
     return a.rechunk(chunks)
+
+
+def in_chunks_of(g, primal):
+    """Dask gradient `g` in the chunks of Dask array `primal` of the same shape: the rules leave a gradient in
+    the chunks their products, broadcasts and gathers made (one chunk, or slivers), and the gradient of an
+    argument is read, and added to it, block by block. Other values as they are."""
+    chunks = getattr(primal, "chunks", None)
+    if (chunks is None or not is_dask_array(g) or not is_dask_array(primal) or g.chunks == chunks
+            or g.shape != primal.shape or not all(n == n for n in primal.shape)):
+        return g
+    return g.rechunk(chunks)
 
 
 def is_dask_array(x):

@@ -109,8 +109,9 @@ def _add_at_foreign_rows(buffer, index, g):
     n = np.shape(buffer)[len(lead) - sum(p is None for p in lead)]
     rows = np.reshape(rows, (-1,)) % n
     one_hot = like_input(np.arange(n), rows)[:, None] == rows[None, :]  # (n, len(rows)): row i gets g[j] where rows[j] == i
-    g = g if np.ndim(parts[k]) == 1 else np.expand_dims(g, k)
-    placed = np.moveaxis(np.tensordot(one_hot.astype(np.result_type(g)), g, axes=([1], [k])), 0, k)
+    at = _axis_in_result(parts, k)
+    g = g if np.ndim(parts[k]) == 1 else np.expand_dims(g, at)
+    placed = np.moveaxis(np.tensordot(one_hot.astype(np.result_type(g)), g, axes=([1], [at])), 0, at)
     whole = (*lead, slice(None), *rest)
     if type(buffer) is np.ndarray:  # NumPy's buffer, another library's rows: the sum is of that library's type
         return buffer + _add_at(zeros_as(placed, np.shape(buffer)), whole, placed)
@@ -123,11 +124,29 @@ def _one_array_index(index, ndim):
     axes, and the parts after it basic (slices and new axes only, where parts come before it, so that
     the array's axis stays in place); k is past the end for an index that is not of that form."""
     parts = _without_ellipsis(index if type(index) is tuple else (index,), ndim)
-    k = next((i for i, p in enumerate(parts) if p is not None and not isinstance(p, slice)), len(parts))
+    k = next((i for i, p in enumerate(parts) if p is not None and not isinstance(p, (slice, int, np.integer))),
+             len(parts))
     lead, rest = parts[:k], parts[k + 1:]
     if not is_basic(rest) or (lead and not all(p is None or isinstance(p, slice) for p in rest)):
         k = len(parts)
+    elif not _integers_next_to(lead):  # NumPy would move the array's axis to the front, Dask would not
+        k = len(parts)
     return parts, k, lead, rest
+
+
+def _integers_next_to(lead):
+    """Whether the integers among the parts before the index array come right before it, where NumPy and
+    Dask give the array's axis the same place."""
+    run = len(lead)
+    while run and isinstance(lead[run - 1], (int, np.integer)):
+        run -= 1
+    return not any(isinstance(p, (int, np.integer)) for p in lead[:run])
+
+
+def _axis_in_result(parts, k):
+    """The axis of `x[parts]` that the index array at `parts[k]` gives, for another library's `x` (Dask's,
+    which takes the integers before it as basic indices: each removes its axis)."""
+    return k - sum(isinstance(p, (int, np.integer)) for p in parts[:k])
 
 
 def _no_add_at(buffer):
@@ -144,6 +163,8 @@ def _add_at_by_rows(buffer, index, g):
     without `ufunc.at`: repeated rows are summed first (a product with a 0/1 matrix), then added once each."""
     parts, k, lead, rest = _one_array_index(index, np.ndim(buffer))
     rows = np.asarray(parts[k]) if k < len(parts) and isinstance(parts[k], (list, np.ndarray)) else None
+    if rows is not None and rows.dtype.kind == "b" and rows.ndim == 1:
+        rows = np.flatnonzero(rows)  # a NumPy mask of one axis picks each of its rows once, in order
     if rows is None or rows.dtype.kind not in "iu" or rows.ndim != 1:
         raise _no_add_at(buffer)
     rows = rows % np.shape(buffer)[len(lead) - sum(p is None for p in lead)]
@@ -151,12 +172,23 @@ def _add_at_by_rows(buffer, index, g):
     if len(unique) < len(rows):
         ones = np.zeros((len(unique), len(rows)), dtype=np.result_type(g))
         ones[inverse, np.arange(len(rows))] = 1.0
-        g = np.moveaxis(np.tensordot(like_input(ones, g), g, axes=([1], [k])), 0, k)  # the rows going to one place, summed
+        at = _axis_in_result(parts, k)
+        g = np.moveaxis(np.tensordot(like_input(ones, g), g, axes=([1], [at])), 0, at)  # the rows going to one place, summed
         rows = unique  # g's rows are now in np.unique's (sorted) order; otherwise they stay in the index's
-    target = tuple(p for p in (*lead, rows, *rest) if p is not None)
-    if any(p is None for p in parts):  # new axes (of length 1): Dask writes through none
+    # Dask writes through no new axis, nor through an integer next to an index array: both become length 1
+    target = tuple(_as_slice(p, n) for p, n in zip((p for p in (*lead, rows, *rest) if p is not None),
+                                                   np.shape(buffer)))
+    if any(p is None or isinstance(p, (int, np.integer)) for p in parts):
         g = np.reshape(g, np.shape(buffer[target]))
     buffer[target] += g
+
+
+def _as_slice(part, n):
+    """An integer index of an axis of length `n` as a slice of length one; other parts as they are."""
+    if isinstance(part, (int, np.integer)):
+        start = int(part) % n if -n <= part < n else int(part)  # out of range: indexing raises NumPy's error
+        return slice(start, start + 1)
+    return part
 
 
 def _without_ellipsis(parts, ndim):

@@ -216,12 +216,14 @@ def _concatenate_rule(*arrays, axis=0):
     if axis is None:
         shapes = [np.shape(a) for a in arrays]
         y = np.concatenate([np.ravel(a) for a in arrays])
-        sizes = [int(np.prod(s)) for s in shapes]
+        sizes = [size_of(a) if all(n == n for n in s) else np.nan for a, s in zip(arrays, shapes)]
     else:
         y = np.concatenate(arrays, axis=axis)
         shapes = [np.shape(a) for a in arrays]
         sizes = [s[axis] for s in shapes]
     ax = 0 if axis is None else axis % np.ndim(y)
+    if any(n != n for n in sizes):  # a Dask array of unknown length (after x[mask]): split g block by block
+        return y, _split_by_blocks(arrays, ax, axis, y)
     bounds = np.cumsum([0] + sizes)
 
     def back(g):
@@ -232,6 +234,29 @@ def _concatenate_rule(*arrays, axis=0):
         return tuple(parts)
 
     return y, back
+
+
+def _split_by_blocks(arrays, ax, axis, y):
+    """The pullback of a Dask concatenation of parts of unknown length: each part's gradient is the blocks
+    of `g` its own blocks became, which needs `g` in `y`'s blocks along the axis (as elementwise code
+    and reductions leave it)."""
+    as_dask = [np.asarray(np.ravel(a) if axis is None else a, like=y) for a in arrays]  # as Dask joins NumPy parts
+    counts = [a.numblocks[0 if axis is None else ax] for a in as_dask]
+    ends = np.cumsum(counts)
+
+    def back(g):
+        if not hasattr(g, "blocks") or g.numblocks[ax] != y.numblocks[ax]:
+            raise ValueError(
+                f"The gradient of np.concatenate of {type_name(y)}s of unknown length along axis {ax} (after "
+                "x[mask]) can be split only block by block, and its gradient came in other blocks: call "
+                "x.compute_chunk_sizes() on the masked arrays first.")
+        parts = []
+        for a, end, n in zip(arrays, ends, counts):
+            part = g.blocks[(slice(None),) * ax + (slice(int(end - n), int(end)),)]
+            parts.append(np.reshape(part, np.shape(a)) if axis is None and np.ndim(a) != 1 else part)
+        return tuple(parts)
+
+    return back
 
 
 @forward_rule(join)
