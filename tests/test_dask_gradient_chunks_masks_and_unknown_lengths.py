@@ -5,6 +5,8 @@ Each gradient is compared with the same function differentiated on NumPy arrays 
 differences), and is built without computing anything (a Dask callback refuses any compute).
 """
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -140,3 +142,26 @@ def test_concatenating_rows_of_unknown_number_then_a_product():
     f = lambda v: np.sum(np.tanh(np.concatenate([v, v * 2.0]) @ W))  # noqa: E731
     g = _lazy_dask_gradient(f, rows)
     np.testing.assert_allclose(g.compute(), _numpy_gradient(f, MATRIX[ROWS]), rtol=1e-12)
+
+
+# --- pb.nn layers that pool and normalise take Dask batches lazily ------------------------------------
+IMAGES = rng.normal(size=(6, 6, 6, 4))
+
+
+def test_mean_pooling_of_a_dask_batch_is_lazy_and_is_numpy_s():
+    f = lambda x: np.sum(pb.nn.MeanPool(2)(x) ** 2)  # noqa: E731
+    batch = da.from_array(IMAGES, chunks=(3, 6, 6, 4))
+    with NoCompute():
+        value, (g,) = pb.withgradient(f, batch)
+    np.testing.assert_allclose(value.compute(), f(IMAGES), rtol=1e-12)
+    np.testing.assert_allclose(g.compute(), _numpy_gradient(f, IMAGES), rtol=1e-12)
+
+
+def test_batch_norm_in_training_mode_on_a_dask_batch_is_numpy_s_without_dask_s_size_warning():
+    # the running statistics, NumPy arrays written in place, are computed; np.size of the batch was too
+    layer, reference = (pb.nn.BatchNorm(4, training=True, dtype=np.float64) for _ in range(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = layer(da.from_array(IMAGES, chunks=(3, 6, 6, 4)))
+    np.testing.assert_allclose(np.asarray(y), reference(IMAGES), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(layer.running_var), reference.running_var, rtol=1e-12)

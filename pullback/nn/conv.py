@@ -667,15 +667,16 @@ def _pool_gather_rule(z, arg, **geometry):
 @primitive
 def _mean_pool(x, *, kernel, stride, padding):
     out_hw = _pool_out(x.shape, kernel, stride, padding)
-    y = np.zeros((x.shape[0], *out_hw, x.shape[3]), dtype=x.dtype)
+    y = np.zeros_like(x, shape=(x.shape[0], *out_hw, x.shape[3]))  # of x's own type (Dask, CuPy)
     for _, out_block, in_block in _pool_taps(x.shape[1:3], out_hw, kernel, stride, padding):
         y[out_block] += x[in_block]
-    return np.multiply(y, 1.0 / (kernel[0] * kernel[1]), out=y)
+    scale = 1.0 / (kernel[0] * kernel[1])
+    return np.multiply(y, scale, out=y) if type(y) is np.ndarray else y * scale  # (Dask takes no out=)
 
 
 @primitive
 def _mean_pool_adjoint(g, *, in_shape, kernel, stride, padding):
-    dx = np.zeros(in_shape, dtype=g.dtype)
+    dx = np.zeros_like(g, shape=in_shape)
     share = g * (1.0 / (kernel[0] * kernel[1]))
     for _, out_block, in_block in _pool_taps(in_shape[1:3], g.shape[1:3], kernel, stride, padding):
         dx[in_block] += share[out_block]

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from .._arrays import numpy_backed
+from .._arrays import numpy_backed, size_of
 from .._derivatives import runs_f_again
 from .._extend import primitive, rrule
 from .._jit_trace import JitError
@@ -155,11 +155,11 @@ class BatchNorm:
         scale = self.scale if self.scale is not None else np.ones(c, dtype=self.running_mean.dtype)
         shift = self.shift if self.shift is not None else np.zeros(c, dtype=self.running_mean.dtype)
         if is_training(self, x, self.scale, self.shift):
-            if np.size(x) // max(c, 1) < 2:  # the unbiased variance for the running average is undefined
+            if size_of(x) // max(c, 1) < 2:  # the unbiased variance for the running average is undefined
                 raise ValueError(f"BatchNorm({c}) in training mode needs more than one value per channel; got input "
                                  f"of shape {np.shape(x)}. Use a larger batch, or evaluation mode (pb.nn.testmode).")
             y, mean, var = _normalise_batch(x, scale, shift, self.eps)
-            self._update_running(mean, var, np.size(x) // c)
+            self._update_running(mean, var, size_of(x) // c)
         else:
             a = scale / np.sqrt(self.running_var + self.eps)
             y = x * a + (shift - self.running_mean * a)
