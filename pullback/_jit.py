@@ -158,10 +158,11 @@ class Jitted:
             found, result = self._replay(key, arrays, containers)
             if found:
                 return result
-            if result is _LINALG_FAILED:
-                # a replay met a LinAlgError: trace this call (taking the code's own branch, or raising), but
-                # keep the trace out of the cache, where it would be tried first for regular matrices too
-                # (no guard says which branch a matrix takes)
+            if result is _REPLAY_RAISED:
+                # a replay met an error a NumPy call raised (a LinAlgError, a FloatingPointError, an IndexError):
+                # trace this call (taking the code's own branch, or raising, with the writes made before as
+                # NumPy made them), but keep the trace out of the cache, where it would be tried first for
+                # other values too
                 self._counts["traces"] += 1
                 return self._trace(args, kwargs, arrays, containers)[0]
             if key in self._cache:
@@ -208,7 +209,7 @@ class Jitted:
         if variants is None:
             return False, None
         self._cache.move_to_end(key)
-        linalg_failed = False
+        raised = False
         # a replay that stops after drawing random numbers gives them back: the next variant, or the
         # trace, draws them again from where the call found the generators
         states = [(g, g.bit_generator.state) for g in arrays if isinstance(g, np.random.Generator)]
@@ -218,12 +219,14 @@ class Jitted:
             except Retrace:
                 _restore(states)
                 continue
-            except np.linalg.LinAlgError:
-                # a linear-algebra failure is data-dependent, and code may catch it (try: inv, except: svd)
-                # where the trace took the other branch: trace again, which raises it if the code does not
-                # (the replay writes into the caller's arrays only after it has finished)
+            except Exception:
+                # an error of a NumPy call on these values (a singular matrix, a division by zero under
+                # np.errstate, an index out of bounds): code may catch it (try: inv, except: svd) where the trace
+                # took the other branch, and NumPy may have written part of an array before raising (np.put): trace
+                # again, which raises it if the code does not (the replay writes into the caller's arrays only
+                # after it has finished)
                 _restore(states)
-                linalg_failed = True
+                raised = True
                 continue
             except BaseException as error:  # raised by the function's own calls (or a KeyboardInterrupt in them):
                 interrupted(arrays, program.writes_before(error))  # its writes so far reach the caller
@@ -232,7 +235,7 @@ class Jitted:
             if self._stale_run:  # a replay between them: the retraces are not in a row
                 self._stale_run = 0
             return True, rebuild(outputs, arrays, containers)
-        return False, _LINALG_FAILED if linalg_failed else None
+        return False, _REPLAY_RAISED if raised else None
 
     def _trace(self, args, kwargs, arrays, containers):
         """`(result, (program, rebuild, interrupted))` of a traced call; `(result, None)` of a call of a
@@ -475,8 +478,13 @@ def _sharing_kept(values, slots, made_by, trace):
     def value(k):
         if k not in done:
             root, calls = roots[k]
-            shared = root in position or viewers[root] > 1
-            if not calls or not shared or values[k] is trace.values[slots[k]]:  # not copied: shares already
+            # a read-only view the function made (np.broadcast_to(y, s)) is that view of a copy of y, as NumPy's
+            read_only_view = made_read_only(slots[k], made_by)
+            shared = root in position or viewers[root] > 1 or read_only_view
+            if read_only_view and not calls and _read_only_view(trace.values[slots[k]]):
+                # of a value no slot holds (np.broadcast_to(np.sum(x), s)): the trace's own, which nothing writes
+                done[k] = trace.values[slots[k]]
+            elif not calls or not shared or values[k] is trace.values[slots[k]]:  # not copied: shares already
                 done[k] = values[k]
             else:
                 base = root_value(root, k)
@@ -484,6 +492,11 @@ def _sharing_kept(values, slots, made_by, trace):
         return done[k]
 
     return [value(k) for k in range(len(slots))]
+
+
+def _read_only_view(value):
+    """Whether `value` is a read-only view (of memory it does not own) that the trace made."""
+    return type(value) is np.ndarray and not value.flags.writeable and not value.flags.owndata
 
 
 def _copy_of_root(trace, root, view):
@@ -656,7 +669,7 @@ def _is_array(x):
     return type(x) is np.ndarray or isinstance(x, (np.number, np.bool_))
 
 
-_LINALG_FAILED = object()  # what `_replay` returns for a call whose replay met a LinAlgError
+_REPLAY_RAISED = object()  # what `_replay` returns for a call whose replay met an error of a NumPy call
 
 
 def _order(a):

@@ -27,13 +27,8 @@ import numpy as np
 
 from . import _jit_fuse
 from ._jit_parallel import PARTS, operand_source, splittable
-from ._jit_trace import Ref, collect, errors_token, index_check, setitem_copy, with_writeable
+from ._jit_trace import RaisesAgain, Ref, Retrace, collect, errors_token, index_check, setitem_copy, with_writeable
 from ._jit_watch import same_value
-
-
-class Retrace(Exception):
-    """A guard of the replayed trace failed: the function must be traced again."""
-
 
 _SOURCE_NAME = "<pb.jit program>"  # the file name of the generated code
 
@@ -378,13 +373,16 @@ def producers(trace):
 
 
 def made_read_only(slot, made_by):
-    """Whether the function made the array at `slot` read-only (`x.flags.writeable = False`, on it or on an
-    array it is a view of): it is handed out so, as without pb.jit. NumPy's own read-only views
-    (`np.broadcast_to`, which pullback's rules make and its eager calls hand out as copies) are not."""
+    """Whether the function made the array at `slot` read-only (`x.flags.writeable = False`, or a read-only view
+    of its own NumPy call: `np.broadcast_to`, `np.diagonal`; on it or on an array it is a view of): it is handed
+    out so, as without pb.jit. The read-only views pullback's rules make (`np.broadcast_to` of a gradient),
+    which its eager calls hand out as copies, are not."""
     node = made_by.get(slot)
     while node is not None:
         if node.fn is with_writeable:
             return not node.args[1]
+        if node.read_only_view:
+            return True
         if len(node.aliases) != 1:
             return False
         node = made_by.get(node.aliases[0])
@@ -661,6 +659,8 @@ _LINALG_RAISING = frozenset(getattr(np.linalg, name) for name in (
 def _may_raise(node, trace):
     """Whether the call raises on some values, so that it is kept whether its result is used or not."""
     fn = node.fn
+    if type(fn) is RaisesAgain:  # a call that raised where the function caught the error: it must raise again
+        return True
     if getattr(fn, "__module__", None) != "numpy.linalg":
         return False
     if fn in _LINALG_RAISING:

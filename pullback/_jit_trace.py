@@ -20,6 +20,8 @@ import functools
 import inspect
 import math
 import operator
+import sys
+import threading
 import warnings
 import weakref
 
@@ -79,6 +81,10 @@ _WRITES_FIRST_UNLESS = {np.nan_to_num: "copy"}
 _STATIC = frozenset((np.ndim, np.shape, np.size, np.iscomplexobj, np.isrealobj, np.result_type))
 
 
+class Retrace(Exception):
+    """A guard of the replayed trace failed: the function must be traced again."""
+
+
 class JitError(TypeError):
     """Code that `pb.jit` cannot trace faithfully (the message names the construct and the fix).
 
@@ -98,7 +104,7 @@ class Node:
     results (one per output of a multi-output function, in its order, or a single slot)."""
 
     __slots__ = ("fn", "name", "args", "kwargs", "outputs", "structure", "elementwise", "aliases", "errors", "filters",
-                 "_read")
+                 "read_only_view", "_read")
 
     def __init__(self, fn, name, args, kwargs, outputs, structure, elementwise, aliases=()):
         self.fn, self.name, self.args, self.kwargs = fn, name, args, kwargs
@@ -110,6 +116,9 @@ class Node:
         # the warnings filters (`warnings.filters`) in force at the call where the function set its own
         # (warnings.catch_warnings with simplefilter), or None where they are the caller's
         self.filters = None
+        # whether the call is the function's own NumPy call that made a read-only view (np.broadcast_to,
+        # np.diagonal): handed out read-only, as without pb.jit (the same call in pullback's rules is not)
+        self.read_only_view = False
         self._read = None
 
     def slots_read(self):
@@ -141,6 +150,53 @@ class Guard:
 
     def __init__(self, slot, convert, expected, after):
         self.slot, self.convert, self.expected, self.after = slot, convert, expected, after
+
+
+class RaisesAgain:
+    """A call that raised at the trace, where the function caught the error and went on: each replay runs it
+    again and goes on only where it raises an error of the same type, as the code then takes the same branch;
+    otherwise the function is traced again."""
+
+    __slots__ = ("fn", "error")
+
+    def __init__(self, fn, error):
+        self.fn, self.error = fn, error
+
+    def __call__(self, *args, **kwargs):
+        try:
+            self.fn(*args, **kwargs)
+        except Exception as error:
+            if type(error) is self.error:
+                return None
+        raise Retrace
+
+
+# the copies made by `_copy_to_write` in this thread while a `PartlyWritten` call runs (else None)
+_copies = threading.local()
+
+
+class PartlyWritten:
+    """`fn`, one of the recorded writes into a copy of an array (`x[i] = v`, `np.put`, a ufunc's `out=`), that
+    raised: the copies as the write left them, as NumPy leaves the arrays it writes into where it raises (np.put
+    writes the indices before a bad one; a ufunc under np.errstate(divide="raise") writes its whole result, then
+    raises). Run with floating-point errors ignored, which change no value written."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args, **kwargs):
+        outer, _copies.made = getattr(_copies, "made", None), []
+        made = _copies.made
+        try:
+            with np.errstate(all="ignore"):
+                self.fn(*args, **kwargs)
+        except Exception:  # the error the write raised: what it wrote before is in `made`
+            pass
+        finally:
+            _copies.made = outer
+        return made[0] if len(made) == 1 else tuple(made)
 
 
 def collect(x, kind, found):
@@ -272,7 +328,11 @@ class Trace:
         kwargs = self._freeze(kwargs) if kwargs else kwargs
         concrete_args, ref_args = self._split(args)
         concrete_kwargs, ref_kwargs = self._split(kwargs) if kwargs else ({}, {})
-        result = fn(*concrete_args, **concrete_kwargs)
+        try:
+            result = fn(*concrete_args, **concrete_kwargs)
+        except Exception as error:
+            self.raised(fn, name, ref_args, ref_kwargs, error)
+            raise
         if isinstance(result, (bool, int, float, complex)) and not isinstance(result, np.generic):
             # A Python number computed from arrays (np.allclose, ...): replayed and guarded.
             value = self.call(_as_array(fn), name, args, kwargs)
@@ -307,9 +367,23 @@ class Trace:
                 refs.append(x)
             else:
                 return None
-        outputs, structure, wrapped = self._wrap(ufunc(*values))
+        try:
+            result = ufunc(*values)
+        except Exception as error:  # under np.errstate(divide="raise"), say
+            self.raised(ufunc, ufunc.__name__, tuple(refs), {}, error)
+            raise
+        outputs, structure, wrapped = self._wrap(result)
         self._append(Node(ufunc, ufunc.__name__, tuple(refs), {}, outputs, structure, True))
         return wrapped
+
+    def raised(self, fn, name, ref_args, ref_kwargs, error):
+        """Record that `fn(*ref_args, **ref_kwargs)` raised `error`: where the function catches it and goes on,
+        a replay goes on only where the call raises it again (see `RaisesAgain`)."""
+        if isinstance(error, JitError):
+            return
+        slot = self.new_slot(None)
+        self._append(Node(RaisesAgain(fn, type(error)), f"{name} (raised {type(error).__name__})", ref_args,
+                          ref_kwargs, slot, None, False))
 
     def _aliases(self, result, concrete_args, ref_args):
         """Input slots whose memory the result may share (views: x.T, x[1:], np.reshape, ...)."""
@@ -487,7 +561,8 @@ class Symbol:
         out = kwargs.pop("out", None)
         if method == "at":  # np.add.at(x, index, v) writes into x: record it as a new array
             _about_to_write(inputs[0])
-            result = self.owner.call(_ufunc_at, f"{ufunc.__name__}.at", (ufunc, *inputs), kwargs)
+            result = _write_call(self.owner, _ufunc_at, f"{ufunc.__name__}.at", (ufunc, *inputs), kwargs, (inputs[0],),
+                                 f"np.{ufunc.__name__}.at")
             _rebind(inputs[0], result, f"np.{ufunc.__name__}.at")
             return None
         fn = ufunc if method == "__call__" else getattr(ufunc, method)
@@ -498,13 +573,15 @@ class Symbol:
         # NumPy's), and each `out` names its copy from then on
         outs = out if isinstance(out, tuple) else (out,)
         _about_to_write(*outs)
+        construct = f"np.{ufunc.__name__}(..., out=...)"
         if method == "__call__" and not kwargs:
-            result = self.owner.call(fn, name, inputs, kwargs, elementwise=True)
+            result = _write_call(self.owner, fn, name, inputs, kwargs, outs, construct, elementwise=True,
+                                 copied=(_ufunc_written_into_copies, (fn, len(outs), *outs, *inputs)))
             if _fits(outs, result):  # out's dtype and shape: recorded as a new array, which can be fused
                 return _rebind(out, result, f"np.{ufunc.__name__}(..., out=...)")
             # otherwise that call is dead code, which the compiled program drops
-        result = self.owner.call(_ufunc_written_into_copies, f"{name}(out=)", (fn, len(outs), *outs, *inputs),
-                                 kwargs)
+        result = _write_call(self.owner, _ufunc_written_into_copies, f"{name}(out=)", (fn, len(outs), *outs, *inputs),
+                             kwargs, outs, construct)
         results = result if isinstance(result, tuple) else (result,)
         for o, r in zip(outs, results):
             if o is not None:
@@ -520,20 +597,21 @@ class Symbol:
         name = getattr(func, "__name__", repr(func))
         if func in _WRITES_FIRST and args:  # np.putmask(a, ...): a write into `a`, made functional as x[i] = v is
             _about_to_write(args[0])
-            result = self.owner.call(_applied_to_copy, name, (func, *args), kwargs)
+            result = _write_call(self.owner, _applied_to_copy, name, (func, *args), kwargs, (args[0],), f"np.{name}")
             _rebind(args[0], result, f"np.{name}")
             return None
         if func in _WRITES_FIRST_UNLESS and args and _writes_first(func, args, kwargs):
             return _written_and_returned(func, name, args, kwargs)
         out, args, kwargs = _out_apart(func, args, kwargs)
         if out is None:
-            return self.owner.call(func, name, args, kwargs)
+            return _noting_read_only_view(self.owner, self.owner.call(func, name, args, kwargs))
         if func in _PIECEWISE and isinstance(out, Symbol) and _reads_from(args, out):
             return _written_piecewise(func, out, args, kwargs)
         # an in-place write made functional, as for a ufunc's out=: the replay writes into a copy of
         # `out`, and `out` names the copy from then on
         _about_to_write(out)
-        result = self.owner.call(_written_into_copy, f"{name}(out=)", (func, out, *args), kwargs)
+        result = _write_call(self.owner, _written_into_copy, f"{name}(out=)", (func, out, *args), kwargs, (out,),
+                             f"np.{name}(..., out=...)")
         return _rebind(out, result, f"np.{name}(..., out=...)")
 
     def __array__(self, dtype=None, copy=None):
@@ -591,7 +669,7 @@ class Symbol:
 
     def __setitem__(self, index, value):
         _about_to_write(self)
-        result = self.owner.call(setitem_copy, "setitem", (self, index, value), {})
+        result = _write_call(self.owner, setitem_copy, "setitem", (self, index, value), {}, (self,), "x[index] = value")
         _rebind((self,), result, "x[index] = value")
 
     def reshape(self, *shape, **kwargs):
@@ -928,6 +1006,33 @@ def _rebind(out, result, construct):
     return outs[0] if len(outs) == 1 else outs
 
 
+def _write_call(trace, fn, name, args, kwargs, targets, construct, elementwise=False, copied=None):
+    """`trace.call(fn, name, args, kwargs)` of a write into copies of the arrays `targets` (see `_rebind`). Where
+    it raises, each target is first rebound to what the write left in it (see `PartlyWritten`; `copied` is
+    `(fn, args)` of the call writing into copies, where `fn` writes into none), so that the function's caller,
+    or its own `except`, finds the arrays as NumPy leaves them."""
+    try:
+        return trace.call(fn, name, args, kwargs, elementwise=elementwise)
+    except JitError:
+        raise
+    except BaseException:  # an np.errstate(call=...) callback may raise any (NumPy calls it after the write)
+        _keep_partial_write(trace, *(copied or (fn, args)), kwargs, targets, construct, name)
+        raise
+
+
+def _keep_partial_write(trace, fn, args, kwargs, targets, construct, name):
+    """Rebind `targets` to what the write `fn(*args, **kwargs)`, which raised, left in them, where it had
+    copied them to write into (recorded, also where it wrote nothing: a replay that gets there, at other
+    values, may write part of them)."""
+    partial = PartlyWritten(fn)
+    made = partial(*trace._split(args)[0], **trace._split(kwargs)[0])
+    targets = tuple(t for t in targets if t is not None)
+    if len(made if isinstance(made, tuple) else (made,)) != len(targets):  # raised before copying (read-only)
+        return
+    result = trace.call(partial, f"{name} (until it raised)", args, kwargs)
+    _rebind(targets, result, construct)
+
+
 def _base_of(view):
     """The live Symbol that `view` is `x[index]` of (of its current value), or None."""
     if view.viewed is None:
@@ -1001,7 +1106,7 @@ def _written_and_returned(func, name, args, kwargs):
     a write into `a`, as `a[...] = v` is; the result is `a` itself (its 0-d value read out, as NumPy's)."""
     a = args[0]
     _about_to_write(a)
-    result = a.owner.call(_applied_to_copy, name, (func, *args), kwargs)
+    result = _write_call(a.owner, _applied_to_copy, name, (func, *args), kwargs, (a,), f"np.{name}")
     _rebind((a,), result, f"np.{name}")
     return a if a.ndim else a[()]
 
@@ -1041,6 +1146,27 @@ def _written_piecewise(func, out, args, kwargs):
             out[(slice(None),) * axis + (slice(start, start + size),)] = piece
         start += size
     return out
+
+
+def _noting_read_only_view(trace, result):
+    """`result`, a NumPy function's: where it is a read-only view the function's own code made (np.broadcast_to,
+    np.diagonal), its node says so (see `Node.read_only_view`)."""
+    if isinstance(result, Symbol) and _is_read_only(result._concrete()) and _called_by_user():
+        node = trace.nodes[-1] if trace.nodes else None
+        if node is not None and node.outputs == result.slot:
+            node.read_only_view = True
+    return result
+
+
+def _called_by_user():
+    """Whether the NumPy call being recorded was made by code outside pullback (the jitted function's own), not
+    by pullback's rules, whose read-only results pullback hands out as copies; frames of this module (an
+    ndarray method's forwarding) are passed over."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") in (__name__, "numpy._core.overrides"):
+        frame = frame.f_back
+    module = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return not (module == "pullback" or module.startswith("pullback."))
 
 
 def _as_array(fn):
@@ -1118,7 +1244,11 @@ def _copy_to_write(x, read_only_error=None):
         return x.copy() if isinstance(x, np.generic) else np.copy(x)
     if not x.flags.writeable:
         raise ValueError(read_only_error or "assignment destination is read-only")
-    return x.copy(order="K")
+    copy = x.copy(order="K")
+    made = getattr(_copies, "made", None)
+    if made is not None:  # a `PartlyWritten` call: the copy is what it gives back
+        made.append(copy)
+    return copy
 
 
 def _written_into_copy(func, out, *args, **kwargs):
@@ -1276,7 +1406,8 @@ class _Flat:
 
     def __setitem__(self, index, value):
         _about_to_write(self.array)
-        result = self.array.owner.call(_flat_written, "flat[]=", (self.array, index, value), {})
+        result = _write_call(self.array.owner, _flat_written, "flat[]=", (self.array, index, value), {}, (self.array,),
+                             "x.flat[index] = value")
         _rebind((self.array,), result, "x.flat[index] = value")
 
     def __len__(self):

@@ -18,7 +18,8 @@ an attribute of its class or of a class reached (a class attribute, a method cal
 `self.helper(...)`, followed in turn), is an entry too when the code reached names it (an
 attribute name or a string constant of that code): the code reads it, or at least could; so is
 the absence from an object of a name its class holds as a plain value (setting `step.lr` would
-shadow the class's `lr`). A default argument value of a function reached is followed as a global is. Every
+shadow the class's `lr`). A default argument value of a function reached is followed as a global is,
+and so is rebinding its defaults (`f.__defaults__`, an entry of `f.__kwdefaults__`). Every
 attribute of an object of one of pullback's classes (a `pb.nn` layer held in a global) is an
 entry, as pullback's code, not walked, reads them. So is each item of a list of at most 32 items
 (and its length); a tuple's items are followed too.
@@ -252,9 +253,17 @@ def collect(fn, constants=(), arguments=()):
             if id(f.__globals__) not in keyed:  # a global the function may add
                 keyed.add(id(f.__globals__))
                 keys.append((f.__globals__, frozenset(f.__globals__), f"the globals of {f.__qualname__}"))
-            # default values are read where a call leaves them out: an object or a dict among them as a global is
-            for default in (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values()):
-                found(default, 0, f"a default argument of {f.__qualname__}")
+            # default values are read where a call leaves them out: each is watched as a global is (rebinding
+            # `f.__defaults__`, or an entry of `f.__kwdefaults__`, is followed)
+            if f.__defaults__:
+                watch(_Defaults(f), "__defaults__", f.__defaults__, 0, f"the default arguments of {f.__qualname__}",
+                      f"the default arguments of {f.__qualname__}")
+            if f.__kwdefaults__:
+                watch(_Defaults(f), "__kwdefaults__", f.__kwdefaults__, 1, f"the keyword defaults of {f.__qualname__}",
+                      f"the keyword defaults of {f.__qualname__}")
+                for name, default in f.__kwdefaults__.items():
+                    watch(f.__kwdefaults__, name, default, 0, f"a default argument of {f.__qualname__}",
+                          f"the default of {name!r} of {f.__qualname__}")
             namespace = f.__globals__
             for name in read:
                 if name in namespace:
@@ -413,6 +422,24 @@ class _Slots:
             return self._descriptors[name].__get__(self._of, type(self._of))
         except AttributeError:  # a slot not set (or deleted since)
             raise KeyError(name) from None
+
+
+class _Defaults:
+    """A function's `__defaults__` and `__kwdefaults__` read as a dict, so an entry can watch them being rebound."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self, of):
+        self._of = of
+
+    def __iter__(self):
+        return iter(("__defaults__", "__kwdefaults__"))
+
+    def __contains__(self, name):
+        return name in ("__defaults__", "__kwdefaults__")
+
+    def __getitem__(self, name):
+        return getattr(self._of, name)
 
 
 def _instance_dict(value):
