@@ -369,17 +369,18 @@ class ClipNorm(Rule):
 
     def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         # The norm stays an array (no float()): under pb.jit a float would fix its value by a guard,
-        # tracing again at every step; the two comparisons below are guards whose outcomes rarely change.
+        # tracing again at every step; the finiteness check is a guard whose outcome rarely changes.
         norm = np.linalg.norm(np.ravel(dx).astype(np.complex128 if dx.dtype.kind == "c" else np.float64), ord=self.p)
         if not np.isfinite(norm):
             raise ValueError(
                 f"ClipNorm: the gradient's {self.p:g}-norm is {float(traced_value(norm))}; it contains inf or nan. "
                 "Find where the loss overflows (or skip this step) before clipping."
             )
-        if norm > self.max_norm:
-            # the factor in dx's real dtype, so a float32 gradient stays float32 (as a Python float keeps it)
-            return state, dx * (self.max_norm / norm).astype(np.finfo(dx.dtype).dtype)
-        return state, dx
+        # No branch on the norm: under pb.jit it would be a guard per array, and steps clipped now and then
+        # would trace again. Unclipped, the factor is exactly 1 and dx * 1 is dx. The factor is in dx's real
+        # dtype, so a float32 gradient stays float32 (as a Python float keeps it).
+        factor = self.max_norm / np.maximum(norm, self.max_norm)
+        return state, dx * factor.astype(np.finfo(dx.dtype).dtype)
 
 
 @dataclasses.dataclass(frozen=True)
