@@ -843,8 +843,8 @@ def mirror(x: Any, kids: dict) -> Any:
     cls = type(x)
     if cls is tuple or cls is list:
         return cls(kids.values())
-    if _registered_kind(cls) is not None:  # named children, even for a registered list or dict subclass
-        return Tangent._make(cls, kids)
+    if _registered_kind(cls) is not None and not (isinstance(x, (tuple, list)) and _positional(kids)):
+        return Tangent._make(cls, kids)  # named children, even for a registered list or dict subclass
     if isinstance(x, tuple) and hasattr(cls, "_fields"):
         return _namedtuple_like(x, kids)
     if isinstance(x, tuple):
@@ -854,6 +854,11 @@ def mirror(x: Any, kids: dict) -> Any:
     if isinstance(x, dict):
         return dict(kids)
     return Tangent._make(x.primal_type if cls is Tangent else cls, kids)
+
+
+def _positional(kids):
+    """Whether children `kids` are named 0, 1, ..., as a sequence's items are."""
+    return all(k == i for i, k in enumerate(kids))
 
 
 def gradient_like(x: Any, f: Callable[[Any, "Path"], Any], exclude: Callable[[Any], bool] | None = None) -> Any:

@@ -52,6 +52,18 @@ def test_registered_list_subclass_with_attributes_gets_their_gradient():
     np.testing.assert_allclose(g.scale, [3.0])
 
 
+def test_registered_list_subclass_of_items_alone_gets_a_list_gradient():
+    class Stack(list):
+        pass
+
+    tree.register(Stack, lambda s: dict(enumerate(s)), lambda s, kids: Stack(kids.values()))
+    weights = Stack([np.full(2, 1.0), np.full(2, 3.0)])
+    (g,) = pb.gradient(lambda ws: np.sum(ws[0] * ws[1]), weights)
+    assert type(g) is list  # iterating it gives the gradients, as for a list argument
+    np.testing.assert_allclose(g[-1], weights[0])
+    assert sum(np.sum(part ** 2) for part in g) == pytest.approx(2 * 9.0 + 2 * 1.0)
+
+
 def _scaled_like(cls, kids):
     new = cls(kids["items"])
     new.scale = kids["scale"]
