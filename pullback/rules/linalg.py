@@ -24,8 +24,9 @@ from .._extend import primitive, rrule
 from .._standins import is_stand_in
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ._register import add_tangents, composite, describe, forward_in_first, forward_rule, rule, with_numpy_value, without_gradient
+from ._register import add_tangents, composite, describe, forward_in_first, forward_rule, rule, without_gradient
 from .reductions import refuse_out
+from .special import RecordedModule, scipy_call, scipy_valued
 
 
 def _t(a):
@@ -379,6 +380,14 @@ without_gradient(np.linalg.matrix_rank, notes="No gradient: an integer.")
 
 # --- scipy.linalg ------------------------------------------------------------------------------
 def _linalg():
+    """`scipy.linalg`, its functions recorded whole inside `pb.jit` (SciPy converts its input with `np.asarray`)."""
+    import scipy.linalg
+
+    return RecordedModule(scipy.linalg)
+
+
+def _scipy_linalg():
+    """`scipy.linalg` itself, for functions that `scipy_call` and `scipy_valued` record whole."""
     import scipy.linalg
 
     return scipy.linalg
@@ -467,11 +476,17 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     As SciPy does, the other triangle of `c` holds the input's entries.
     """
     if not _any_tracked(a):
-        return _linalg().cho_factor(a, lower, overwrite_a, check_finite)
+        # only the matrix is recorded: a replay rebuilds arrays, not a tuple holding the flag
+        return scipy_call(cho_factor_matrix, a, lower, overwrite_a, check_finite), lower
     _square_2d("cho_factor", a)
     factor = np.tril(np.linalg.cholesky(a)) + np.triu(a, 1) if lower else _t(np.linalg.cholesky(_t(a))) + np.tril(a, -1)
-    # SciPy's own factor, which may round unlike NumPy's (not under pb.jit, which cannot call SciPy on its stand-ins)
-    return with_numpy_value(factor, lambda a: _linalg().cho_factor(a, lower, check_finite=check_finite)[0], a), bool(lower)
+    # SciPy's own factor, which may round unlike NumPy's
+    return scipy_valued(factor, cho_factor_matrix, a, lower, check_finite=check_finite), lower  # SciPy's flag, as given
+
+
+def cho_factor_matrix(a, lower=False, overwrite_a=False, check_finite=True):
+    """The matrix `c` of `scipy.linalg.cho_factor(a, lower)`."""
+    return _scipy_linalg().cho_factor(a, lower, overwrite_a, check_finite)[0]
 
 
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
@@ -488,7 +503,12 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     else:
         x = triangular_solve(c, triangular_solve(c, b, True, False, False), False, False, False)
     # SciPy's own value: one LAPACK call rounds unlike two triangular solves
-    return with_numpy_value(x, lambda c, b: _linalg().cho_solve((c, lower), b, check_finite=check_finite), c, b)
+    return scipy_valued(x, cho_solve_with_flag, c, b, lower, check_finite=check_finite)
+
+
+def cho_solve_with_flag(c, b, lower, check_finite=True):
+    """`scipy.linalg.cho_solve((c, lower), b)`, with the factor and its flag as separate arguments."""
+    return _scipy_linalg().cho_solve((c, lower), b, check_finite=check_finite)
 
 
 def expm(A):
@@ -537,50 +557,57 @@ def expm_frule(t, A):
     return matrix_exponential(A), _frechet(A, t)
 
 
-def _permutation(piv):
-    """LAPACK's row swaps as a permutation: (P A)[i] = A[perm[i]]."""
+@primitive
+def pivot_permutation(piv):
+    """LAPACK's row swaps as a permutation: (P A)[i] = A[perm[i]]. A primitive, so that `pb.jit` records
+    the loop over the pivots whole and each replay runs it on its own pivots."""
     perm = np.arange(len(piv))
     for i, p in enumerate(piv):
         perm[i], perm[p] = perm[p], perm[i]
     return perm
 
 
+def _rows(x, index):
+    """`x[index]` for integer row indices, through a NumPy call: inside `pb.jit` the indices may be traced while
+    `x` is a plain array (a constant right-hand side or tangent), which `x[index]` cannot index."""
+    return np.take_along_axis(x, np.reshape(index, (-1,) + (1,) * (np.ndim(x) - 1)), axis=0)
+
+
 @primitive
-def lu_packed(a, pivots):
-    """The packed L and U factors of `scipy.linalg.lu_factor(a)`; appends the pivots to `pivots`."""
-    lu, piv = _linalg().lu_factor(a)
-    pivots.append(piv)
-    return lu
+def lu_packed(a):
+    """`scipy.linalg.lu_factor(a)`: the packed L and U factors, and the pivots (which carry no gradient)."""
+    return _scipy_linalg().lu_factor(a)
 
 
 @rrule(lu_packed)
-def _lu_rule(a, pivots):
+def _lu_rule(a):
     lu, piv = lu_factor(a)
-    pivots.append(stop_gradient(piv))
 
     def back(g):
+        g_lu = g[0]
+        if g_lu is None:
+            return (None,)
         # P A = L U with lu = (L - I) + U. Writing X = L⁻¹ P dA U⁻¹: d lu = L·tril(X, -1) + triu(X)·U.
         n = np.shape(stop_gradient(a))[-1]
         eye = np.eye(n, dtype=np.result_type(stop_gradient(lu)))
         lower, upper = np.tril(lu, -1) + eye, np.triu(lu)
-        gx = np.tril(_t(lower) @ g, -1) + np.triu(g @ _t(upper))
+        gx = np.tril(_t(lower) @ g_lu, -1) + np.triu(g_lu @ _t(upper))
         permuted = _t(triangular_solve(lu, _t(triangular_solve(lu, gx, True, True, True)), False, False, False))
-        return permuted[np.argsort(_permutation(pivots[0]))], None
+        return (_rows(permuted, np.argsort(pivot_permutation(stop_gradient(piv)))),)
 
-    return lu, back
+    return (lu, piv), back
 
 
 @forward_in_first(lu_packed)
-def _lu_frule(t, a, pivots):
+def _lu_frule(t, a):
     lu, piv = lu_factor(a)
-    pivots.append(stop_gradient(piv))
     # P A = L U with lu = (L - I) + U. With X = L⁻¹ P dA U⁻¹: d lu = L·tril(X, -1) + triu(X)·U.
     n = np.shape(stop_gradient(a))[-1]
     lower = np.tril(lu, -1) + np.eye(n, dtype=np.result_type(stop_gradient(lu)))
-    permuted = t[_permutation(stop_gradient(piv))]
+    permuted = _rows(t, pivot_permutation(stop_gradient(piv)))
     left = triangular_solve(lu, permuted, False, True, True)  # L⁻¹ P dA
     x = _t(triangular_solve(lu, _t(left), True, False, False))  # (U⁻ᵀ (L⁻¹ P dA)ᵀ)ᵀ = L⁻¹ P dA U⁻¹
-    return lu, lower @ np.tril(x, -1) + np.triu(x) @ np.triu(lu)
+    return (lu, piv), (lower @ np.tril(x, -1) + np.triu(x) @ np.triu(lu), None)
 
 
 def lu_factor(a, overwrite_a=False, check_finite=True):
@@ -588,9 +615,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     if not _any_tracked(a):
         return _linalg().lu_factor(a, overwrite_a, check_finite)
     _square_2d("lu_factor", a)
-    pivots = []
-    lu = lu_packed(a, pivots)
-    return lu, pivots[0]
+    lu, piv = lu_packed(a)
+    return lu, stop_gradient(piv)
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
@@ -599,13 +625,13 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     if not _any_tracked(lu, b):
         return _linalg().lu_solve(lu_and_piv, b, trans, overwrite_b, check_finite)
     _square_2d("lu_solve", lu)
-    perm = _permutation(stop_gradient(piv))
+    perm = pivot_permutation(stop_gradient(piv))
     if not _transposed(trans):  # L U x = P b
-        return triangular_solve(lu, triangular_solve(lu, b[perm], False, True, True), False, False, False)
+        return triangular_solve(lu, triangular_solve(lu, _rows(b, perm), False, True, True), False, False, False)
     if _conjugate_transposed(trans, lu):
         return np.conj(lu_solve(lu_and_piv, np.conj(b), 1))
     w = triangular_solve(lu, triangular_solve(lu, b, True, False, False), True, True, True)  # Lᵀ w = U⁻ᵀ b
-    return w[np.argsort(perm)]
+    return _rows(w, np.argsort(perm))
 
 
 _NOTE = "Call pullback.scipy.linalg.{} (SciPy's own converts its input with np.asarray). "

@@ -35,7 +35,7 @@ from .._jit_trace import JitError
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, describe, numpy_valued
-from .linalg import lu_factor, matrix_exponential, triangular_solve, unit_scale
+from .linalg import lu_factor, matrix_exponential, pivot_permutation, triangular_solve, unit_scale
 from .special import RecordedModule, scipy_call, stand_in_among
 
 
@@ -272,14 +272,6 @@ def _rows_exceed(a):
     return shape[-2] > shape[-1]
 
 
-def _pivot_order(piv):
-    """lu_factor's row swaps as row indices p with a = (l u)[argsort(p)], i.e. (P a)[i] = a[p[i]]."""
-    perm = np.arange(len(piv))
-    for i, k in enumerate(piv):
-        perm[i], perm[k] = perm[k], perm[i]
-    return perm
-
-
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
     """`scipy.linalg.lu` of a square 2-D matrix, differentiable where the pivot order is locally constant."""
     linalg = _linalg()
@@ -291,11 +283,10 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     n = np.shape(stop_gradient(a))[0]
     lower = np.tril(packed, -1) + np.eye(n, dtype=np.result_type(stop_gradient(packed)))
     upper = np.triu(packed)
-    rows = np.argsort(_pivot_order(piv))  # a = lower[rows] @ upper
     if permute_l:
+        rows = np.argsort(pivot_permutation(piv))  # a = lower[rows] @ upper
         return _agree(lower[rows], exact[0], "lu"), _agree(upper, exact[1], "lu")
-    p = rows if p_indices else np.eye(n, dtype=exact[0].dtype)[rows]
-    return np.asarray(p, dtype=exact[0].dtype), _agree(lower, exact[1], "lu"), _agree(upper, exact[2], "lu")
+    return exact[0], _agree(lower, exact[1], "lu"), _agree(upper, exact[2], "lu")  # SciPy's P: it has no gradient
 
 
 def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
