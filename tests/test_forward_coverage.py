@@ -155,6 +155,13 @@ def interp_inputs(with_bounds):
 
 
 # label -> [(f, make inputs from an rng)]: every case goes through the forward rule of `label`.
+def _added_at(a, values):
+    """np.add.at with repeated rows: each repeat adds again."""
+    a = a * 1.0
+    np.add.at(a, [0, 3, 0, 2, 0], values)
+    return a
+
+
 CASES = {
     # ufuncs whose derivative lives where the automatic case below never samples
     "ufuncs.heaviside_rule": [(np.heaviside, lambda rng: (np.array([[-1.0, 0.0], [0.0, 2.0]]), rng.normal(size=2)))],
@@ -279,6 +286,7 @@ CASES = {
     "ufuncs.sign": [(lambda x, y: parts(np.sign(x + 1j * y)), normal((3,), (3,)))],
     "ufuncs._real_part_rule": [(lambda x, y: np.real((x + 1j * y) ** 2), normal((3,), (3,)))],
     "ufuncs._imag_part_rule": [(lambda x, y: np.imag((x + 1j * y) ** 2), normal((3,), (3,)))],
+    "ufuncs._add_at_rule": [(_added_at, normal((4, 2), (5, 2)))],
     "linalg._det_phase_rule": [(lambda a, b: parts(np.linalg.slogdet(a + 1j * b)[0]), matrices((3, 3), (3, 3)))],
     "decompositions._eig_values_rule": [(lambda a: parts(np.linalg.eig(a)[0]), matrices((3, 3))),
                                         (lambda a, b: parts(np.linalg.eig(a + 1j * b)[0]), matrices((3, 3), (3, 3)))],
