@@ -186,20 +186,27 @@ def write_elementwise(handle, new, operands):
     Where `handle` shows some element of its root in several places (a writeable sliding_window_view),
     NumPy computes from the operands as they were and writes each place, so that element ends up holding
     one of the values computed for its places. That is well defined where every place computes the same
-    thing (`w += 1`, `np.exp(w, out=w)`: each reads the same elements of the operands); otherwise it is
-    refused, naming the construct.
+    thing: each reads the same elements of the traced operands and the same values (bit for bit) of the
+    constant ones (`w += 1`, `w += np.ones(3)`, `np.exp(w, out=w)`), or a constant `new` holds the same
+    value at each place (`np.floor(w, out=w)`). Otherwise it is refused, naming the construct.
     """
     link = getattr(handle, "_base", None)
     if link is None or link.readonly or not shows_elements_twice(link):
         return in_place(handle, new)
     if is_traced(new):
         flat = FUNCTIONS[np.ravel](_fitted(handle, new))
+        compared = operands
     elif np.shape(new) != handle.shape:
         raise ValueError(f"In-place operation would change the shape from {handle.shape} to {np.shape(new)}")
     else:  # a piecewise-constant result (w //= 1.0): constants written into the root
         flat = np.ravel(new).astype(handle.dtype)
+        compared = (np.reshape(flat, handle.shape),)
     root, positions = link.root, link.positions().reshape(-1)
-    targets, first = _one_place_each(positions, _operand_sources(handle.shape, root, operands))
+    order = np.argsort(positions, kind="stable")
+    repeated = positions[order][1:] == positions[order][:-1]  # the next place shows the same element
+    if _places_differ(handle.shape, root, compared, order, repeated):
+        raise ValueError(_OVERLAPPING_WRITE)
+    targets, first = np.unique(positions, return_index=True)
     _write_root(root, FUNCTIONS[index_update](root, _root_index(root, targets), flat[first]))
     return handle
 
@@ -210,32 +217,51 @@ def shows_elements_twice(link):
     return positions.size > 1 and np.ndim(link.root) > 0 and np.bincount(positions.ravel()).max() > 1
 
 
-def _operand_sources(shape, root, operands):
-    """For each element of an output of `shape`, which element of each operand it reads: an index into
-    `root` for an operand that shows `root`'s memory, else an index into the operand itself."""
-    columns = []
+def _places_differ(shape, root, operands, order, repeated):
+    """Whether two places of an output of `shape` that show one element of `root` (consecutive in `order`,
+    where `repeated` holds) read different elements of a traced operand, or different values of a constant."""
     for x in operands:
-        link = getattr(x, "_base", None) if is_traced(x) else None
-        if x is root:
-            read = np.arange(root.size).reshape(root.shape)
-        elif link is not None and link.root is root:
-            read = link.positions()
-        else:
-            read = np.arange(int(np.size(plain_of(x)))).reshape(np.shape(plain_of(x)))
-        columns.append(np.broadcast_to(read, shape).reshape(-1))
-    size = int(np.prod(shape))
-    return np.stack(columns, axis=1) if columns else np.zeros((size, 0), dtype=np.intp)
+        if np.ndim(x) == 0:  # every place reads it
+            continue
+        if is_traced(x):
+            if _differ_between_places(_elements_read(shape, root, x), order, repeated):
+                return True
+        elif decided(_differ_between_places, np.ravel(np.broadcast_to(x, shape)), order, repeated):
+            return True
+    return False
 
 
-def _one_place_each(positions, sources):
-    """`(targets, first)`: each root element written once, from the first of its places; refused where two
-    places showing one element compute it from different elements of the operands."""
-    order = np.argsort(positions, kind="stable")
-    same_target = positions[order][1:] == positions[order][:-1]
-    ordered = sources[order]
-    if np.any(same_target & np.any(ordered[1:] != ordered[:-1], axis=1)):
-        raise ValueError(_OVERLAPPING_WRITE)
-    return np.unique(positions, return_index=True)
+def decided(test, *args):
+    """`bool(test(*args))`. Where an argument is a `pb.jit` stand-in, the test is recorded and its answer
+    guarded, so that a replay whose values answer otherwise traces again."""
+    stand_in = next((a for a in args if hasattr(type(a), "record_primitive")), None)
+    if stand_in is None:
+        return bool(test(*args))
+    return bool(stand_in.record_primitive(test, test.__name__, args, {}))
+
+
+def _elements_read(shape, root, x):
+    """For each element of an output of `shape`, which element traced operand `x` gives it: an index into
+    `root` where `x` shows `root`'s memory, else an index into `x` itself."""
+    link = getattr(x, "_base", None)
+    if x is root:
+        read = np.arange(root.size).reshape(root.shape)
+    elif link is not None and link.root is root:
+        read = link.positions()
+    else:
+        read = np.arange(int(np.size(plain_of(x)))).reshape(np.shape(plain_of(x)))
+    return np.broadcast_to(read, shape).reshape(-1)
+
+
+def _differ_between_places(values, order, repeated):
+    """Whether flat `values`, taken in `order`, differ (bit for bit: -0.0 is not 0.0) where `repeated` holds."""
+    ordered = values[order]
+    if ordered.dtype.hasobject:
+        differ = ordered[1:] != ordered[:-1]
+    else:
+        bits = np.ascontiguousarray(ordered).view(np.uint8).reshape(ordered.size, -1)
+        differ = np.any(bits[1:] != bits[:-1], axis=1)
+    return bool(np.any(differ & repeated))
 
 
 _OVERLAPPING_WRITE = (

@@ -28,7 +28,16 @@ from ._errors import (
     subclass_error,
     ufunc_name,
 )
-from ._inplace import FlatView, concrete_of, holds_array, in_place, rebind, set_item, write_elementwise
+from ._inplace import (
+    FlatView,
+    concrete_of,
+    decided,
+    holds_array,
+    in_place,
+    rebind,
+    set_item,
+    write_elementwise,
+)
 from ._registry import FUNCTIONS, METHODS, NONDIFF_UFUNCS, NUMBER_OPERAND_RULES, REVERSE_RULES, UFUNC_RULES
 from ._standins import astype, converted, dtype_of, getitem, index_update, is_stand_in, power
 from ._tangents import PerOperand
@@ -896,19 +905,33 @@ def _ufunc_call(ufunc, name, inputs, kwargs):
     if options:  # NumPy's own errors for options it refuses (a cast the casting rule forbids, bad axes)
         with np.errstate(all="ignore"):
             expected = ufunc(*strip_all(inputs), **strip_all(options))
+    if options.get("order") == "A":
+        options["order"] = _any_order(inputs)
     if any(k in options for k in ("axes", "axis", "keepdims")):
         result = _gufunc_with_axes(ufunc, inputs, options, np.shape(expected))
     else:
         if any(k in options for k in ("dtype", "signature")):
             inputs = _cast_to_loop(ufunc, inputs, options.get("dtype"), options.get("signature"), options.get("casting"))
-        result = apply(rule, inputs)
-    order = options.get("order", "K")
-    if order in ("C", "F") and np.ndim(result) > 1 and not _laid_out(concrete_of(result), order):
-        result = FUNCTIONS[np.copy](result, order=order)  # NumPy's output laid out in that order
+        result = _in_order(apply(rule, inputs), options.get("order", "K"))
     if ufunc.nout != 1 or not all(type(stop_gradient(x)) in _PYTHON_SCALARS for x in inputs):
         return result
     with np.errstate(all="ignore"):  # a NumPy number, as the ufunc gives for Python numbers
         return _as_python(result, ufunc(*strip_all(inputs)))
+
+
+def _in_order(result, order):
+    """A ufunc's output (each of a tuple of them) laid out in `order`, as NumPy lays out the arrays it makes."""
+    if type(result) is tuple:
+        return tuple(_in_order(part, order) for part in result)
+    if order not in ("C", "F") or np.ndim(result) < 2 or _laid_out(concrete_of(result), order):
+        return result
+    return FUNCTIONS[np.copy](result, order=order) if isinstance(result, Traced) else np.copy(result, order=order)
+
+
+def _any_order(inputs):
+    """What NumPy's order="A" means for these inputs: "F" where each is Fortran-contiguous (a number is), else "C"."""
+    plains = (concrete_of(x) for x in inputs)
+    return "F" if all(not isinstance(p, np.ndarray) or _laid_out(p, "F") for p in plains) else "C"
 
 
 def _laid_out(plain, order):
@@ -945,6 +968,8 @@ def _gufunc_with_axes(ufunc, inputs, options, shape):
     moved = tuple(FUNCTIONS[np.moveaxis](x, entry, tuple(range(-len(entry), 0))) if entry else x
                   for x, entry in zip(inputs, entries))
     result = ufunc(*moved, **{k: v for k, v in options.items() if k in ("dtype", "signature", "casting")})
+    # NumPy lays out the output with its core axes last, then moves them
+    result = _in_order(result, options.get("order", "K"))
     out = entries[ufunc.nin] if len(entries) > ufunc.nin else ()
     if out:
         result = FUNCTIONS[np.moveaxis](result, tuple(range(-len(out), 0)), out)
@@ -970,10 +995,32 @@ def _ufunc_at(ufunc, inputs):
                         "are): it writes in place; build the result with np.where or indexing instead (unique indices), "
                         "or combine repeated entries first.")
     index = strip_all(index) if type(index) is tuple else stop_gradient(index)
-    positions = np.arange(a.size).reshape(a.shape)[index]
+    positions = _positions_at(a.shape, index)
     _refuse_reading_what_is_written(ufunc, a, positions, values)
     flat_values = np.ravel(np.broadcast_to(values, positions.shape))
     rebind(a, at(a, positions.reshape(-1), flat_values))
+
+
+def _positions_at(shape, index):
+    """For each element `a[index]` names, `a` of `shape`, its position in `a.ravel()`. An index that is a
+    `pb.jit` stand-in (an argument, or computed inside) is recorded, so that each replay uses its own."""
+    parts = index if type(index) is tuple else (index,)
+    stand_in = next((p for p in parts if hasattr(type(p), "record_primitive")), None)
+    if stand_in is None:
+        return _flat_positions(shape, index)
+    # a mask's count of True decides the positions' shape: the trace checks it on a replay of np.nonzero,
+    # not of a call of its own
+    parts = tuple(q for p in parts for q in (np.nonzero(p) if _is_stand_in_mask(p) else (p,)))
+    return stand_in.record_primitive(_flat_positions, "np.add.at's positions", (shape, parts), {})
+
+
+def _is_stand_in_mask(part):
+    return hasattr(type(part), "record_primitive") and part.dtype == bool and part.ndim > 0
+
+
+def _flat_positions(shape, index):
+    """`np.arange(size).reshape(shape)[index]`: the flat positions of the elements `index` names."""
+    return np.arange(int(np.prod(shape))).reshape(shape)[index]
 
 
 def _root_positions(x):
@@ -990,10 +1037,15 @@ def _refuse_reading_what_is_written(ufunc, a, positions, values):
     if not isinstance(values, Traced) or not holds_array(values):
         return
     (root, shown), (values_root, read) = _root_positions(a), _root_positions(values)
-    if values_root is root and np.intersect1d(shown.reshape(-1)[positions], read).size:
+    if values_root is root and decided(_reads_written, shown.reshape(-1), positions, read):
         raise ValueError(f"{ufunc_name(ufunc)}.at(a, index, v) with v a view of the elements of a that it writes: "
                          "NumPy reads v while it writes a, so some values may be read after they were changed. "
                          "Pass a copy: v.copy().")
+
+
+def _reads_written(shown, positions, read):
+    """Whether root elements `read` include one of those that `shown[positions]` names."""
+    return np.intersect1d(shown[positions], read).size > 0
 
 
 def _ufunc_method_fix(ufunc, method):
@@ -1068,13 +1120,24 @@ def _constant_into_out(ufunc, method, inputs, kwargs):
     for target, result in zip(_outputs(kwargs), results):
         if isinstance(target, Traced):
             _refuse_unsafe_cast(getattr(ufunc, method), inputs, result, target.dtype, casting, others)
-            if where is not True:  # elsewhere out keeps its values, as NumPy's where= does
-                result = np.where(where, result, target)
-            in_place(target, result)
+            _write_constant(target, result, where)
         else:
             np.copyto(target, result, casting=casting, where=where)
     outs = kwargs["out"]
     return outs[0] if type(outs) is tuple and len(outs) == 1 else outs  # NumPy gives the array of a one-output ufunc
+
+
+def _write_constant(target, result, where):
+    """Constant `result` written into traced `target` where `where` holds (elsewhere `target` keeps its values,
+    as NumPy's where= does), element by element: into a window too where each place takes one value."""
+    if where is True:
+        write_elementwise(target, _broadcast_to_shape(result, target.shape), ())
+    else:
+        write_elementwise(target, np.where(where, result, target), (result, where, target))
+
+
+def _broadcast_to_shape(x, shape):
+    return x if np.shape(x) == shape else np.broadcast_to(x, shape)
 
 
 def _refuse_unsafe_cast(call, inputs, result, dtype, casting, kwargs, place=(0, 1)):

@@ -342,3 +342,229 @@ def test_a_structured_array_with_float_fields_is_refused_not_given_none():
     g, none = pb.gradient(lambda x, c: np.sum(x * c["n"]), np.ones(1), counts)
     np.testing.assert_array_equal(g, [3.0])
     assert none is None
+
+
+# --- np.add.at under pb.jit, with an index that changes between calls -------------------------------------
+def _added_at_loss(E, idx, g):
+    acc = np.zeros_like(E)
+    np.add.at(acc, idx, g)
+    return np.sum((E - acc) ** 2)
+
+
+def _assert_jit_gradient_matches_eager(loss, calls):
+    """`pb.jit(pb.withgradient(loss))` gives, call after call, the eager value and gradient, which agree
+    with central differences."""
+    jitted = pb.jit(lambda *a: pb.withgradient(loss, *a))
+    for args in calls:
+        value, grads = jitted(*_fresh(args))
+        expected_value, expected = pb.withgradient(loss, *_fresh(args))
+        assert value == expected_value == loss(*_fresh(args))
+        np.testing.assert_allclose(expected[0], numerical_gradient(loss, *_fresh(args))[0], rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(grads[0], expected[0])
+
+
+def test_add_at_with_an_index_given_to_jit_matches_eager_call_after_call():
+    rng = np.random.default_rng(0)
+    E, g = rng.normal(size=(5, 2)), rng.normal(size=(4, 2))
+    _assert_jit_gradient_matches_eager(_added_at_loss, [(E, np.array([0, 2, 2, 4]), g),
+                                                        (E, np.array([1, 1, 3, 0]), g),
+                                                        (E, np.array([4, 4, 4, 4]), g)])
+
+
+def test_add_at_with_a_tuple_index_given_to_jit_matches_eager_call_after_call():
+    def loss(E, rows, cols, g):
+        acc = np.zeros_like(E)
+        np.subtract.at(acc, (rows, cols), g)
+        return np.sum((E - acc) ** 2)
+
+    rng = np.random.default_rng(1)
+    E, g = rng.normal(size=(4, 3)), rng.normal(size=5)
+    _assert_jit_gradient_matches_eager(loss, [(E, np.array([0, 3, 3, 1, 0]), np.array([2, 1, 1, 0, 2]), g),
+                                              (E, np.array([1, 1, 2, 2, 3]), np.array([0, 0, 0, 2, 1]), g)])
+
+
+def test_add_at_with_an_index_computed_inside_jit_matches_eager_call_after_call():
+    edges = np.array([-1.0, 0.0, 1.0])
+
+    def loss(E, x, g):
+        acc = np.zeros_like(E)
+        np.add.at(acc, np.digitize(x, edges), g * E[0])
+        return np.sum((E - acc) ** 2)
+
+    rng = np.random.default_rng(2)
+    E, g = rng.normal(size=(4, 2)), rng.normal(size=(5, 2))
+    _assert_jit_gradient_matches_eager(loss, [(E, np.array([-2.0, 0.5, 0.5, 3.0, -0.5]), g),
+                                              (E, np.array([0.1, 0.2, -3.0, -3.0, 2.0]), g)])
+
+
+def test_add_at_with_a_mask_computed_inside_jit_matches_eager_as_its_count_changes():
+    def loss(E, x):
+        acc = np.zeros_like(E)
+        np.add.at(acc, x > 0, E[0] * 2.0)
+        return np.sum((E - acc) ** 2)
+
+    E = np.arange(1.0, 6.0)
+    _assert_jit_gradient_matches_eager(loss, [(E, np.array([1.0, -1.0, 2.0, 3.0, -1.0])),
+                                              (E, np.array([-1.0, -1.0, 2.0, -3.0, -1.0]))])
+
+
+# --- order= of ufuncs with several outputs, and of generalised ufuncs with axes= ------------------------
+@pytest.mark.parametrize("f", [lambda x: np.divmod(x, 0.7, order="F")[1], lambda x: np.modf(x, order="C")[0],
+                               lambda x: np.frexp(x, order="F")[0], lambda x: np.divmod(x.T, 0.7, order="C")[1],
+                               lambda x: np.frexp(x.T, order="C")[1] * x.T],
+                         ids=["divmod F", "modf C", "frexp F", "divmod C of a transpose", "frexp exponent"])
+def test_ufunc_with_several_outputs_takes_order_as_numpy_does(f):
+    x = np.reshape(X * 3.1, (2, 3))  # away from divmod's jumps
+    expected, value = f(x.copy()), pb.pullback(f, x.copy())[0]
+    assert value.strides == expected.strides
+    assert_like_numpy(lambda x: np.ravel(f(x), order="K"), x)
+
+
+@pytest.mark.parametrize("order", "CFAK")
+@pytest.mark.parametrize("axes", [[(1, 0), (1, 0), (1, 0)], [(0, 1), (1, 2), (2, 0)], [(2, 1), (0, 1), (1, 2)]])
+def test_matmul_with_axes_and_order_lays_its_output_out_as_numpy_does(axes, order):
+    shapes = {(1, 0): ((4, 3, 2), (5, 4, 2)), (0, 1): ((3, 4, 2), (2, 4, 5)), (2, 1): ((2, 4, 3), (4, 5, 2))}[axes[0]]
+    rng = np.random.default_rng(3)
+    A, B = rng.normal(size=shapes[0]), rng.normal(size=shapes[1])
+
+    def f(A, B):
+        return np.matmul(A, B, axes=axes, order=order)
+
+    expected, value = f(A, B), pb.pullback(f, A, B)[0]
+    assert value.shape == expected.shape and value.strides == expected.strides
+    assert_like_numpy(lambda A, B: np.ravel(f(A, B), order="K"), A, B)
+
+
+# --- ufuncs into writeable sliding windows -----------------------------------------------------------------
+MORE_WINDOW_UPDATES = {
+    "np.floor(w, out=w)": lambda w, y: np.floor(w, out=w),
+    "np.floor(w, out=w, where=)": lambda w, y: np.floor(w, out=w, where=w > 1.0),
+    "np.floor(w * 2, out=w)": lambda w, y: np.floor(w * 2.0, out=w),
+    "np.floor(1.5, out=w)": lambda w, y: np.floor(1.5, out=w),
+    "np.multiply(w, 2, out=w, where=w > 1)": lambda w, y: np.multiply(w, 2, out=w, where=w > 1),
+    "w += np.ones(3)": lambda w, y: w.__iadd__(np.ones(3)),
+    "w *= a constant the same in every window": lambda w, y: w.__imul__(np.full((4, 3), -1.5)),
+    "np.add(w, y[0], out=w, where=constant per element)": lambda w, y: np.add(
+        w, y[0], out=w, where=_windows(np.array([True, False, True, True, False, False]))),
+}
+
+
+@pytest.mark.parametrize("name", list(MORE_WINDOW_UPDATES))
+def test_ufunc_into_windows_computing_one_value_per_element_matches_numpy(name):
+    update = MORE_WINDOW_UPDATES[name]
+
+    def f(x):
+        y = x * 1.0
+        w = _windows(y)
+        update(w, y)
+        return np.concatenate([y, np.ravel(w * 1.0)])
+
+    assert_like_numpy(f, X)
+
+
+@pytest.mark.parametrize("update", [
+    lambda w: w.__iadd__(np.array([1.0, 1.0, 2.0])),
+    lambda w: w.__imul__(np.array([0.0, -0.0, 0.0])),
+    lambda w: np.multiply(w, 2, out=w, where=np.array([True, False, True])),
+    lambda w: np.floor(w + np.arange(3.0), out=w),
+    lambda w: np.add(w, np.ones(3), out=w, where=np.arange(12).reshape(4, 3) % 3 == 0),
+], ids=["per-column constant", "signed zeros", "per-column mask", "constant result differing", "varying mask"])
+def test_ufunc_into_windows_whose_result_depends_on_numpys_loop_order_is_refused(update):
+    def f(x):
+        y = x * 1.0
+        update(_windows(y))
+        return np.sum(y * x)
+
+    with pytest.raises(ValueError, match="sliding_window_view") as refusal:
+        pb.gradient(f, X)
+    assert "w.copy()" in str(refusal.value)
+
+
+def test_ufunc_into_windows_under_jit_matches_eager_and_refuses_what_eager_refuses():
+    def f(x, m):
+        y = x * 1.0
+        w = _windows(y)
+        np.multiply(w, 2, out=w, where=w > m)
+        np.floor(w, out=w, where=w > 3.0)
+        return np.sum(y * x)
+
+    jitted = pb.jit(lambda x, m: pb.withgradient(f, x, m))
+    for m in (1.0, 0.5, 2.0):
+        value, grads = jitted(X.copy(), np.full(3, m))
+        expected_value, expected = pb.withgradient(f, X.copy(), np.full(3, m))
+        assert value == expected_value == f(X.copy(), np.full(3, m))
+        np.testing.assert_array_equal(grads[0], expected[0])
+    with pytest.raises(ValueError, match="sliding_window_view"):
+        jitted(X.copy(), np.array([0.0, 5.0, 0.0]))
+
+
+@pytest.mark.parametrize("view", [lambda x: x[::2].T, lambda x: x.T, lambda x: x[:, ::2], lambda x: x],
+                         ids=["strided transpose", "transpose", "strided", "contiguous"])
+@pytest.mark.parametrize("order", "ACFK")
+def test_ufunc_order_lays_its_output_out_as_numpy_does(view, order):
+    def f(x):
+        return np.add(view(x), x[0, 0], order=order)
+
+    x = np.reshape(np.cos(np.arange(24.0)), (4, 6))
+    assert pb.pullback(f, x)[0].strides == f(x).strides
+    assert_like_numpy(lambda x: np.ravel(f(x), order="K"), x)
+
+
+def test_add_at_with_values_read_from_the_array_it_writes_under_jit_refuses_as_eager_does():
+    def loss(E, idx):
+        acc = E * 1.0
+        np.add.at(acc, idx, acc[3:])
+        return np.sum(acc ** 2)
+
+    E = np.arange(1.0, 6.0)
+    jitted = pb.jit(lambda E, idx: pb.withgradient(loss, E, idx))
+    for idx in (np.array([0, 1]), np.array([0, 3]), np.array([1, 2])):
+        try:
+            expected = pb.withgradient(loss, E, idx)
+        except ValueError as refusal:
+            with pytest.raises(ValueError, match="v.copy()"):
+                jitted(E, idx)
+            assert "v.copy()" in str(refusal)
+            continue
+        value, grads = jitted(E, idx)
+        assert value == expected[0] == loss(E.copy(), idx)
+        np.testing.assert_array_equal(grads[0], expected[1][0])
+        np.testing.assert_allclose(grads[0], numerical_gradient(loss, E, idx)[0], rtol=1e-6)
+
+
+def test_add_at_with_an_index_given_to_jit_matches_eager_in_forward_mode_and_second_order():
+    def loss(E, idx, g):
+        acc = np.zeros_like(E)
+        np.add.at(acc, idx, g * E[0])
+        return np.sum((E - acc) ** 3)
+
+    rng = np.random.default_rng(4)
+    E, g, t = rng.normal(size=(5, 2)), rng.normal(size=(4, 2)), rng.normal(size=(5, 2))
+    forward = pb.jit(lambda E, idx, g, t: pb.jvp(lambda E: loss(E, idx, g), (E,), (t,)))
+    second = pb.jit(lambda E, idx, g: pb.hessian(lambda E: loss(E, idx, g), E))
+    for idx in (np.array([0, 2, 2, 4]), np.array([1, 1, 1, 3])):
+        value, dot = forward(E, idx, g, t)
+        expected_value, expected_dot = pb.jvp(lambda E: loss(E, idx, g), (E,), (t,))
+        assert value == expected_value == loss(E, idx, g)
+        np.testing.assert_allclose(dot, expected_dot, rtol=1e-12)
+        np.testing.assert_allclose(dot, np.sum(numerical_gradient(loss, E, idx, g)[0] * t), rtol=1e-6)
+        np.testing.assert_array_equal(second(E, idx, g), pb.hessian(lambda E: loss(E, idx, g), E))
+
+
+def test_constant_ufunc_into_windows_under_jit_matches_eager_and_refuses_what_eager_refuses():
+    def f(x, s):
+        y = x * 1.0
+        w = _windows(y)
+        np.floor(w * s, out=w)
+        return np.sum(y * x)
+
+    jitted = pb.jit(lambda x, s: pb.withgradient(f, x, s))
+    for s in (np.ones(3), np.full(3, 2.0)):
+        value, grads = jitted(X.copy(), s)
+        expected_value, expected = pb.withgradient(f, X.copy(), s)
+        assert value == expected_value == f(X.copy(), s)
+        np.testing.assert_array_equal(grads[0], expected[0])
+    with pytest.raises(ValueError, match="sliding_window_view"):
+        pb.withgradient(f, X.copy(), np.array([1.0, 2.0, 1.0]))
+    with pytest.raises(ValueError, match="sliding_window_view"):
+        jitted(X.copy(), np.array([1.0, 2.0, 1.0]))
