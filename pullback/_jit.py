@@ -255,13 +255,27 @@ class Jitted:
         places = {id(c): k for k, c in enumerate(_containers(symbolic)) if all(c is not s for s in (symbolic, *symbolic))}
         generators = _jit_random.snapshot(self.fn, [a for a in arrays if isinstance(a, _jit_random.GENERATORS)],
                                           (args, kwargs))
-        given = _leaf_ids(symbolic)
+        given, contents = _leaf_ids(symbolic), _contents_of((args, kwargs))
+        try:
+            return self._traced_call(args, kwargs, arrays, containers, trace, symbolic, places, generators,
+                                     outside, given, contents)
+        except JitError:
+            # a refused call leaves the caller's objects as it found them (the function ran on them where
+            # they hold no input: a list of strings, an empty list, a set)
+            _put_back(contents)
+            raise
+
+    def _traced_call(self, args, kwargs, arrays, containers, trace, symbolic, places, generators, outside, given,
+                     contents):
+        """The rest of `_trace`, from calling the function on `symbolic` (its arguments with stand-ins)."""
         with _jit_random.watching_entropy() as fresh:
             try:
                 result = self.fn(*symbolic[0], **symbolic[1])
             except JitError:
                 raise
-            except BaseException:
+            except BaseException as error:
+                if isinstance(error, Exception):  # not a KeyboardInterrupt, which is let through as it is
+                    _refuse_changed_arguments(given, _leaf_ids(symbolic), contents, error)
                 # the writes made before it was raised (a KeyboardInterrupt too) reach the caller, as without pb.jit
                 _interrupted_writer(trace, self.fn)(
                     arrays, {slot: trace.values[symbol.slot] for slot, symbol in trace.written_inputs.items()})
@@ -272,7 +286,7 @@ class Jitted:
                            "where every replay would repeat the trace's. Pass a np.random.Generator as an argument "
                            "(pb.jit records its draws, and a replay draws afresh), or seed the one made inside "
                            "(np.random.default_rng(seed)).")
-        _refuse_changed_arguments(given, _leaf_ids(symbolic))
+        _refuse_changed_arguments(given, _leaf_ids(symbolic), contents)
         _refuse_changed_outside(outside)
         hidden = _jit_random.advanced(generators)
         if hidden:
@@ -623,14 +637,115 @@ def _leaf_ids(arguments):
             for path, leaf in tree.leaves_with_path(part)}
 
 
-def _refuse_changed_arguments(before, after):
-    """Refuse a trace whose function put new values into its arguments' objects: the call without
-    pb.jit changes the caller's objects, which a replay cannot do."""
-    changed = [path for path in before.keys() | after.keys() if before.get(path) != after.get(path)]
+def _refuse_changed_arguments(before, after, contents, raised=None):
+    """Refuse a trace whose function put new values into its arguments' objects (`before` and `after`:
+    `_leaf_ids` of the arguments it got; `contents`: `_contents_of` the caller's): the call without pb.jit
+    changes the caller's objects, which a replay cannot do. Where the function then `raised`, the call
+    without pb.jit leaves those changes too: refused the same way."""
+    changed = sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
+    changed += [path for path in _changed_contents(contents) if not any(p.startswith(path) for p in changed)]
     if changed:
-        raise JitError(f"pb.jit: the function changed {', '.join(sorted(changed)[:3])} of its arguments (an "
-                       "attribute set, an entry added or replaced), which a replay cannot do to the caller's "
-                       "objects. Return the new values instead, or write into the arrays themselves (x[...] = v).")
+        then = f" before raising {type(raised).__name__}" if raised is not None else ""
+        raise JitError(f"pb.jit: the function changed {', '.join(changed[:3])} of its arguments{then} (an "
+                       "attribute set, an entry added or replaced, a set's or a deque's contents), which a replay "
+                       "cannot do to the caller's objects. Return the new values instead, or write into the arrays "
+                       "themselves (x[...] = v).") from raised
+
+
+# leaves whose contents a function can change in place (a container's are its children, walked anyway)
+_MUTABLE_LEAVES = (set, bytearray, collections.deque)
+_UNSET = object()
+
+
+def _contents_of(arguments):
+    """`[(path, object, contents)]` of the mutable objects among `(args, kwargs)`: each container's items
+    or attributes and each set's, bytearray's or deque's elements, to tell a change to them and undo it."""
+    found = []
+    for root, part in zip(("args", "kwargs"), arguments):
+        def leaf(value, parts, path):
+            if isinstance(value, _MUTABLE_LEAVES):
+                found.append((path.format(root), value, _contents(value)))
+
+        def node(value, kind, old, new, parts, path, shell):
+            if not isinstance(value, tuple) or hasattr(value, "__dict__"):  # a tuple's items cannot change
+                found.append((path.format(root), value, _contents(value)))
+
+        tree.walk(part, leaf, node, cycle=lambda *a: None)
+    return found
+
+
+def _contents(value):
+    """`(items, attributes, slots)` of a mutable object, as `_put_back` puts them back."""
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (set, bytearray)):
+        items = value.copy()
+    elif isinstance(value, (list, collections.deque)):
+        items = list(value)
+    else:
+        items = None
+    attributes = tree._attribute(value, "__dict__")
+    slots = {name: tree._attribute(value, name, _UNSET) for cls in type(value).__mro__ for name in tree._slots_of(cls)}
+    return items, (None if attributes is None or attributes is value else dict(attributes)), slots
+
+
+def _same_contents(a, b):
+    """Whether two `_contents` of an object hold the same objects (a set's or a bytearray's: equal ones)."""
+    (items_a, attributes_a, slots_a), (items_b, attributes_b, slots_b) = a, b
+    if isinstance(items_a, list):
+        if not (isinstance(items_b, list) and _same_objects(items_a, items_b)):
+            return False
+    elif items_a != items_b:
+        return False
+    if attributes_a is None or attributes_b is None:
+        if attributes_a is not attributes_b:
+            return False
+    elif not _same_objects(list(attributes_a.items()), list(attributes_b.items())):
+        return False
+    return slots_a.keys() == slots_b.keys() and all(slots_a[k] is slots_b[k] for k in slots_a)
+
+
+def _same_objects(a, b):
+    """Whether two lists hold the same objects in the same order (an entry of a dict: the same key and value)."""
+    return len(a) == len(b) and all(p is q or (type(p) is tuple and type(q) is tuple and len(p) == len(q) == 2
+                                               and p[0] is q[0] and p[1] is q[1]) for p, q in zip(a, b))
+
+
+def _changed_contents(contents):
+    """The paths of the objects of `_contents_of` whose contents are not what they were."""
+    return [path for path, value, saved in contents if not _same_contents(saved, _contents(value))]
+
+
+def _put_back(contents):
+    """Undo the changes made to the objects of `_contents_of` since it was taken."""
+    for _, value, saved in contents:
+        if not _same_contents(saved, _contents(value)):
+            _restore_contents(value, saved)
+
+
+def _restore_contents(value, saved):
+    """Put the `_contents` `saved` back into `value`."""
+    items, attributes, slots = saved
+    if isinstance(value, dict):  # by the object's own methods, which keep an OrderedDict's order
+        value.clear()
+        value.update(items)
+    elif isinstance(value, (list, bytearray)):
+        value[:] = items
+    elif isinstance(value, set):
+        value.clear()
+        value.update(items)
+    elif isinstance(value, collections.deque):
+        value.clear()
+        value.extend(items)
+    if attributes is not None:
+        instance_dict = object.__getattribute__(value, "__dict__")
+        instance_dict.clear()
+        instance_dict.update(attributes)
+    for name, slot in slots.items():
+        if slot is not _UNSET:
+            object.__setattr__(value, name, slot)
+        elif tree._attribute(value, name, _UNSET) is not _UNSET:
+            object.__delattr__(value, name)
 
 
 def _refuse_changed_outside(watch):

@@ -28,6 +28,7 @@ does). Only `np.random.default_rng` is watched: a bit generator made without a s
 
 import contextlib
 import random
+import sys
 import threading
 import types
 
@@ -122,12 +123,13 @@ def watching_entropy():
             _installed[1] = np.random.default_rng
             np.random.default_rng = _guarded_default_rng
         _installed[0] += 1
-    outer = getattr(_tracing, "fresh", None)
+    outer = getattr(_tracing, "fresh", None), getattr(_tracing, "caller", None)
     _tracing.fresh = fresh = []
+    _tracing.caller = sys._getframe(2)  # the frame of the `with` (1: contextmanager's __enter__)
     try:
         yield fresh
     finally:
-        _tracing.fresh = outer
+        _tracing.fresh, _tracing.caller = outer
         with _install_lock:
             _installed[0] -= 1
             if _installed[0] == 0:
@@ -142,7 +144,8 @@ def drawn(fresh):
 def _guarded_default_rng(seed=None):
     fresh = getattr(_tracing, "fresh", None)
     if fresh is not None:
-        if seed is None:  # fresh entropy: refused if it draws (an unscrambled Sobol sequence makes one, unused)
+        if seed is None and not _importing(_tracing.caller):
+            # fresh entropy: refused if it draws (an unscrambled Sobol sequence makes one, unused)
             generator = _installed[1]()
             fresh.append((generator, _state_of(generator)))
             return generator
@@ -151,6 +154,21 @@ def _guarded_default_rng(seed=None):
         elif getattr(type(seed), "__pullback_leaf__", False):  # a generator argument: NumPy returns it as it is
             return seed
     return _installed[1](seed)
+
+
+_IMPORT_FRAMES = frozenset(("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"))
+
+
+def _importing(caller):
+    """Whether a module is being imported in this thread since the trace began at frame `caller` (a module
+    imported first inside the function, as `scipy.stats` is when used, may make and draw from a generator
+    of its own: that is not the function's)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame is not caller:
+        if frame.f_code.co_filename in _IMPORT_FRAMES:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def advanced(states):

@@ -78,7 +78,7 @@ _READ_ONLY_ERRORS = {np.put: "put: output array is read-only", np.putmask: "putm
 _WRITES_FIRST_UNLESS = {np.nan_to_num: "copy"}
 
 # functions whose result depends only on shapes, dtypes and types (fixed by the signature)
-_STATIC = frozenset((np.ndim, np.shape, np.size, np.iscomplexobj, np.isrealobj, np.result_type))
+_STATIC = frozenset((np.ndim, np.shape, np.size, np.iscomplexobj, np.isrealobj, np.result_type, np.einsum_path))
 
 
 class Retrace(Exception):
@@ -340,9 +340,9 @@ class Trace:
         if result is None:
             raise JitError(f"pb.jit: np.{name} returned nothing, so it wrote into one of its arguments, which the "
                            "replay could not follow. Use a function that returns a new array instead.")
-        outputs, structure, wrapped = self._wrap(result)
-        if outputs is None:  # no array in the result (a shape, a dtype): nothing to replay
-            return result
+        outputs, structure, wrapped = self._wrap(result, name)
+        if outputs is None:  # no array in the result: text, a tuple of numbers, computed from the values
+            return self._plain_result(fn, name, ref_args, ref_kwargs, result)
         # an elementwise ufunc (its `out` taken away) always returns new arrays
         aliases = () if elementwise else self._aliases(result, concrete_args, (ref_args, ref_kwargs))
         self._append(Node(fn, name, ref_args, ref_kwargs, outputs, structure, elementwise, aliases))
@@ -488,14 +488,30 @@ class Trace:
                            "from shapes. Use int(...) on it outside the jitted function, or index with an array.")
         return x, x
 
-    def _wrap(self, result):
+    def _plain_result(self, fn, name, ref_args, ref_kwargs, result):
+        """A recorded call's result that holds no array: Python data (`np.array2string`'s text, a tuple of
+        numbers) is the trace's, fixed by a guard that the replay recomputes; another object is refused."""
+        if not _plain_data(result):
+            raise JitError(f"pb.jit: {name} inside pb.jit returned an object of type {type(result).__name__}, which "
+                           "a replay cannot rebuild from its arrays (it would give the trace's). Call it outside the "
+                           "jitted function, or use a function that returns arrays.")
+        holder = np.empty((), dtype=object)
+        holder[()] = result
+        slot = self.new_slot(holder)
+        self._append(Node(_held(fn), name, ref_args, ref_kwargs, slot, None, False))
+        self.guard_at(slot, _exact_held)
+        return result
+
+    def _wrap(self, result, name="a NumPy function"):
         if isinstance(result, (np.ndarray, np.generic)):
             slot = self.new_slot(result)
             return slot, None, self.symbol(slot)
         if isinstance(result, (tuple, list)) and any(isinstance(r, (np.ndarray, np.generic)) for r in result):
             if not all(isinstance(r, (np.ndarray, np.generic)) for r in result):
-                raise JitError(f"pb.jit: a NumPy function returned a mix of arrays and other values "
-                               f"({type(result).__name__}), which the replay cannot rebuild.")
+                raise JitError(f"pb.jit: {name} returned a mix of arrays and other values "
+                               f"({type(result).__name__} of {', '.join(type(r).__name__ for r in result)}), which the "
+                               "replay cannot rebuild. Call it outside the jitted function, or a function that returns "
+                               "arrays only.")
             slots = [self.new_slot(r) for r in result]
             symbols = [self.symbol(s) for s in slots]
             kind = type(result)
@@ -1159,14 +1175,94 @@ def _noting_read_only_view(trace, result):
 
 
 def _called_by_user():
-    """Whether the NumPy call being recorded was made by code outside pullback (the jitted function's own), not
-    by pullback's rules, whose read-only results pullback hands out as copies; frames of this module (an
+    """Whether the NumPy call being recorded was made by code outside pullback (the jitted function's own), or
+    by a rule computing the value of the function's own NumPy call on a differentiated value (`np.broadcast_to`
+    of `x * 2` inside `pb.jvp`, whose value pullback hands out as it is); not by pullback's other code (a
+    gradient, a tangent), whose read-only results pullback hands out as copies. Frames of this module (an
     ndarray method's forwarding) are passed over."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_globals.get("__name__") in (__name__, "numpy._core.overrides"):
         frame = frame.f_back
+    if not _in_pullback(frame):
+        return True
+    return _rule_value_of_user_call(frame)
+
+
+def _in_pullback(frame):
     module = frame.f_globals.get("__name__", "") if frame is not None else ""
-    return not (module == "pullback" or module.startswith("pullback."))
+    return module == "pullback" or module.startswith("pullback.")
+
+
+# (module, function) of the frames that apply a rule to compute the value of a call, and of those that
+# dispatch a user's NumPy call on a differentiated value to them
+_RULE_CALLERS = frozenset((("pullback.rules._register", "forward"), ("pullback._reverse", "apply")))
+_DISPATCH_MODULES = frozenset(("pullback._values", "pullback._extend", "pullback._forward", "pullback._reverse",
+                               "pullback.rules._register"))
+
+
+def _place(frame):
+    return (frame.f_globals.get("__name__", ""), frame.f_code.co_name) if frame is not None else None
+
+
+def _rule_value_of_user_call(frame):
+    """Whether `frame` (pullback's, making the NumPy call) is a rule's own code computing its value, applied
+    by the dispatch of a call the user's code made (through the rules of enclosing levels computing their
+    values: `pb.jvp` of `pb.vjp`), with nothing else of pullback's in between."""
+    while True:
+        while _is_rule(frame) and _place(frame.f_back) not in _RULE_CALLERS:
+            frame = frame.f_back  # a helper of the rule
+        if not _is_rule(frame):
+            return False
+        frame = frame.f_back
+        while frame is not None and frame.f_globals.get("__name__") in _DISPATCH_MODULES:
+            frame = frame.f_back
+        if frame is None:
+            return False
+        if not _in_pullback(frame):
+            return True
+
+
+def _is_rule(frame):
+    module = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return module.startswith("pullback.rules.") and module != "pullback.rules._register"
+
+
+def _plain_data(value, depth=0):
+    """Whether `value` is Python data a guard can compare: text, numbers, dtypes, and tuples, lists and
+    dicts of them."""
+    if isinstance(value, (str, bytes, bool, int, float, complex, np.generic, np.dtype, type(None))):
+        return True
+    if isinstance(value, (tuple, list)) and depth < 8:
+        return all(_plain_data(v, depth + 1) for v in value)
+    if type(value) is dict and depth < 8:
+        return all(_plain_data(k, depth + 1) and _plain_data(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _held(fn):
+    """`fn` with its result held in a 0-d object array: a Python value the replay recomputes for a guard."""
+    def held(*args, **kwargs):
+        holder = np.empty((), dtype=object)
+        holder[()] = fn(*args, **kwargs)
+        return holder
+
+    return held
+
+
+def _exact_held(holder):
+    """The value `_held` holds, as a key equal only for equal values of equal types (a float by its text,
+    so -0.0 is not 0.0 and a NaN is a NaN)."""
+    return _exact(holder[()])
+
+
+def _exact(value):
+    if isinstance(value, (float, complex, np.inexact)):
+        return type(value), repr(value)
+    if isinstance(value, (tuple, list)):
+        return type(value), tuple(_exact(v) for v in value)
+    if type(value) is dict:
+        return dict, tuple((_exact(k), _exact(v)) for k, v in value.items())
+    return type(value), value
 
 
 def _as_array(fn):
