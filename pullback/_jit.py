@@ -158,30 +158,31 @@ class Jitted:
             found, result = self._replay(key, arrays, containers)
             if found:
                 return result
-            if result is _REPLAY_RAISED:
-                # a replay met an error a NumPy call raised (a LinAlgError, a FloatingPointError, an IndexError):
-                # trace this call (taking the code's own branch, or raising, with the writes made before as
-                # NumPy made them), but keep the trace out of the cache, where it would be tried first for
-                # other values too
-                self._counts["traces"] += 1
-                return self._trace(args, kwargs, arrays, containers)[0]
-            if key in self._cache:
+            raised = result is _REPLAY_RAISED
+            if key in self._cache and not raised:
                 self._counts["retraces"] += 1
                 self._note_stale(self._cache[key][0][0])
+            # after a replay met an error a NumPy call raised (a LinAlgError, a FloatingPointError, an IndexError),
+            # the trace takes the code's own branch (its except, which replays raise again), or raises, with the
+            # writes made before as NumPy made them
             result, compiled = self._trace(args, kwargs, arrays, containers)
-            if compiled is None:  # run as it is, untraced (see `_trace`): nothing to keep
-                return result
-            variants = self._cache.setdefault(key, [])
-            # a trace whose globals changed would replay only if they were all rebound to what it read; it is
-            # dropped, not kept with the arrays and buffers it holds (a model's old weights, rebound each epoch)
-            variants[:] = [variant for variant in variants if variant[0].unchanged is None or variant[0].unchanged()]
-            variants.insert(0, compiled)  # the newest outcome of the guards is tried first
-            del variants[_VARIANTS_PER_SIGNATURE:]
-            self._cache.move_to_end(key)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
             self._counts["traces"] += 1
+            if compiled is not None:  # (None: run as it is, untraced, see `_trace`: nothing to keep)
+                # the newest outcome of the guards is tried first; the branch of an error, last
+                self._keep(key, compiled, first=not raised)
         return result
+
+    def _keep(self, key, compiled, first):
+        """Keep trace `compiled` among the variants of signature `key`, tried first or last."""
+        variants = self._cache.setdefault(key, [])
+        # a trace whose globals changed would replay only if they were all rebound to what it read; it is
+        # dropped, not kept with the arrays and buffers it holds (a model's old weights, rebound each epoch)
+        variants[:] = [variant for variant in variants if variant[0].unchanged is None or variant[0].unchanged()]
+        variants.insert(0 if first else min(len(variants), _VARIANTS_PER_SIGNATURE - 1), compiled)
+        del variants[_VARIANTS_PER_SIGNATURE:]
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
 
     def _note_stale(self, newest):
         """Count the retraces in a row caused by a changed global (`newest`, the latest trace of the

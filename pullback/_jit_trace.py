@@ -1144,6 +1144,13 @@ def _written_piecewise(func, out, args, kwargs):
     dtypes and casting on a scratch copy."""
     owner = out.owner
     func(*owner._split(args)[0], out=np.empty_like(out._concrete()), **owner._split(kwargs)[0])
+    try:
+        return _write_pieces(func, out, args, kwargs)
+    except JitError as error:  # name the call the user wrote, not the writes it is made of
+        raise JitError(str(error).replace("x[index] = value", f"np.{func.__name__}(..., out=...)")) from None
+
+
+def _write_pieces(func, out, args, kwargs):
     arrays, options = args[0], {**dict(zip(("axis",), args[1:2])), **kwargs}
     axis = options.get("axis", 0)
     if func is np.stack:

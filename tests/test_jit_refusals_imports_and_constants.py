@@ -275,3 +275,37 @@ def test_gradients_and_tangents_of_read_only_views_stay_writable_as_eager():
             assert w.flags.writeable and g.flags.writeable
     np.testing.assert_allclose(want[0], pb.testing.numerical_gradient(
         lambda y: np.sum(np.broadcast_to(y, (2, 3)) ** 2), x)[0], rtol=1e-6)
+
+
+# --- the branch of a caught error is kept, not traced at every call that takes it ---------------------
+def _inverse_or_zeros(x):
+    try:
+        with np.errstate(divide="raise"):
+            y = 1.0 / x
+    except FloatingPointError:
+        y = np.zeros_like(x) + x
+    return y * 2
+
+
+def _solve_or_least_squares(a, b):
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        return np.linalg.lstsq(a, b, rcond=None)[0]
+
+
+def test_a_caught_error_s_branch_is_traced_once_and_replayed_as_eagerly():
+    rng = np.random.default_rng(5)
+    inverse, solve = pb.jit(_inverse_or_zeros), pb.jit(_solve_or_least_squares)
+    gradient = pb.jit(lambda x: pb.gradient(lambda x: np.sum(_inverse_or_zeros(x) ** 2), x))
+    for k in range(12):  # the error on every other call
+        x = rng.normal(size=3) + 2.0
+        a, b = rng.normal(size=(3, 3)), rng.normal(size=3)
+        if k % 2:
+            x[1] = 0.0
+            a[2] = a[0] + a[1]
+        np.testing.assert_array_equal(inverse(x), _inverse_or_zeros(x))
+        np.testing.assert_allclose(solve(a, b), _solve_or_least_squares(a, b), rtol=1e-12)
+        np.testing.assert_array_equal(gradient(x)[0], pb.gradient(lambda x: np.sum(_inverse_or_zeros(x) ** 2), x)[0])
+    for jitted in (inverse, solve, gradient):
+        assert jitted.cache_info().traces == 2  # one per branch, each replayed after

@@ -864,3 +864,9 @@ def test_concatenating_views_of_out_into_out_keeps_numpy_s_casting_error():
 
     with pytest.raises(TypeError, match="same_kind"):
         pb.jit(f)(np.arange(4.0))
+
+
+def test_a_refused_concatenation_into_a_transposed_out_names_np_concatenate():
+    f = lambda x: np.concatenate([x[:, :1].T, x[:, 1:].T], out=x.T)  # noqa: E731
+    with pytest.raises(pb.JitError, match=r"np\.concatenate\(\.\.\., out=\.\.\.\) writes into an array that shares"):
+        pb.jit(f)(np.arange(4.0).reshape(2, 2))
