@@ -18,10 +18,12 @@ depend on and raise `Retrace` when the replay's value differs from the trace's.
 array([1.7745201 , 1.93910285])
 """
 
+import atexit
 import heapq
 import re
 import threading
 import warnings
+import weakref
 
 import numpy as np
 
@@ -79,6 +81,7 @@ class Program:
         if fuse is None:
             return
         self.fusing = threading.Thread(target=self._make_fused, args=(fuse,), name="pb.jit fuse", daemon=True)
+        _FUSING.add(self.fusing)
         self.fusing.start()
 
     def _make_fused(self, fuse):
@@ -108,6 +111,17 @@ class Program:
             if made:
                 found[slot] = made[-1]
         return found
+
+
+# The threads fusing replays. At exit each is waited for: one stopped inside the compiler as the
+# interpreter shuts down can abort the process (an LLVM assertion) after the program has finished.
+_FUSING = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_fusing():
+    for thread in list(_FUSING):
+        thread.join()
 
 
 class Deferred:

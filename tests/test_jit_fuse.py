@@ -250,3 +250,26 @@ def test_random_programs_fused_give_eager_results(program, seed):
     assert val == pytest.approx(ref_val, rel=1e-12)
     np.testing.assert_allclose(g, ref_g, rtol=1e-11, atol=1e-300)
     assert gc == pytest.approx(ref_gc, rel=1e-11)
+
+
+def test_the_interpreter_waits_at_exit_for_a_fusion_in_progress():
+    # a thread stopped inside the compiler as the interpreter shuts down can abort the process
+    import subprocess
+    import sys
+
+    script = """
+import atexit
+alive = []
+atexit.register(lambda: print("fusing at exit:", any(t.is_alive() for t in alive)))  # runs after pullback's
+import numpy as np, pullback as pb
+from pullback import _jit_replay
+from pullback.bench.workloads import chain
+j = pb.jit(lambda x: pb.gradient(lambda v: chain(v, 60, np), x)[0])
+x = np.linspace(-1, 1, 10)
+j(x); j(x)
+j.wait_for_fusion(timeout=0, start=True)
+alive += list(_jit_replay._FUSING)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "fusing at exit: False" in done.stdout
