@@ -481,7 +481,9 @@ def _bound_to(x, name):
     """The class attribute `name` as `x.name` binds it (a staticmethod or classmethod too), without an
     instance attribute of that name shadowing it; a callable without `__get__` is given `x`."""
     cls = type(x)
-    raw = inspect.getattr_static(cls, name)
+    raw = next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None)  # inspect.getattr_static's answer,
+    if raw is None:                                                          # for the common case, cheaply
+        raw = inspect.getattr_static(cls, name)
     get = getattr(type(raw), "__get__", None)
     return get(raw, x, cls) if get is not None else functools.partial(raw, x)
 
