@@ -5,7 +5,7 @@ import numpy as np
 from ._arrays import is_foreign_array_type
 from ._registry import FUNCTIONS
 from ._reverse import collector_paused
-from ._standins import astype, dtype_of, is_stand_in, is_traced
+from ._standins import astype, dtype_of, is_number_stand_in, is_stand_in, is_traced, shape_of
 from ._tangents import (
     ARRAY_TYPES,
     CARRIED,
@@ -21,7 +21,7 @@ from ._tangents import (
     accum,
     is_spare,
 )
-from ._values import Traced
+from ._values import Traced, stop_gradient
 
 
 def backward(tape, seeds):
@@ -264,10 +264,11 @@ def fit(g, like):
     elif like is None or g is None:  # the group node of a several-output operation
         return g
     else:
-        shape = np.shape(like)
-        weak = type(like) is float or type(like) is complex  # a Python number is weak
+        shape = _shape(like)
+        kind = like.__class__ if is_number_stand_in(like) else type(like)  # pb.jit's stand-in: the number's type
+        weak = kind is float or kind is complex  # a Python number is weak
         dtype = None if weak else dtype_of(like)
-        real = type(like) is float if weak else dtype.kind != "c"
+        real = kind is float if weak else dtype.kind != "c"
     if type(g) in ARRAY_TYPES:
         if g.shape != shape:
             g = unbroadcast(g, shape)
@@ -281,7 +282,7 @@ def fit(g, like):
             f"A reverse rule's pullback gave {_described(g)} as the cotangent of {_described_like(like)}; the cotangent of "
             "an array or number is an array or number like it (np.asarray(...) of a list); check the rules registered "
             "with pb.rrule.")
-    if np.shape(g) != shape and all(n == n for n in shape):  # a NaN size: a Dask array's, unknown until computed
+    if _shape(g) != shape and all(n == n for n in shape):  # a NaN size: a Dask array's, unknown until computed
         g = unbroadcast(g, shape)
     if real and dtype_of(g).kind == "c":
         g = FUNCTIONS[np.real](g) if isinstance(g, Traced) else np.real(g)
@@ -291,6 +292,11 @@ def fit(g, like):
         else:  # an array of another library (Dask, CuPy) converts itself; np.asarray would compute or refuse
             g = g.astype(dtype) if is_foreign_array_type(type(g)) else np.asarray(g, dtype=dtype)
     return g
+
+
+def _shape(x):
+    """The shape of a value (a scalar's is ()), traced or not, without reading a pb.jit number's value."""
+    return shape_of(stop_gradient(x))
 
 
 def _described_like(like):

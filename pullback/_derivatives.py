@@ -14,7 +14,7 @@ from ._arrays import as_array_api, as_numpy, is_foreign_array, like_input, size_
 from ._backward import backward, fit
 from ._forward import ForwardLevel, fit_tangent
 from ._leaves import Arguments, conversion_to_type_of
-from ._standins import converted, dtype_of, is_stand_in, is_traced
+from ._standins import converted, dtype_of, is_stand_in, is_traced, shape_of
 from ._values import Dual, Tracked, release_handed_out, stop_gradient
 
 __all__ = ["jvp", "jacobian", "withjacobian", "hessian", "hvp", "WithJacobian"]
@@ -94,9 +94,9 @@ def run_forward(f, arguments, tangent_for, companions=None, again=False):
         if type(t) is list or type(t) is tuple:
             t = np.asarray(t)  # numbers for an array primal, as NumPy reads them
         t = as_numpy(t)  # an array-API-only tangent (array_api_strict's) is read as NumPy's
-        if np.shape(t) != np.shape(x):
+        if shape_of(t) != shape_of(x):
             raise ValueError(f"The tangent for {path} has shape {np.shape(t)}, but its primal has shape {np.shape(x)}")
-        if np.iscomplexobj(t) and not np.iscomplexobj(x):
+        if dtype_of(t).kind == "c" and dtype_of(x).kind != "c":
             raise TypeError(f"The tangent for {path} is complex, but its primal is real (a real value moves only along "
                             "the real line). Pass a real tangent, or make the primal complex (x + 0j).")
         return Dual(x, fit_tangent(t, x), tag)

@@ -13,7 +13,7 @@ from ._arrays import is_foreign_array_type, like_input, zeros_as
 from ._backward import as_cotangents, backward, fit, missing_cotangents
 from ._registry import FUNCTIONS, forward_rule_of, qualified_name
 from ._reverse import Tape, like_outputs, several_outputs
-from ._standins import astype, dtype_of
+from ._standins import as_numpy_number, astype, dtype_of, is_jit_float_or_complex, shape_of
 from ._tangents import Tangent, unthunk
 from ._values import Dual, Traced, Tracked, new_level, release_handed_out
 
@@ -108,20 +108,22 @@ def fit_tangent(t, y, frule=None):
     tangent that is no array or number, or does not broadcast to `y`'s shape, is refused, naming
     `frule`, the forward rule that gave it.
     """
-    shape = np.shape(y)
+    shape = shape_of(y)
     if type(t) is not np.ndarray and isinstance(t, (tuple, list, dict, Tangent)):
         raise TypeError(_malformed(frule, f"{_described(t)} as the tangent of {_described(y)}", "the tangent of an "
                                    "array or number is an array or number like it (np.asarray(...) of a list)"))
-    if np.shape(t) != shape:
+    if shape_of(t) != shape:
         try:
             t = np.broadcast_to(t, shape)
         except ValueError:
             raise ValueError(_malformed(frule, f"a tangent of shape {np.shape(t)} for a value of shape {shape}",
                                         "a tangent has its value's shape, or one that broadcasts to it")) from None
-    weak = type(y) is float or type(y) is complex
+    weak = type(y) is float or type(y) is complex or is_jit_float_or_complex(y)
     if dtype_of(t).kind == "c" and (dtype_of(y).kind != "c"):
         t = FUNCTIONS[np.real](t) if isinstance(t, Traced) else np.real(t)
-    if type(t) is float or type(t) is int or type(t) is complex:
+    if is_jit_float_or_complex(t):
+        t = astype(as_numpy_number(t), np.complex128 if dtype_of(y).kind == "c" else np.float64)
+    elif type(t) is float or type(t) is int or type(t) is complex:
         # a NumPy number: the derivatives then follow NumPy's arithmetic (1/0 is inf), as in reverse mode,
         # not Python's, which a traced Python number follows (see _values._python_arithmetic)
         t = np.complex128(t) if dtype_of(y).kind == "c" else np.float64(t)
@@ -173,7 +175,9 @@ def _zero_cotangent(y):
     output that carries none (an integer)."""
     if several_outputs(y):
         return like_outputs(y, [_zero_cotangent(part) if _has_cotangent(part) else None for part in y])
-    return 0.0 if type(y) is float else zeros_as(y, np.shape(y), dtype_of(y))
+    if type(y) is float or (is_jit_float_or_complex(y) and y.__class__ is float):
+        return 0.0
+    return zeros_as(y, shape_of(y), dtype_of(y))
 
 
 def _has_cotangent(part):

@@ -25,7 +25,7 @@ import numpy as np
 from . import tree
 from ._arrays import as_numpy, as_type_of, dtype_kind, is_foreign_array, memory_key
 from ._backward import fit  # the sweep's one broadcasting helper
-from ._standins import converted, is_stand_in, is_traced, traced_value
+from ._standins import converted, is_jit_float_or_complex, is_number_stand_in, is_stand_in, is_traced, traced_value
 from ._values import stop_gradient
 
 
@@ -349,9 +349,10 @@ class Arguments:
 
     def _scalar(self, x, path, companion, wrap, place, current=None):
         """A trainable place holding `x`: a tracked scalar, or `x` itself (refusing what cannot be tracked)."""
-        if hasattr(type(x), "__pullback_value__"):  # a number pb.jit traces: differentiated at its value, guarded
-            x = x.__pullback_value__()
-        if type(x) is float or type(x) is complex or (isinstance(x, np.generic) and x.dtype.kind in "fc"):
+        if hasattr(type(x), "__pullback_value__"):  # a number pb.jit traces
+            x = jit_number_to_track(x)
+        if (type(x) is float or type(x) is complex or (isinstance(x, np.generic) and x.dtype.kind in "fc")
+                or is_jit_float_or_complex(x)):
             new, index = wrap(x, path, companion)
             self._place_index[place] = index
             return new
@@ -406,7 +407,7 @@ class Arguments:
             r = results[index]
             primal = self.leaves[index].primal  # as tracked (a float subclass's value is a float)
             if hasattr(type(primal), "__pullback_value__"):  # a number pb.jit traces
-                primal = primal.__pullback_value__()
+                primal = jit_number_to_track(primal)
             return None if r is None else convert(r, primal, returned)
 
         if self._flat:
@@ -444,6 +445,13 @@ class Arguments:
         )
         grads = out[0] or {}
         return tuple(grads.get(i) for i in range(len(self.args)))
+
+
+def jit_number_to_track(x):
+    """What is differentiated for `x`, a number pb.jit traces: a stand-in for a float or complex itself, so that
+    the derivative is recorded and replayed at each call's value (the engine computes with it as with the number
+    it stands for); for an int (not differentiated), its value, fixed by a guard."""
+    return x if is_jit_float_or_complex(x) else x.__pullback_value__()
 
 
 def _in_chosen(path, chosen):
@@ -740,6 +748,8 @@ def leaf_gradient(g, primal, returned):
     """The user-facing gradient of a leaf: fitted to the primal's shape and dtype, an array the caller owns."""
     if type(g) is np.ndarray and type(primal) is np.ndarray and g.dtype is primal.dtype and g.shape == primal.shape:
         return fresh_array(g, primal, returned)  # the common case: nothing to fit or convert
+    if is_jit_float_or_complex(primal):
+        return _number_gradient(g, primal)
     like = (primal.shape, primal.dtype) if type(primal) is np.ndarray else as_numpy(primal)  # the sweep's fast form
     g = fit(g, like)
     if g is None:
@@ -767,11 +777,24 @@ def leaf_gradient(g, primal, returned):
     return fresh_array(g, primal, returned)
 
 
+def _number_gradient(g, primal):
+    """The gradient at a `pb.jit` stand-in for a Python float or complex: a number of its type, recorded, so that
+    each replay converts its own value (its value would be fixed by a guard)."""
+    kind = primal.__class__
+    if is_number_stand_in(g) and (g.__class__ is kind or kind is complex or g.__class__ is int):
+        # a Python number computed from stand-ins (recorded): made the primal's type by Python's arithmetic too
+        return g if g.__class__ is kind else g + (0j if kind is complex else 0.0)
+    g = fit(g, ((), np.result_type(kind(0))))
+    return None if g is None else converted(g, kind)
+
+
 def conversion_to_type_of(value):
     """What makes a derivative at `value` the type of value it is: float or complex for a Python number,
     its type for a NumPy scalar, np.asarray for a 0-d array (NumPy's arithmetic on 0-d arrays gives
     scalars); None for an array of one or more axes. `value` may be traced, or a pb.jit stand-in."""
     value = traced_value(stop_gradient(value))  # the plain value, or the value a stand-in stands for
+    if is_jit_float_or_complex(value):
+        return value.__class__
     if type(value) is float or type(value) is complex:
         return type(value)
     if isinstance(value, np.generic):

@@ -51,6 +51,33 @@ def is_python_float(x):
     return type(x) is float or (hasattr(type(x), "__pullback_value__") and x.__class__ is float)
 
 
+def is_number_stand_in(x):
+    """Whether `x` is a `pb.jit` stand-in for a Python int, float or complex."""
+    return hasattr(type(x), "__pullback_value__")
+
+
+def is_jit_float_or_complex(x):
+    """Whether `x` is a `pb.jit` stand-in for a Python float or complex: differentiated as it is, so that the
+    recorded derivative is replayed at each call's value."""
+    return hasattr(type(x), "__pullback_value__") and x.__class__ in (float, complex)
+
+
+# adding a negative zero (of both parts, for a complex) changes no number, the sign of a zero included
+_NEGATIVE_ZEROS = {float: np.float64(-0.0), complex: np.complex128(complex(-0.0, -0.0))}
+
+
+def as_numpy_number(x):
+    """A `pb.jit` stand-in for a Python float or complex as the NumPy number a ufunc makes of it (np.float64,
+    np.complex128), recorded: NumPy would read its value, fixed by a guard."""
+    return x + _NEGATIVE_ZEROS[x.__class__]
+
+
+def shape_of(x):
+    """`np.shape(x)`, where `x` may be a `pb.jit` stand-in for a Python number (a scalar: NumPy would read its
+    value, fixed by a guard)."""
+    return () if hasattr(type(x), "__pullback_value__") else np.shape(x)
+
+
 def is_traced(x):
     """Whether `x` is a value pullback is differentiating (reverse or forward mode)."""
     return getattr(type(x), "pullback_traced", False)

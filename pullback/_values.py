@@ -39,7 +39,18 @@ from ._inplace import (
     write_elementwise,
 )
 from ._registry import FUNCTIONS, METHODS, NONDIFF_UFUNCS, NUMBER_OPERAND_RULES, REVERSE_RULES, UFUNC_RULES
-from ._standins import astype, converted, dtype_of, getitem, index_update, is_stand_in, power
+from ._standins import (
+    as_numpy_number,
+    astype,
+    converted,
+    dtype_of,
+    getitem,
+    index_update,
+    is_jit_float_or_complex,
+    is_number_stand_in,
+    is_stand_in,
+    power,
+)
 from ._tangents import PerOperand
 
 _level_numbers = itertools.count(1)
@@ -78,7 +89,8 @@ class Traced:
                     # the rules of + - * compute with Python's operators: a NumPy ufunc of two Python numbers
                     # gives a NumPy number (its warnings were given by the rule's own computation)
                     with np.errstate(all="ignore"):
-                        return _as_python(result, ufunc(stop_gradient(inputs[0]), stop_gradient(inputs[1])))
+                        return _as_python(result, ufunc(_as_numpy_operand(stop_gradient(inputs[0])),
+                                                        _as_numpy_operand(stop_gradient(inputs[1]))))
                 return apply(rule, tuple(_as_operand(x) for x in inputs))
         if method == "at":  # its index is no operand: read before anything reads it as an array
             return _ufunc_at(ufunc, inputs)
@@ -460,8 +472,17 @@ _PYTHON_ARITHMETIC = {"truediv": operator.truediv, "pow": operator.pow, "mod": o
 
 
 def _python_numbers(a, b=0):
-    """Whether `a` and `b` are Python numbers (traced or not, at any nesting of derivatives)."""
-    return type(stop_gradient(a)) in _PYTHON_SCALARS and type(stop_gradient(b)) in _PYTHON_SCALARS
+    """Whether `a` and `b` are Python numbers (traced or not, at any nesting of derivatives; pb.jit's stand-ins too)."""
+    return _is_python_number(stop_gradient(a)) and _is_python_number(stop_gradient(b))
+
+
+def _is_python_number(x):
+    return type(x) in _PYTHON_SCALARS or is_number_stand_in(x)
+
+
+def _as_numpy_operand(x):
+    """A ufunc operand of Python numbers as NumPy makes it: a pb.jit stand-in for a float as np.float64, recorded."""
+    return as_numpy_number(x) if is_jit_float_or_complex(x) else x
 
 
 def _divmod(a, b, traced):
@@ -913,10 +934,10 @@ def _ufunc_call(ufunc, name, inputs, kwargs):
         if any(k in options for k in ("dtype", "signature")):
             inputs = _cast_to_loop(ufunc, inputs, options.get("dtype"), options.get("signature"), options.get("casting"))
         result = _in_order(apply(rule, inputs), options.get("order", "K"))
-    if ufunc.nout != 1 or not all(type(stop_gradient(x)) in _PYTHON_SCALARS for x in inputs):
+    if ufunc.nout != 1 or not all(_is_python_number(stop_gradient(x)) for x in inputs):
         return result
     with np.errstate(all="ignore"):  # a NumPy number, as the ufunc gives for Python numbers
-        return _as_python(result, ufunc(*strip_all(inputs)))
+        return _as_python(result, ufunc(*(_as_numpy_operand(x) for x in strip_all(inputs))))
 
 
 def _in_order(result, order):
@@ -990,6 +1011,10 @@ def _ufunc_at(ufunc, inputs):
     if at is not None and values is not None and not isinstance(a, Traced):
         raise TypeError(f"{ufunc_name(ufunc)}.at would write a value being differentiated into a plain array, losing "
                         "its gradient. Start from a traced array (np.zeros_like(x)), which np.add.at writes into.")
+    if at is not None and values is not None and not holds_array(a) and np.ndim(a) > 0:
+        raise TypeError(f"{ufunc_name(ufunc)}.at writes in place into NumPy arrays; a {type(concrete_of(a)).__name__} "
+                        "has no such write. Build the sum with indexing instead (a one-hot matrix product, or "
+                        "xp.where), or convert to NumPy first.")
     if at is None or values is None or not holds_array(a):
         raise TypeError(f"{ufunc_name(ufunc)}.at is not supported on tracked values (np.add.at and np.subtract.at "
                         "are): it writes in place; build the result with np.where or indexing instead (unique indices), "

@@ -187,8 +187,6 @@ def test_a_gradient_that_pullback_broadcasts_stays_a_writable_array_as_eagerly()
 
 # --- a Python float differentiated ----------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="pullback's engine differentiates a pb.jit Python-number stand-in at its "
-                   "guarded value (_leaves.Arguments._scalar, rules.ufuncs, _backward.fit), so each new value traces again")
 def test_a_gradient_with_respect_to_a_python_float_traces_once_and_replays_for_other_floats():
     f = lambda s, x: pb.gradient(lambda s: s * np.sum(x) + np.sin(s) * s ** 2, s)  # noqa: E731
     jf = pb.jit(f)

@@ -21,7 +21,7 @@ from .._arrays import holds_foreign_array, zeros_as
 from .._extend import primitive, rrule
 from .._inplace import ViewLink, holds_array, register_view
 from .._registry import NUMBER_OPERAND_RULES
-from .._standins import dtype_of, power
+from .._standins import as_numpy_number, converted, dtype_of, is_jit_float_or_complex, is_number_stand_in, is_stand_in, power
 from .._tangents import ELEMENTWISE_PULLBACKS, SPARE, PerOperand, Thunk, scaled, unthunk
 from .._values import UFUNC_AT, Traced, stop_gradient
 from ._register import add_tangents, composite, forward_rule, rule, without_gradient
@@ -40,6 +40,8 @@ def unary(ufunc, derivative, notes=""):
 
     @rule(ufunc, args="x", notes=notes)
     def reverse(x):
+        if type(x) not in _PLAIN:
+            x = _recordable(x)
         y = ufunc(x)
         if reads_one == 0:
             return y, lambda g: (derivative(g, x),)
@@ -52,6 +54,8 @@ def unary(ufunc, derivative, notes=""):
     @forward_rule(ufunc)
     def forward(primals, tangents):
         (x,), (t,) = primals, tangents
+        if type(x) not in _PLAIN:
+            x = _recordable(x)
         y = ufunc(x)
         return y, None if t is None else unthunk(derivative(t, *_pick(reads, (x, y))))
 
@@ -68,6 +72,10 @@ def binary(ufunc, da, db, notes=""):
 
     @rule(ufunc, args="x1" if db is None else "x1, x2", notes=notes)
     def reverse(a, b):
+        # (Python's `**`, `power`, computes with a pb.jit stand-in for a Python number as Python does, recorded,
+        # and its derivatives keep it weak beside a float32 cotangent: see `_power_da`)
+        if (type(a) not in _PLAIN or type(b) not in _PLAIN) and ufunc is not power:
+            a, b = _recordable(a, b)
         y = ufunc(a, b)
         values = (a, b, y)
         return y, PerOperand([
@@ -78,6 +86,8 @@ def binary(ufunc, da, db, notes=""):
     @forward_rule(ufunc)
     def forward(primals, tangents):
         (a, b), (ta, tb) = primals, tangents
+        if (type(a) not in _PLAIN or type(b) not in _PLAIN) and ufunc is not power:
+            a, b = _recordable(a, b)
         y = ufunc(a, b)
         values = (a, b, y)
         dot_a = None if ta is None else da(ta, *_pick(reads_a, values))
@@ -85,6 +95,33 @@ def binary(ufunc, da, db, notes=""):
         return y, add_tangents(dot_a, dot_b)
 
     return reverse
+
+
+# operands that are never a pb.jit stand-in for a Python number (checked first, as the common case)
+_PLAIN = frozenset((np.ndarray, float, int, bool, complex, np.float64, np.float32))
+
+
+def _recordable(*operands):
+    """The operands of a ufunc, with each `pb.jit` stand-in for a Python float or complex made something NumPy
+    computes with as it would with the number, recorded (NumPy would read the stand-in's value, fixed by a
+    guard, and as a float64 array rather than a weak Python number):
+
+    - beside Python numbers only, the NumPy number NumPy makes of it (np.float64, np.complex128);
+    - beside a pb.jit array or a traced value, itself: they record it as a weak operand;
+    - beside a plain NumPy array or scalar, its value, fixed by a guard (so a new value traces again).
+
+    One operand is returned as it is, several as a tuple."""
+    if any(is_jit_float_or_complex(x) for x in operands):
+        operands = _numbers_made_recordable(operands)
+    return operands[0] if len(operands) == 1 else operands
+
+
+def _numbers_made_recordable(operands):
+    if all(type(x) in _PYTHON_SCALARS or is_number_stand_in(x) for x in operands):
+        return tuple(as_numpy_number(x) if is_jit_float_or_complex(x) else x for x in operands)
+    if any(is_stand_in(x) or isinstance(x, Traced) for x in operands):
+        return operands
+    return tuple(x.__pullback_value__() if is_number_stand_in(x) else x for x in operands)
 
 
 def _reads(derivative, names):
@@ -109,7 +146,7 @@ def _thunk_of(derivative, values):
 # Python ints are never tracked, so their cotangent is never wanted. (Python floats can be:
 # a float argument is tracked as itself, to keep its weak dtype.)
 _CONSTANTS = (int, bool)
-_PYTHON_NUMBERS = (int, bool, float)
+_PYTHON_SCALARS = (int, bool, float, complex)
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
@@ -214,12 +251,16 @@ def two_rules(ufunc, back, tangent, notes=""):
 
     @rule(ufunc, args="x", notes=notes)
     def reverse(x):
+        if type(x) not in _PLAIN:
+            x = _recordable(x)
         y = ufunc(x)
         return y, lambda g: (back(g, x, y),)
 
     @forward_rule(ufunc)
     def forward(primals, tangents):
         (x,), (t,) = primals, tangents
+        if type(x) not in _PLAIN:
+            x = _recordable(x)
         y = ufunc(x)
         return y, None if t is None else tangent(t, x, y)
 
@@ -307,10 +348,14 @@ def _second(g):
 
 
 def _over_number(a, c):
+    if type(a) not in _PLAIN:
+        a = _recordable(a)
     return np.true_divide(a, c), lambda g: (g / c, None)
 
 
 def _number_over(c, b):
+    if type(b) not in _PLAIN:
+        b = _recordable(b)
     y = np.true_divide(c, b)
     return y, lambda g: (None, -g * y / b)
 
@@ -330,7 +375,12 @@ def _power_da(g, a, b):
     # b * a**(b - 1), with the exponent moved to 0 where b == 0 so that 0 ** -1 never appears.
     # Plain arithmetic on `b` keeps a Python-number exponent weak (no float64 from np.where); np.power
     # keeps NumPy's arithmetic where a and b are Python numbers (0.0 ** -0.5 is inf, not ZeroDivisionError).
-    return g * b * np.power(a, b - 1 + (b == 0))
+    # A pb.jit stand-in for a Python number reaches here as it is from Python's `**`: np.power takes it
+    # through `_recordable`.
+    exponent = b - 1 + (b == 0)
+    if type(a) not in _PLAIN or type(exponent) not in _PLAIN:
+        return g * b * np.power(*_recordable(a, exponent))
+    return g * b * np.power(a, exponent)
 
 
 def _power_db(g, a, b, y):
@@ -338,9 +388,9 @@ def _power_db(g, a, b, y):
     base = a + (a == 0)
     if _is_complex(y) and not _is_complex(a):
         base = base + 0j  # a real base of a complex power: NumPy takes the complex logarithm of it
-    log_a = np.log(base)
-    if type(a) in _PYTHON_NUMBERS or type(a) is complex:  # np.log made a NumPy scalar; a Python base stays weak
-        log_a = complex(log_a) if np.iscomplexobj(log_a) else float(log_a)
+    log_a = np.log(base if type(base) in _PLAIN else _recordable(base))
+    if type(a) in _PYTHON_SCALARS or is_number_stand_in(a):  # np.log made a NumPy scalar; a Python base stays weak
+        log_a = converted(log_a, complex if _is_complex(log_a) else float)
     return g * y * log_a
 
 
