@@ -199,8 +199,7 @@ class Arguments:
             for path, method in methods:
                 if id(method) not in rebound:
                     self._refuse_bound_method(path, method)
-        for path, function in functions:
-            self._refuse_function_reaching_leaves(path, function)
+        self._refuse_functions_reaching_leaves(functions)
         self._watch_aliases()
         return self.tracked
 
@@ -256,23 +255,27 @@ class Arguments:
                 "tracked copy, so its parameters' gradient would be lost. Keep the object and call it "
                 "(self.enc(x)), or define a method that does (def forward_fn(self, x): return self.enc(x)).")
 
-    def _refuse_function_reaching_leaves(self, path, function):
+    def _refuse_functions_reaching_leaves(self, functions):
         """Raise for a function among the arguments (a field `self.score = lambda x: ...`) whose closure or
         defaults hold a value being differentiated: inside `f` it would read the caller's value, not the
-        tracked copy, so the gradient through it would be lost, silently."""
-        if not function.__closure__ and not function.__defaults__ and not function.__kwdefaults__:
-            return
-        reached = _differentiated_reached_by(function, self._differentiated_ids())
-        if reached is None:
-            return
-        key = path[-1][0]
-        name = key if isinstance(key, str) and key.isidentifier() else function.__name__
-        raise TypeError(
-            f"{_sentence_start(Where(path, self.roots))} is a function whose closure or defaults hold "
-            f"{self._place_of(reached)}, which is being differentiated. Inside the function it would read the "
-            "caller's value, not the tracked copy, so the gradient through it would be lost. Define it as a "
-            f"method (def {name}(self, ...)), or pass what it uses as an argument; to use the value as a "
-            "constant, capture a copy (w.copy()).")
+        tracked copy, so the gradient through it would be lost, silently. Each function and value they
+        hold is looked into once (the layers of a model share their activation functions)."""
+        differentiated, seen = None, set()
+        for path, function in functions:
+            if not function.__closure__ and not function.__defaults__ and not function.__kwdefaults__:
+                continue
+            if differentiated is None:
+                differentiated = self._differentiated_ids()
+            reached = _differentiated_reached_by(function, differentiated, seen)
+            if reached is not None:
+                key = path[-1][0]
+                name = next((n for n in (key, function.__name__) if isinstance(n, str) and n.isidentifier()), "fn")
+                raise TypeError(
+                    f"{_sentence_start(Where(path, self.roots))} is a function whose closure or defaults hold "
+                    f"{self._place_of(reached)}, which is being differentiated. Inside the function it would read "
+                    "the caller's value, not the tracked copy, so the gradient through it would be lost. Define it "
+                    f"as a method (def {name}(self, ...)), or pass what it uses as an argument; to use the value as "
+                    "a constant, capture a copy (w.copy()).")
 
     def _differentiated_ids(self):
         """{id: the id of the differentiated array or container it is}: those of the arguments, and under
@@ -604,10 +607,17 @@ def _refuse_container(x, where):
         f"get no gradient. Register the type with pb.tree.register (see docs/api-tree.md), or pass {how}.")
 
 
-def _differentiated_reached_by(function, differentiated):
+def _has_float_fields(dtype):
+    """Whether structured `dtype` has a float or complex field, at any depth (fields of fields, sub-arrays)."""
+    return bool(dtype.fields) and any(np.dtype(field[0]).base.kind in "fc" or _has_float_fields(np.dtype(field[0]).base)
+                                      for field in dtype.fields.values())
+
+
+def _differentiated_reached_by(function, differentiated, seen):
     """The id of a differentiated array or container that `function` holds in its closure or defaults, looking
-    into containers and the functions found there (`differentiated`: {id met: the id to report}); None if none."""
-    seen, pending = set(), [function]
+    into containers and the functions found there (`differentiated`: {id met: the id to report}); None if none.
+    `seen` holds the ids of the functions and values already looked into (and found to hold none)."""
+    pending = [function]
     while pending:
         current = pending.pop()
         if id(current) in seen:
@@ -616,6 +626,9 @@ def _differentiated_reached_by(function, differentiated):
         for value in _captured_values(current):
             if id(value) in differentiated:
                 return differentiated[id(value)]
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
             hits = []
 
             def leaf(v, parts, path):
@@ -662,9 +675,9 @@ def _refuse_attributes_of_item_container(x, path):
 
 
 def _holds_differentiable(value):
-    """Whether `value` is, or holds, a float or complex value (an array or a number)."""
-    return any(_is_float_array(v) or type(v) in (float, complex) or isinstance(v, np.inexact)
-               for v in tree.leaves(value))
+    """Whether `value` is, or holds, a float or complex array. (Python numbers there are taken as settings, a
+    timestamp or a rate, as the optimisers take a Python float: to train a number, keep it as a 0-d array.)"""
+    return any(_is_float_array(v) for v in tree.leaves(value))
 
 
 def refuse_method_holding_arrays(method, where):
@@ -706,8 +719,7 @@ def _refuse_untrackable(x, where):
             "cannot differentiate (it tracks float and complex arrays). Convert it with x.astype(float), pass the "
             "arrays it holds as a list or tuple, or pass it by keyword if it is a constant."
         )
-    if type(x) is np.ndarray and x.dtype.fields and any(
-            np.dtype(field[0]).base.kind in "fc" for field in x.dtype.fields.values()):
+    if isinstance(x, (np.ndarray, np.void)) and _has_float_fields(x.dtype):
         raise TypeError(
             f"{_sentence_start(where)} is a structured NumPy array with float fields, which pullback cannot "
             "differentiate (it tracks float and complex arrays). Pass its fields as separate float arrays "

@@ -338,6 +338,9 @@ def test_a_structured_array_with_float_fields_is_refused_not_given_none():
     record = np.array([(1.0, 2.0)], dtype=[("a", "f8"), ("b", "f8")])
     with pytest.raises(TypeError, match=r"structured NumPy array with float fields.*separate float arrays"):
         pb.gradient(lambda r: np.sum(r["a"] * r["b"]), record)
+    for hidden in (record[0], np.zeros(2, [("inner", [("x", "f8")])])):  # a record alone; a nested float field
+        with pytest.raises(TypeError, match=r"structured NumPy array with float fields"):
+            pb.gradient(lambda r: 1.0, hidden)
     counts = np.array([(3,)], dtype=[("n", "i4")])  # integer fields carry no gradient: None, as for an int array
     g, none = pb.gradient(lambda x, c: np.sum(x * c["n"]), np.ones(1), counts)
     np.testing.assert_array_equal(g, [3.0])

@@ -23,11 +23,19 @@ def test_list_subclass_attribute_holding_a_float_array_is_refused_not_dropped():
         pb.gradient(lambda ls: np.sum(ls[0]) * np.sum(ls.scale), layers)
 
 
-def test_dict_subclass_attribute_holding_a_float_is_refused_not_dropped():
+def test_dict_subclass_attribute_holding_a_float_array_is_refused_not_dropped():
     params = Named(w=np.array([1.0, 2.0]))
-    params.bias = 2.0
+    params.bias = np.array(2.0)
     with pytest.raises(TypeError, match=r"Argument 0\['inner'\] is a Named.*\.bias"):
         pb.gradient(lambda m: np.sum(m["inner"]["w"]) * m["inner"].bias, {"inner": params})
+
+
+def test_dict_subclass_attribute_holding_a_python_float_is_a_setting():
+    # a timestamp or a rate: Python numbers there are settings, as the optimisers take them
+    params = Named(w=np.array([1.0, 2.0]))
+    params.created, params.rate = 1.7e9, 0.1
+    (g,) = pb.gradient(lambda m: np.sum(m["w"] ** 2) * m.rate, params)
+    np.testing.assert_allclose(g["w"], 2 * 0.1 * params["w"])
 
 
 def test_list_subclass_with_only_plain_attributes_is_differentiated():
@@ -273,3 +281,14 @@ def test_number_fields_under_jit_of_gradient_give_the_eager_gradient(n):
         (g,) = step(Scaled(n))
         np.testing.assert_allclose(g.w, 2 * np.array([1.0, 2.0]) * n)  # d/dw sum(w^2) n = 2 w n
         assert g.n is None
+
+
+def test_shared_activation_functions_of_many_layers_are_looked_into_once(monkeypatch):
+    from pullback import _leaves
+
+    looked = []
+    captured = _leaves._captured_values
+    monkeypatch.setattr(_leaves, "_captured_values", lambda fn: looked.append(fn) or captured(fn))
+    model = pb.nn.Chain(*[pb.nn.Dense(3, 3, pb.nn.relu, rng=i) for i in range(30)])
+    pb.gradient(lambda m, x: np.sum(m(x) ** 2), model, np.ones((2, 3)))
+    assert len(looked) <= 3  # relu and what it wraps, not once per layer
