@@ -154,21 +154,28 @@ class Guard:
 
 class RaisesAgain:
     """A call that raised at the trace, where the function caught the error and went on: each replay runs it
-    again and goes on only where it raises an error of the same type, as the code then takes the same branch;
-    otherwise the function is traced again."""
+    again and goes on only where it raises the same error (its type and arguments: the code may read its
+    message), as the code then takes the same branch; otherwise the function is traced again."""
 
-    __slots__ = ("fn", "error")
+    __slots__ = ("fn", "error", "args")
 
     def __init__(self, fn, error):
-        self.fn, self.error = fn, error
+        self.fn, self.error, self.args = fn, type(error), error.args
 
     def __call__(self, *args, **kwargs):
         try:
             self.fn(*args, **kwargs)
         except Exception as error:
-            if type(error) is self.error:
+            if type(error) is self.error and _same_arguments(error.args, self.args):
                 return None
         raise Retrace
+
+
+def _same_arguments(a, b):
+    try:
+        return bool(a == b)
+    except Exception:  # arguments that compare elementwise (arrays)
+        return False
 
 
 # the copies made by `_copy_to_write` in this thread while a `PartlyWritten` call runs (else None)
@@ -382,7 +389,7 @@ class Trace:
         if isinstance(error, JitError):
             return
         slot = self.new_slot(None)
-        self._append(Node(RaisesAgain(fn, type(error)), f"{name} (raised {type(error).__name__})", ref_args,
+        self._append(Node(RaisesAgain(fn, error), f"{name} (raised {type(error).__name__})", ref_args,
                           ref_kwargs, slot, None, False))
 
     def _aliases(self, result, concrete_args, ref_args):
@@ -412,8 +419,10 @@ class Trace:
             # a NumPy array or scalar operand. A float or complex result (`np.ones(3) * n`, the seed of a gradient
             # times a factor) is a value: the operator's ufunc, recorded with the number as an input, as beside a
             # traced array. An integer or boolean one may index plain arrays: NumPy's, at the number's value
-            if first.dtype.kind in "fc":
+            if first.dtype.kind in "fc" and isinstance(first, np.ndarray):
                 return self.call(_NUMBER_UFUNCS[name], name, args, {}, elementwise=True)
+            if first.dtype.kind in "fc":  # of NumPy scalars: the operator itself (a float32's ** rounds as
+                return self.call(fn, name, args, {}, elementwise=True)  # NumPy's scalar power, not np.power)
             return fn(*self._freeze(args))
         if type(result) in (bool, int, float, complex):
             slot = self.new_slot(result)

@@ -774,6 +774,8 @@ def leaf_gradient(g, primal, returned):
             return converted(g, convert)
         if is_traced(g):
             return g
+    if is_jit_float_or_complex(primal):  # traced by an outer level (a jvp of a gradient), its gradient a constant
+        return _number_gradient(g, primal)
     if is_foreign_array(primal) or is_foreign_array(g):  # its library's array, as the rules left it
         g = as_type_of(g, primal)
         if g is primal or id(g) in returned:  # one gradient object per leaf, as with NumPy arrays

@@ -1130,10 +1130,18 @@ def _outputs(kwargs):
     return () if out is None else out if isinstance(out, tuple) else (out,)
 
 
+def _refuse_scalar_outputs(outs):
+    """NumPy's error for an `out=` that is a traced NumPy scalar (`y = x * 1.0` of a 0-d `x`), which it
+    cannot write into."""
+    if any(isinstance(o, Traced) and not holds_array(o) for o in outs):
+        raise TypeError("return arrays must be of ArrayType")
+
+
 def _constant_into_out(ufunc, method, inputs, kwargs):
     """A ufunc without a derivative (floor, isnan, ...) writing into traced `out=` arrays: each takes
     the result as a constant, so its derivative is zero from here on, as the values say."""
     others = {k: v for k, v in strip_all(kwargs).items() if k != "out"}
+    _refuse_scalar_outputs(_outputs(kwargs))
     where = others.pop("where", True)
     if where is not True and method != "__call__":
         raise TypeError(f"{ufunc_name(ufunc)}.{method}(..., out=..., where=...) is not supported on tracked values; "
@@ -1184,6 +1192,7 @@ def _into_out(ufunc, method, inputs, kwargs, name):
     Each traced array of an `out` tuple (np.divmod, np.modf) takes its output so."""
     out = kwargs.pop("out")
     out = out if isinstance(out, tuple) else (out,)
+    _refuse_scalar_outputs(out)
     _refuse_shared_outputs(name, out)
     casting = kwargs.pop("casting", "same_kind")  # the write below casts, as NumPy's output does
     call = ufunc if method == "__call__" else getattr(ufunc, method)

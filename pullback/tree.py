@@ -10,8 +10,9 @@ speaks NumPy's dispatch protocols (`__array_ufunc__`, `__array_function__`) is a
 that sets `__array_ufunc__ = None` (NumPy's opt-out) is not.
 
 A list or dict subclass is walked by its entries alone: one whose own attributes hold float
-values is refused where it is differentiated (register it, naming them, to differentiate
-them too). A function kept in an object (`self.score = lambda x: ...`) is a leaf; one whose
+arrays is refused where it is differentiated (register it, naming them, to differentiate
+them too); Python numbers there are settings (a timestamp, a rate), as the optimisers take
+them, and get no gradient. A function kept in an object (`self.score = lambda x: ...`) is a leaf; one whose
 closure or defaults hold a value being differentiated is refused, since it would read the
 caller's value rather than the tracked one: make it a method.
 
@@ -483,7 +484,10 @@ def _bound_to(x, name):
     cls = type(x)
     raw = next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None)  # inspect.getattr_static's answer,
     if raw is None:                                                          # for the common case, cheaply
-        raw = inspect.getattr_static(cls, name)
+        raw = inspect.getattr_static(cls, name, None)
+    if raw is None:  # given by the metaclass's __getattr__: as `type(x).name` gives it, bound to x as Python would
+        raw = getattr(cls, name)
+        return raw if inspect.ismethod(raw) else functools.partial(raw, x)
     get = getattr(type(raw), "__get__", None)
     return get(raw, x, cls) if get is not None else functools.partial(raw, x)
 
@@ -845,7 +849,7 @@ def mirror(x: Any, kids: dict) -> Any:
     cls = type(x)
     if cls is tuple or cls is list:
         return cls(kids.values())
-    if _registered_kind(cls) is not None and not (isinstance(x, (tuple, list)) and _positional(kids)):
+    if _registered_kind(cls) is not None and not (isinstance(x, (tuple, list)) and _are_items(x, kids)):
         return Tangent._make(cls, kids)  # named children, even for a registered list or dict subclass
     if isinstance(x, tuple) and hasattr(cls, "_fields"):
         return _namedtuple_like(x, kids)
@@ -858,9 +862,9 @@ def mirror(x: Any, kids: dict) -> Any:
     return Tangent._make(x.primal_type if cls is Tangent else cls, kids)
 
 
-def _positional(kids):
-    """Whether children `kids` are named 0, 1, ..., as a sequence's items are."""
-    return all(k == i for i, k in enumerate(kids))
+def _are_items(x, kids):
+    """Whether the children of sequence `x` are its items, in order (the gradient may then be a sequence)."""
+    return len(kids) == len(x) and all(k == i for i, k in enumerate(kids))
 
 
 def gradient_like(x: Any, f: Callable[[Any, "Path"], Any], exclude: Callable[[Any], bool] | None = None) -> Any:

@@ -565,3 +565,28 @@ def test_constant_ufunc_into_windows_under_jit_matches_eager_and_refuses_what_ea
         pb.withgradient(f, X.copy(), np.array([1.0, 2.0, 1.0]))
     with pytest.raises(ValueError, match="sliding_window_view"):
         jitted(X.copy(), np.array([1.0, 2.0, 1.0]))
+
+
+@pytest.mark.parametrize("ufunc", [np.exp, np.floor], ids=["with a derivative", "without"])
+def test_out_given_a_numpy_scalar_raises_numpy_s_error_not_dropping_the_write(ufunc):
+    def f(x):
+        y = x * 1.0  # of a 0-d array: a NumPy scalar, which NumPy cannot write into
+        ufunc(x, out=y)
+        return y
+
+    x = np.array(2.5)
+    for run in (lambda: f(x), lambda: pb.jvp(f, (x,), (np.ones(()),)), lambda: pb.gradient(lambda x: f(x) * 1.0, x)):
+        with pytest.raises(TypeError, match="return arrays must be of ArrayType"):
+            run()
+
+
+def test_add_at_by_an_index_computed_under_jit_with_a_constant_cotangent():
+    def loss(x):
+        y = x * 1.0
+        np.add.at(y, np.argsort(x), x)
+        return np.sum(y)  # the cotangent reaching add.at is a plain array of ones
+
+    jitted = pb.jit(lambda x: pb.gradient(loss, x)[0])
+    for x in (np.array([0.3, -1.2, 2.5]), np.array([2.0, 1.0, -3.0])):
+        np.testing.assert_array_equal(jitted(x), pb.gradient(loss, x)[0])
+        np.testing.assert_allclose(jitted(x), numerical_gradient(loss, x)[0], rtol=1e-7)

@@ -13,6 +13,7 @@ from pullback.testing import numerical_gradient
 
 VALUES = (1.0, 2.0, 3.5, -0.75)
 
+
 def _same(jitted, eager):
     """`jitted` is `eager`: the same structure, types and values (bit for bit)."""
     if isinstance(eager, tuple):  # (pb.withgradient's namedtuple comes back from pb.jit as a tuple)
@@ -202,3 +203,37 @@ def test_an_int_argument_is_not_differentiated():
     for n in (1, 2, 3):
         _same(jitted(n, X), program(n, X))
         assert jitted(n, X)[0] is None
+
+
+X32 = np.array([0.5, -1.0, 2.0], np.float32)
+
+
+@pytest.mark.parametrize("inner", [
+    lambda s: s * np.sum(X32), lambda s: -s, lambda s: s * s * np.sum(X32), lambda s: np.sin(s) * s,
+], ids=["linear", "negation", "quadratic", "sine"])
+def test_a_jvp_of_a_gradient_with_respect_to_a_float_is_a_float_as_eagerly(inner):
+    def hvp(s):
+        return pb.jvp(lambda t: pb.gradient(inner, t)[0], (s,), (1.0,))
+
+    jitted = pb.jit(hvp)
+    for s in VALUES:
+        _same(jitted(s), hvp(s))
+
+
+@pytest.mark.parametrize("scalar", [np.float32(1.5), np.float64(1.5), np.float16(0.7)], ids=str)
+def test_powers_of_numpy_scalars_round_as_numpy_s_scalar_power(scalar):
+    # a float32's ** rounds as NumPy's scalar power does, which np.power does not always match
+    for f in (lambda s: s ** scalar, lambda s: scalar ** s):
+        jitted, jitted_gradient = pb.jit(f), pb.jit(lambda s, f=f: pb.withgradient(f, s))
+        for s in (1.3, 2.7, 0.45, 3.1):
+            assert repr(jitted(s)) == repr(f(s))
+            _same(jitted_gradient(s), pb.withgradient(f, s))
+
+
+def test_the_gradient_of_a_maximum_at_infinity_is_infinite_not_nan():
+    f = lambda s: np.maximum(s, 0.0) * s  # noqa: E731
+    with np.errstate(all="ignore"):
+        assert pb.gradient(f, float("inf")) == (float("inf"),)
+        assert pb.jit(lambda s: pb.gradient(f, s))(float("inf")) == (float("inf"),)
+        g = pb.jit(lambda x: pb.gradient(lambda x: np.sum(f(x)), x))(np.array([np.inf, 1.0, 0.0]))[0]
+    np.testing.assert_array_equal(g, [np.inf, 2.0, 0.0])

@@ -309,3 +309,15 @@ def test_a_caught_error_s_branch_is_traced_once_and_replayed_as_eagerly():
         np.testing.assert_array_equal(gradient(x)[0], pb.gradient(lambda x: np.sum(_inverse_or_zeros(x) ** 2), x)[0])
     for jitted in (inverse, solve, gradient):
         assert jitted.cache_info().traces == 2  # one per branch, each replayed after
+
+
+def test_a_caught_error_s_message_read_by_the_function_is_each_call_s():
+    def f(x, i):
+        try:
+            return x[i] * 2.0
+        except IndexError as error:
+            return float(len(str(error)))
+
+    x, jitted = np.arange(5.0), pb.jit(f)
+    for i in (1, 7, 12345, -100, 7):
+        assert jitted(x, np.array(i)) == f(x, np.array(i))

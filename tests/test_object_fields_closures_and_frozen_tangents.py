@@ -292,3 +292,31 @@ def test_shared_activation_functions_of_many_layers_are_looked_into_once(monkeyp
     model = pb.nn.Chain(*[pb.nn.Dense(3, 3, pb.nn.relu, rng=i) for i in range(30)])
     pb.gradient(lambda m, x: np.sum(m(x) ** 2), model, np.ones((2, 3)))
     assert len(looked) <= 3  # relu and what it wraps, not once per layer
+
+
+def test_a_registered_list_subclass_whose_children_are_not_its_items_gets_a_tangent():
+    class Params(list):
+        pass
+
+    # children 0 and 1 are items 0 and 2: a list gradient would put item 2's gradient at position 1
+    tree.register(Params, lambda p: {0: p[0], 1: p[2]}, lambda p, kids: Params([kids[0], p[1], kids[1]]))
+    p = Params([np.array([1.0, 2.0]), np.array([7.0]), np.array([3.0])])
+    (g,) = pb.gradient(lambda p: np.sum(p[0] ** 2) + np.sum(p[2] ** 3), p)
+    assert isinstance(g, pb.Tangent)
+    np.testing.assert_allclose(tree.child_of(g, 1), [27.0])
+
+
+def test_trainable_given_by_a_metaclass_is_read():
+    class Meta(type):
+        def __getattr__(cls, name):
+            if name == "trainable":
+                return lambda self: ("b",)
+            raise AttributeError(name)
+
+    class Layer(metaclass=Meta):
+        def __init__(self):
+            self.w, self.b = np.array([1.0]), np.array([2.0])
+
+    (g,) = pb.gradient(lambda m: np.sum(m.w * m.b), Layer())
+    assert g.w is None
+    np.testing.assert_allclose(g.b, [1.0])

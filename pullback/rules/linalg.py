@@ -476,6 +476,8 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     As SciPy does, the other triangle of `c` holds the input's entries.
     """
     if not _any_tracked(a):
+        if not is_stand_in(a):  # SciPy's own result (for a stack of matrices, a list with an array of flags)
+            return _scipy_linalg().cho_factor(a, lower, overwrite_a, check_finite)
         # only the matrix is recorded: a replay rebuilds arrays, not a tuple holding the flag
         return scipy_call(cho_factor_matrix, a, lower, overwrite_a, check_finite), lower
     _square_2d("cho_factor", a)

@@ -409,7 +409,7 @@ def _balanced(g, win, tie):
     """
     out = g * win
     if (type(tie) is not np.ndarray and holds_foreign_array(tie)) or np.any(tie):  # rare for real data (but common for relu at 0): skip the work otherwise
-        out = out + (g * tie) * 0.5
+        out = out + np.where(tie, g * 0.5, 0.0)  # (selected: an infinite g elsewhere times 0 would be NaN)
     return out
 
 
@@ -626,7 +626,9 @@ def add_at(a, positions, values):
 
 @rrule(add_at)
 def _add_at_rule(a, positions, values):
-    return add_at(a, positions, values), lambda g: (g, None, np.reshape(g, -1)[positions])
+    # take_along_axis, which dispatches on its indices: under pb.jit the positions may be traced where g is
+    # a plain array (g[positions] and np.take would convert them)
+    return add_at(a, positions, values), lambda g: (g, None, np.take_along_axis(np.reshape(g, -1), positions, 0))
 
 
 @forward_rule(add_at)
