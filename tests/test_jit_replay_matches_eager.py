@@ -870,3 +870,19 @@ def test_a_refused_concatenation_into_a_transposed_out_names_np_concatenate():
     f = lambda x: np.concatenate([x[:, :1].T, x[:, 1:].T], out=x.T)  # noqa: E731
     with pytest.raises(pb.JitError, match=r"np\.concatenate\(\.\.\., out=\.\.\.\) writes into an array that shares"):
         pb.jit(f)(np.arange(4.0).reshape(2, 2))
+
+
+@pytest.mark.parametrize("f", [
+    lambda w: np.max(w ** 2), lambda w: w.min(), np.median, lambda w: np.percentile(w, 30), np.nanmax, np.cov,
+    lambda w: np.average(w, weights=np.arange(4.0)), lambda w: np.interp(0.3, np.arange(4.0), w),
+], ids=["max", "min method", "median", "percentile", "nanmax", "cov (a 0-d array)", "average", "interp"])
+def test_a_reduction_s_value_under_jit_of_a_gradient_has_numpy_s_type(f):
+    # a NumPy scalar where NumPy gives one (a 0-d array is mutable: `v += 1` would change a stored loss)
+    w = np.array([0.5, -2.0, 1.0, 3.0])
+    step = pb.jit(lambda w: pb.withgradient(f, w))
+    for x in (w, w + 1.0):
+        value = step(x)[0]
+        assert type(value) is type(f(x)) is type(pb.withgradient(f, x)[0])
+        np.testing.assert_allclose(value, f(x), rtol=1e-12)
+    jvp_value = pb.jit(lambda w: pb.jvp(f, (w,), (np.ones(4),)))(w)[0]
+    assert type(jvp_value) is type(f(w))

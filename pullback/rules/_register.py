@@ -34,7 +34,7 @@ from .._arrays import is_foreign_array_type, zeros_as
 from .._extend import composite as run_in_place_of
 from .._extend import frule, nondifferentiable, primitive, rrule, serve_named_later_arguments
 from .._registry import FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, qualified_name
-from .._standins import astype, getitem, index_update, is_stand_in, power
+from .._standins import astype, getitem, index_update, is_stand_in, power, traced_value
 from .._values import Traced, stop_gradient, strip_all
 
 # kind: "rule" (its own reverse rule, `rule`), "composite", "none" (no gradient) or "refused";
@@ -179,7 +179,7 @@ def valued_as_numpy(fn, impl):
     def run(*args, **kwargs):
         plain_args, plain_kwargs = strip_all(args), strip_all(kwargs)
         if not (_plain(plain_args) and _plain(plain_kwargs)):
-            return impl(*args, **kwargs)
+            return _scalar_where_numpy_gives_one(impl(*args, **kwargs), fn, plain_args, plain_kwargs, in_place)
         if in_place:
             bound = signature.bind(*plain_args, **plain_kwargs)
             bound.arguments.update(in_place)
@@ -190,6 +190,35 @@ def valued_as_numpy(fn, impl):
             return _pinned(impl(*args, **kwargs), plain)
 
     return run
+
+
+def _scalar_where_numpy_gives_one(y, fn, plain_args, plain_kwargs, in_place):
+    """Under `pb.jit`, the composite's 0-d result `y` as a NumPy scalar (recorded) where NumPy's `fn` gives
+    one (np.median, np.nanmax), not where it gives a 0-d array (np.cov of one variable): learnt from NumPy's
+    call on the values of the trace, once."""
+    plain = stop_gradient(y)
+    if not is_stand_in(plain) or np.ndim(plain) != 0:  # (a tuple of results: as it is)
+        return y
+    values = _trace_values((plain_args, plain_kwargs))
+    if not (_plain(values[0]) and _plain(values[1])):  # (a Dask argument beside the stand-ins)
+        return y
+    if in_place:
+        bound = inspect.signature(fn).bind(*values[0], **values[1])
+        bound.arguments.update(in_place)
+        values = (bound.args, bound.kwargs)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        given = fn(*values[0], **values[1])
+    return y[()] if isinstance(given, np.generic) else y
+
+
+def _trace_values(x):
+    """`x` with each `pb.jit` stand-in replaced by the value it has in the trace."""
+    if type(x) in (tuple, list):
+        return type(x)(_trace_values(v) for v in x)
+    if type(x) is dict:
+        return {k: _trace_values(v) for k, v in x.items()}
+    return traced_value(x)
 
 
 def with_numpy_value(result, fn, /, *args, **kwargs):

@@ -9,6 +9,7 @@ import operator
 import numpy as np
 
 from .._arrays import holds_foreign_array
+from .._standins import is_stand_in
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, composite, forward_rule, linear_forward, numpy_valued, rule, without_gradient
@@ -211,8 +212,8 @@ def _extreme(reduce, x, axis, keepdims, out, initial, where):
     kept = _kept_extreme(reduce, x, axis, initial, where)
     keepdims = keeps_dims(keepdims)
     y = kept if keepdims else np.reshape(kept, _reduced_shape(np.shape(x), axis))
-    if type(y) is np.ndarray and y.ndim == 0:
-        y = y[()]  # a NumPy scalar, as NumPy's own reduction returns
+    if (type(y) is np.ndarray or is_stand_in(y)) and np.ndim(y) == 0:
+        y = y[()]  # a NumPy scalar, as NumPy's own reduction returns (recorded under pb.jit)
 
     def back(g):
         # Ties share the cotangent equally (initial= too, where it ties), so the result is a valid subgradient.
