@@ -211,7 +211,8 @@ def _add(current, ct, like, j, owned, in_place):
         ct = fit(ct, like)
         if ct is None:
             return current
-        if type(current) is np.ndarray and not isinstance(ct, Traced):
+        if type(current) is np.ndarray and (type(ct) is np.ndarray or isinstance(ct, _PLAIN_NUMBERS)):
+            # (a cotangent pb.jit traces, or another library's array, is added by `accum`: not into NumPy memory)
             return np.add(current, ct, out=current)
         return accum(current, ct)
     a = fit(current, like)
@@ -233,6 +234,9 @@ def computes_plain_arrays(tape, seeds):
     """Whether a sweep of `tape` from `seeds` computes plain NumPy values only: nothing recorded is
     traced by another level or stands in for a value under pb.jit, and no seed is."""
     return not tape.holds_traced and not any(is_traced(s) or is_stand_in(s) for s in seeds.values())
+
+
+_PLAIN_NUMBERS = (np.generic, float, int, complex)
 
 
 def _add_into(ct, buffer):

@@ -1385,7 +1385,7 @@ def _as_index(v):
 _VALUE_SHAPED = {np.nonzero, np.flatnonzero, np.argwhere, np.unique, np.unique_values, np.unique_counts,
                  np.unique_inverse, np.unique_all, np.extract, np.compress, np.trim_zeros, np.roots,
                  np.linalg.eig, np.linalg.eigvals, np.setdiff1d, np.intersect1d, np.union1d, np.setxor1d,
-                 np.real_if_close, np.emath.sqrt, np.emath.log, np.emath.log2, np.emath.log10, np.emath.logn,
+                 np.real_if_close, np.polymul, np.polydiv, np.emath.sqrt, np.emath.log, np.emath.log2, np.emath.log10, np.emath.logn,
                  np.emath.power, np.emath.arccos, np.emath.arcsin, np.emath.arctanh, np.bincount, np.ix_,
                  np.delete, np.histogram, np.histogram_bin_edges}
 

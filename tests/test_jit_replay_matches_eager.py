@@ -886,3 +886,30 @@ def test_a_reduction_s_value_under_jit_of_a_gradient_has_numpy_s_type(f):
         np.testing.assert_allclose(value, f(x), rtol=1e-12)
     jvp_value = pb.jit(lambda w: pb.jvp(f, (w,), (np.ones(4),)))(w)[0]
     assert type(jvp_value) is type(f(w))
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: np.sum(np.concatenate([a, np.sin(a)])) + np.sum(a),
+    lambda a: np.sum(np.stack([a, a ** 2])) + np.sum(np.cos(a)),
+], ids=["concatenate", "stack"])
+def test_a_gradient_gathered_from_several_uses_replays_under_jit(f):
+    a = np.arange(12.0).reshape(3, 4) / 7
+    step = pb.jit(lambda a: pb.gradient(f, a)[0])
+    for x in (a, a + 1.0):
+        np.testing.assert_allclose(step(x), pb.gradient(f, x)[0], rtol=1e-14)
+        np.testing.assert_allclose(step(x), pb.testing.numerical_gradient(f, x)[0], rtol=1e-7)
+
+
+@pytest.mark.parametrize("f", [
+    lambda p: np.sum(np.polyval(p, np.array([0.5, 1.5]))),
+    lambda p: np.sum(np.polymul(p, np.array([0.5, -1.0])) ** 2),
+    lambda p: np.sum(np.polydiv(p, np.array([0.5, -1.0]))[0] ** 2),
+], ids=["polyval", "polymul", "polydiv"])
+def test_polynomial_gradients_replay_under_jit_with_leading_zeros_that_come_and_go(f):
+    step = pb.jit(lambda p: pb.withgradient(f, p))
+    for p in ([1.0, 2.0, 3.0], [0.0, 2.0, 3.0], [2.0, -1.0, 0.5], [0.0, 0.0, 3.0]):
+        p = np.array(p)
+        value, (g,) = step(p)
+        assert value == f(p)
+        np.testing.assert_allclose(g, pb.gradient(f, p)[0], rtol=1e-14)
+        np.testing.assert_allclose(g, pb.testing.numerical_gradient(f, p)[0], rtol=1e-6, atol=1e-9)

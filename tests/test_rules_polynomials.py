@@ -78,3 +78,13 @@ def _flat(y):
 def test_second_order(name):
     f, (first, *rest) = CASES[name]
     second_order(lambda p: np.sum(_flat(f(p, *rest)) ** 3), first)
+
+
+def test_polymul_keeps_the_derivative_in_a_leading_zero_coefficient():
+    # NumPy drops the leading zero; the product is still smooth in that coefficient
+    q = np.array([0.5, -1.0])
+    f = lambda p: np.sum(np.polymul(p, q) ** 2)  # noqa: E731
+    for p in (np.array([0.0, 2.0, 3.0]), np.array([0.0, 0.0, 3.0]), np.array([0.0, 0.0, 0.0])):
+        value, (g,) = pb.withgradient(f, p)
+        assert value == f(p)
+        np.testing.assert_allclose(g, pb.testing.numerical_gradient(f, p)[0], rtol=1e-6, atol=1e-9)

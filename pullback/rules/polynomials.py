@@ -8,6 +8,7 @@ operations with rules of their own, except roots, which has its own pair.
 import numpy as np
 
 from .._extend import primitive, rrule
+from .._standins import is_stand_in
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
 from ._register import as_array, composite, forward_in_first
@@ -18,6 +19,13 @@ def _coefficients(p):
     return p if isinstance(p, Traced) else np.asarray(p)
 
 
+def _plain(p):
+    """The plain value of coefficients `p` as NumPy reads them (a list as an array); a `pb.jit` stand-in as it is,
+    so that the NumPy call made of it is recorded."""
+    plain = stop_gradient(p)
+    return plain if is_stand_in(plain) else np.asarray(plain)
+
+
 def _plain_polynomial(*args):
     return any(isinstance(a, np.poly1d) for a in args)
 
@@ -26,7 +34,7 @@ def _plain_polynomial(*args):
 def polyval(p, x):
     if _plain_polynomial(p):
         p = np.asarray(p.coeffs)
-    plain = np.polyval(np.asarray(stop_gradient(p)), stop_gradient(x))
+    plain = np.polyval(_plain(p), stop_gradient(x))
     y = np.zeros(np.shape(plain), dtype=np.result_type(plain))
     for k in range(np.shape(p)[0]):
         y = y * x + p[k]
@@ -54,16 +62,27 @@ composite(np.polyadd, args="a1, a2", notes="The shorter one padded with leading 
 composite(np.polysub, args="a1, a2", notes="The shorter one padded with leading zeros.")(_add_or_subtract(-1))
 
 
-def _trimmed(a):
-    """`a` without its leading zeros (one zero if all are), as np.poly1d stores it."""
-    plain = np.asarray(stop_gradient(a))
+def _leading_zeros(a):
+    """How many leading entries np.poly1d drops from coefficients `a`: its leading zeros (all but one if all
+    are zero). Under `pb.jit` the count is recorded and guarded: coefficients with another count trace again."""
+    plain = _plain(a)
+    if is_stand_in(plain):
+        return int(plain.record_primitive(_zeros_dropped, "leading zeros", (plain,), {}))
+    return _zeros_dropped(plain)
+
+
+def _zeros_dropped(plain):
     nonzero = np.flatnonzero(plain)
-    return a[int(nonzero[0]):] if nonzero.size else a[-1:] * 0.0
+    return int(nonzero[0]) if nonzero.size else np.shape(plain)[0] - 1
 
 
-@composite(np.polymul, args="a1, a2", notes="A convolution of the coefficients (leading zeros dropped, as in NumPy).")
+@composite(np.polymul, args="a1, a2", notes="""A convolution of the coefficients; the leading entries NumPy drops (its
+           inputs' leading zeros) are dropped from the result, so a leading zero keeps its derivative.""")
 def polymul(a1, a2):
-    return np.convolve(_trimmed(_coefficients(a1)), _trimmed(_coefficients(a2)))
+    a1, a2 = _coefficients(a1), _coefficients(a2)
+    # the full convolution's first entries are exact zeros where either input has leading zeros: dropped after
+    # (not before, which would lose the derivative in those coefficients)
+    return np.convolve(a1, a2)[_leading_zeros(a1) + _leading_zeros(a2):]
 
 
 @composite(np.polyder, args="p")
@@ -95,7 +114,7 @@ def polyint(p, m=1, k=None):
 
 @composite(np.polydiv, args="u, v", numpy_value=True, notes="Long division; the remainder's leading near-zeros are dropped, as in NumPy.")
 def polydiv(u, v):
-    plain_q, plain_r = np.polydiv(np.asarray(stop_gradient(u)), np.asarray(stop_gradient(v)))  # NumPy's checks
+    plain_q, plain_r = np.polydiv(_plain(u), _plain(v))  # NumPy's checks (and the remainder's length)
     u, v = _coefficients(u) * 1.0, _coefficients(v) * 1.0
     m, n = np.shape(u)[0] - 1, np.shape(v)[0] - 1
     quotient, r = [], u
