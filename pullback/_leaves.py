@@ -626,7 +626,10 @@ def _differentiated_reached_by(function, differentiated, seen):
         for value in _captured_values(current):
             if id(value) in differentiated:
                 return differentiated[id(value)]
-            if id(value) in seen:
+            if type(value) is types.FunctionType:
+                pending.append(value)  # looked into when its turn comes
+                continue
+            if id(value) in seen or tree.kind_of(value) is None:  # (a leaf not differentiated: a number, a module)
                 continue
             seen.add(id(value))
             hits = []

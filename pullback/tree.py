@@ -284,15 +284,30 @@ def _declared_fields(cls):
 def _attribute(x, name, default=None):
     """`getattr(x, name, default)` without the class's `__getattr__`, which a class may make raise what
     is not an AttributeError, or answer for every name."""
+    if not hasattr(type(x), "__getattr__"):  # nothing of the class's to pass over: the builtin look-up
+        return getattr(x, name, default)
     try:
         return object.__getattribute__(x, name)
     except AttributeError:
         return default
 
 
-def _field_names(x):
+_MISSING = object()
+
+
+def _instance_dict(x):
+    """`x.__dict__`, or None (a slotted object; a class's `__getattr__` is not asked)."""
+    try:
+        return x.__dict__
+    except AttributeError:
+        return None
+    except Exception:  # a __getattr__ raising what is not an AttributeError (asked where there is none)
+        return _attribute(x, "__dict__")
+
+
+def _field_names(x, instance_dict=_MISSING):
     declared = _declared_fields(type(x))
-    instance_dict = _attribute(x, "__dict__")
+    instance_dict = _instance_dict(x) if instance_dict is _MISSING else instance_dict
     if not instance_dict:
         return declared
     if not declared:
@@ -310,13 +325,11 @@ def _slots_of(cls):
             for s in slots if s not in ("__dict__", "__weakref__")]
 
 
-_MISSING = object()
-
 
 def _object_children(x):
-    instance_dict = _attribute(x, "__dict__") or {}
+    instance_dict = _instance_dict(x) or {}
     kids = {}
-    for name in _field_names(x):
+    for name in _field_names(x, instance_dict):
         value = instance_dict.get(name, _MISSING)
         if value is _MISSING:
             value = _attribute(x, name, _MISSING)  # a slot; an unset one is skipped
@@ -467,7 +480,8 @@ def trainable_names(x: Any, kids: dict | None = None) -> "set[str] | None":
             return None  # a field of that name (a dataclass's `trainable: bool`) is data, not a declaration
         raise TypeError(f"{type(x).__name__}.trainable is {type(method).__name__} {method!r}, not a method; declare "
                         "the trainable fields with a method: def trainable(self): return ('w', 'b')")
-    declared = _bound_to(x, "trainable")()
+    # a plain function is a method, called with x (the common case, kept fast); other descriptors bound as Python does
+    declared = method(x) if type(method) is types.FunctionType and not _static(type(x)) else _bound_to(x, "trainable")()
     if isinstance(declared, str):  # set("wb") would be {"w", "b"}
         raise TypeError(f"{type(x).__name__}.trainable() returned the string {declared!r}; it should return a "
                         f"tuple of field names, such as ({declared!r},)")
@@ -476,6 +490,14 @@ def trainable_names(x: Any, kids: dict | None = None) -> "set[str] | None":
     if unknown:
         raise ValueError(f"{type(x).__name__}.trainable() names {sorted(unknown)}, which are not fields of the object")
     return names
+
+
+def _static(cls):
+    """Whether `cls.trainable` is a staticmethod (class access gives its plain function, not to be given x)."""
+    raw = vars(cls).get("trainable")  # defined by the class itself: the common case, one look-up
+    if raw is None:
+        raw = next((vars(k)["trainable"] for k in cls.__mro__ if "trainable" in vars(k)), None)
+    return isinstance(raw, staticmethod)
 
 
 def _bound_to(x, name):

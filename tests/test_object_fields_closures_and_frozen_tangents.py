@@ -320,3 +320,15 @@ def test_trainable_given_by_a_metaclass_is_read():
     (g,) = pb.gradient(lambda m: np.sum(m.w * m.b), Layer())
     assert g.w is None
     np.testing.assert_allclose(g.b, [1.0])
+
+
+def test_a_function_reaching_a_differentiated_field_through_another_closure_is_refused():
+    class Model:
+        def __init__(self):
+            self.w = np.array([1.0, 2.0])
+            w = self.w
+            inner = lambda x: np.sum(w * x)  # noqa: E731
+            self.score = lambda x: inner(x) * 2.0
+
+    with pytest.raises(TypeError, match=r"score is a function whose closure or defaults hold argument 0\.w"):
+        pb.gradient(lambda m: m.score(np.ones(2)), Model())
