@@ -12,9 +12,9 @@ that sets `__array_ufunc__ = None` (NumPy's opt-out) is not.
 A list or dict subclass is walked by its entries alone: one whose own attributes hold float
 arrays is refused where it is differentiated (register it, naming them, to differentiate
 them too); Python numbers there are settings (a timestamp, a rate), as the optimisers take
-them, and get no gradient. A function kept in an object (`self.score = lambda x: ...`) is a leaf; one whose
-closure or defaults hold a value being differentiated is refused, since it would read the
-caller's value rather than the tracked one: make it a method.
+them, and get no gradient. A function kept in an object (`self.score = lambda x: ...`) is a
+leaf; one whose closure or defaults hold a value being differentiated is refused, since it
+would read the caller's value rather than the tracked one: make it a method.
 
 The walk is iterative (no recursion limit) and identity-preserving: an object met at
 several places is visited once, and a cycle is rebuilt as a cycle. Places are named by
@@ -323,7 +323,6 @@ def _slots_of(cls):
     prefix = "_" + cls.__name__.lstrip("_")
     return [prefix + s if s.startswith("__") and not s.endswith("__") and prefix != "_" else s
             for s in slots if s not in ("__dict__", "__weakref__")]
-
 
 
 def _object_children(x):
