@@ -645,10 +645,12 @@ def _refuse_changed_arguments(before, after, contents, raised=None):
     without pb.jit leaves those changes too: refused the same way."""
     changed = sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
     changed += [path for path in _changed_contents(contents) if not any(p.startswith(path) for p in changed)]
+    if not changed and list(before) != list(after):  # the same entries in another order (d.move_to_end(k))
+        changed = [next(a for a, b in zip(before, after) if a != b)]
     if changed:
         then = f" before raising {type(raised).__name__}" if raised is not None else ""
         raise JitError(f"pb.jit: the function changed {', '.join(changed[:3])} of its arguments{then} (an "
-                       "attribute set, an entry added or replaced, a set's or a deque's contents), which a replay "
+                       "attribute set, an entry added, replaced or moved, a set's or a deque's contents), which a replay "
                        "cannot do to the caller's objects. Return the new values instead, or write into the arrays "
                        "themselves (x[...] = v).") from raised
 

@@ -321,3 +321,18 @@ def test_a_caught_error_s_message_read_by_the_function_is_each_call_s():
     x, jitted = np.arange(5.0), pb.jit(f)
     for i in (1, 7, 12345, -100, 7):
         assert jitted(x, np.array(i)) == f(x, np.array(i))
+
+
+@pytest.mark.parametrize("reorder", [
+    lambda d: d.move_to_end("a"), lambda d: d.__setitem__("a", d.pop("a")),
+], ids=["move_to_end", "pop and insert"])
+def test_reordering_a_dict_argument_is_refused_and_undone(reorder):
+    # without pb.jit the caller's dict changes order, which a replay could not do
+    def f(x, d):
+        reorder(d)
+        return np.sum(x) * d["b"]
+
+    d = collections.OrderedDict(a=1.0, b=2.0)
+    with pytest.raises(pb.JitError, match=r"changed args\[1\]\['a'\].*moved"):
+        pb.jit(f)(np.arange(3.0), d)
+    assert list(d) == ["a", "b"]
