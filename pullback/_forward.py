@@ -13,7 +13,7 @@ from ._arrays import is_foreign_array_type, like_input, zeros_as
 from ._backward import as_cotangents, backward, fit, missing_cotangents
 from ._registry import FUNCTIONS, forward_rule_of, qualified_name
 from ._reverse import Tape, like_outputs, several_outputs
-from ._standins import as_numpy_number, astype, dtype_of, is_jit_float_or_complex, shape_of
+from ._standins import as_numpy_number, astype, dtype_of, is_jit_float_or_complex, is_python_float, shape_of
 from ._tangents import Tangent, unthunk
 from ._values import Dual, Traced, Tracked, new_level, release_handed_out
 
@@ -175,7 +175,7 @@ def _zero_cotangent(y):
     output that carries none (an integer)."""
     if several_outputs(y):
         return like_outputs(y, [_zero_cotangent(part) if _has_cotangent(part) else None for part in y])
-    if type(y) is float or (is_jit_float_or_complex(y) and y.__class__ is float):
+    if is_python_float(y):
         return 0.0
     return zeros_as(y, shape_of(y), dtype_of(y))
 

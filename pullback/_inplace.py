@@ -204,7 +204,7 @@ def write_elementwise(handle, new, operands):
     root, positions = link.root, link.positions().reshape(-1)
     order = np.argsort(positions, kind="stable")
     repeated = positions[order][1:] == positions[order][:-1]  # the next place shows the same element
-    if _places_differ(handle.shape, root, compared, order, repeated):
+    if _places_differ(handle.shape, compared, order, repeated):
         raise ValueError(_OVERLAPPING_WRITE)
     targets, first = np.unique(positions, return_index=True)
     _write_root(root, FUNCTIONS[index_update](root, _root_index(root, targets), flat[first]))
@@ -217,14 +217,15 @@ def shows_elements_twice(link):
     return positions.size > 1 and np.ndim(link.root) > 0 and np.bincount(positions.ravel()).max() > 1
 
 
-def _places_differ(shape, root, operands, order, repeated):
-    """Whether two places of an output of `shape` that show one element of `root` (consecutive in `order`,
+def _places_differ(shape, operands, order, repeated):
+    """Whether two places of an output of `shape` that show one element of the root (consecutive in `order`,
     where `repeated` holds) read different elements of a traced operand, or different values of a constant."""
     for x in operands:
         if np.ndim(x) == 0:  # every place reads it
             continue
         if is_traced(x):
-            if _differ_between_places(_elements_read(shape, root, x), order, repeated):
+            read = np.broadcast_to(root_positions(x)[1], shape).reshape(-1)  # the element of its root each reads
+            if _differ_between_places(read, order, repeated):
                 return True
         elif decided(_differ_between_places, np.ravel(np.broadcast_to(x, shape)), order, repeated):
             return True
@@ -234,23 +235,18 @@ def _places_differ(shape, root, operands, order, repeated):
 def decided(test, *args):
     """`bool(test(*args))`. Where an argument is a `pb.jit` stand-in, the test is recorded and its answer
     guarded, so that a replay whose values answer otherwise traces again."""
-    stand_in = next((a for a in args if hasattr(type(a), "record_primitive")), None)
+    stand_in = next((a for a in args if is_stand_in(a)), None)
     if stand_in is None:
         return bool(test(*args))
     return bool(stand_in.record_primitive(test, test.__name__, args, {}))
 
 
-def _elements_read(shape, root, x):
-    """For each element of an output of `shape`, which element traced operand `x` gives it: an index into
-    `root` where `x` shows `root`'s memory, else an index into `x` itself."""
+def root_positions(x):
+    """The root of traced array `x` and, for each element of `x`, its index into the flattened root."""
     link = getattr(x, "_base", None)
-    if x is root:
-        read = np.arange(root.size).reshape(root.shape)
-    elif link is not None and link.root is root:
-        read = link.positions()
-    else:
-        read = np.arange(int(np.size(plain_of(x)))).reshape(np.shape(plain_of(x)))
-    return np.broadcast_to(read, shape).reshape(-1)
+    if link is None:
+        return x, np.arange(int(np.size(plain_of(x)))).reshape(np.shape(plain_of(x)))
+    return link.root, link.positions()
 
 
 def _differ_between_places(values, order, repeated):
@@ -356,7 +352,6 @@ def update_copies(root, copies):
     live = []
     for entry in copies:
         entry[4] = None
-    for entry in copies:
         where, _, ref, private, _ = entry
         value = ref() if private is None else private
         if value is None:

@@ -1167,13 +1167,13 @@ def _write_pieces(func, out, args, kwargs):
         for i, piece in enumerate(arrays):
             out[(slice(None),) * axis + (i,)] = piece
         return out
+    axis = None if axis is None else axis % out.ndim
     start = 0
     for piece in arrays:
         if axis is None:
             size = np.size(piece)
             out[start:start + size] = piece.flatten() if isinstance(piece, Symbol) else np.ravel(piece)
         else:
-            axis = axis % out.ndim
             size = np.shape(piece)[axis]
             out[(slice(None),) * axis + (slice(start, start + size),)] = piece
         start += size
@@ -1385,8 +1385,8 @@ def _as_index(v):
 _VALUE_SHAPED = {np.nonzero, np.flatnonzero, np.argwhere, np.unique, np.unique_values, np.unique_counts,
                  np.unique_inverse, np.unique_all, np.extract, np.compress, np.trim_zeros, np.roots,
                  np.linalg.eig, np.linalg.eigvals, np.setdiff1d, np.intersect1d, np.union1d, np.setxor1d,
-                 np.real_if_close, np.polymul, np.polydiv, np.emath.sqrt, np.emath.log, np.emath.log2, np.emath.log10, np.emath.logn,
-                 np.emath.power, np.emath.arccos, np.emath.arcsin, np.emath.arctanh, np.bincount, np.ix_,
+                 np.real_if_close, np.polymul, np.polydiv, np.emath.sqrt, np.emath.log, np.emath.log2, np.emath.log10,
+                 np.emath.logn, np.emath.power, np.emath.arccos, np.emath.arcsin, np.emath.arctanh, np.bincount, np.ix_,
                  np.delete, np.histogram, np.histogram_bin_edges}
 
 

@@ -48,7 +48,7 @@ def dtype_of(x):
 def is_python_float(x):
     """Whether `x` is a Python float, or a `pb.jit` stand-in for one (`isinstance(x, float)` holds for it, but its
     type is its own; NumPy's float64, a subclass of float, is neither)."""
-    return type(x) is float or (hasattr(type(x), "__pullback_value__") and x.__class__ is float)
+    return type(x) is float or (is_number_stand_in(x) and x.__class__ is float)
 
 
 def is_number_stand_in(x):
@@ -59,7 +59,7 @@ def is_number_stand_in(x):
 def is_jit_float_or_complex(x):
     """Whether `x` is a `pb.jit` stand-in for a Python float or complex: differentiated as it is, so that the
     recorded derivative is replayed at each call's value."""
-    return hasattr(type(x), "__pullback_value__") and x.__class__ in (float, complex)
+    return is_number_stand_in(x) and x.__class__ in (float, complex)
 
 
 # adding a negative zero (of both parts, for a complex) changes no number, the sign of a zero included
@@ -75,7 +75,7 @@ def as_numpy_number(x):
 def shape_of(x):
     """`np.shape(x)`, where `x` may be a `pb.jit` stand-in for a Python number (a scalar: NumPy would read its
     value, fixed by a guard)."""
-    return () if hasattr(type(x), "__pullback_value__") else np.shape(x)
+    return () if is_number_stand_in(x) else np.shape(x)
 
 
 def is_traced(x):

@@ -35,6 +35,7 @@ from ._inplace import (
     holds_array,
     in_place,
     rebind,
+    root_positions,
     set_item,
     write_elementwise,
 )
@@ -1008,17 +1009,20 @@ def _ufunc_at(ufunc, inputs):
     index adding again, as NumPy's unbuffered write does; seen through every view and alias of `a`."""
     at = UFUNC_AT.get(ufunc)
     a, index, values = inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None
-    if at is not None and values is not None and not isinstance(a, Traced):
+    unsupported = TypeError(
+        f"{ufunc_name(ufunc)}.at is not supported on tracked values (np.add.at and np.subtract.at are): it writes in "
+        "place; build the result with np.where or indexing instead (unique indices), or combine repeated entries first.")
+    if at is None or values is None:
+        raise unsupported
+    if not isinstance(a, Traced):
         raise TypeError(f"{ufunc_name(ufunc)}.at would write a value being differentiated into a plain array, losing "
                         "its gradient. Start from a traced array (np.zeros_like(x)), which np.add.at writes into.")
-    if at is not None and values is not None and not holds_array(a) and np.ndim(a) > 0:
+    if not holds_array(a):
+        if np.ndim(a) == 0:  # a NumPy scalar: no element to add at
+            raise unsupported
         raise TypeError(f"{ufunc_name(ufunc)}.at writes in place into NumPy arrays; a {type(concrete_of(a)).__name__} "
                         "has no such write. Build the sum with indexing instead (a one-hot matrix product, or "
                         "xp.where), or convert to NumPy first.")
-    if at is None or values is None or not holds_array(a):
-        raise TypeError(f"{ufunc_name(ufunc)}.at is not supported on tracked values (np.add.at and np.subtract.at "
-                        "are): it writes in place; build the result with np.where or indexing instead (unique indices), "
-                        "or combine repeated entries first.")
     index = strip_all(index) if type(index) is tuple else stop_gradient(index)
     positions = _positions_at(a.shape, index)
     _refuse_reading_what_is_written(ufunc, a, positions, values)
@@ -1030,7 +1034,7 @@ def _positions_at(shape, index):
     """For each element `a[index]` names, `a` of `shape`, its position in `a.ravel()`. An index that is a
     `pb.jit` stand-in (an argument, or computed inside) is recorded, so that each replay uses its own."""
     parts = index if type(index) is tuple else (index,)
-    stand_in = next((p for p in parts if hasattr(type(p), "record_primitive")), None)
+    stand_in = next((p for p in parts if is_stand_in(p)), None)
     if stand_in is None:
         return _flat_positions(shape, index)
     # a mask's count of True decides the positions' shape: the trace checks it on a replay of np.nonzero,
@@ -1040,7 +1044,7 @@ def _positions_at(shape, index):
 
 
 def _is_stand_in_mask(part):
-    return hasattr(type(part), "record_primitive") and part.dtype == bool and part.ndim > 0
+    return is_stand_in(part) and part.dtype == bool and part.ndim > 0
 
 
 def _flat_positions(shape, index):
@@ -1048,20 +1052,12 @@ def _flat_positions(shape, index):
     return np.arange(int(np.prod(shape))).reshape(shape)[index]
 
 
-def _root_positions(x):
-    """The root of traced array `x` and, for each element of `x`, its index into the flattened root."""
-    link = getattr(x, "_base", None)
-    if link is None:
-        return x, np.arange(x.size).reshape(x.shape)
-    return link.root, link.positions()
-
-
 def _refuse_reading_what_is_written(ufunc, a, positions, values):
     """Refuse `ufunc.at(a, index, v)` where `v` shows elements of `a`'s memory that it writes: NumPy reads `v`
     while it writes `a`, so whether such an element is read before or after its write is NumPy's inner loop's."""
     if not isinstance(values, Traced) or not holds_array(values):
         return
-    (root, shown), (values_root, read) = _root_positions(a), _root_positions(values)
+    (root, shown), (values_root, read) = root_positions(a), root_positions(values)
     if values_root is root and decided(_reads_written, shown.reshape(-1), positions, read):
         raise ValueError(f"{ufunc_name(ufunc)}.at(a, index, v) with v a view of the elements of a that it writes: "
                          "NumPy reads v while it writes a, so some values may be read after they were changed. "

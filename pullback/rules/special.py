@@ -33,6 +33,7 @@ import numpy as np
 from .._extend import frule, nondifferentiable, primitive, rrule
 from .._jit_trace import JitError
 from .._registry import qualified_name
+from .._standins import is_stand_in
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient, strip_all
 from ._register import ENTRIES, add_tangents, describe, numpy_valued, with_numpy_value
@@ -1411,7 +1412,7 @@ def _holds_traced(x):
 
 def stand_in_among(x):
     """The first `pb.jit` stand-in inside `x` (through tuples, lists and dicts), or None."""
-    if _is_stand_in(x):
+    if is_stand_in(x):
         return x
     parts = x.values() if isinstance(x, dict) else x if isinstance(x, (tuple, list)) else ()
     for part in parts:
@@ -1452,12 +1453,8 @@ def _replayable(result):
     """Whether each replay recomputes a recorded call's result: the trace's arrays (alone or in one flat tuple or
     list), or a Python number (which the trace guards). A number inside a tuple would be a constant of the trace."""
     if isinstance(result, (tuple, list)):
-        return all(_is_stand_in(part) for part in result)
-    return _is_stand_in(result) or isinstance(result, (bool, int, float, complex))
-
-
-def _is_stand_in(x):
-    return hasattr(type(x), "record_primitive")
+        return all(is_stand_in(part) for part in result)
+    return is_stand_in(result) or isinstance(result, (bool, int, float, complex))
 
 
 def scipy_valued(result, fn, /, *args, **kwargs):
