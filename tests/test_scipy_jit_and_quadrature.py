@@ -3,15 +3,16 @@ and the quadrature stand-ins (quad, trapezoid, cumulative_trapezoid, simpson).""
 
 import numpy as np
 import pytest
-import scipy.integrate as sci
-import scipy.linalg as spl
-import scipy.special as sps
-import scipy.stats as sst
 
 import pullback as pb
-from pullback.scipy import integrate, linalg, signal, special, stats
-from pullback.scipy.spatial import distance
 from pullback.testing import numerical_gradient
+
+sci = pytest.importorskip("scipy.integrate")
+spl = pytest.importorskip("scipy.linalg")
+sps = pytest.importorskip("scipy.special")
+sst = pytest.importorskip("scipy.stats")
+from pullback.scipy import integrate, linalg, signal, special, stats  # noqa: E402
+from pullback.scipy.spatial import distance  # noqa: E402
 
 RNG = np.random.default_rng(7)
 A1, A2 = RNG.standard_normal((3, 3)), RNG.standard_normal((3, 3))
