@@ -487,6 +487,23 @@ def test_maximum_with_a_scalar_tie_sums_the_broadcast_share():
     assert gs == 0.5 + 1.0 + 0.5
 
 
+
+@pytest.mark.parametrize("ufunc", [np.maximum, np.minimum, np.fmax, np.fmin])
+def test_tie_split_keeps_an_infinite_cotangent_and_the_dtype_under_jit(ufunc):
+    a = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    b = np.array([1.0, 5.0, 0.0, 4.0], np.float32)
+    w = np.array([np.inf, 3.0, 5.0, -np.inf], np.float32)  # the ties (first and last) get infinite cotangents
+    wins = np.array([0.0, 0.0, 1.0, 0.0]) if ufunc in (np.maximum, np.fmax) else np.array([0.0, 1.0, 0.0, 0.0])
+    expected_a = np.where(wins == 1.0, w, 0.0).astype(np.float32)
+    expected_a[[0, 3]] = [np.inf, -np.inf]  # half of an infinite cotangent, not NaN
+    step = pb.jit(lambda a, b: pb.gradient(lambda a, b: np.sum(ufunc(a, b) * w), a, b))
+    for _ in range(2):  # the trace, then the replay
+        ga, gb = step(a, b)
+        np.testing.assert_array_equal(ga, expected_a)
+        assert ga.dtype == gb.dtype == np.float32
+    eager_a, _ = pb.gradient(lambda a, b: np.sum(ufunc(a, b) * w), a, b)
+    np.testing.assert_array_equal(eager_a, expected_a)
+
 # --- np.heaviside -------------------------------------------------------------------------------
 def test_heaviside_value_at_zero_is_differentiable():
     x = np.array([-1.5, 0.0, 2.0, 0.0, -0.0])

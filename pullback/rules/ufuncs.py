@@ -17,7 +17,7 @@ import types
 
 import numpy as np
 
-from .._arrays import holds_foreign_array, zeros_as
+from .._arrays import zeros_as
 from .._extend import primitive, rrule
 from .._inplace import ViewLink, holds_array, register_view
 from .._registry import NUMBER_OPERAND_RULES
@@ -404,13 +404,15 @@ binary(np.float_power, _power_da, _power_db, _POWER_NOTES)
 def _balanced(g, win, tie):
     """`g` where `win`, half of it where `tie`: the subgradient of max/min that splits ties.
 
-    Masks multiply rather than select: `np.where` is several times slower here, and this
-    is the backward pass of every relu.
+    Masks multiply rather than select (`np.where` is several times slower here, and this is the
+    backward pass of every relu): by the mask alone where no operand ties (common for real data, so
+    a NumPy mask is checked first), else by one weight of 1, 1/2 or 0 in `g`'s dtype, which keeps an
+    infinite `g` infinite where it counts.
     """
-    out = g * win
-    if (type(tie) is not np.ndarray and holds_foreign_array(tie)) or np.any(tie):  # rare for real data (but common for relu at 0): skip the work otherwise
-        out = out + np.where(tie, g * 0.5, 0.0)  # (selected: an infinite g elsewhere times 0 would be NaN)
-    return out
+    if type(tie) is np.ndarray and not np.any(tie):
+        return g * win
+    dtype = dtype_of(g)
+    return g * np.add(win, np.multiply(tie, 0.5, dtype=dtype), dtype=dtype)
 
 
 _TIES = "Where x1 == x2 each gets half of the gradient."
