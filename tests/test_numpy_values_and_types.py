@@ -240,3 +240,13 @@ def test_the_operators_of_python_numbers_stay_python_and_numpy_ufuncs_give_numpy
 
     pb.gradient(f, 2.0)
     assert seen == {"operator": float, "ufunc": np.float64}
+
+
+def test_nan_to_num_without_copying_returns_its_argument_itself():
+    def f(y):
+        z = np.nan_to_num(y, copy=False)
+        return np.sum(z * np.array([2.0, 3.0])), z is y
+
+    (value, same), (g,) = pb.withgradient(f, np.array([np.nan, 1.0]))
+    assert same and f(np.array([np.nan, 1.0])) == (value, True)
+    np.testing.assert_array_equal(g, [0.0, 3.0])  # the NaN was replaced by a constant

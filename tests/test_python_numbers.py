@@ -177,3 +177,20 @@ def test_a_python_number_traced_at_an_outer_level_gets_its_gradient():
     assert pb.gradient(lambda c: np.sum(inner(c)), 3.0) == (pytest.approx(4.0),)
     assert pb.gradient(lambda c: np.sum(pb.gradient(lambda x: np.sum(x * x / c), np.array(2.0))[0]), 4.0) == (
         pytest.approx(-2 * 2.0 / 16.0),)
+
+
+def test_bessel_i0_of_a_python_float_is_differentiated_in_float64():
+    # d/dx I0 = I1 (scipy.special.i1(2.0) and (10.0)); a Python float is weak, and once made the derivative float16
+    i1 = {2.0: 1.5906368546373291, 10.0: 2670.988303701255}
+    for x, expected in i1.items():
+        assert pb.gradient(np.i0, x)[0] == pytest.approx(expected, rel=1e-13)
+        assert pb.jit(lambda x: pb.gradient(np.i0, x))(x)[0] == pytest.approx(expected, rel=1e-13)
+    # I0'' = I0 - I1 / x
+    assert pb.hessian(np.i0, 2.0) == pytest.approx(float(np.i0(2.0)) - i1[2.0] / 2.0, rel=1e-12)
+
+
+def test_nan_to_num_of_a_python_float_under_jit_of_its_gradient():
+    step = pb.jit(lambda x: pb.withgradient(lambda x: 3.0 * np.nan_to_num(x), x))
+    for x in (0.7, 0.25):
+        value, (g,) = step(x)
+        assert value == 3.0 * x and g == 3.0

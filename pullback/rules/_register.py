@@ -187,7 +187,10 @@ def valued_as_numpy(fn, impl):
         plain = fn(*plain_args, **plain_kwargs)  # NumPy's value, and its errors and warnings, first
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the composite's own: NumPy's were given
-            return _pinned(impl(*args, **kwargs), plain)
+            y = impl(*args, **kwargs)
+        if any(y is a for a in args):  # the argument itself, written in place (copy=False), as NumPy returns it
+            return y
+        return _pinned(y, plain)
 
     return run
 

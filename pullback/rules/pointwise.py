@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from .._extend import primitive, rrule
+from .._standins import dtype_of
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, as_array, composite, forward_in_first, forward_rule, rule, without_gradient
@@ -31,7 +32,7 @@ def sinc(x):
 def bessel_i1(x):
     """The modified Bessel function of the first kind of order one (the derivative of np.i0), by its
     power series, whose terms are all positive (no cancellation)."""
-    x = np.asarray(x, dtype=np.result_type(x, np.float16))
+    x = np.asarray(x, dtype=np.result_type(dtype_of(x), np.float16))  # a Python float is float64, not weak
     half_square = (x / 2.0) ** 2
     term = x / 2.0
     total = term
@@ -74,7 +75,7 @@ def i0_frule(t, x):
            value is replaced (the replacements are differentiable). `copy=False` writes into x, as in NumPy.""")
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     plain = stop_gradient(x)
-    if not isinstance(x, Traced) or np.result_type(plain).kind not in "fc":
+    if not isinstance(x, Traced) or dtype_of(plain).kind not in "fc":
         return np.nan_to_num(plain, copy=copy, nan=stop_gradient(nan), posinf=stop_gradient(posinf),
                              neginf=stop_gradient(neginf))
     if np.iscomplexobj(plain):  # NumPy replaces in the real and imaginary parts apart
@@ -91,7 +92,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 def _replaced(x, nan, posinf, neginf):
     plain = stop_gradient(x)
-    limits = np.finfo(np.result_type(plain))
+    limits = np.finfo(dtype_of(plain))
     big = limits.max if posinf is None else posinf
     small = limits.min if neginf is None else neginf
     return np.where(np.isnan(plain), nan, np.where(np.isposinf(plain), big, np.where(np.isneginf(plain), small, x)))
