@@ -55,7 +55,10 @@ def conversion_error(x):
         "np.zeros(n)): the gradient would be lost. Build arrays from traced values with np.stack([...]) or "
         "np.concatenate([...]); fill one element by element starting from np.zeros_like(x), which is traced; "
         "or compute the result functionally (np.where, indexing). pullback.stop_gradient(x) gives a plain "
-        "value that carries no gradient, if that is what you want."
+        "value that carries no gradient, if that is what you want. A random draw reads its parameters so too "
+        "(rng.normal(mu, sigma), rng.choice(x), rng.permutation(x), rng.choice(n, p=p)): draw standard numbers and "
+        "transform them (mu + sigma * rng.standard_normal(shape)), index by drawn positions "
+        "(x[rng.permutation(len(x))], x[rng.choice(len(x), k)]), or pass the probabilities as pb.stop_gradient(p)."
     )
 
 

@@ -332,3 +332,25 @@ def test_an_unsupported_ufunc_method_names_what_to_write_instead(call, fix):
     with pytest.raises(TypeError, match="is not supported on tracked values") as info:
         pb.gradient(lambda x: np.sum(call(x)), np.arange(1.0, 5.0))
     assert fix in str(info.value)
+
+
+@pytest.mark.parametrize("draw", [
+    lambda rng, mu: rng.normal(mu, 1.0, 3),
+    lambda rng, mu: rng.choice(mu, 2),
+    lambda rng, mu: rng.permutation(mu),
+    lambda rng, mu: rng.choice(3, 2, p=mu / np.sum(mu)),
+], ids=["normal(mu)", "choice(x)", "permutation(x)", "choice(p=)"])
+def test_a_draw_reading_differentiated_parameters_names_the_rewrite_and_draws_nothing(draw):
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    with pytest.raises(TypeError, match=re.escape("mu + sigma * rng.standard_normal(shape)")):
+        pb.gradient(lambda mu: np.sum(draw(rng, mu)), np.array([1.0, 2.0, 3.0]))
+    assert rng.bit_generator.state == state
+
+
+def test_the_suggested_reparameterised_draw_has_the_gradient_of_the_same_numbers():
+    noise = np.random.default_rng(7).standard_normal(3)
+    (g_mu, g_sigma) = pb.gradient(lambda mu, s: np.sum((mu + s * np.random.default_rng(7).standard_normal(3)) ** 2),
+                                  np.array([0.5, -1.0, 2.0]), 1.5)
+    np.testing.assert_allclose(g_mu, 2 * (np.array([0.5, -1.0, 2.0]) + 1.5 * noise), rtol=1e-14)
+    assert g_sigma == pytest.approx(np.sum(2 * (np.array([0.5, -1.0, 2.0]) + 1.5 * noise) * noise), rel=1e-14)
