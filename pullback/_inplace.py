@@ -316,6 +316,9 @@ def _write_root(root, new, writer=None, written=None):
     check = getattr(getattr(root, "_tape", None), "write_check", None)
     if check is not None:  # a write into an argument: see `Arguments.refuse_shared_write`
         check(getattr(root, "_id", None))
+    copies = getattr(root, "_read_only", None)
+    if copies:
+        _refuse_write_under_shared_value(copies)
     refs = getattr(root, "_views", None)
     views = [] if refs is None else [v for v in (ref() for ref in refs) if v is not None and v._base.root is root]
     old_root, olds = plain_of(root), [plain_of(v) for v in views]
@@ -337,24 +340,40 @@ def _write_root(root, new, writer=None, written=None):
         _assign(view, _fitted(view, fresh))
         if derive is None:
             _keep_layout(view, old, old_root, new_root)
-    copies = getattr(root, "_read_only", None)
     if copies:
         update_copies(root, copies)
+
+
+def _refuse_write_under_shared_value(copies):
+    """Raise before a recorded write into an array the caller gave while `pb.stop_gradient`'s value of it,
+    a read-only view of the caller's memory (see `_values.read_only_value`), is in use: without pullback
+    the value is the array and shows the write, but pullback does not write into the caller's array."""
+    for entry in copies:
+        if entry[5]:
+            entry[4] = None  # the one kept for reuse lets go
+            if entry[2]() is not None:
+                raise ValueError(
+                    "The function writes into an array it was given (x[i] = ..., x += ...) while "
+                    "s = pb.stop_gradient(x) (or a view of it) is in use: without pullback s is x and shows the "
+                    "write, but pullback does not write into the caller's array, which s shares so as to show "
+                    "writes made through other names of it. Take pb.stop_gradient(x) after the write (or "
+                    "del s before it), or write into a copy made first (x = x.copy()).")
 
 
 def update_copies(root, copies):
     """After a write into `root`, give each copy `pb.stop_gradient` made of it or of a view of it its new
     value: without pullback the value is the array itself, so it and its views show the write. `copies`
-    holds `[where, plain value, weak reference to the copy, None, the copy or None]` (see
-    `_values.read_only_value`; under `pb.jit` the writable copy fourth). Copies no longer in use are dropped:
+    holds `[where, plain value, weak reference to the copy, None, the copy or None, shared]` (see
+    `_values.read_only_value`; under `pb.jit` the writable copy fourth; `shared` for a view of the caller's
+    memory, which `_write_root` lets no write reach while in use). Copies no longer in use are dropped:
     the one kept for reuse first lets go."""
     new = plain_of(root)
     live = []
     for entry in copies:
         entry[4] = None
-        where, _, ref, private, _ = entry
+        where, _, ref, private, _, shared = entry
         value = ref() if private is None else private
-        if value is None:
+        if value is None or shared:
             continue
         if where is None:  # of the root itself, which holds the same value while not written again
             entry[1] = plain = new

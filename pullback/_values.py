@@ -8,6 +8,7 @@ calls make nested levels; an operation unwraps only the inputs of the innermost 
 rule's own arithmetic is recorded on the outer levels and the levels never mix.
 """
 
+import dis
 import functools
 import itertools
 import operator
@@ -51,6 +52,7 @@ from ._standins import (
     is_number_stand_in,
     is_stand_in,
     power,
+    traced_value,
 )
 from ._tangents import PerOperand
 
@@ -157,10 +159,12 @@ class Traced:
         return value.__class__
 
     def __float__(self):
-        raise lost_gradient(
+        error = lost_gradient(
             "convert it to a Python float (float(x), the math module, or writing it into one element of a plain "
             "array such as np.zeros(n); start from np.zeros_like(x), which is traced, or use np.stack)"
         )
+        error.pullback_conversion = True  # see `conversion_refusal`
+        raise error
 
     def __int__(self):
         """`int(x)`: the plain integer, as without pullback (an integer carries no gradient)."""
@@ -668,12 +672,14 @@ def apply(rule, args, kwargs=NO_KWARGS):
                 tape = t
         elif kind not in _PLAIN:
             check_operand(a)
+    if _HANDED_IDS and tape is not None:
+        args, kwargs = _kept_as_now(args), {k: _kept_as_now(v) for k, v in kwargs.items()}
     try:
         if tape is None:
             return rule(*args, **kwargs)[0]
         return tape.apply(rule, args, kwargs)
     except (TypeError, ValueError) as error:
-        named = mixed_arrays_error(rule, args, error)
+        named = None if raised_by_pullback(error) else mixed_arrays_error(rule, args, error)
         if named is None:
             raise
         raise named from error
@@ -687,6 +693,8 @@ def apply_rule(rule, *args, **kwargs):
 def apply2(rule, a, b):
     """`apply` for two inputs, at least one of them traced; the common reverse-mode cases kept short."""
     kind_a, kind_b = type(a), type(b)
+    if _HANDED_IDS and (id(a) in _HANDED_IDS or id(b) in _HANDED_IDS):
+        a, b = _kept_as_now((a, b))
     try:
         if kind_a is Tracked and kind_b is not Dual:
             tape = a._tape
@@ -720,7 +728,7 @@ def apply2(rule, a, b):
         if type(back) is PerOperand and -1 in ids:
             back = back.traced_only(ids)
     except (TypeError, ValueError) as error:  # arrays of two libraries, or shapes that do not line up
-        named = mixed_arrays_error(rule, (a, b), error)
+        named = None if raised_by_pullback(error) else mixed_arrays_error(rule, (a, b), error)
         if named is None:
             raise
         raise named from error
@@ -728,6 +736,22 @@ def apply2(rule, a, b):
 
 
 _PLAIN = frozenset((float, int, bool, np.ndarray, np.float64, np.float32, np.int64))
+_RAISE = dis.opmap["RAISE_VARARGS"]
+
+
+def raised_by_pullback(error):
+    """Whether `error` comes from a `raise` statement of pullback's own code (a rule's refusal, which names
+    the construct and the fix), not from NumPy or another library that a rule called."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    if module != "pullback" and not module.startswith("pullback."):
+        return False
+    # an error of a C function a rule called (a ufunc's broadcasting) is raised at the call, not a `raise`
+    return tb.tb_frame.f_code.co_code[tb.tb_lasti] == _RAISE
 
 
 def _with_sequence(name, traced, sequence, reflected):
@@ -760,6 +784,17 @@ def _foreign(x):
     check_operand(x)
     return hasattr(type(x), "__stop_gradient__")
 
+
+def conversion_refusal(error):
+    """For NumPy's "setting an array element with a sequence" raised by a write of a traced scalar into one
+    element of a plain float array (`a[i, j] = x`, `a.fill(x)`): pullback's own refusal, which NumPy chains
+    as the cause (a traced value has `__getitem__`, so NumPy takes it for a sequence). None for other errors."""
+    cause = error.__cause__
+    if type(error) is ValueError and getattr(cause, "pullback_conversion", False):
+        return TypeError(str(cause)).with_traceback(error.__traceback__)
+    return None
+
+
 def stop_gradient(x):
     """The plain value inside `x`, at every level of nesting: no gradient flows through it.
 
@@ -780,6 +815,12 @@ def read_only_value(x):
     shows the write as in NumPy. A write into the copy, which the recording could not see, is refused by
     NumPy (read-only); once the outermost level `x` is traced by ends, it is writable (`release_handed_out`).
 
+    Of an array on the caller's memory (an argument, or a view of one, not yet written by the function), the
+    value is a read-only view of that memory instead: the caller may also write into it under another name (a
+    global), unrecorded, and the value shows that write as NumPy would. A recorded write into the array while
+    such a value is in use is refused (`_inplace._refuse_write_under_shared_value`): pullback does not write
+    into the caller's array. An operation given the value keeps a copy of it (`_kept_as_now`).
+
     Under `pb.jit` (a stand-in `plain`) the value is a read-only view of a writable copy, which the root
     keeps for good (a view of the value, `s.T`, does not keep a stand-in alive): the trace keeps the value
     and its `s[index]` views in step with the copy, and refuses a write into it while another view is alive."""
@@ -793,12 +834,15 @@ def read_only_value(x):
     copies = getattr(root, "_read_only", None)
     if copies is None:
         copies = root._read_only = []
-    for _, was, ref, _, _ in copies:
+    for _, was, ref, _, _, _ in copies:
         value = ref()
         if was is plain and value is not None:
             return value
     private = None
-    if is_stand_in(plain):
+    shared = on_caller_memory(plain)
+    if shared:  # a write through another name of the caller's array (a global) shows in it, as in NumPy
+        value = plain.view()
+    elif is_stand_in(plain):
         private = np.copy(plain, order="K")
         value = private.view()
     else:
@@ -811,7 +855,7 @@ def read_only_value(x):
     for entry in copies:
         entry[4] = None
     # the latest copy is kept until the root is written (`stop_gradient(x)[i]` in a loop copies x once)
-    copies.append([where, plain, weakref.ref(value), private, value])
+    copies.append([where, plain, weakref.ref(value), private, value, shared])
     _HANDED_OUT[id(value)] = value
     _hand_out(_outermost_level(x), value)
     return value
@@ -819,11 +863,51 @@ def read_only_value(x):
 
 # The read-only copies `read_only_value` handed out that are still alive, by id.
 _HANDED_OUT = weakref.WeakValueDictionary()
+_HANDED_IDS = _HANDED_OUT.data  # (its keys, for a quick test on every operation)
+
+
+def _kept_as_now(operands):
+    """`operands` (a tuple, a list or one value) with each read-only value `read_only_value` handed out copied:
+    the value shows later writes into its array, as without pullback, but a rule keeps its operands for the
+    backward sweep, which must read them as the operation did."""
+    if type(operands) is tuple or type(operands) is list:
+        return type(operands)(_kept_as_now(v) for v in operands)
+    if is_handed_out(operands):  # (under pb.jit, a stand-in: a recorded copy)
+        return np.copy(operands, order="K")
+    return operands
+
+
+# The arrays whose memory holds the arrays given to a differentiated call, by id: user code may also hold
+# them under another name (a global) and write into them unrecorded.
+_CALLER_MEMORY = weakref.WeakValueDictionary()
+
+
+def note_caller_memory(a):
+    """Note that the memory of `a`, an array given to a differentiated call, is the caller's."""
+    a = traced_value(a)
+    if type(a) is np.ndarray:
+        owner = _owner_of(a)
+        _CALLER_MEMORY[id(owner)] = owner
+
+
+def on_caller_memory(plain):
+    """Whether the plain (or pb.jit stand-in's) array `plain` lies in memory a caller gave (see `note_caller_memory`)."""
+    a = traced_value(plain)
+    if type(a) is not np.ndarray or not _CALLER_MEMORY:
+        return False
+    owner = _owner_of(a)
+    return _CALLER_MEMORY.get(id(owner)) is owner
+
+
+def _owner_of(a):
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
 
 
 def is_handed_out(a):
     """Whether `a` is a read-only copy `pullback.stop_gradient` handed out (not NumPy's own read-only array)."""
-    return _HANDED_OUT.get(id(a)) is a
+    return a is not None and _HANDED_OUT.get(id(a)) is a
 
 
 def _outermost_level(x):
@@ -856,7 +940,11 @@ def _make_writable(handed):
     for ref in handed:
         copy = ref()
         if copy is not None:
-            copy.flags.writeable = True  # (its own memory)
+            _HANDED_OUT.pop(id(copy), None)  # (no longer read-only: nothing to keep apart)
+            try:
+                copy.flags.writeable = True  # its own memory, or a view of the caller's array
+            except ValueError:  # a view of a read-only array of the caller's, which stays so
+                pass
     handed.clear()
 
 

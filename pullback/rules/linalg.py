@@ -397,6 +397,14 @@ def _any_tracked(*values):
     return any(isinstance(v, Traced) for v in values)
 
 
+def check_finite_values(*arrays):
+    """SciPy's `check_finite=True` on traced arrays, with NumPy's words (`np.asarray_chkfinite`): the solves and
+    factorizations inside then compute without checking, as SciPy's do with `check_finite=False`."""
+    for a in arrays:
+        if a is not None and not np.all(np.isfinite(stop_gradient(a))):  # (under pb.jit, a guard each replay checks)
+            raise ValueError("array must not contain infs or NaNs")
+
+
 def _square_2d(name, a):
     shape = np.shape(a)
     if len(shape) != 2 or shape[0] != shape[1]:
@@ -419,7 +427,8 @@ def _conjugate_transposed(trans, a):
 @primitive
 def triangular_solve(a, b, transposed, lower, unit_diagonal):
     """x with op(A) x = b, op(A) = A or Aᵀ, reading one triangle of `a`."""
-    return _linalg().solve_triangular(a, b, trans=int(transposed), lower=lower, unit_diagonal=unit_diagonal)
+    return _linalg().solve_triangular(a, b, trans=int(transposed), lower=lower, unit_diagonal=unit_diagonal,
+                                      check_finite=False)
 
 
 @rrule(triangular_solve)
@@ -465,6 +474,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     if not _any_tracked(a, b):
         return _linalg().solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, check_finite)
     _square_2d("solve_triangular", a)
+    if check_finite:
+        check_finite_values(a, b)
     if _conjugate_transposed(trans, a):
         return np.conj(triangular_solve(a, np.conj(b), True, lower, unit_diagonal))
     return triangular_solve(a, b, _transposed(trans), lower, unit_diagonal)
@@ -481,6 +492,8 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
         # only the matrix is recorded: a replay rebuilds arrays, not a tuple holding the flag
         return scipy_call(cho_factor_matrix, a, lower, overwrite_a, check_finite), lower
     _square_2d("cho_factor", a)
+    if check_finite:
+        check_finite_values(a)
     factor = np.tril(np.linalg.cholesky(a)) + np.triu(a, 1) if lower else _t(np.linalg.cholesky(_t(a))) + np.tril(a, -1)
     # SciPy's own factor, which may round unlike NumPy's
     return scipy_valued(factor, cho_factor_matrix, a, lower, check_finite=check_finite), lower  # SciPy's flag, as given
@@ -497,6 +510,8 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     if not _any_tracked(c, b):
         return _linalg().cho_solve(c_and_lower, b, overwrite_b, check_finite)
     _square_2d("cho_solve", c)
+    if check_finite:
+        check_finite_values(b, c)
     if np.iscomplexobj(c) or np.iscomplexobj(b):
         raise TypeError("pullback.scipy.linalg.cho_solve of complex values is not differentiable by pullback (its rule "
                         "solves with A = L Lᵀ, not L Lᴴ); use np.linalg.solve on the complex matrix.")
@@ -578,12 +593,12 @@ def _rows(x, index):
 @primitive
 def lu_packed(a):
     """`scipy.linalg.lu_factor(a)`: the packed L and U factors, and the pivots (which carry no gradient)."""
-    return _scipy_linalg().lu_factor(a)
+    return _scipy_linalg().lu_factor(a, check_finite=False)
 
 
 @rrule(lu_packed)
 def _lu_rule(a):
-    lu, piv = lu_factor(a)
+    lu, piv = lu_factor(a, check_finite=False)
 
     def back(g):
         g_lu = g[0]
@@ -602,7 +617,7 @@ def _lu_rule(a):
 
 @forward_in_first(lu_packed)
 def _lu_frule(t, a):
-    lu, piv = lu_factor(a)
+    lu, piv = lu_factor(a, check_finite=False)
     # P A = L U with lu = (L - I) + U. With X = L⁻¹ P dA U⁻¹: d lu = L·tril(X, -1) + triu(X)·U.
     n = np.shape(stop_gradient(a))[-1]
     lower = np.tril(lu, -1) + np.eye(n, dtype=np.result_type(stop_gradient(lu)))
@@ -617,6 +632,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     if not _any_tracked(a):
         return _linalg().lu_factor(a, overwrite_a, check_finite)
     _square_2d("lu_factor", a)
+    if check_finite:
+        check_finite_values(a)
     lu, piv = lu_packed(a)
     return lu, stop_gradient(piv)
 
@@ -627,11 +644,13 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     if not _any_tracked(lu, b):
         return _linalg().lu_solve(lu_and_piv, b, trans, overwrite_b, check_finite)
     _square_2d("lu_solve", lu)
+    if check_finite:
+        check_finite_values(b)  # (SciPy checks b alone)
     perm = pivot_permutation(stop_gradient(piv))
     if not _transposed(trans):  # L U x = P b
         return triangular_solve(lu, triangular_solve(lu, _rows(b, perm), False, True, True), False, False, False)
     if _conjugate_transposed(trans, lu):
-        return np.conj(lu_solve(lu_and_piv, np.conj(b), 1))
+        return np.conj(lu_solve(lu_and_piv, np.conj(b), 1, check_finite=False))
     w = triangular_solve(lu, triangular_solve(lu, b, True, False, False), True, True, True)  # Lᵀ w = U⁻ᵀ b
     return _rows(w, np.argsort(perm))
 

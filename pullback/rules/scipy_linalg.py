@@ -35,7 +35,14 @@ from .._jit_trace import JitError
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, describe, numpy_valued
-from .linalg import lu_factor, matrix_exponential, pivot_permutation, triangular_solve, unit_scale
+from .linalg import (
+    check_finite_values,
+    lu_factor,
+    matrix_exponential,
+    pivot_permutation,
+    triangular_solve,
+    unit_scale,
+)
 from .special import RecordedModule, scipy_call, stand_in_among
 
 
@@ -146,6 +153,8 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     linalg = _linalg()
     if not _any_tracked(a):
         return linalg.inv(a, overwrite_a, check_finite, assume_a=assume_a, lower=lower)
+    if check_finite:
+        check_finite_values(a)
     exact = linalg.inv(stop_gradient(a), check_finite=check_finite, assume_a=assume_a, lower=lower)
     return _agree(np.linalg.inv(_read(a, assume_a, lower)), exact, "inv")
 
@@ -163,6 +172,8 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if not _any_tracked(a, b):
         return linalg.solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transposed)
     _square_2d("solve", a)
+    if check_finite:
+        check_finite_values(a, b)
     exact = linalg.solve(_plain(a), _plain(b), lower, check_finite=check_finite, assume_a=assume_a, transposed=transposed)
     m = _read(a, assume_a, lower)
     return _agree(np.linalg.solve(_t(m) if transposed else m, b), exact, "solve")
@@ -172,7 +183,9 @@ def det(a, overwrite_a=False, check_finite=True):
     """`scipy.linalg.det`, differentiable; batched."""
     if not _any_tracked(a):
         return _linalg().det(a, overwrite_a, check_finite)
-    exact = _linalg().det(stop_gradient(a))
+    if check_finite:
+        check_finite_values(a)
+    exact = _linalg().det(stop_gradient(a), check_finite=check_finite)
     if np.result_type(exact) != np.result_type(stop_gradient(a)):
         a = a.astype(np.result_type(exact))  # SciPy computes a float32 determinant in float64: it may not fit in float32
     return _agree(np.linalg.det(a), exact, "det")
@@ -182,8 +195,10 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     """`scipy.linalg.cholesky`: the upper factor by default, reading the triangle it returns."""
     if not _any_tracked(a):
         return _linalg().cholesky(a, lower, overwrite_a, check_finite)
+    if check_finite:
+        check_finite_values(a)
     factor = np.linalg.cholesky(a) if lower else np.linalg.cholesky(a, upper=True)
-    return _agree(factor, _linalg().cholesky(stop_gradient(a), lower), "cholesky")
+    return _agree(factor, _linalg().cholesky(stop_gradient(a), lower, check_finite=check_finite), "cholesky")
 
 
 def _subset(a, subset_by_index, subset_by_value, b, type, name):
@@ -209,6 +224,8 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
     if not _any_tracked(a, b):
         return linalg.eigh(a, b, overwrite_a=overwrite_a, overwrite_b=overwrite_b, **options)
     window = _subset(a, subset_by_index, subset_by_value, b, type, "eigh")
+    if check_finite:
+        check_finite_values(a)
     exact = linalg.eigh(stop_gradient(a), **options)
     uplo = "L" if lower else "U"
     if eigvals_only:
@@ -231,6 +248,8 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
     linalg = _linalg()
     if not _any_tracked(a):
         return linalg.svd(a, full_matrices, compute_uv, overwrite_a, check_finite, lapack_driver)
+    if check_finite:
+        check_finite_values(a)
     exact = linalg.svd(stop_gradient(a), full_matrices, compute_uv, check_finite=check_finite,
                        lapack_driver=lapack_driver)
     if not compute_uv:
@@ -250,7 +269,10 @@ def svdvals(a, overwrite_a=False, check_finite=True):
     """`scipy.linalg.svdvals`, differentiable everywhere (the singular values)."""
     if not _any_tracked(a):
         return _linalg().svdvals(a, overwrite_a, check_finite)
-    return _agree(np.linalg.svd(a, compute_uv=False), _linalg().svdvals(stop_gradient(a)), "svdvals")
+    if check_finite:
+        check_finite_values(a)
+    exact = _linalg().svdvals(stop_gradient(a), check_finite=check_finite)
+    return _agree(np.linalg.svd(a, compute_uv=False), exact, "svdvals")
 
 
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
@@ -260,6 +282,8 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
         return linalg.qr(a, overwrite_a, lwork, mode, pivoting, check_finite)
     if pivoting or mode == "raw":
         raise NotImplementedError("pullback.scipy.linalg.qr: pivoting and mode='raw' are not differentiable here.")
+    if check_finite:
+        check_finite_values(a)
     exact = linalg.qr(stop_gradient(a), mode=mode, check_finite=check_finite)
     if mode == "r":
         return (_agree(np.linalg.qr(a, "complete" if _rows_exceed(a) else "reduced")[1], exact[0], "qr"),)
@@ -278,8 +302,10 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     if not _any_tracked(a):
         return linalg.lu(a, permute_l, overwrite_a, check_finite, p_indices)
     _square_2d("lu", a)
+    if check_finite:
+        check_finite_values(a)
     exact = linalg.lu(stop_gradient(a), permute_l, check_finite=check_finite, p_indices=p_indices)
-    packed, piv = lu_factor(a)
+    packed, piv = lu_factor(a, check_finite=False)  # (checked by SciPy's call)
     n = np.shape(stop_gradient(a))[0]
     lower = np.tril(packed, -1) + np.eye(n, dtype=np.result_type(stop_gradient(packed)))
     upper = np.triu(packed)
@@ -294,7 +320,9 @@ def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
     linalg = _linalg()
     if not _any_tracked(a):
         return linalg.pinv(a, atol=atol, rtol=rtol, return_rank=return_rank, check_finite=check_finite)
-    exact, rank = linalg.pinv(stop_gradient(a), atol=atol, rtol=rtol, return_rank=True)
+    if check_finite:
+        check_finite_values(a)
+    exact, rank = linalg.pinv(stop_gradient(a), atol=atol, rtol=rtol, return_rank=True, check_finite=check_finite)
     s = np.linalg.svd(stop_gradient(a), compute_uv=False)
     largest = float(np.max(s)) if s.size else 0.0
     shape = np.shape(stop_gradient(a))
@@ -311,7 +339,9 @@ def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False, check_finite=T
     linalg = _linalg()
     if not _any_tracked(a):
         return linalg.pinvh(a, atol, rtol, lower, return_rank, check_finite)
-    exact, rank = linalg.pinvh(stop_gradient(a), atol, rtol, lower, True)
+    if check_finite:
+        check_finite_values(a)
+    exact, rank = linalg.pinvh(stop_gradient(a), atol, rtol, lower, True, check_finite)
     symmetric = _read(a, "her", lower)
     w = np.linalg.eigvalsh(stop_gradient(symmetric))
     largest = float(np.max(np.abs(w))) if w.size else 0.0
@@ -326,6 +356,8 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     linalg = _linalg()
     if not _any_tracked(a, b):
         return linalg.lstsq(a, b, cond, overwrite_a, overwrite_b, check_finite, lapack_driver)
+    if check_finite:
+        check_finite_values(a, b)
     x0, residues0, rank, s0 = linalg.lstsq(_plain(a), _plain(b), cond, check_finite=check_finite,
                                            lapack_driver=lapack_driver)
     x = _agree(np.linalg.lstsq(a, b, rcond=cond)[0], x0, "lstsq")
@@ -344,7 +376,10 @@ def norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
     """`scipy.linalg.norm`, differentiable (through numpy.linalg.norm)."""
     if not _any_tracked(a):
         return _linalg().norm(a, ord, axis, keepdims, check_finite)
-    return _agree(np.linalg.norm(a, ord, axis, keepdims), _linalg().norm(stop_gradient(a), ord, axis, keepdims), "norm")
+    if check_finite:
+        check_finite_values(a)
+    exact = _linalg().norm(stop_gradient(a), ord, axis, keepdims, check_finite)
+    return _agree(np.linalg.norm(a, ord, axis, keepdims), exact, "norm")
 
 
 def orthogonal_procrustes(A, B, check_finite=True):
@@ -352,7 +387,9 @@ def orthogonal_procrustes(A, B, check_finite=True):
     linalg = _linalg()
     if not _any_tracked(A, B):
         return linalg.orthogonal_procrustes(A, B, check_finite)
-    exact = linalg.orthogonal_procrustes(_plain(A), _plain(B))
+    if check_finite:
+        check_finite_values(A, B)
+    exact = linalg.orthogonal_procrustes(_plain(A), _plain(B), check_finite)
     u, w, vt = svd(_t(_t(B) @ A))
     return _agree(u @ vt, exact[0], "orthogonal_procrustes"), _agree(np.sum(w), exact[1], "orthogonal_procrustes")
 
@@ -519,6 +556,8 @@ def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
     linalg = _linalg()
     if not _any_tracked(A, E):
         return linalg.expm_frechet(A, E, method, compute_expm, check_finite)
+    if check_finite:
+        check_finite_values(A, E)
     exact = linalg.expm_frechet(_plain(A), _plain(E), method, True, check_finite)
     n = np.shape(stop_gradient(A))[-1]
     zero = np.zeros((n, n), dtype=np.result_type(stop_gradient(A), stop_gradient(E)))
@@ -771,6 +810,8 @@ def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_fi
     linalg = _linalg()
     if not _any_tracked(ab, b):
         return linalg.solve_banded(l_and_u, ab, b, overwrite_ab, overwrite_b, check_finite)
+    if check_finite:
+        check_finite_values(ab, b)
     exact = linalg.solve_banded(l_and_u, _plain(ab), _plain(b), check_finite=check_finite)
     n = np.shape(stop_gradient(ab))[-1]
     a = _dense_from_band(ab, int(l_and_u[0]), int(l_and_u[1]), n)
@@ -782,6 +823,8 @@ def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False, che
     linalg = _linalg()
     if not _any_tracked(ab, b):
         return linalg.solveh_banded(ab, b, overwrite_ab, overwrite_b, lower, check_finite)
+    if check_finite:
+        check_finite_values(ab, b)
     exact = linalg.solveh_banded(_plain(ab), _plain(b), lower=lower, check_finite=check_finite)
     a = _symmetric_from_band(ab, lower, np.shape(stop_gradient(ab))[-1])
     return _agree(np.linalg.solve(a, b), exact, "solveh_banded")
@@ -792,6 +835,8 @@ def cholesky_banded(ab, overwrite_ab=False, lower=False, check_finite=True):
     linalg = _linalg()
     if not _any_tracked(ab):
         return linalg.cholesky_banded(ab, overwrite_ab, lower, check_finite)
+    if check_finite:
+        check_finite_values(ab)
     exact = linalg.cholesky_banded(stop_gradient(ab), lower=lower, check_finite=check_finite)
     rows, n = np.shape(stop_gradient(ab))
     a = _symmetric_from_band(ab, lower, n)
@@ -811,6 +856,8 @@ def cho_solve_banded(cb_and_lower, b, overwrite_b=False, check_finite=True):
     linalg = _linalg()
     if not _any_tracked(cb, b):
         return linalg.cho_solve_banded(cb_and_lower, b, overwrite_b, check_finite)
+    if check_finite:
+        check_finite_values(cb, b)
     exact = linalg.cho_solve_banded((_plain(cb), lower), _plain(b), check_finite=check_finite)
     rows, n = np.shape(stop_gradient(cb))
     factor = _dense_from_band(cb, rows - 1, 0, n) if lower else _dense_from_band(cb, 0, rows - 1, n)
@@ -835,6 +882,8 @@ def eig_banded(a_band, lower=False, eigvals_only=False, overwrite_a_band=False, 
         return linalg.eig_banded(a_band, lower, eigvals_only, overwrite_a_band, select, select_range, max_ev,
                                  check_finite)
     _check_select(select, "eig_banded")
+    if check_finite:
+        check_finite_values(a_band)
     exact = linalg.eig_banded(stop_gradient(a_band), lower, eigvals_only, check_finite=check_finite)
     a = _symmetric_from_band(a_band, lower, np.shape(stop_gradient(a_band))[-1])
     if eigvals_only:
@@ -847,7 +896,7 @@ def eigvals_banded(a_band, lower=False, overwrite_a_band=False, select="a", sele
     """`scipy.linalg.eigvals_banded` (select='a'), differentiable."""
     if not _any_tracked(a_band):
         return _linalg().eigvals_banded(a_band, lower, overwrite_a_band, select, select_range, check_finite)
-    return eig_banded(a_band, lower, True, select=select, select_range=select_range)
+    return eig_banded(a_band, lower, True, select=select, select_range=select_range, check_finite=check_finite)
 
 
 def _tridiagonal(d, e):
@@ -861,7 +910,10 @@ def eigh_tridiagonal(d, e, eigvals_only=False, select="a", select_range=None, ch
     if not _any_tracked(d, e):
         return linalg.eigh_tridiagonal(d, e, eigvals_only, select, select_range, check_finite, tol, lapack_driver)
     _check_select(select, "eigh_tridiagonal")
-    exact = linalg.eigh_tridiagonal(_plain(d), _plain(e), eigvals_only, tol=tol, lapack_driver=lapack_driver)
+    if check_finite:
+        check_finite_values(d, e)
+    exact = linalg.eigh_tridiagonal(_plain(d), _plain(e), eigvals_only, check_finite=check_finite, tol=tol,
+                                    lapack_driver=lapack_driver)
     a = _tridiagonal(d, e)
     if eigvals_only:
         return _agree(np.linalg.eigvalsh(a), exact, "eigh_tridiagonal")
@@ -873,7 +925,7 @@ def eigvalsh_tridiagonal(d, e, select="a", select_range=None, check_finite=True,
     """`scipy.linalg.eigvalsh_tridiagonal` (select='a'), differentiable in `d` and `e`."""
     if not _any_tracked(d, e):
         return _linalg().eigvalsh_tridiagonal(d, e, select, select_range, check_finite, tol, lapack_driver)
-    return eigh_tridiagonal(d, e, True, select, select_range, tol=tol, lapack_driver=lapack_driver)
+    return eigh_tridiagonal(d, e, True, select, select_range, check_finite, tol, lapack_driver)
 
 
 def _c_and_r(c_or_cr):
@@ -888,7 +940,9 @@ def solve_toeplitz(c_or_cr, b, check_finite=True):
     linalg = _linalg()
     if not _any_tracked(c, r, b):
         return linalg.solve_toeplitz(c_or_cr, b, check_finite)
-    exact = linalg.solve_toeplitz((_plain(c), _plain(r)) if r is not None else _plain(c), _plain(b))
+    if check_finite:
+        check_finite_values(c, r, b)
+    exact = linalg.solve_toeplitz((_plain(c), _plain(r)) if r is not None else _plain(c), _plain(b), check_finite)
     return _agree(np.linalg.solve(toeplitz(c, r), b), exact, "solve_toeplitz")
 
 
@@ -898,7 +952,9 @@ def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
     linalg = _linalg()
     if not _any_tracked(c, r, x):
         return linalg.matmul_toeplitz(c_or_cr, x, check_finite, workers)
-    exact = linalg.matmul_toeplitz((_plain(c), _plain(r)) if r is not None else _plain(c), _plain(x))
+    if check_finite:
+        check_finite_values(c, r, x)
+    exact = linalg.matmul_toeplitz((_plain(c), _plain(r)) if r is not None else _plain(c), _plain(x), check_finite)
     return _agree(np.reshape(toeplitz(c, r) @ x, np.shape(exact)), exact, "matmul_toeplitz")
 
 
