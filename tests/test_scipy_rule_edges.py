@@ -293,3 +293,28 @@ def test_lu_solve_conjugate_transpose_gradients_agree_with_central_differences()
     want = [(plain(b + e * d) - plain(b - e * d)) / (2 * e) - 1j * (plain(b + 1j * e * d) - plain(b - 1j * e * d)) / (2 * e)
             for d in np.eye(3)]
     np.testing.assert_allclose(g, want, rtol=1e-7)
+
+
+@pytest.mark.parametrize("a, options", [(1.1, {"keepdims": True}), (np.array(1.1), {"keepdims": True}),
+                                        (1.1, {"axis": 0, "keepdims": True}), (np.array(1.1), {}),
+                                        (1.1, {"keepdims": True, "b": -2.0, "return_sign": True})])
+def test_logsumexp_being_differentiated_has_scipys_shape(a, options):
+    import pullback.scipy.special as pss
+
+    expected = sp.logsumexp(a, **options)
+    got, (g,) = pb.withgradient(lambda x: (lambda r: (np.sum(r[0] if options.get("return_sign") else r), r))(
+        pss.logsumexp(x, **options)), a)
+    for mine, scipys in zip(got[1] if options.get("return_sign") else (got[1],),
+                            expected if options.get("return_sign") else (expected,)):
+        assert type(mine) is type(scipys) and np.shape(mine) == np.shape(scipys)
+        np.testing.assert_array_equal(mine, scipys)
+    assert float(np.sum(g)) == pytest.approx(1.0, rel=1e-14)  # d/da log(b e^a) = 1
+
+
+def test_a_scipy_function_of_a_python_float_under_jit_traces_once():
+    import pullback.scipy.special as pss
+
+    step = pb.jit(pss.logsumexp)
+    for x in (1.1, 2.5, -0.25):
+        assert step(x) == sp.logsumexp(x) and type(step(x)) is type(sp.logsumexp(x))
+    assert step.cache_info().traces == 1

@@ -33,7 +33,7 @@ import numpy as np
 from .._extend import frule, nondifferentiable, primitive, rrule
 from .._jit_trace import JitError
 from .._registry import qualified_name
-from .._standins import is_stand_in
+from .._standins import as_numpy_number, is_jit_float_or_complex, is_stand_in
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient, strip_all
 from ._register import ENTRIES, add_tangents, describe, numpy_valued, with_numpy_value
@@ -1438,6 +1438,9 @@ def scipy_call(fn, /, *args, **kwargs):
     """`fn(*args, **kwargs)` for a SciPy function of plain values. Given a `pb.jit` stand-in, the call is
     recorded whole and each replay runs it on its own values: SciPy converts its input with `np.asarray`,
     which a trace cannot follow."""
+    if any(is_jit_float_or_complex(a) for a in (*args, *kwargs.values())):  # SciPy reads a number as NumPy's
+        args = tuple(as_numpy_number(a) if is_jit_float_or_complex(a) else a for a in args)
+        kwargs = {k: as_numpy_number(a) if is_jit_float_or_complex(a) else a for k, a in kwargs.items()}
     stand_in = stand_in_among((args, kwargs))
     if stand_in is None:
         return fn(*args, **kwargs)
@@ -1559,6 +1562,8 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     a, b = _stacked(a), _stacked(b)
     if not _any_tracked(a, b):
         return scipy_call(sp.logsumexp, a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
+    if keepdims and np.ndim(stop_gradient(a)) == 0 and np.ndim(stop_gradient(b)) == 0:  # SciPy's result: shape (1,)
+        a, b = np.reshape(a, (1,)), None if b is None else np.reshape(b, (1,))
     out = _logsumexp(a, axis, b, keepdims, return_sign)
     return scipy_valued(out, sp.logsumexp, a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
 
