@@ -609,3 +609,20 @@ def test_as_strided_is_refused_naming_it_and_the_way_out():
         with pytest.raises(TypeError, match="as_strided") as refusal:
             differentiate()
         assert "sliding_window_view" in str(refusal.value)
+
+
+@pytest.mark.parametrize("copy", [lambda a: np.copy(a), lambda a: a.copy(order="K"), lambda a: a.copy(order="A"),
+                                  lambda a: np.copy(a) * 2.0], ids=["np.copy", "copy(K)", "copy(A)", "np.copy*2"])
+def test_a_copy_keeps_a_fortran_layout_under_jit_of_the_gradient_and_of_jvp(copy):
+    a = np.asfortranarray(np.arange(6.0).reshape(3, 2))
+    w = np.arange(6.0)
+    f = lambda a: np.sum(copy(a).ravel(order="K") * w)  # noqa: E731  (reads the memory order)
+    expected = f(a.copy(order="F"))
+    step = pb.jit(lambda a: pb.withgradient(f, a))
+    for _ in range(2):
+        value, (g,) = step(a)
+        assert value == expected
+        np.testing.assert_array_equal(g, pb.gradient(f, a)[0])
+    scale = 2.0 if copy(np.ones(1))[0] == 2.0 else 1.0
+    np.testing.assert_array_equal(pb.gradient(f, a)[0], scale * w.reshape(2, 3).T)  # F order: element (i, j) at i + 3j
+    assert pb.jit(lambda a: pb.jvp(f, (a,), (np.ones_like(a),)))(a) == pb.jvp(f, (a,), (np.ones_like(a),))

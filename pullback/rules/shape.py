@@ -12,7 +12,7 @@ from .._arrays import axis_index, like_input, size_of, speaks_nep18, type_name, 
 from .._extend import primitive, rrule
 from .._inplace import concrete_of, plain_of, write_out
 from .._registry import FUNCTIONS
-from .._standins import astype, is_traced
+from .._standins import astype, is_stand_in, is_traced
 from .._values import Dual, Traced, stop_gradient, strip_all
 from ._register import composite, describe, forward_rule, linear_forward, rule, without_gradient, zeros_if_none
 
@@ -185,8 +185,8 @@ for _fn in (np.atleast_1d, np.atleast_2d, np.atleast_3d):
 
 @rule(np.copy, args="a")
 def copy_rule(x, order="K", subok=False):
-    if speaks_nep18(type(x)):  # Dask has no np.copy (NumPy's fallback would compute); every array has .copy()
-        return x.copy(), lambda g: (g,)
+    if speaks_nep18(type(x)) and not is_stand_in(x):  # Dask has no np.copy (NumPy's fallback would compute);
+        return x.copy(), lambda g: (g,)  # every array has .copy() (pb.jit's stand-ins take np.copy: its layout)
     return np.copy(x, order=order), lambda g: (g,)
 
 
