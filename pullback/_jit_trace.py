@@ -55,11 +55,12 @@ _COMPARISONS = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.g
 _UNARY = {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}
 _NUMBER_BINARY = {
     "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
-    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
+    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "and": operator.and_,
+    "or": operator.or_, "xor": operator.xor, "lshift": operator.lshift, "rshift": operator.rshift,
 }
 _NUMBER_COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
                        "eq": operator.eq, "ne": operator.ne}
-_NUMBER_UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs}
+_NUMBER_UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs, "invert": operator.invert}
 # the ufunc each of Python's operators is on a NumPy operand
 _NUMBER_UFUNCS = {**{name: _OPERATORS[name] for name in _NUMBER_BINARY}, **_COMPARISONS, "divmod": np.divmod}
 
@@ -353,7 +354,7 @@ class Trace:
         # an elementwise ufunc (its `out` taken away) always returns new arrays
         aliases = () if elementwise else self._aliases(result, concrete_args, (ref_args, ref_kwargs))
         self._append(Node(fn, name, ref_args, ref_kwargs, outputs, structure, elementwise, aliases))
-        if not elementwise and _shaped_by_values(fn, concrete_args):
+        if not elementwise and (_shaped_by_values(fn, concrete_args) or _given_a_generator((concrete_args, concrete_kwargs))):
             # the replay plans buffers of the trace's shapes and dtypes: where the values decide them, a
             # call that gets others traces again
             for slot in outputs if isinstance(outputs, tuple) else (outputs,):
@@ -493,8 +494,9 @@ class Trace:
             pairs = {k: self._split(v) for k, v in x.items()}
             return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
         if isinstance(x, slice) and any(isinstance(v, Symbol) for v in (x.start, x.stop, x.step)):
-            raise JitError("A slice bound computed from a traced array; pb.jit needs slice bounds known "
-                           "from shapes. Use int(...) on it outside the jitted function, or index with an array.")
+            raise JitError("pb.jit: a slice bound computed from a traced array (x[:k], with k drawn or computed from "
+                           "an array), which a replay could not follow. Write int(k) inside the function: its value "
+                           "is then fixed by a guard, so a call where it differs traces again. Or index with an array.")
         return x, x
 
     def _plain_result(self, fn, name, ref_args, ref_kwargs, result):
@@ -841,14 +843,19 @@ class Symbol:
 
 class RandomSource:
     """A `np.random.Generator` argument during a trace: each draw is recorded, so a replay draws
-    afresh from the generator passed to that call (and advances it as an eager call would)."""
+    afresh from the generator passed to that call (and advances it as an eager call would). It is a
+    Generator to `isinstance` (so code that checks, as `pb.nn.Dropout` and SciPy's `random_state=` do,
+    takes it), though `type(rng)` is its own."""
 
     __slots__ = ("owner", "slot")
-    __array_ufunc__ = None  # not an array (NumPy's opt-out)
-    __pullback_leaf__ = True  # but a leaf to pb.tree, as a generator is
+    __pullback_leaf__ = True  # a leaf to pb.tree, as a generator is
 
     def __init__(self, trace, slot):
         self.owner, self.slot = trace, slot
+
+    @property
+    def __class__(self):
+        return np.random.Generator
 
     def __getattr__(self, name):
         if name in ("bit_generator", "spawn"):  # draws made through them would be hidden from the trace
@@ -861,12 +868,26 @@ class RandomSource:
         return lambda *args, **kwargs: self.owner.draw(self, name, args, kwargs)
 
     def __copy__(self):
-        raise JitError("pb.jit: a copy of a generator argument (copy.copy, copy.deepcopy) is not followed: its draws "
-                       "would be the trace's at every replay. Draw from the generator itself, or pass the copy "
+        raise JitError("pb.jit: a copy of a generator argument (copy.copy, copy.deepcopy, pickle) is not followed: its "
+                       "draws would be the trace's at every replay. Draw from the generator itself, or pass the copy "
                        "in as another argument.")
 
     def __deepcopy__(self, memo):
         return self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        return self.__copy__()
+
+
+def _given_a_generator(x):
+    """Whether a generator is among the concrete arguments `x` of a recorded call (a `pb.primitive` that draws
+    from a generator argument). Its results' layout may depend on the draws, so it is guarded, and the guard
+    keeps the call in every replay: the generator advances as eagerly, whether its results are used or not."""
+    if isinstance(x, np.random.Generator):
+        return True
+    if type(x) in (tuple, list):
+        return any(_given_a_generator(v) for v in x)
+    return type(x) is dict and any(_given_a_generator(v) for v in x.values())
 
 
 # A reverse sweep traced by pb.jit treats a Symbol as it does an array: it carries constant factors
@@ -883,7 +904,8 @@ def _number_method(fn, reflected=False):
         if isinstance(other, Symbol) or is_traced(other):
             # the array's own operator records a NumPy call; a value being differentiated applies its rule
             return NotImplemented
-        return self.owner.number_call(fn, fn.__name__, (other, self) if reflected else (self, other))
+        name = fn.__name__.rstrip("_")  # operator.and_ is `and`
+        return self.owner.number_call(fn, name, (other, self) if reflected else (self, other))
 
     return method
 

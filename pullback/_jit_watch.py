@@ -77,17 +77,22 @@ class Watch:
     """The entries and array snapshots of one trace; `check()` says whether all still hold (None:
     nothing to check), `changed()` names those that do not.
 
-    `complete` is False when the walk stopped at its limits (what it did not reach is not checked)."""
+    `complete` is False when the walk stopped at its limits (what it did not reach is not checked);
+    `names` are the attribute names and string constants of the code it reached."""
 
-    def __init__(self, entries, arrays, complete, lengths=(), keys=()):
+    def __init__(self, entries, arrays, complete, lengths=(), keys=(), names=frozenset()):
         self.entries = [entry for entry, _ in entries]  # [(a module's globals, an object's or a plain dict,
         self._where = [where for _, where in entries]  # or a cell; name; value)], and where each was read
         self.arrays = [(array, snapshot) for (array, snapshot), _ in arrays]  # [(array, its bytes then)]
         self._array_where = [where for _, where in arrays]
         self.lengths = list(lengths)  # [(list, its length, where)]: a list followed item by item
         self.keys = list(keys)  # [(a dict or an object's __dict__, the keys it had, where)]: for names added
-        self.complete = complete
+        self.complete, self.names = complete, frozenset(names)
         self.check = _compile(self.entries, self.arrays, self.lengths)
+
+    def reached(self):
+        """`(value, where it was read)` for each entry: what the function reaches outside its arguments."""
+        return [(value, where) for (_, _, value), where in zip(self.entries, self._where) if value is not ABSENT]
 
     def new_values(self):
         """`(where, value now)` for each entry that no longer holds, each new item of a list followed, and
@@ -289,7 +294,7 @@ def collect(fn, constants=(), arguments=()):
     snapshotted = {id(a) for a, _ in listed}  # a view of one of those (`weight.T`) changes with it: not compared twice
     small = [((a, a.tobytes()), f"`{path}`" if path else f"an array of shape {a.shape} the trace used as a constant")
              for a, path in listed if not _views_one_of(a, snapshotted)]
-    return Watch(list(entries.values()), small, complete, lengths, keys)
+    return Watch(list(entries.values()), small, complete, lengths, keys, names)
 
 
 def constant_arrays(trace):
