@@ -275,7 +275,7 @@ def trace_call(f, args, kwargs, positions):
     try:
         with collector_paused():
             out = f(*tracked, **tracked_kwargs)
-    except ValueError as error:
+    except (ValueError, NotImplementedError) as error:
         refusal = conversion_refusal(error)
         if refusal is None:
             raise

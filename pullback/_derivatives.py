@@ -15,7 +15,7 @@ from ._backward import backward, fit
 from ._forward import ForwardLevel, fit_tangent
 from ._leaves import Arguments, conversion_to_type_of
 from ._standins import converted, dtype_of, is_stand_in, is_traced, shape_of
-from ._values import Dual, Tracked, release_handed_out, stop_gradient
+from ._values import Dual, Tracked, conversion_refusal, release_handed_out, stop_gradient
 
 __all__ = ["jvp", "jacobian", "withjacobian", "hessian", "hvp", "WithJacobian"]
 
@@ -104,6 +104,11 @@ def run_forward(f, arguments, tangent_for, companions=None, again=False):
     args, kwargs = arguments.track(make_leaf, companions)
     try:
         out = f(*args, **kwargs)
+    except (ValueError, NotImplementedError) as error:
+        refusal = conversion_refusal(error)
+        if refusal is None:
+            raise
+        raise refusal from None  # pullback's message, at the user's line, in place of NumPy's
     finally:
         tag.close()
     arguments.refuse_unseen_writes()

@@ -225,7 +225,8 @@ def mixed_arrays_error(rule, args, error):
                   "explicitly (np.asarray(a, like=b), or the library's own transfer) before the call.")
     else:
         advice = " Check that their shapes (and a Dask array's chunks) line up." if isinstance(error, ValueError) else ""
-    new = (TypeError if isinstance(error, TypeError) else ValueError)(f"{name} failed on {described}: {error}.{advice}")
+    message = str(error) if str(error).endswith(".") else f"{error}."
+    new = (TypeError if isinstance(error, TypeError) else ValueError)(f"{name} failed on {described}: {message}{advice}")
     new.pullback_named = True
     return new
 

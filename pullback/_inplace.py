@@ -19,6 +19,8 @@ gather. Code that writes into no array that has live views pays nothing for this
 (array([  0.,   2., 400.,   6.]),)
 """
 
+import dis
+import sys
 import weakref
 
 import numpy as np
@@ -165,9 +167,37 @@ def _without_repeats(shape, index, value):
         sources = np.broadcast_to(np.arange(int(np.size(value))).reshape(np.shape(value)), selected.shape).reshape(-1)
     except ValueError:
         return index, value  # NumPy's own error follows
-    positions, sources = _each_once(positions, sources)
+    positions, sources = _each_once(positions, sources, alike=_updated_by_a_number(value))
     flat_value = FUNCTIONS[np.ravel](value) if is_traced(value) else np.ravel(value)
     return np.unravel_index(positions, shape), indexable_by(flat_value, sources)[sources]
+
+
+# The id of the result of the latest in-place operator (`v += s`) on a traced value, where `s` is a number; else None.
+_BY_A_NUMBER = [None]
+
+
+def note_in_place(result, operand):
+    """Note the result of the in-place operator `v op= operand` (see `_updated_by_a_number`)."""
+    number = type(operand) in (float, int, complex, bool) or getattr(operand, "ndim", None) == 0
+    _BY_A_NUMBER[0] = id(result) if number else None
+
+
+def _updated_by_a_number(value):
+    """Whether `value` is what `y[index] op= s`, `s` a number, stores: Python computes `v = y[index]`, `v op= s`,
+    then `y[index] = v`, so the elements of `value` written to one element of `y` are computed alike."""
+    if _BY_A_NUMBER[0] != id(value):
+        return False
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_code[frame.f_lasti] != _STORE_SUBSCR:  # up to the user's line
+        frame = frame.f_back
+    if frame is None:
+        return False
+    steps = [i for i in dis.get_instructions(frame.f_code) if i.offset <= frame.f_lasti][-4:]
+    return (len(steps) == 4 and steps[0].opname == "BINARY_OP" and steps[0].argrepr.endswith("=")
+            and [(i.opname, i.arg) for i in steps[1:]] == [("SWAP", 3), ("SWAP", 2), ("STORE_SUBSCR", None)])
+
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
 
 
 def in_place(handle, new):
@@ -296,7 +326,9 @@ def rebind(handle, new):
 
 
 def _fitted(handle, new):
-    if not is_traced(new):  # a piecewise-constant result (x //= 0.3): a constant written into the array
+    # a piecewise-constant result (x //= 0.3): a constant written into the array; a NumPy scalar (what arithmetic
+    # on a 0-d array gives): written into it, so that it stays a 0-d array
+    if not is_traced(new) or (not handle.shape and not holds_array(new)):
         new = FUNCTIONS[index_update](handle, Ellipsis, new)
     if type(new) is not type(handle):
         raise TypeError(
@@ -535,21 +567,23 @@ def _refuse_overlap(x, positions, value, take):
             "Write a copy instead: x.flat = v.copy().")
 
 
-def _each_once(targets, sources):
+def _each_once(targets, sources, alike=False):
     """`(targets, sources)` with each target once: writing `sources[k]` into `targets[k]` for every `k`
-    means that when every write to a target takes the same source; otherwise NumPy keeps one of them."""
+    means that when every write to a target takes the same source, or (`alike`) sources computed alike;
+    otherwise NumPy keeps one of them."""
     unique, first = np.unique(targets, return_index=True)
     if unique.size == targets.size:
         return targets, sources
     order = np.argsort(targets, kind="stable")
     ordered, from_ = targets[order], indexable_by(sources, order)[order]
     repeated = ordered[1:] == ordered[:-1]
-    if np.any(from_[1:][repeated] != from_[:-1][repeated]):
+    if not alike and np.any(from_[1:][repeated] != from_[:-1][repeated]):
         raise ValueError(
             "This indexed assignment writes the same element more than once, from different elements of the "
-            "value (as y[[0, 0]] += 1 does); NumPy keeps one of the writes, in an order it does not guarantee, "
-            "so pullback cannot tell which one the gradient should follow. Use unique indices (np.unique), "
-            "summing the values of repeated ones first if an update should count them all."
+            "value (y[[0, 0]] = v, or y[[0, 0]] += v, with v of two elements); NumPy keeps one of the writes, in "
+            "an order it does not guarantee, so pullback cannot tell which one the gradient should follow. Use "
+            "unique indices (np.unique), summing the values of repeated ones first if an update should count "
+            "them all (np.add.at(y, index, v) adds every one)."
         )
     return unique, indexable_by(sources, first)[first]
 

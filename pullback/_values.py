@@ -13,6 +13,7 @@ import functools
 import itertools
 import operator
 import sys
+import warnings
 import weakref
 
 import numpy as np
@@ -35,6 +36,7 @@ from ._inplace import (
     decided,
     holds_array,
     in_place,
+    note_in_place,
     rebind,
     root_positions,
     set_item,
@@ -255,6 +257,10 @@ class Traced:
 
     # --- indexing and in-place writes ------------------------------------------------
     def __getitem__(self, index):
+        if type(index) is int and getattr(self._value, "ndim", 0) > 1 and _asked_by_c_code():
+            # NumPy's shuffle of an object that is not an ndarray swaps rows as `x[i], x[j] = x[j], x[i]`, in C: a
+            # row that is a view would show the first write, so C code gets a copy (NumPy swaps an ndarray's memory)
+            return FUNCTIONS[np.copy](FUNCTIONS[getitem](self, index))
         return FUNCTIONS[getitem](self, index)
 
     def view(self, dtype=None, type=None):
@@ -360,7 +366,9 @@ class Traced:
         return FUNCTIONS[np.matmul](other, self)
 
     def __imatmul__(self, other):
-        return in_place(self, FUNCTIONS[np.matmul](self, other))
+        result = in_place(self, FUNCTIONS[np.matmul](self, other))
+        note_in_place(result, other)
+        return result
 
     def __neg__(self):
         result = apply((UFUNC_RULES[np.negative]), (self,))
@@ -456,6 +464,18 @@ class Dual(Traced):
 
 _PYTHON_SCALARS = (float, int, bool, complex)
 _AS_STRIDED = np.lib.stride_tricks.as_strided.__code__
+
+
+# NumPy's shuffle warns that an object other than an ndarray may end with duplicate rows (views); a traced array
+# gives that C code copies (see `Traced.__getitem__`), so it permutes as NumPy does an ndarray, which it does not warn of
+warnings.filterwarnings("ignore", message="you are shuffling a '(Tracked|Dual)' object", category=UserWarning)
+_CALLS = frozenset(dis.opmap[name] for name in ("CALL", "PRECALL", "CALL_FUNCTION_EX", "CALL_KW") if name in dis.opmap)
+
+
+def _asked_by_c_code():
+    """Whether the Python frame below the caller's is at a call, not a subscript (`x[i]`): C code it called asks."""
+    frame = sys._getframe(2)
+    return frame.f_code.co_code[frame.f_lasti] in _CALLS
 
 
 def _called_from(code, depth):
@@ -587,7 +607,9 @@ def _install_operators():
             new = forward(ufunc, name)(self, other)
             if holds_array(self):
                 _refuse_unsafe_cast(ufunc, (self, other), new, self.dtype, "same_kind", {})
-            return write_elementwise(self, new, (self, other))
+            result = write_elementwise(self, new, (self, other))
+            note_in_place(result, other)
+            return result
         return op
 
     for name, ufunc in pairs.items():
@@ -786,13 +808,29 @@ def _foreign(x):
 
 
 def conversion_refusal(error):
-    """For NumPy's "setting an array element with a sequence" raised by a write of a traced scalar into one
+    """The error to raise in place of `error`, raised by the function being differentiated, where NumPy's own
+    message does not name the fix; None for other errors.
+
+    For NumPy's "setting an array element with a sequence" raised by a write of a traced scalar into one
     element of a plain float array (`a[i, j] = x`, `a.fill(x)`): pullback's own refusal, which NumPy chains
-    as the cause (a traced value has `__getitem__`, so NumPy takes it for a sequence). None for other errors."""
+    as the cause (a traced value has `__getitem__`, so NumPy takes it for a sequence). For NumPy's refusals of
+    an object that is not an ndarray (a traced array is not one), NumPy's message and the fix."""
     cause = error.__cause__
     if type(error) is ValueError and getattr(cause, "pullback_conversion", False):
         return TypeError(str(cause)).with_traceback(error.__traceback__)
-    return None
+    fix = _NOT_AN_NDARRAY.get((type(error), str(error)))
+    return None if fix is None else type(error)(f"{error} {fix}").with_traceback(error.__traceback__)
+
+
+_NOT_AN_NDARRAY = {
+    (NotImplementedError, "Axis argument is only supported on ndarray objects"): (
+        "NumPy's rng.shuffle(y, axis=k) shuffles along another axis than 0 only an ndarray, and an array being "
+        "differentiated is not one. Write y = y[:, rng.permutation(y.shape[1])] (for any k: y = np.take(y, "
+        "rng.permutation(y.shape[k]), axis=k)), which draws the same permutation."),
+    (ValueError, "Supplied output array must be contiguous, writable, aligned, and in machine byte-order."): (
+        "If out is an array being differentiated (np.zeros_like(x) of a traced x is one): NumPy's random "
+        "generators write only into an ndarray. Draw, then assign: v = rng.random(x.shape) (out[...] = v)."),
+}
 
 
 def stop_gradient(x):
@@ -1281,13 +1319,49 @@ def _into_out(ufunc, method, inputs, kwargs, name):
     casting = kwargs.pop("casting", "same_kind")  # the write below casts, as NumPy's output does
     call = ufunc if method == "__call__" else getattr(ufunc, method)
     where = stop_gradient(kwargs.pop("where")) if method == "__call__" and "where" in kwargs else True
-    result = call(*inputs, **kwargs)
+    result = call(*inputs, **kwargs) if where is True else _masked_call(ufunc, inputs, kwargs, out, where, casting)
     results = result if type(result) is tuple else (result,)
     if len(out) != len(results):
         raise ValueError(f"{name}(..., out=...): out has {len(out)} entries, the call gives {len(results)} outputs")
     written = tuple(_write_output(call, inputs, kwargs, name, target, part, casting, (k, len(out)), where)
                     for k, (target, part) in enumerate(zip(out, results)))
     return written if type(result) is tuple else written[0]
+
+
+def _masked_call(ufunc, inputs, kwargs, out, mask, casting):
+    """`ufunc(*inputs)` for `ufunc(*inputs, out=out, where=mask)`, whose result is kept only where `mask` holds.
+
+    NumPy computes only there. Elsewhere each array input is given its value at the first place where `mask`
+    holds, where NumPy computes too: so no derivative there is infinite (its zero cotangent times inf would be
+    NaN), at any order, and the inputs get a zero gradient there. On NumPy's arrays (not inside `pb.jit`) NumPy's
+    own call comes first, for its errors and warnings; where `mask` holds nowhere nothing is computed (the outputs
+    are as they were).
+    """
+    plain = strip_all(inputs)
+    eager = not is_stand_in(mask) and _numpy_only((plain, mask, strip_all(out), strip_all(kwargs)))
+    if eager:
+        mask = np.asarray(mask)
+        copies = tuple(None if o is None else np.array(stop_gradient(o), copy=True) for o in out)
+        ufunc(*plain, out=copies, where=mask, casting=casting, **strip_all(kwargs))
+        if not mask.any():
+            return out if len(out) > 1 else out[0]
+    shape = np.broadcast_shapes(np.shape(mask), *(np.shape(p) for p in plain))
+    first = np.argmax(np.reshape(np.broadcast_to(mask, shape), -1))
+    inputs = tuple(FUNCTIONS[np.where](mask, x, np.reshape(np.broadcast_to(p, shape), -1)[first])
+                   if np.ndim(p) > 0 else x for x, p in zip(inputs, plain))
+    if not eager:
+        return ufunc(*inputs, **kwargs)
+    with np.errstate(all="ignore"):  # (NumPy's own call gave them)
+        return ufunc(*inputs, **kwargs)
+
+
+def _numpy_only(x):
+    """Whether `x` (nested in tuples and dicts) holds NumPy's arrays, numbers and None only."""
+    if type(x) is tuple or type(x) is list:
+        return all(_numpy_only(v) for v in x)
+    if type(x) is dict:
+        return all(_numpy_only(v) for v in x.values())
+    return x is None or isinstance(x, (np.ndarray, np.generic, int, float, complex, str, np.dtype, type))
 
 
 def _refuse_shared_outputs(name, outs):
