@@ -157,14 +157,13 @@ def stop_gradient(x: Any) -> Any:
     model, a deque, a tuple subclass): it comes back rebuilt around their plain values, the
     original untouched.
 
-    Of an array being differentiated, the value is a read-only array of its own (of an argument not
-    yet written, a read-only view of the caller's array). Without pullback `stop_gradient(x)` is `x`:
-    so every later write into `x` (or through any view of its memory, or another name of the
-    caller's array) shows in the value and its views as in NumPy, and a write into the value, which
-    would change `x` behind the gradient's back, raises NumPy's "assignment destination is
-    read-only". Write into a copy, `pb.stop_gradient(x).copy()`, or into `x` itself (a recorded
-    write; into an argument, refused while its value is in use, as pullback does not write into the
-    caller's array). Handed back to the caller, the value is writable, as without pullback.
+    Of an array being differentiated, the value is a read-only array of its own. Without pullback
+    `stop_gradient(x)` is `x`: so every later write into `x` (or through any view of its memory)
+    shows in the value and its views as in NumPy, and a write into the value, which would change
+    `x` behind the gradient's back, raises NumPy's "assignment destination is read-only". Write
+    into a copy, `pb.stop_gradient(x).copy()`, or into `x` itself (a recorded write). Handed back
+    to the caller, the value is writable, as without pullback. A write into the caller's array
+    through another name (a global), which pullback does not see, does not show in the value.
 
     >>> import numpy as np, pullback as pb
     >>> pb.gradient(lambda x: np.sum(x * pb.stop_gradient(x)), np.array([3.0]))
@@ -181,34 +180,22 @@ def apart_from_tape(y, given):
     """`y`, what `f` returned, with each NumPy array made inside `f` replaced by a copy: the tape may
     keep that very array for `back` (np.exp keeps its output, `x * pb.stop_gradient(y)` that value),
     and the caller may change what it is handed (`y -= t`). Arrays sharing memory with `given` (the
-    caller's own arrays, by `memory_key`) are the caller's and come back as they are (`pb.stop_gradient(x)`
-    of one as a writable view of it, as `x` is); arrays of `y` that share memory still share it."""
+    caller's own arrays, by `memory_key`) are the caller's and come back as they are; arrays of `y`
+    that share memory still share it."""
     made = {}  # id(owner of the memory) -> the arrays of y on it
-    copies = {}
 
     def collect(v):
-        if type(v) is np.ndarray:
-            if not any(np.may_share_memory(v, a) for a in given.get(memory_key(v), ())):
-                made.setdefault(id(memory_of(v)), []).append(v)
-            elif is_handed_out(v):
-                copies[id(v)] = _writable_view(v)
+        if type(v) is np.ndarray and not any(np.may_share_memory(v, a) for a in given.get(memory_key(v), ())):
+            made.setdefault(id(memory_of(v)), []).append(v)
         return v
 
     tree.fmap_values(collect, y)
-    if not made and not copies:
+    if not made:
         return y
+    copies = {}
     for group in made.values():
         copies.update(_copies_sharing(group))
     return tree.fmap_values(lambda v: copies.get(id(v), v) if type(v) is np.ndarray else v, y)
-
-
-def _writable_view(a):
-    view = a.view()
-    try:
-        view.flags.writeable = True
-    except ValueError:  # of a read-only array of the caller's
-        pass
-    return view
 
 
 def _copies_sharing(arrays):

@@ -348,9 +348,6 @@ def _write_root(root, new, writer=None, written=None):
     check = getattr(getattr(root, "_tape", None), "write_check", None)
     if check is not None:  # a write into an argument: see `Arguments.refuse_shared_write`
         check(getattr(root, "_id", None))
-    copies = getattr(root, "_read_only", None)
-    if copies:
-        _refuse_write_under_shared_value(copies)
     refs = getattr(root, "_views", None)
     views = [] if refs is None else [v for v in (ref() for ref in refs) if v is not None and v._base.root is root]
     old_root, olds = plain_of(root), [plain_of(v) for v in views]
@@ -372,40 +369,24 @@ def _write_root(root, new, writer=None, written=None):
         _assign(view, _fitted(view, fresh))
         if derive is None:
             _keep_layout(view, old, old_root, new_root)
+    copies = getattr(root, "_read_only", None)
     if copies:
         update_copies(root, copies)
-
-
-def _refuse_write_under_shared_value(copies):
-    """Raise before a recorded write into an array the caller gave while `pb.stop_gradient`'s value of it,
-    a read-only view of the caller's memory (see `_values.read_only_value`), is in use: without pullback
-    the value is the array and shows the write, but pullback does not write into the caller's array."""
-    for entry in copies:
-        if entry[5]:
-            entry[4] = None  # the one kept for reuse lets go
-            if entry[2]() is not None:
-                raise ValueError(
-                    "The function writes into an array it was given (x[i] = ..., x += ...) while "
-                    "s = pb.stop_gradient(x) (or a view of it) is in use: without pullback s is x and shows the "
-                    "write, but pullback does not write into the caller's array, which s shares so as to show "
-                    "writes made through other names of it. Take pb.stop_gradient(x) after the write (or "
-                    "del s before it), or write into a copy made first (x = x.copy()).")
 
 
 def update_copies(root, copies):
     """After a write into `root`, give each copy `pb.stop_gradient` made of it or of a view of it its new
     value: without pullback the value is the array itself, so it and its views show the write. `copies`
-    holds `[where, plain value, weak reference to the copy, None, the copy or None, shared]` (see
-    `_values.read_only_value`; under `pb.jit` the writable copy fourth; `shared` for a view of the caller's
-    memory, which `_write_root` lets no write reach while in use). Copies no longer in use are dropped:
+    holds `[where, plain value, weak reference to the copy, None, the copy or None]` (see
+    `_values.read_only_value`; under `pb.jit` the writable copy fourth). Copies no longer in use are dropped:
     the one kept for reuse first lets go."""
     new = plain_of(root)
     live = []
     for entry in copies:
         entry[4] = None
-        where, _, ref, private, _, shared = entry
+        where, _, ref, private, _ = entry
         value = ref() if private is None else private
-        if value is None or shared:
+        if value is None:
             continue
         if where is None:  # of the root itself, which holds the same value while not written again
             entry[1] = plain = new
@@ -434,6 +415,16 @@ def _copy_into(private, plain):
             "pb.jit: an array y is written in place (y[i] = ..., y += ...) while a view of s = pb.stop_gradient(y) "
             "other than s[index] (s.T, s.reshape(...), s.ravel()) is in use: the replay could not keep that view in "
             "step with the write, which without pb.jit shows in it. Take the view after the write.") from error
+
+
+def detach(view):
+    """Make traced `view` an array of its own holding its current value: later writes into its root no longer
+    show in it, nor do writes into it reach the root."""
+    refs = getattr(view._base.root, "_views", None)
+    if refs is not None:
+        refs[:] = [ref for ref in refs if ref() is not view]
+    _assign(view, FUNCTIONS[np.copy](view))
+    del view._base
 
 
 def _assign(handle, new):

@@ -26,7 +26,7 @@ from . import tree
 from ._arrays import as_numpy, as_type_of, dtype_kind, is_foreign_array, memory_key
 from ._backward import fit  # the sweep's one broadcasting helper
 from ._standins import converted, is_jit_float_or_complex, is_number_stand_in, is_stand_in, is_traced, traced_value
-from ._values import note_caller_memory, stop_gradient
+from ._values import stop_gradient
 
 
 def describe_place(path, roots=None):
@@ -130,7 +130,6 @@ class Arguments:
             where = Where(path, self.roots)
             self.leaves.append(Leaf(index, where, x))
             plain = as_numpy(x)  # array-API-only arrays are read as NumPy's (a memmap as an ndarray)
-            note_caller_memory(plain)
             if plain is not x and self.array_api_like is None and not isinstance(x, np.ndarray):
                 # results computed from it take its type and device
                 self.array_api_like = x

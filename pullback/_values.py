@@ -34,6 +34,7 @@ from ._inplace import (
     FlatView,
     concrete_of,
     decided,
+    detach,
     holds_array,
     in_place,
     note_in_place,
@@ -54,7 +55,6 @@ from ._standins import (
     is_number_stand_in,
     is_stand_in,
     power,
-    traced_value,
 )
 from ._tangents import PerOperand
 
@@ -257,11 +257,12 @@ class Traced:
 
     # --- indexing and in-place writes ------------------------------------------------
     def __getitem__(self, index):
-        if type(index) is int and getattr(self._value, "ndim", 0) > 1 and _asked_by_c_code():
-            # NumPy's shuffle of an object that is not an ndarray swaps rows as `x[i], x[j] = x[j], x[i]`, in C: a
-            # row that is a view would show the first write, so C code gets a copy (NumPy swaps an ndarray's memory)
-            return FUNCTIONS[np.copy](FUNCTIONS[getitem](self, index))
-        return FUNCTIONS[getitem](self, index)
+        row = FUNCTIONS[getitem](self, index)
+        if type(index) is int and getattr(self._value, "ndim", 0) > 1:
+            site = _c_call_site(sys._getframe(1))
+            if site is not None:  # (see `_detach_swapped_rows`)
+                _note_row_asked_by_c(self, index, row, site)
+        return row
 
     def view(self, dtype=None, type=None):
         """`x.view()`: the same values, sharing memory with `x` (a reinterpreting dtype is refused)."""
@@ -356,6 +357,8 @@ class Traced:
             "(or x = x.reshape(...)) instead.")
 
     def __setitem__(self, index, value):
+        if _ROWS_ASKED_BY_C and type(index) is int:
+            _detach_swapped_rows(self, index, value)
         set_item(self, index, value)
 
     # --- binary operators (see _install_operators) -----------------------------------
@@ -467,15 +470,55 @@ _AS_STRIDED = np.lib.stride_tricks.as_strided.__code__
 
 
 # NumPy's shuffle warns that an object other than an ndarray may end with duplicate rows (views); a traced array
-# gives that C code copies (see `Traced.__getitem__`), so it permutes as NumPy does an ndarray, which it does not warn of
+# permutes as NumPy does an ndarray (see `_detach_swapped_rows`), which it does not warn of
 warnings.filterwarnings("ignore", message="you are shuffling a '(Tracked|Dual)' object", category=UserWarning)
 _CALLS = frozenset(dis.opmap[name] for name in ("CALL", "PRECALL", "CALL_FUNCTION_EX", "CALL_KW") if name in dis.opmap)
 
 
-def _asked_by_c_code():
-    """Whether the Python frame below the caller's is at a call, not a subscript (`x[i]`): C code it called asks."""
-    frame = sys._getframe(2)
-    return frame.f_code.co_code[frame.f_lasti] in _CALLS
+def _c_call_site(frame):
+    """Where Python frame `frame` is, if it is at a call, not a subscript (`x[i]`), so that C code it called asks:
+    the frame and the instructions it and its callers are at, the same for every access made during that call.
+    Else None."""
+    if frame.f_code.co_code[frame.f_lasti] not in _CALLS:
+        return None
+    site = [id(frame)]
+    for _ in range(4):  # (another call made from the same helper has another caller's instruction)
+        site += (frame.f_code, frame.f_lasti)
+        frame = frame.f_back
+        if frame is None:
+            break
+    return tuple(site)
+
+
+# The rows (views) of arrays of two or more dimensions that C code asked for by an integer and that are alive:
+# `[weak reference to the array, weak reference to the row, its index, call site]`.
+_ROWS_ASKED_BY_C = []
+
+
+def _note_row_asked_by_c(x, index, row, site):
+    rows = _ROWS_ASKED_BY_C
+    rows.append((weakref.ref(x), weakref.ref(row), index % len(x), site))
+    if len(rows) > 32 and len(rows) & (len(rows) - 1) == 0:  # now and then, forget rows that died
+        rows[:] = [entry for entry in rows if entry[1]() is not None]
+
+
+def _detach_swapped_rows(x, index, value):
+    """Before `x[index] = value` written by C code that, in the same call, asked for `value = x[j]` and then for
+    `x[index]`: that row `x[index]` keeps its current value from now on, no longer a view of `x`.
+
+    NumPy's shuffle of an object that is not an ndarray swaps rows in C as `x[i], x[j] = x[j], x[i]`: the row
+    `x[i]` it holds, a view, would show the first write, and `x` end with two copies of row `j`. NumPy swaps an
+    ndarray's memory, so that `x` is permuted: detaching `x[i]` does the same. Any other access keeps views."""
+    site = _c_call_site(sys._getframe(2))
+    live = [entry for entry in _ROWS_ASKED_BY_C if entry[0]() is not None and entry[1]() is not None]
+    _ROWS_ASKED_BY_C[:] = live
+    if site is None:
+        return
+    mine = [entry for entry in live if entry[0]() is x and entry[3] == site]
+    if len(mine) < 2 or mine[-2][1]() is not value or mine[-1][2] != index % len(x) or mine[-1][1]() is value:
+        return
+    detach(mine[-1][1]())
+    _ROWS_ASKED_BY_C[:] = [entry for entry in live if entry is not mine[-1]]
 
 
 def _called_from(code, depth):
@@ -715,7 +758,7 @@ def apply_rule(rule, *args, **kwargs):
 def apply2(rule, a, b):
     """`apply` for two inputs, at least one of them traced; the common reverse-mode cases kept short."""
     kind_a, kind_b = type(a), type(b)
-    if _HANDED_IDS and (id(a) in _HANDED_IDS or id(b) in _HANDED_IDS):
+    if _HANDED_IDS and (id(a) in _HANDED_IDS or id(b) in _HANDED_IDS or kind_a is np.ndarray or kind_b is np.ndarray):
         a, b = _kept_as_now((a, b))
     try:
         if kind_a is Tracked and kind_b is not Dual:
@@ -853,11 +896,8 @@ def read_only_value(x):
     shows the write as in NumPy. A write into the copy, which the recording could not see, is refused by
     NumPy (read-only); once the outermost level `x` is traced by ends, it is writable (`release_handed_out`).
 
-    Of an array on the caller's memory (an argument, or a view of one, not yet written by the function), the
-    value is a read-only view of that memory instead: the caller may also write into it under another name (a
-    global), unrecorded, and the value shows that write as NumPy would. A recorded write into the array while
-    such a value is in use is refused (`_inplace._refuse_write_under_shared_value`): pullback does not write
-    into the caller's array. An operation given the value keeps a copy of it (`_kept_as_now`).
+    An operation given the value, or a view of it, keeps a copy of what it read (`_kept_as_now`). A write into
+    the caller's array through another name (a global), which is not recorded, does not reach the copy.
 
     Under `pb.jit` (a stand-in `plain`) the value is a read-only view of a writable copy, which the root
     keeps for good (a view of the value, `s.T`, does not keep a stand-in alive): the trace keeps the value
@@ -872,15 +912,12 @@ def read_only_value(x):
     copies = getattr(root, "_read_only", None)
     if copies is None:
         copies = root._read_only = []
-    for _, was, ref, _, _, _ in copies:
+    for _, was, ref, _, _ in copies:
         value = ref()
         if was is plain and value is not None:
             return value
     private = None
-    shared = on_caller_memory(plain)
-    if shared:  # a write through another name of the caller's array (a global) shows in it, as in NumPy
-        value = plain.view()
-    elif is_stand_in(plain):
+    if is_stand_in(plain):
         private = np.copy(plain, order="K")
         value = private.view()
     else:
@@ -893,7 +930,7 @@ def read_only_value(x):
     for entry in copies:
         entry[4] = None
     # the latest copy is kept until the root is written (`stop_gradient(x)[i]` in a loop copies x once)
-    copies.append([where, plain, weakref.ref(value), private, value, shared])
+    copies.append([where, plain, weakref.ref(value), private, value])
     _HANDED_OUT[id(value)] = value
     _hand_out(_outermost_level(x), value)
     return value
@@ -905,42 +942,36 @@ _HANDED_IDS = _HANDED_OUT.data  # (its keys, for a quick test on every operation
 
 
 def _kept_as_now(operands):
-    """`operands` (a tuple, a list or one value) with each read-only value `read_only_value` handed out copied:
-    the value shows later writes into its array, as without pullback, but a rule keeps its operands for the
-    backward sweep, which must read them as the operation did."""
+    """`operands` (a tuple, a list or one value) with each read-only value `read_only_value` handed out, and each
+    NumPy view of one (`s.T`, `s[1:]`, `np.broadcast_to(s, ...)`), copied: the value shows later writes into its
+    array, as without pullback, but a rule keeps its operands for the backward sweep, which must read them as
+    the operation did."""
     if type(operands) is tuple or type(operands) is list:
         return type(operands)(_kept_as_now(v) for v in operands)
-    if is_handed_out(operands):  # (under pb.jit, a stand-in: a recorded copy)
-        return np.copy(operands, order="K")
+    if is_handed_out(operands):
+        return np.copy(operands, order="K")  # (under pb.jit, a stand-in: a recorded copy)
+    if type(operands) is np.ndarray and operands.base is not None:
+        owner = _handed_out_base(operands.base)
+        if owner is not None:
+            return _view_of_a_copy(operands, owner)
     return operands
 
 
-# The arrays whose memory holds the arrays given to a differentiated call, by id: user code may also hold
-# them under another name (a global) and write into them unrecorded.
-_CALLER_MEMORY = weakref.WeakValueDictionary()
+def _handed_out_base(base):
+    """The value `read_only_value` handed out whose memory an array with NumPy base `base` shows, or None."""
+    while base is not None:
+        if is_handed_out(base):
+            return base
+        base = getattr(base, "base", None)  # (as_strided's views have a base of their own kind)
+    return None
 
 
-def note_caller_memory(a):
-    """Note that the memory of `a`, an array given to a differentiated call, is the caller's."""
-    a = traced_value(a)
-    if type(a) is np.ndarray:
-        owner = _owner_of(a)
-        _CALLER_MEMORY[id(owner)] = owner
-
-
-def on_caller_memory(plain):
-    """Whether the plain (or pb.jit stand-in's) array `plain` lies in memory a caller gave (see `note_caller_memory`)."""
-    a = traced_value(plain)
-    if type(a) is not np.ndarray or not _CALLER_MEMORY:
-        return False
-    owner = _owner_of(a)
-    return _CALLER_MEMORY.get(id(owner)) is owner
-
-
-def _owner_of(a):
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
+def _view_of_a_copy(view, owner):
+    """`view` of `owner` (an array of its own, dense) as the same view of a copy of `owner`: its strides too, so
+    that NumPy computes with it exactly as with `view` (a copy of a broadcast view would be laid out anew)."""
+    memory = np.copy(owner, order="K").ravel(order="K")  # (a view: the copy is laid out as `owner`)
+    offset = view.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    return np.ndarray(view.shape, view.dtype, buffer=memory, offset=offset, strides=view.strides)
 
 
 def is_handed_out(a):
@@ -979,10 +1010,7 @@ def _make_writable(handed):
         copy = ref()
         if copy is not None:
             _HANDED_OUT.pop(id(copy), None)  # (no longer read-only: nothing to keep apart)
-            try:
-                copy.flags.writeable = True  # its own memory, or a view of the caller's array
-            except ValueError:  # a view of a read-only array of the caller's, which stays so
-                pass
+            copy.flags.writeable = True  # (its own memory)
     handed.clear()
 
 

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from .._extend import primitive, rrule
+from .._inplace import concrete_of, holds_array
 from .._standins import dtype_of
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
@@ -78,15 +79,17 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     if not isinstance(x, Traced) or dtype_of(plain).kind not in "fc":
         return np.nan_to_num(plain, copy=copy, nan=stop_gradient(nan), posinf=stop_gradient(posinf),
                              neginf=stop_gradient(neginf))
+    if not copy and not holds_array(x):  # a number: NumPy makes no array of it without a copy, and says so
+        np.nan_to_num(concrete_of(x), copy=False)
     if np.iscomplexobj(plain):  # NumPy replaces in the real and imaginary parts apart
         parts = (_replaced(np.real(x), nan, posinf, neginf), _replaced(np.imag(x), nan, posinf, neginf))
         y = parts[0] + 1j * parts[1]
     else:
         y = _replaced(x, nan, posinf, neginf)
     y = y if y.dtype == x.dtype else y.astype(x.dtype)
-    if not copy:
+    if not copy and holds_array(x):
         x[...] = y
-        return x
+        return x if x.ndim else x[()]  # (of a 0-d array, NumPy's scalar)
     return y
 
 
