@@ -282,11 +282,12 @@ class Jitted:
                     arrays, {slot: trace.values[symbol.slot] for slot, symbol in trace.written_inputs.items()})
                 raise
         if _jit_random.drawn(fresh):
-            raise JitError("pb.jit: the function drew from a random generator made from fresh entropy "
-                           "(np.random.default_rng() without a seed), so each call without pb.jit draws other numbers, "
-                           "where every replay would repeat the trace's. Pass a np.random.Generator as an argument "
-                           "(pb.jit records its draws, and a replay draws afresh), or seed the one made inside "
-                           "(np.random.default_rng(seed)).")
+            made = ", ".join(dict.fromkeys(_constructor(g) for g, state in fresh if _jit_random.drawn([(g, state)])))
+            raise JitError(f"pb.jit: the function drew from a random generator made from fresh entropy ({made} "
+                           "without a seed, or from a np.random.SeedSequence() made without entropy), so each call "
+                           "without pb.jit draws other numbers, where every replay would repeat the trace's. Pass a "
+                           "np.random.Generator as an argument (pb.jit records its draws, and a replay draws afresh), "
+                           "or seed the one made inside (np.random.default_rng(seed), np.random.PCG64(seed)).")
         _refuse_changed_arguments(given, _leaf_ids(symbolic), contents)
         _refuse_changed_outside(outside)
         hidden = _jit_random.advanced(generators)
@@ -296,6 +297,7 @@ class Jitted:
                 "cannot see, so every replay would repeat the same draws. Pass a np.random.Generator as an "
                 "argument (pb.jit records its draws, and a replay draws afresh), or draw outside the jitted "
                 "function and pass the arrays in.")
+        trace.constants_as_read()
         for path, leaf in tree.leaves_with_path(result):
             if is_traced(leaf):
                 raise JitError(
@@ -375,6 +377,13 @@ class Jitted:
         watch = _jit_watch.collect(self.fn, _jit_watch.constant_arrays(trace), _argument_objects(args, kwargs))
         program = Deferred(trace, out_slots + [slot for _, slot in written] + besides, watch)
         return concrete, (program, rebuild, interrupted)
+
+
+def _constructor(generator):
+    """How the function made `generator` from fresh entropy: `np.random.default_rng()` for a Generator, else its
+    class called (`np.random.PCG64()`, `np.random.RandomState()`)."""
+    kind = type(generator)
+    return "np.random.default_rng()" if kind is np.random.Generator else f"np.random.{kind.__name__}()"
 
 
 def _constants_read(trace, fn):
@@ -833,7 +842,7 @@ def _signature(args, kwargs):
 
     def leaf(value, parts, path):
         nonlocal traced
-        if isinstance(value, Symbol) or is_traced(value):  # called inside another trace, or a derivative: inline
+        if isinstance(value, _TRACE_VALUES) or is_traced(value):  # inside another trace, or a derivative: inline
             traced = True
         elif is_foreign_array(value):  # a Dask or CuPy array: its library builds its own program; fn runs as it is
             traced = True

@@ -6,7 +6,9 @@ Every NumPy function, ufunc, operator and method applied to it runs on the concr
 and appends one `Node` to the trace, whose inputs name slots. Branches and conversions to
 Python numbers (`bool(s)`, `float(s)`, `s.item()`) record a `Guard`: the replay recomputes
 the value and retraces when it differs. Implicit conversion to a NumPy array (`np.asarray`)
-is refused, because the replay could not follow it.
+is refused, because the replay could not follow it. A plain array a recorded call reads is read by
+reference; one the function writes later in the trace is replayed from a copy of what the call read
+(see `Trace.constants_as_read`).
 
 >>> import numpy as np
 >>> trace = Trace()
@@ -24,6 +26,7 @@ import sys
 import threading
 import warnings
 import weakref
+import zlib
 
 import numpy as np
 
@@ -69,6 +72,7 @@ _NUMBER_UFUNCS = {**{name: _OPERATORS[name] for name in _NUMBER_BINARY}, **_COMP
 _LEAVES = frozenset((int, float, complex, bool, str, type(None), np.float32, np.float64))
 # operands of an elementwise call that are recorded as they are
 _NUMBERS = frozenset((int, float, complex, bool, np.float32, np.float64))
+_PYTHON_NUMBERS = frozenset((int, float, complex, bool))
 
 # NumPy functions that write into their first argument and return None
 _WRITES_FIRST = frozenset((np.putmask, np.place, np.put, np.copyto, np.fill_diagonal, np.put_along_axis))
@@ -221,6 +225,62 @@ def collect(x, kind, found):
         collect((x.start, x.stop, x.step), kind, found)
 
 
+def _replaced(x, copies):
+    """An argument structure with each array whose id is among `copies` replaced by its copy there."""
+    if isinstance(x, np.ndarray):
+        return copies.get(id(x), x)
+    if type(x) in (tuple, list):
+        return type(x)(_replaced(v, copies) for v in x)
+    if type(x) is dict:
+        return {k: _replaced(v, copies) for k, v in x.items()}
+    return x
+
+
+class _Read:
+    """A plain array that recorded calls read, and what it held at each read: its bytes are compared with a copy
+    of them (a checksum, past `_COPIED_BYTES`), and `version` counts the changes seen (see
+    `Trace.constants_as_read`); each version read is kept as a copy while the trace's copies take at most
+    `_COPIED_BYTES` in all."""
+
+    __slots__ = ("array", "copy", "checksum", "version")
+
+    def __init__(self, a):
+        self.array, self.version = a, 0
+        self.copy = a.copy(order="K") if a.nbytes <= _COPIED_BYTES else None
+        self.checksum = None if self.copy is not None else _checksum(a)
+
+    def note(self, trace, keep=True):
+        """The version the array holds now: a new one where its bytes changed since the last read (kept as a copy
+        where `keep` and the trace's copies allow; else its reads are not compared again: the trace is refused)."""
+        a = self.array
+        if self.copy is not None:
+            if _same_bytes(a, self.copy):
+                return self.version
+            trace.copied += a.nbytes if keep else 0
+            self.copy = a.copy(order="K") if keep and trace.copied <= _COPIED_BYTES else None
+        elif self.checksum is not None:
+            checksum = _checksum(a)
+            if checksum == self.checksum:
+                return self.version
+            self.checksum = checksum
+        self.version += 1
+        return self.version
+
+
+def _same_bytes(a, b):
+    """Whether two arrays of one dtype, shape and order hold the same bytes (-0.0 is not 0.0, a NaN is itself)."""
+    if a.nbytes <= 4096 or a.dtype.hasobject or a.itemsize not in (1, 2, 4, 8):
+        return a.tobytes() == b.tobytes()
+    kind = np.dtype(f"u{a.itemsize}")
+    return bool(np.array_equal(a.view(kind), b.view(kind)))
+
+
+def _checksum(a):
+    """A checksum of the bytes of an array too large to copy, read in place where its memory is contiguous."""
+    contiguous = a if a.flags.c_contiguous else a.T if a.flags.f_contiguous else None
+    return zlib.crc32(a.tobytes() if contiguous is None or a.dtype.hasobject else contiguous.data)
+
+
 def _collect_refs(x, found):
     refs = []
     collect(x, Ref, refs)
@@ -229,6 +289,10 @@ def _collect_refs(x, found):
 
 # a value no Symbol holds any more is kept as a stand-in of its shape and dtype when it is this large
 _KEEP_BYTES = 1 << 16
+# a plain array a recorded call reads is compared at each read with a copy of its bytes when it is at most this
+# large (else with a checksum); one written before the trace ends is replayed from copies of the values its calls
+# read, while those take at most this much in all (else the trace is refused)
+_COPIED_BYTES = 1 << 24
 
 
 class Trace:
@@ -254,6 +318,10 @@ class Trace:
         self.errors_at_start = (np.geterr(), np.geterrcall())
         # the caller's warnings filters: the list (catch_warnings puts a copy in its place) and what it holds
         self.filters_list, self.filters_outside = warnings.filters, list(warnings.filters)
+        self.constant_read = False  # whether `_split` met a plain array since the last node was recorded
+        # the plain arrays the recorded calls read: [(node, array, its `_Read`, the version read, a copy of it)],
+        # and the `_Read` of each memory read (by address, shape, strides and dtype: `x.T` made twice is one)
+        self.reads, self._read, self.copied = [], {}, 0
 
     def _append(self, node):
         """Record `node`, with the floating-point error handling (np.errstate) and the warnings filters
@@ -264,6 +332,45 @@ class Trace:
         if filters is not self.filters_list or filters != self.filters_outside:
             node.filters = tuple(filters)
         self.nodes.append(node)
+        if self.constant_read:
+            self.constant_read = False
+            self._note_reads(node)
+
+    def _note_reads(self, node):
+        """Note what each plain array `node` reads holds now: the replay reads it by reference, so one the
+        function writes later in the trace must be replayed from what the call read (see `constants_as_read`)."""
+        arrays = []
+        collect((node.args, node.kwargs), np.ndarray, arrays)
+        for a in {id(a): a for a in arrays if a.size}.values():
+            key = (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
+            read = self._read.get(key)
+            if read is None:
+                read, version = _Read(a), 0
+                self._read[key] = read
+            else:
+                version = read.note(self)
+            self.reads.append((node, a, read, version, read.copy))
+
+    def constants_as_read(self):
+        """At the end of the trace: each recorded call that read a plain array the function wrote afterwards
+        reads a private copy of what it read then, as the call without pb.jit did; where no copy was kept (a
+        large array, see `_COPIED_BYTES`), the trace is refused, naming it."""
+        final, copies = {}, {}
+        for node, a, read, version, copy in self.reads:
+            if id(read) not in final:
+                final[id(read)] = read.note(self, keep=False)
+            if version == final[id(read)]:
+                continue
+            if copy is None:
+                raise JitError(f"pb.jit: the function wrote into a plain NumPy array (of shape {a.shape} and dtype "
+                               f"{a.dtype}) after the recorded call {node.name} read it; a replay reads the array by "
+                               "reference, so it would read the written values, and the values the calls read take "
+                               "too much memory to keep. Copy it before writing (c = c.copy()), write into a new "
+                               "array, or make it from the arguments.")
+            copies.setdefault(id(node), (node, {}))[1][id(a)] = copy
+        for node, replaced in copies.values():
+            node.args, node.kwargs = _replaced(node.args, replaced), _replaced(node.kwargs, replaced)
+        self.reads, self._read = [], {}
 
     def hold(self, symbol, slot):
         """Point `symbol` at `slot` instead of the one it named (an in-place write rebinds it)."""
@@ -354,6 +461,7 @@ class Trace:
         # an elementwise ufunc (its `out` taken away) always returns new arrays
         aliases = () if elementwise else self._aliases(result, concrete_args, (ref_args, ref_kwargs))
         self._append(Node(fn, name, ref_args, ref_kwargs, outputs, structure, elementwise, aliases))
+        self._guard_numbers(outputs)
         if not elementwise and (_shaped_by_values(fn, concrete_args) or _given_a_generator((concrete_args, concrete_kwargs))):
             # the replay plans buffers of the trace's shapes and dtypes: where the values decide them, a
             # call that gets others traces again
@@ -458,6 +566,7 @@ class Trace:
                            "Draw an array instead: rng.integers(0, 256, n, dtype=np.uint8) for bytes.")
         aliases = self._aliases(result, concrete_args, (ref_args, ref_kwargs))
         self._append(Node(fn, name, ref_args, ref_kwargs, outputs, structure, False, aliases))
+        self._guard_numbers(outputs)
         return wrapped
 
     def _freeze(self, x):
@@ -493,7 +602,9 @@ class Trace:
         if isinstance(x, dict):
             pairs = {k: self._split(v) for k, v in x.items()}
             return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
-        if isinstance(x, slice) and any(isinstance(v, Symbol) for v in (x.start, x.stop, x.step)):
+        if isinstance(x, np.ndarray):
+            self.constant_read = True
+        elif isinstance(x, slice) and any(isinstance(v, Symbol) for v in (x.start, x.stop, x.step)):
             raise JitError("pb.jit: a slice bound computed from a traced array (x[:k], with k drawn or computed from "
                            "an array), which a replay could not follow. Write int(k) inside the function: its value "
                            "is then fixed by a guard, so a call where it differs traces again. Or index with an array.")
@@ -518,17 +629,25 @@ class Trace:
             slot = self.new_slot(result)
             return slot, None, self.symbol(slot)
         if isinstance(result, (tuple, list)) and any(isinstance(r, (np.ndarray, np.generic)) for r in result):
-            if not all(isinstance(r, (np.ndarray, np.generic)) for r in result):
+            if not all(isinstance(r, (np.ndarray, np.generic)) or type(r) in _PYTHON_NUMBERS for r in result):
                 raise JitError(f"pb.jit: {name} returned a mix of arrays and other values "
                                f"({type(result).__name__} of {', '.join(type(r).__name__ for r in result)}), which the "
                                "replay cannot rebuild. Call it outside the jitted function, or a function that returns "
                                "arrays only.")
             slots = [self.new_slot(r) for r in result]
-            symbols = [self.symbol(s) for s in slots]
+            # a Python number among them (a rank) is the trace's, fixed by a guard (see `_guard_numbers`)
+            parts = [r if type(r) in _PYTHON_NUMBERS else self.symbol(s) for s, r in zip(slots, result)]
             kind = type(result)
-            rebuilt = kind(symbols) if kind in (tuple, list) else kind(*symbols)
+            rebuilt = kind(parts) if kind in (tuple, list) else kind(*parts)
             return tuple(slots), kind, rebuilt
         return None, None, result
+
+    def _guard_numbers(self, outputs):
+        """Fix by a guard each Python number among a recorded call's results (`outputs`, their slots), as a
+        Python number a NumPy function returns is fixed: a replay where it differs traces again."""
+        for slot in outputs if isinstance(outputs, tuple) else ():
+            if type(self.values[slot]) in _PYTHON_NUMBERS:
+                self.guard_at(slot, _exact)
 
 
 def _forward(fn, name):

@@ -17,8 +17,9 @@ def getitem(x, index):
 
 
 def index_update(x, index, value):
-    """A copy of `x` with `x[index] = value`: the functional form of an in-place write."""
-    y = x.copy()
+    """A copy of `x` with `x[index] = value`: the functional form of an in-place write, which keeps x's memory
+    order as NumPy's write does (another library's array is copied by its own `copy()`)."""
+    y = x.copy(order="K") if isinstance(x, np.ndarray) or is_stand_in(x) else x.copy()
     y[index] = value
     return y
 

@@ -29,7 +29,7 @@ from .._arrays import (
 from .._extend import primitive, rrule
 from .._inplace import mark_view, names_each_once, plain_of, write_out
 from .._registry import FUNCTIONS, METHODS
-from .._standins import getitem, index_update
+from .._standins import getitem, index_update, is_stand_in
 from .._tangents import InplaceableThunk, Thunk
 from .._values import Traced, stop_gradient, strip_all
 from ._register import composite, forward_rule, linear_forward, rule, without_gradient, zeros_if_none
@@ -255,7 +255,10 @@ def index_update_rule(x, index, value):
 
 
 def _update_plain(x, index, value):
-    y = x.copy() if speaks_nep18(type(x)) else np.array(x, copy=True)  # np.array would convert a CuPy array
+    if is_stand_in(x):  # pb.jit's: a write keeps the array's memory layout, as NumPy's does
+        y = np.copy(x, order="K")
+    else:
+        y = x.copy() if speaks_nep18(type(x)) else np.array(x, copy=True)  # np.array would convert a CuPy array
     y = indexable_by(y, index)
     y[index] = value
     return y

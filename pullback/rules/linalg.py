@@ -262,17 +262,18 @@ def _pinv_cotangent(a, p, g):
 def _refuse_truncation(a, cutoff, name):
     """Raise where the relative `cutoff` (`rcond`/`rtol`, None: NumPy's default) drops singular values
     of `a` that are not numerically zero: the rank-constant formulas differentiate pinv(a), not the
-    pseudo-inverse of the truncated matrix that the cutoff makes. Inside pb.jit, where each call's
-    matrix is not known when the trace is made, any cutoff above the default is refused."""
+    pseudo-inverse of the truncated matrix that the cutoff makes. Inside pb.jit the check is recorded (a
+    cutoff computed from the values, as `pinvh`'s is, included), and its answer fixed by a guard."""
     if cutoff is None:
         return
     m, n = np.shape(a)[-2:]
     default = max(m, n) * np.finfo(np.result_type(np.dtype(a.dtype), np.float32)).eps
-    cutoff = np.asarray(stop_gradient(cutoff), dtype=np.float64)
+    cutoff = stop_gradient(cutoff)
+    cutoff = cutoff.astype(np.float64) if is_stand_in(cutoff) else np.asarray(cutoff, dtype=np.float64)
     if not np.any(cutoff > default):
         return
     plain = stop_gradient(a)
-    if type(plain) is np.ndarray:
+    if type(plain) is np.ndarray or is_stand_in(plain):
         s = np.linalg.svd(plain, compute_uv=False)
         largest = np.max(s, axis=-1, keepdims=True) if s.size else s
         if not np.any((s <= cutoff[..., None] * largest) & (s > default * largest)):
@@ -293,7 +294,7 @@ def pinv_rule(a, rcond=None, hermitian=False, **kwargs):
         raise TypeError("numpy.linalg.pinv(hermitian=True) is not supported on tracked values; use hermitian=False.")
     _refuse_truncation(a, rcond if rcond is not None else kwargs.get("rtol"), "numpy.linalg.pinv")
     p = np.linalg.pinv(a, rcond, **kwargs) if rcond is not None else np.linalg.pinv(a, **kwargs)
-    return p, lambda g: (_pinv_cotangent(a, p, g),)
+    return p, lambda g: (_pinv_cotangent(a, p, g), None)  # none for a cutoff: pinv is flat in it
 
 
 def _pinv_tangent(a, p, t):

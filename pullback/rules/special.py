@@ -1455,8 +1455,8 @@ def scipy_call(fn, /, *args, **kwargs):
 def _replayable(result):
     """Whether each replay recomputes a recorded call's result: the trace's arrays (alone or in one flat tuple or
     list), or a Python number (which the trace guards). A number inside a tuple would be a constant of the trace."""
-    if isinstance(result, (tuple, list)):
-        return all(is_stand_in(part) for part in result)
+    if isinstance(result, (tuple, list)):  # a number among the arrays is fixed by a guard (see `Trace._guard_numbers`)
+        return all(is_stand_in(part) or isinstance(part, (bool, int, float, complex)) for part in result)
     return is_stand_in(result) or isinstance(result, (bool, int, float, complex))
 
 
