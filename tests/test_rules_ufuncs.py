@@ -536,17 +536,40 @@ def test_a_derivative_naming_a_value_the_rule_does_not_have_is_refused_at_regist
 
 
 @pytest.mark.parametrize("ufunc, derivative", [(np.sin, np.cos), (np.cos, lambda x: -np.sin(x))])
-@pytest.mark.parametrize("shape", [(3 * 65536 + 7,), (300, 1000), (2, 65536)])
-def test_sin_cos_of_large_float32_are_blocked_yet_exact(ufunc, derivative, shape):
-    """Large float32 sin/cos backward passes run a cached block at a time (`times_of`): the
-    gradient is still exactly the product g * f'(x) NumPy computes in one pass, in both modes."""
+@pytest.mark.parametrize("shape", [(3 * 65536 + 7,), (300, 1000), (2, 65536), (1000, 300)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sin_cos_of_large_arrays_keep_their_derivative_yet_are_exact(ufunc, derivative, shape, dtype):
+    """On large arrays sin/cos compute their derivative with the value and keep it for the backward
+    pass: the gradient is still exactly the product g * f'(x) NumPy computes, in both modes, also
+    for a transposed (non-contiguous) input and through a second function of the same value."""
     rng = np.random.default_rng(0)
-    x = rng.uniform(-3, 3, shape).astype(np.float32)
-    w = rng.uniform(-1, 1, shape).astype(np.float32)
+    x = rng.uniform(-3, 3, shape).astype(dtype)
+    w = rng.uniform(-1, 1, shape).astype(dtype)
     (g,) = pb.gradient(lambda v: np.sum(ufunc(v) * w), x)
     np.testing.assert_array_equal(g, w * derivative(x), strict=True)
     _, t = pb.jvp(ufunc, (x,), (w,))
     np.testing.assert_array_equal(t, w * derivative(x), strict=True)
+    (g,) = pb.gradient(lambda v: np.sum(ufunc(v.T) * w.T), x)
+    np.testing.assert_array_equal(g, w * derivative(x), strict=True)
+    (g,) = pb.gradient(lambda v: np.sum(np.tanh(ufunc(v)) * w), x)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(g, w * (1.0 - np.tanh(ufunc(x64)) ** 2) * derivative(x64), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("order", ["jvp of gradient", "gradient of gradient"])
+def test_second_derivatives_of_sin_cos_of_large_arrays(order):
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-3, 3, 70_000)
+    v = rng.uniform(-1, 1, 70_000)
+
+    def f(u):
+        return np.sum(0.3 * np.sin(u) + np.cos(u))
+
+    if order == "jvp of gradient":
+        _, hv = pb.jvp(lambda u: pb.gradient(f, u)[0], (x,), (v,))
+    else:
+        (hv,) = pb.gradient(lambda u: np.sum(pb.gradient(f, u)[0] * v), x)
+    np.testing.assert_allclose(hv, (-0.3 * np.sin(x) - np.cos(x)) * v, rtol=1e-12, atol=1e-14)
 
 
 def test_blocked_product_falls_back_where_blocks_do_not_apply():
