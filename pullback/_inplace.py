@@ -419,8 +419,11 @@ def _copy_into(private, plain):
 
 def detach(view):
     """Make traced `view` an array of its own holding its current value: later writes into its root no longer
-    show in it, nor do writes into it reach the root."""
-    refs = getattr(view._base.root, "_views", None)
+    show in it, nor do writes into it reach the root. A row that is no view (of an empty array) is left as it is."""
+    base = getattr(view, "_base", None)
+    if base is None:
+        return
+    refs = getattr(base.root, "_views", None)
     if refs is not None:
         refs[:] = [ref for ref in refs if ref() is not view]
     _assign(view, FUNCTIONS[np.copy](view))

@@ -18,6 +18,7 @@ reference; one the function writes later in the trace is replayed from a copy of
 ['sin', 'multiply']
 """
 
+import dis
 import functools
 import inspect
 import math
@@ -322,6 +323,9 @@ class Trace:
         # the plain arrays the recorded calls read: [(node, array, its `_Read`, the version read, a copy of it)],
         # and the `_Read` of each memory read (by address, shape, strides and dtype: `x.T` made twice is one)
         self.reads, self._read, self.copied = [], {}, 0
+        # the rows (views) C code asked for by an integer: [(weak reference to the array, to the row, the
+        # row's index, the call site)] (see `_detach_swapped_row`)
+        self.rows_asked_by_c = []
 
     def _append(self, node):
         """Record `node`, with the floating-point error handling (np.errstate) and the warnings filters
@@ -546,12 +550,14 @@ class Trace:
     def draw(self, source, method, args, kwargs):
         """`Generator.method(*args, **kwargs)` of the generator argument `source`, recorded so that a replay
         draws afresh: a Symbol for an array drawn, a Number for a Python number (weakly typed, as without
-        pb.jit). A draw that gives neither (bytes) or writes in place (shuffle) is refused."""
+        pb.jit). A draw that gives neither (bytes) or writes into `out=` is refused; `shuffle` is a drawn
+        permutation written into its array (see `_shuffle`)."""
         fn, name = _draw(method), f"Generator.{method}"
-        if method == "shuffle" or kwargs.get("out") is not None:
-            raise JitError(f"pb.jit: {name}{'' if method == 'shuffle' else '(..., out=...)'} of a generator argument "
-                           "writes into an array in place, which the replay could not follow. Use the draw's result: "
-                           "x = rng.permutation(x), or x[...] = rng.random(x.shape).")
+        if method == "shuffle":
+            return _shuffle(self, source, *args, **kwargs)
+        if kwargs.get("out") is not None:
+            raise JitError(f"pb.jit: {name}(..., out=...) of a generator argument writes into an array in place, "
+                           "which the replay could not follow. Use the draw's result: x[...] = rng.random(x.shape).")
         args, kwargs = self._freeze(args), self._freeze(kwargs)
         (concrete_args, ref_args), (concrete_kwargs, ref_kwargs) = self._split((source, *args)), self._split(kwargs)
         result = fn(*concrete_args, **concrete_kwargs)
@@ -766,7 +772,13 @@ class Symbol:
                        "labels), or writing it into a plain array), which the replay could not follow. Keep the "
                        "computation in NumPy calls on the traced array (rows of a plain table: "
                        "np.take_along_axis(table, labels[:, None], axis=0); a one-hot: "
-                       "(labels[:, None] == np.arange(3)).astype(float)), or move it outside the jitted function.")
+                       "(labels[:, None] == np.arange(3)).astype(float)), or move it outside the jitted function. "
+                       "A random draw from a generator pb.jit does not record (one made inside the function, "
+                       "NumPy's global one) reads its arguments so too "
+                       "(rng.permutation(x), rng.permuted(x), rng.choice(x), rng.normal(mu)): index by drawn "
+                       "positions (x[rng.permutation(len(x))], np.take(x, rng.permutation(x.shape[k]), axis=k)), "
+                       "transform standard draws (mu + rng.standard_normal(shape)), or pass the generator in as an "
+                       "argument, whose draws pb.jit records.")
 
     # --- metadata, known from the concrete value ----------------------------------------------
     dtype = property(lambda self: self._concrete().dtype)
@@ -811,12 +823,24 @@ class Symbol:
         result = self.owner.call(_getitem, "getitem", (self, index), {})
         if isinstance(result, Symbol) and np.may_share_memory(result._concrete(), self._concrete()):
             result.viewed = (self, index, self.slot)
+            if type(index) is int:
+                site = _c_call_site(sys._getframe(1))
+                if site is not None:  # (see `_detach_swapped_row`)
+                    _note_row_asked_by_c(self, index, result, site)
         return result
 
     def __setitem__(self, index, value):
+        by_c = type(index) is int and _c_call_site(sys._getframe(1)) is not None
+        if by_c and self.owner.rows_asked_by_c:
+            _detach_swapped_row(self, index, value)
         _about_to_write(self)
         result = _write_call(self.owner, setitem_copy, "setitem", (self, index, value), {}, (self,), "x[index] = value")
-        _rebind((self,), result, "x[index] = value")
+        try:
+            _rebind((self,), result, "x[index] = value")
+        except JitError as error:
+            if by_c and "shares memory" in str(error):  # name the call the user wrote
+                raise JitError(_SHUFFLED_VIEW) from None
+            raise
 
     def reshape(self, *shape, **kwargs):
         shape = shape[0] if len(shape) == 1 else shape
@@ -1135,6 +1159,107 @@ class Number:
     for _name, _fn in _NUMBER_UNARY.items():
         locals()[f"__{_name}__"] = (lambda f: lambda self: self.owner.number_call(f, f.__name__, (self,)))(_fn)
     del _name, _fn
+
+
+# NumPy's shuffle warns that an object other than an ndarray may end with duplicate rows (views); a Symbol
+# permutes as NumPy does an ndarray (see `_detach_swapped_row`), which it does not warn of
+warnings.filterwarnings("ignore", message="you are shuffling a 'Symbol' object", category=UserWarning)
+_CALLS = frozenset(dis.opmap[name] for name in ("CALL", "PRECALL", "CALL_FUNCTION_EX", "CALL_KW") if name in dis.opmap)
+
+
+def _c_call_site(frame):
+    """Where the user's Python frame `frame` is, if it is at a call, not a subscript (`x[i]`), so that C code
+    it called asks: the frame and the instructions it and its callers are at, the same for every access made
+    during that call. Else None (also for pullback's own frames, whose rows are its own business)."""
+    if frame.f_code.co_code[frame.f_lasti] not in _CALLS or frame.f_globals.get("__name__", "").startswith("pullback."):
+        return None
+    site = [id(frame)]
+    for _ in range(4):  # (another call made from the same helper has another caller's instruction)
+        site += (frame.f_code, frame.f_lasti)
+        frame = frame.f_back
+        if frame is None:
+            break
+    return tuple(site)
+
+
+def _note_row_asked_by_c(x, index, row, site):
+    rows = x.owner.rows_asked_by_c
+    rows.append((weakref.ref(x), weakref.ref(row), index % len(x), site))
+    if len(rows) > 32 and len(rows) & (len(rows) - 1) == 0:  # now and then, forget rows that died
+        rows[:] = [entry for entry in rows if entry[1]() is not None]
+
+
+def _detach_swapped_row(x, index, value):
+    """Before `x[index] = value` written by C code that, in the same call, asked for `value = x[j]` and then for
+    `x[index]`: that row `x[index]` keeps its current value from now on (a recorded copy), no longer a view of x.
+
+    NumPy's shuffle of an object that is not an ndarray (a Generator or RandomState made inside the function
+    shuffling a traced array) swaps rows in C as `x[i], x[j] = x[j], x[i]`: the row `x[i]` it holds, a view,
+    would show the first write, and x end with two copies of row j. NumPy swaps an ndarray's memory, so that x
+    is permuted: detaching `x[i]` does the same. Any other access keeps views, as in NumPy."""
+    trace = x.owner
+    site = _c_call_site(sys._getframe(2))
+    live = [entry for entry in trace.rows_asked_by_c if entry[0]() is not None and entry[1]() is not None]
+    trace.rows_asked_by_c[:] = live
+    if site is None:
+        return
+    mine = [entry for entry in live if entry[0]() is x and entry[3] == site]
+    if len(mine) < 2 or mine[-2][1]() is not value or mine[-1][2] != index % len(x) or mine[-1][1]() is value:
+        return
+    row = mine[-1][1]()
+    copied = trace.call(np.copy, "copy", (row,), {})
+    row.viewed = None
+    trace.hold(row, copied.slot)
+    trace.rows_asked_by_c[:] = [entry for entry in live if entry is not mine[-1]]
+
+
+_SHUFFLED_VIEW = (
+    "pb.jit: rng.shuffle(v) writes into v, a view of an array that is not x[index] of it (x.T, a reshape), which "
+    "the replay could not keep in step with that array (NumPy's shuffle of a stand-in swaps its rows one by one: "
+    "v[i], v[j] = v[j], v[i]). Permute by indexing instead, which draws the same permutation: "
+    "y = y[:, rng.permutation(y.shape[1])] in place of rng.shuffle(y.T) (in general y = np.take(y, "
+    "rng.permutation(y.shape[k]), axis=k)), or shuffle a copy (v = y.T.copy(); rng.shuffle(v)).")
+_SCRATCH_GENERATOR = np.random.Generator(np.random.PCG64(0))
+
+
+def _shuffle(trace, source, x, axis=0):
+    """`rng.shuffle(x, axis)` of the generator argument `source`: NumPy's permutation of x along `axis` drawn as
+    `rng.permutation(n)` (the same draws, leaving the generator in the same state), recorded so that a replay
+    draws afresh, and written into x as `x[...] = np.take(x, order, axis)`. NumPy's errors are NumPy's (from a
+    shuffle of a stand-in without memory, by another generator). A Python list (or another object) reordered
+    in place, or a plain array, is refused: a replay could not follow either."""
+    if isinstance(x, Symbol):
+        value = x._concrete()
+        if isinstance(value, np.ndarray):
+            value = np.lib.stride_tricks.as_strided(np.zeros(1, value.dtype), value.shape, (0,) * value.ndim,
+                                                    writeable=bool(value.flags.writeable))
+        _SCRATCH_GENERATOR.shuffle(value, axis=axis)  # NumPy's errors (an axis out of bounds, a read-only array)
+        axis = operator.index(axis) % x.ndim
+        n = x.shape[axis] if x.size else 0  # NumPy draws nothing for an empty array
+        if n > 1:
+            order = trace.draw(source, "permutation", (n,), {})
+            try:
+                x[...] = x[order] if axis == 0 else np.take(x, order, axis=axis)
+            except JitError as error:
+                if "shares memory" in str(error):
+                    raise JitError(_SHUFFLED_VIEW) from None
+                raise
+        return None
+    if is_traced(x) and not isinstance(x, np.ndarray):  # a value being differentiated, holding a Symbol
+        if axis != 0:
+            raise NotImplementedError("Axis argument is only supported on ndarray objects")
+        n = len(x) if np.size(x) else 0
+        if n > 1:
+            order = trace.draw(source, "permutation", (n,), {})
+            x[...] = x[order]
+        return None
+    if isinstance(x, np.ndarray):
+        raise JitError("pb.jit: Generator.shuffle of a plain NumPy array by a generator argument writes the draws "
+                       "into that array in place, which a replay could not follow (it would keep the trace's "
+                       "order). Use the draw's result: order = rng.permutation(n) (or x = rng.permutation(x)).")
+    raise JitError(f"pb.jit: Generator.shuffle of a {type(x).__name__} by a generator argument reorders it in place "
+                   "by the trace's draws, which a replay could not follow. Stack the arrays and shuffle the stack: "
+                   "y = np.stack(items); rng.shuffle(y) (or y = np.stack(items)[rng.permutation(len(items))]).")
 
 
 @functools.lru_cache(maxsize=None)
