@@ -38,8 +38,8 @@ def _aggregate(losses, agg):
 
 
 def _targets(y, like, axis):
-    """`y` as probabilities shaped like `like`: integer labels become one-hot of `like`'s dtype, and a
-    boolean or integer array shaped like `like` (a one-hot array) takes `like`'s dtype."""
+    """`y` as probabilities shaped like `like`: integer labels become a boolean one-hot mask (see `_picked`), and
+    a boolean or integer array shaped like `like` (a one-hot array) takes `like`'s dtype."""
     y_plain = stop_gradient(y)
     if getattr(getattr(y_plain, "dtype", None), "kind", "") not in ("i", "u", "b"):  # any array type
         if np.shape(y) != np.shape(like):
@@ -57,7 +57,15 @@ def _targets(y, like, axis):
         if low < 0 or high >= classes:  # under pb.jit a guard on the labels' range; the message shows the values
             raise ValueError(f"labels must lie in 0..{classes - 1}; got values from {traced_value(low)} to {traced_value(high)}")
     onehot = np.expand_dims(y_plain, -1) == np.arange(classes)
-    return np.moveaxis(onehot, -1, axis).astype(like.dtype)
+    return np.moveaxis(onehot, -1, axis)
+
+
+def _picked(y, values, axis):
+    """sum(y * values) along `axis`; for labels (a boolean mask from `_targets`) the labelled entry alone, as
+    PyTorch's gather: another class's -inf log-probability (a masked logit) gives no 0 * -inf = nan."""
+    if getattr(stop_gradient(y), "dtype", None) == np.bool_:
+        return np.sum(np.where(y, values, 0), axis=axis)
+    return np.sum(y * values, axis=axis)
 
 
 def _elementwise_targets(y, like):
@@ -97,6 +105,8 @@ def crossentropy(yhat: Any, y: Any, *, axis: int = -1, agg: Aggregation = "mean"
     """
     y = _targets(y, yhat, axis)
     eps = np.finfo(yhat.dtype).eps if eps is None else eps
+    if getattr(stop_gradient(y), "dtype", None) == np.bool_:  # labels: the log of the labelled probability only
+        return _aggregate(-np.log(_picked(y, yhat, axis) + eps), agg)
     return _aggregate(-np.sum(y * np.log(yhat + eps), axis=axis), agg)
 
 
@@ -108,7 +118,7 @@ def logitcrossentropy(logits: Any, y: Any, *, axis: int = -1, agg: Aggregation =
     0.287682
     """
     y = _targets(y, logits, axis)
-    return _aggregate(-np.sum(y * logsoftmax(logits, axis=axis), axis=axis), agg)
+    return _aggregate(-_picked(y, logsoftmax(logits, axis=axis), axis), agg)
 
 
 def binary_crossentropy(yhat: Any, y: Any, *, agg: Aggregation = "mean", eps: float | None = None) -> Any:
