@@ -102,13 +102,14 @@ def polyint(p, m=1, k=None):
     m = int(m)
     if m < 0:
         raise ValueError("Order of integral must be positive (see polyder)")
-    constants = [0.0] * m if k is None else ([k] * m if np.ndim(k) == 0 else [k[j] for j in range(np.shape(k)[0])])
-    if len(constants) < m:
+    k = np.zeros(m) if k is None else np.atleast_1d(as_array(k))
+    if np.shape(k)[0] == 1 and m > 1:  # one constant for every order, as in NumPy
+        k = k[0] * np.ones(m)
+    if np.shape(k)[0] < m:
         raise ValueError("k must be a scalar or a rank-1 array of length 1 or >m.")
-    p = _coefficients(p) * 1.0
-    for j in range(m):
-        n = np.shape(p)[0]
-        p = np.concatenate([p / np.arange(n, 0, -1), np.reshape(constants[j] + 0.0 * p[:1], (1,))])
+    p = _coefficients(p)
+    for j in range(m):  # each constant as NumPy appends it: its own value, never mixed with the coefficients
+        p = np.concatenate([p / np.arange(np.shape(p)[0], 0, -1), k[j:j + 1]])
     return p
 
 

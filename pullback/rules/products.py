@@ -63,11 +63,18 @@ def dot(a, b, out=None):
         return with_numpy_value(np.multiply(a, b), np.dot, a, b)
     if np.ndim(a) == 1 and np.ndim(b) == 1:
         return with_numpy_value(np.matmul(a, b), np.dot, a, b)  # matmul adds up a vector product in another order
-    if np.ndim(a) <= 2 and np.ndim(b) <= 2:
-        return np.matmul(a, b)
+    if np.ndim(a) <= 2 and np.ndim(b) <= 2:  # matmul rounds as dot does unless an operand is strided in both orders
+        product = np.matmul(a, b)
+        return product if _contiguous(a) and _contiguous(b) else with_numpy_value(product, np.dot, a, b)
     # an N-D operand: NumPy makes one product of reshaped arrays, which rounds differently
     product = np.matmul(a, b) if np.ndim(b) <= 2 else np.tensordot(a, b, axes=([-1], [-2]))
     return with_numpy_value(product, np.dot, a, b)
+
+
+def _contiguous(v):
+    """Whether the plain value of `v` is C- or F-contiguous (a `pb.jit` stand-in or a Dask array counts as one)."""
+    plain = stop_gradient(v)
+    return not isinstance(plain, np.ndarray) or plain.flags.c_contiguous or plain.flags.f_contiguous
 
 
 def _tensordot_axes(axes, nda, ndb):

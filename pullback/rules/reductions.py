@@ -344,7 +344,7 @@ def _zero_ranks(zero, axis):
     return np.transpose(np.reshape(ranks, [shape[k] for k in order]), np.argsort(order))
 
 
-@composite(np.nansum, args="a", notes="NaNs count as zero and get zero gradient.")
+@composite(np.nansum, args="a", numpy_value=True, notes="NaNs count as zero and get zero gradient.")
 def nansum(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
     refuse_out("nansum", out, where, initial)
     return np.sum(np.where(np.isnan(a), 0.0, a), axis=axis, dtype=dtype, keepdims=keeps_dims(keepdims))
@@ -376,7 +376,7 @@ composite(np.nanmin, args="a", numpy_value=True, notes="NaNs are left out and ge
     _nan_extreme(np.min, np.inf, "nanmin"))
 
 
-@composite(np.nanprod, args="a", notes="NaNs count as one and get zero gradient.")
+@composite(np.nanprod, args="a", numpy_value=True, notes="NaNs count as one and get zero gradient.")
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
     refuse_out("nanprod", out, where, initial)
     return np.prod(np.where(np.isnan(a), 1.0, a), axis=axis, dtype=dtype, keepdims=keeps_dims(keepdims))

@@ -203,7 +203,7 @@ def ediff1d(ary, to_end=None, to_begin=None):
 
 @composite(np.trapezoid, args="y, x, dx", notes="Sample points `x` (1-D along `axis`, or shaped like `y`) or a spacing `dx`.")
 def trapezoid(y, x=None, dx=1.0, axis=-1):
-    ndim = np.ndim(y)
+    ndim, given = np.ndim(y), axis
     axis = axis_index(axis, ndim)
     if x is None:
         d = dx
@@ -213,7 +213,7 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
             d = x[1:] - x[:-1]
             d = np.reshape(d, (-1,) + (1,) * (ndim - 1 - axis))
         else:
-            d = np.diff(x, axis=axis)
+            d = np.diff(x, axis=given)  # NumPy's axis counts in x's dimensions, which broadcast against y's
     head = (slice(None),) * axis
     upper, lower = y[head + (slice(1, None),)], y[head + (slice(None, -1),)]
     return np.sum(d * (upper + lower) / 2.0, axis=axis)
