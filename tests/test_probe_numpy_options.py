@@ -66,3 +66,75 @@ def test_trapezoid_with_sample_points_of_fewer_dimensions():
     f = lambda y, x: np.trapezoid(y, x)  # noqa: E731
     _same(_value(f, y, x), f(y, x))
     assert_gradient(f, y, x)
+
+
+# --- joins: dtype= and casting= as NumPy checks them ------------------------------------------------
+@pytest.mark.parametrize("f", [
+    lambda x, y: np.concatenate([x, x], dtype=np.int64),
+    lambda x, y: np.concatenate([x, y], casting="no"),
+    lambda x, y: np.stack([x, x], dtype=np.float32, casting="safe"),
+    lambda x, y: np.vstack([x, x], dtype=np.int32),
+    lambda x, y: np.hstack([x, y], casting="equiv"),
+])
+def test_joins_refuse_the_casts_numpy_refuses(f):
+    x, y = np.array([1.5, 2.5]), np.array([1.0, 2.0], np.float32)
+    with pytest.raises(TypeError, match="Cannot cast"):
+        f(x, y)
+    with pytest.raises(TypeError, match="Cannot cast"):
+        pb.pullback(f, x, y)
+
+
+def test_joins_cast_as_numpy_allows():
+    x, y = np.array([1.5, 2.5]), np.array([1.0, 2.0], np.float32)
+    for f in (lambda x, y: np.concatenate([x, y], dtype=np.float32), lambda x, y: np.stack([x, y], casting="unsafe", dtype=int),
+              lambda x, y: np.hstack([y, y], casting="no"), lambda x, y: np.vstack([x, y], dtype=np.float64, casting="safe")):
+        _same(_value(f, x, y), f(x, y))
+
+
+# --- reshape(copy=...): a copy is not a view, and copy=False refuses as NumPy does --------------------
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_reshape_copy_true_gives_a_copy_that_writes_stay_in(order):
+    def f(x):
+        z = x * 1.0
+        y = np.reshape(z, (4, 3), order=order, copy=True)
+        y[0] = 0.0
+        return np.sum(z * z)
+
+    x = np.arange(12.0).reshape(3, 4)
+    assert pb.withgradient(f, x)[0] == f(x)
+    assert_gradient(f, x)
+
+
+def test_reshape_copy_false_refuses_as_numpy():
+    f = lambda x: np.reshape(x.T, (12,), copy=False)  # noqa: E731
+    x = np.arange(12.0).reshape(3, 4)
+    with pytest.raises(ValueError):
+        f(x)
+    with pytest.raises(ValueError):
+        pb.pullback(f, x)
+
+
+# --- functions that return their input itself: writes through the result reach the input ---------------
+@pytest.mark.parametrize("op", [lambda z: np.astype(z, np.float64, copy=False), lambda z: np.real_if_close(z),
+                                lambda z: z.astype(np.float64, copy=False)])
+def test_a_function_returning_its_input_returns_it_under_differentiation(op):
+    def f(x):
+        z = x * 1.0
+        y = op(z)
+        y[0, 0] = 100.0
+        return np.sum(z * z)
+
+    x = np.arange(12.0).reshape(3, 4) - 3.5
+    assert pb.withgradient(f, x)[0] == f(x)
+    assert_gradient(f, x)
+
+
+def test_astype_function_copies_by_default():
+    def f(x):
+        z = x * 1.0
+        y = np.astype(z, np.float64)
+        y[0, 0] = 100.0
+        return np.sum(z * z)
+
+    x = np.arange(12.0).reshape(3, 4) - 3.5
+    assert pb.withgradient(f, x)[0] == f(x)

@@ -190,7 +190,7 @@ def valued_as_numpy(fn, impl):
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the composite's own: NumPy's were given
             y = impl(*args, **kwargs)
-        if writes and any(y is a for a in args):  # the argument itself, written in place, as NumPy returns it
+        if any(y is a for a in args):  # the argument itself (written in place, or returned as it is), as NumPy returns it
             return y
         return _pinned(y, plain)
 

@@ -12,7 +12,7 @@ from .._arrays import axis_index, like_input, size_of, speaks_nep18, type_name, 
 from .._extend import primitive, rrule
 from .._inplace import concrete_of, plain_of, write_out
 from .._registry import FUNCTIONS
-from .._standins import astype, is_stand_in, is_traced
+from .._standins import astype, dtype_of, is_stand_in, is_traced
 from .._values import Dual, Traced, stop_gradient, strip_all
 from ._register import composite, describe, forward_rule, linear_forward, rule, without_gradient, zeros_if_none
 
@@ -23,10 +23,11 @@ _NO = np._NoValue
 @rule(np.reshape, args="a", view=True)
 def reshape_rule(x, shape=None, order="C", *, newshape=None, copy=None):
     shape = newshape if shape is None else shape
+    copying = {} if copy is None else {"copy": copy}  # a copy is no view; copy=False may refuse, as in NumPy
     if order == "C":  # the default, spelled out only when not (Dask's reshape takes no order)
-        y, old = np.reshape(x, shape), np.shape(x)
+        y, old = np.reshape(x, shape, **copying), np.shape(x)
         return y, lambda g: (np.reshape(g, old),)
-    y = np.reshape(x, shape, order=order)
+    y = np.reshape(x, shape, order=order, **copying)
     old, order = np.shape(x), _index_order(x, order)
     return y, lambda g: (np.reshape(g, old, order=order),)
 
@@ -272,6 +273,7 @@ def _concatenate_frule(primals, tangents, axis=0):
 def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if out is not None:
         return _joined_into(np.concatenate, join, arrays, axis, out, dtype, casting)
+    _check_casting(arrays, dtype, casting)
     y = join(*arrays, axis=axis)
     return y if dtype is None else FUNCTIONS[astype](y, dtype)
 
@@ -301,8 +303,17 @@ def _stack_frule(primals, tangents, axis=0):
 def stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if out is not None:
         return _joined_into(np.stack, stack_along, arrays, axis, out, dtype, casting)
+    _check_casting(arrays, dtype, casting)
     y = stack_along(*arrays, axis=axis)
     return y if dtype is None else FUNCTIONS[astype](y, dtype)
+
+
+def _check_casting(arrays, dtype, casting):
+    """NumPy's error where it refuses to cast the joined arrays (to `dtype`, or to their common type) under `casting`."""
+    if dtype is not None or casting != "same_kind":
+        plain = [strip_all(a) for a in arrays]
+        dtypes = [p.dtype if hasattr(p, "dtype") else np.asarray(p).dtype for p in plain]
+        np.concatenate([np.empty(0, d) for d in dtypes], dtype=dtype, casting=casting)
 
 
 def _joined_into(numpy_join, traced_join, arrays, axis, out, dtype, casting):
@@ -345,13 +356,13 @@ def _slots_of_parts(numpy_join, arrays, axis, ndim):
 
 @composite(np.vstack, args="tup")
 def vstack(tup, *, dtype=None, casting="same_kind"):
-    return concatenate([np.atleast_2d(a) for a in tup], axis=0, dtype=dtype)
+    return concatenate([np.atleast_2d(a) for a in tup], axis=0, dtype=dtype, casting=casting)
 
 
 @composite(np.hstack, args="tup")
 def hstack(tup, *, dtype=None, casting="same_kind"):
     arrays = [np.atleast_1d(a) for a in tup]
-    return concatenate(arrays, axis=0 if np.ndim(arrays[0]) == 1 else 1, dtype=dtype)
+    return concatenate(arrays, axis=0 if np.ndim(arrays[0]) == 1 else 1, dtype=dtype, casting=casting)
 
 
 def _pieces(ary, indices_or_sections, axis, splitter):
@@ -720,8 +731,10 @@ def trim_zeros(filt, trim="fb", axis=None):
     return filt[tuple(index)]
 
 
-@composite(np.astype, args="x", notes="As `x.astype(dtype)`; `copy=False` may still copy.")
+@composite(np.astype, args="x", notes="As `x.astype(dtype)`; with `copy=False`, `x` itself where it has that dtype.")
 def astype_function(x, dtype, /, *, copy=True, device=None):
+    if not copy and np.dtype(dtype) == dtype_of(x):  # the input itself, as NumPy returns it
+        return x
     return FUNCTIONS[astype](x, dtype)
 
 # --- grids and constructors ----------------------------------------------------------------
