@@ -180,17 +180,15 @@ def valued_as_numpy(fn, impl):
         plain_args, plain_kwargs = strip_all(args), strip_all(kwargs)
         if not (_plain(plain_args) and _plain(plain_kwargs)):
             return _scalar_where_numpy_gives_one(impl(*args, **kwargs), fn, plain_args, plain_kwargs, in_place)
-        writes = False  # whether the call writes into an argument (copy=False, overwrite_input=True, out=)
-        if in_place:
+        if in_place:  # NumPy's call must not write into an argument (copy=False, overwrite_input=True, out=)
             bound = signature.bind(*plain_args, **plain_kwargs)
-            writes = any(name in bound.arguments and bound.arguments[name] is not value for name, value in in_place.items())
             bound.arguments.update(in_place)
             plain_args, plain_kwargs = bound.args, bound.kwargs
         plain = fn(*plain_args, **plain_kwargs)  # NumPy's value, and its errors and warnings, first
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the composite's own: NumPy's were given
             y = impl(*args, **kwargs)
-        if any(y is a for a in args):  # the argument itself (written in place, or returned as it is), as NumPy returns it
+        if any(y is a for a in args) and isinstance(stop_gradient(y), np.ndarray):  # the array itself, as NumPy gives it
             return y
         return _pinned(y, plain)
 
