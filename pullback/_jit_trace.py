@@ -45,7 +45,7 @@ except ImportError:  # NumPy 1: the settings themselves
 
 # ndarray methods that are NumPy functions with the array first
 _METHODS = (
-    "all", "any", "argmax", "argmin", "argsort", "conj", "conjugate", "cumprod", "cumsum", "diagonal",
+    "all", "any", "argmax", "argmin", "argsort", "cumprod", "cumsum", "diagonal",
     "dot", "max", "mean", "min", "nonzero", "prod", "ravel", "repeat", "round", "squeeze", "std", "sum",
     "swapaxes", "take", "trace", "var", "argpartition", "searchsorted", "ptp",
 )
@@ -851,8 +851,18 @@ class Symbol:
 
     T = property(lambda self: np.transpose(self))
     mT = property(lambda self: np.matrix_transpose(self))
-    real = property(lambda self: np.real(self))
-    imag = property(lambda self: np.imag(self))
+    def _set_real(self, value):
+        """`z.real = v`, as the write `z[...] = v + 1j * z.imag` (the array itself, for a real one)."""
+        self[...] = value + 1j * np.imag(self) if self.dtype.kind == "c" else value
+
+    def _set_imag(self, value):
+        """`z.imag = v`, as the write `z[...] = z.real + 1j * v`."""
+        if self.dtype.kind != "c":
+            raise TypeError("array does not have imaginary part to set")
+        self[...] = np.real(self) + 1j * value
+
+    real = property(lambda self: np.real(self), _set_real)
+    imag = property(lambda self: np.imag(self), _set_imag)
 
     def astype(self, dtype, *args, **kwargs):
         return self.owner.call(_astype, "astype", (self, dtype, *args), kwargs)
@@ -966,6 +976,11 @@ class Symbol:
 
     def resize(self, *args, **kwargs):
         raise _memory_refused("x.resize(...) (in place)", "use x = np.resize(x, shape) or x.reshape(shape)")
+
+    def conj(self):
+        return np.conjugate(self) if self.dtype.kind == "c" else self  # NumPy's x.conj() of a real x is x
+
+    conjugate = conj
 
     def tobytes(self, order="C"):
         """The bytes of the value, fixed by a guard (as `x.tolist()` is)."""

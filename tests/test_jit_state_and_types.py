@@ -410,3 +410,42 @@ def test_jit_flags_strides_device_and_shape():
 def test_jit_memory_of_a_traced_array_is_refused_naming_it(construct, fn):
     with pytest.raises(pb.JitError, match=construct):
         pb.jit(fn)(np.ones(2))
+
+
+# --- attributes written and methods that return the array itself ------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64, np.float64])
+def test_jit_real_and_imag_setters_write_as_numpy_does(dtype):
+    def set_real(z, v):
+        z = z * 1.0
+        z.real = v
+        return z
+
+    def set_imag(z, v):
+        z = z * 1.0
+        z.imag = v
+        return z
+
+    z = (np.array([1.0 + 2.0j, 3.0 - 1.0j]) if np.dtype(dtype).kind == "c" else np.array([1.0, 3.0])).astype(dtype)
+    v = np.array([0.5, -2.0])
+    setters = [set_real, set_imag] if np.dtype(dtype).kind == "c" else [set_real]
+    for f in setters:
+        got, want = pb.jit(f)(z, v), f(z, v)
+        np.testing.assert_array_equal(got, want, strict=True)
+        loss = lambda z, v, f=f: np.sum(np.abs(f(z, v)) ** 2)  # noqa: E731
+        for g_jit, g_eager in zip(pb.jit(lambda z, v: pb.gradient(loss, z, v))(z, v), pb.gradient(loss, z, v)):
+            np.testing.assert_allclose(g_jit, g_eager, rtol=1e-6)
+    if np.dtype(dtype).kind != "c":
+        with pytest.raises(TypeError, match="imaginary part"):
+            pb.jit(set_imag)(z, v)
+
+
+def test_jit_conj_of_a_real_array_is_the_array_so_products_take_numpys_path():
+    # NumPy's x.conj() of a real x is x itself, and x @ x.T of one buffer is computed as a symmetric
+    # product: a copy in its place would give a result that differs in the last bits
+    f = lambda x: x @ x.conj().T  # noqa: E731
+    for shape in [(20, 30), (3, 200)]:  # sizes where NumPy's two products differ
+        x = np.random.default_rng(0).standard_normal(shape)
+        np.testing.assert_array_equal(pb.jit(f)(x), f(x))
+    z = x + 1j * x[::-1]
+    np.testing.assert_array_equal(pb.jit(lambda z: z.conj() * 2.0)(z), z.conj() * 2.0)
