@@ -13,7 +13,8 @@ from ._leaves import Arguments, memory_of
 from ._reverse import Tape, collector_paused
 from ._standins import is_python_float
 from ._tangents import ARRAY_TYPES
-from ._values import Traced, Tracked, conversion_refusal, is_handed_out, read_only_value, release_handed_out
+from ._values import (Traced, Tracked, conversion_refusal, is_handed_out, read_only_value, release_guarded,
+                      release_handed_out, write_refusal)
 
 __all__ = ["gradient", "withgradient", "pullback", "vjp", "grad", "value_and_grad", "stop_gradient"]
 
@@ -68,7 +69,9 @@ def pullback(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Cal
     `y` is the caller's to change (`y -= target; back(y)`): its arrays are copies of what the
     recording keeps (an array `f` returns from its arguments, `x` or a view of it, is that array).
     The arguments are not copied: `back` reads them as they are when it runs, so change an
-    argument array in place only once the last `back` call is done (or pass `f` a copy).
+    argument array in place only once the last `back` call is done (or pass `f` a copy). So too
+    the plain arrays `f` used that `back` reads (`m` in `x * m`): read-only while `f` runs (a
+    write there raises an error naming the fix), they are writable again when `pullback` returns.
 
     >>> import numpy as np, pullback as pb
     >>> y, back = pb.pullback(lambda x: x * 2.0, np.array([1.0, 2.0]))
@@ -160,10 +163,11 @@ def stop_gradient(x: Any) -> Any:
     Of an array being differentiated, the value is a read-only array of its own. Without pullback
     `stop_gradient(x)` is `x`: so every later write into `x` (or through any view of its memory)
     shows in the value and its views as in NumPy, and a write into the value, which would change
-    `x` behind the gradient's back, raises NumPy's "assignment destination is read-only". Write
-    into a copy, `pb.stop_gradient(x).copy()`, or into `x` itself (a recorded write). Handed back
-    to the caller, the value is writable, as without pullback. A write into the caller's array
-    through another name (a global), which pullback does not see, does not show in the value.
+    `x` behind the gradient's back, raises a `ValueError` naming the fix (chained from NumPy's
+    "assignment destination is read-only"). Write into a copy, `pb.stop_gradient(x).copy()`, or
+    into `x` itself (a recorded write). Handed back to the caller, the value is writable, as
+    without pullback. A write into the caller's array through another name (a global), which
+    pullback does not see, does not show in the value.
 
     >>> import numpy as np, pullback as pb
     >>> pb.gradient(lambda x: np.sum(x * pb.stop_gradient(x)), np.array([3.0]))
@@ -259,15 +263,20 @@ def trace_call(f, args, kwargs, positions):
     leaf_index = {node: k for k, node in enumerate(ids)}
     tape.write_check = lambda node: (arguments.refuse_shared_write(leaf_index[node])
                                      if node in leaf_index else None)
+    tape.guarded = {}  # plain arrays the tape's pullbacks keep are read-only while f runs (see `guard_kept`)
     try:
         with collector_paused():
             out = f(*tracked, **tracked_kwargs)
     except (ValueError, NotImplementedError) as error:
         refusal = conversion_refusal(error)
         if refusal is None:
-            raise
+            refusal = write_refusal(error)  # a write into an array pullback made read-only
+            if refusal is None:
+                raise
+            raise refusal from error
         raise refusal from None  # pullback's message, at the user's line, in place of NumPy's
     finally:
+        release_guarded(tape)  # writable again: f has ended (pb.pullback: see its docstring)
         tape.close()
         # the check refers to the arguments, whose tracked copies refer to the tape: dropping it with
         # the recording breaks that cycle, so a tape `back` no longer needs is freed at once

@@ -277,3 +277,25 @@ def lost_gradient(action):
         "Keep using NumPy operations on it, or take pullback.stop_gradient(x) if you want a plain value "
         "that carries no gradient."
     )
+
+
+def written_after_use(kept, stop_gradient_value):
+    """The error for a write, in the function being differentiated, into a NumPy array pullback made read-only:
+    `kept` when a plain array a pullback keeps may be the one written (see `_values.guard_kept`),
+    `stop_gradient_value` when pb.stop_gradient's value (or a view of it) may be."""
+    parts = []
+    if kept:
+        parts.append(
+            "f wrote into a NumPy array after an operation whose gradient reads it had used it (pullback makes such "
+            "arrays read-only while f runs, so that the gradient cannot silently use the new values). Write into a "
+            "copy (`m = m.copy()` before changing it), or build the new values without writing in place "
+            "(np.where(mask, new, m), np.concatenate, ...).")
+    if stop_gradient_value:
+        parts.append(
+            ("Or f" if kept else "f") + " wrote into the value of pullback.stop_gradient(x) (or a view of it), which "
+            "is read-only: without pullback it is x itself, so the write would change x, which the gradient could "
+            "not follow. Write into a copy (`s = pullback.stop_gradient(x).copy()`), or write into x itself "
+            "(a recorded write, which the value then shows).")
+    error = ValueError(" ".join(parts))
+    error.pullback_named = True
+    return error

@@ -13,7 +13,7 @@ import numpy as np
 from ._arrays import is_foreign_array_type
 from ._standins import dtype_of, is_stand_in, is_traced
 from ._tangents import PerOperand
-from ._values import Traced, Tracked, new_level
+from ._values import Traced, Tracked, guard_kept, new_level, run_mixed
 
 _FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)  # the dtypes of most arrays, checked first
 
@@ -33,7 +33,7 @@ class Tape:
     (2, (0,))
     """
 
-    __slots__ = ("level", "nodes", "closed", "write_check", "handed_out", "holds_traced", "__weakref__")
+    __slots__ = ("level", "nodes", "closed", "write_check", "handed_out", "holds_traced", "guarded", "__weakref__")
 
     def __init__(self):
         self.level = new_level()
@@ -42,6 +42,9 @@ class Tape:
         self.write_check = None  # called with a node's id before an in-place write into it (see _leaves)
         self.handed_out = None  # stop_gradient's read-only copies of its values (see `read_only_value`)
         self.holds_traced = False  # whether a value recorded is traced by another level or is a pb.jit stand-in
+        # the plain arrays a pullback on this tape keeps, made read-only while `f` runs ({id: array}; see
+        # `guard_kept`), or None where nothing is guarded (a tape no gradient call of user code records)
+        self.guarded = None
 
     def leaf(self, value):
         """A new input node holding `value`."""
@@ -53,16 +56,27 @@ class Tape:
         """Run `rule` on the plain values of this tape's tracked `args` and record the result."""
         values = []
         ids = []
+        mixed = False
         for a in args:
-            if type(a) is Tracked and a._tape is self:
-                values.append(a._value)
-                ids.append(a._id)
-            else:
-                values.append(a)
-                ids.append(-1)
-        y, back = rule(*values, **kwargs)
-        if type(back) is PerOperand and -1 in ids:
-            back = back.traced_only(ids)
+            if type(a) is Tracked:
+                if a._tape is self:
+                    values.append(a._value)
+                    ids.append(a._id)
+                    continue
+                mixed = True  # a value an outer level traces
+            values.append(a)
+            ids.append(-1)
+        if mixed:
+            y, back = run_mixed(rule, values, kwargs, [v for v, i in zip(values, ids) if i >= 0])
+        else:
+            y, back = rule(*values, **kwargs)
+        if -1 in ids:
+            if type(back) is PerOperand:
+                back = back.traced_only(ids)
+            if self.guarded is not None:
+                guard_kept(self, back, [v for v, i in zip(values, ids) if i < 0], kwargs)
+        elif kwargs and self.guarded is not None:
+            guard_kept(self, back, (), kwargs)
         return self.record(y, back, ids)
 
     def record(self, y, back, ids):

@@ -11,8 +11,12 @@ rule's own arithmetic is recorded on the outer levels and the levels never mix.
 import dis
 import functools
 import itertools
+import linecache
 import operator
+import re
 import sys
+import threading
+import types
 import warnings
 import weakref
 
@@ -29,6 +33,7 @@ from ._errors import (
     mixed_arrays_error,
     subclass_error,
     ufunc_name,
+    written_after_use,
 )
 from ._inplace import (
     FlatView,
@@ -725,6 +730,182 @@ _install_methods()
 
 # --- stand-ins for operations NumPy has no public function for ----------------------
 
+# --- plain arrays a pullback keeps: read-only while `f` runs ------------------------------------------------
+# A pullback that keeps a plain NumPy array the user's code made (`x * m` keeps `m`) reads it when the gradient
+# is taken; a write into it in between would change the gradient silently. While a gradient call of user code
+# runs, such an array is read-only (NumPy then refuses the write, and the call names the fix: see
+# `_errors.written_after_use`); it is writable again when the call ends. Flags are the array's own, so they
+# are process-wide: a tape holds each array it made read-only, and an array several tapes hold (nested calls,
+# threads) is writable again when the last of them ends.
+_guard_lock = threading.Lock()
+GUARDED = {}  # id(array) -> [array, how many tapes hold it read-only]
+_STUCK = []  # arrays whose writeable flag NumPy would not set back yet (a view whose base is read-only for now)
+# id(array) -> how many rules running now were given it as the value of an operand their level traces: an
+# outer level they call does not make those read-only (the engine's own values; see `run_mixed`)
+_IN_RULE = {}
+_SEARCH_DEPTH = 3  # how deep `_kept` looks through functions and containers a pullback holds
+_SEARCH_WIDTH = 64  # and how many items of one container it looks at
+_SEARCH_NODES = 512  # and how many objects in all
+
+
+def guard_kept(tape, back, operands, kwargs=None):
+    """Make read-only, for as long as `tape`'s gradient call runs, each plain NumPy array among `operands`
+    (and the values of `kwargs`, and arrays in lists and tuples among them) that `back` keeps: the array
+    itself, or a view of it, is in its closure cells, its default arguments or a partial's arguments (those
+    of each function of a `PerOperand` too). Writable arrays only: a read-only array is left as it is."""
+    candidates = []
+    for a in operands if not kwargs else (*operands, *kwargs.values()):
+        kind = type(a)
+        if kind is np.ndarray:
+            candidates.append(a)
+        elif (kind is list or kind is tuple) and len(a) <= _SEARCH_WIDTH:
+            candidates.extend(v for v in a if type(v) is np.ndarray)
+    held = tape.guarded
+    candidates = [a for a in candidates if id(a) not in held and id(a) not in _IN_RULE
+                  and (a.flags.writeable or id(a) in GUARDED)]
+    if not candidates or back is None:
+        return
+    kept = set()
+    _kept(back, kept, [_SEARCH_NODES, 0])  # (objects left to look at, depth)
+    for a in candidates:
+        if id(a) in kept:
+            _hold(held, a)
+
+
+def guard_operand(held, back, a):
+    """`guard_kept` for one plain array `a` not yet in `held` (a binary operation's constant operand)."""
+    if back is None or id(a) in _IN_RULE or not (a.flags.writeable or id(a) in GUARDED):
+        return
+    if type(back) is types.FunctionType and back.__closure__ is None and back.__defaults__ is None:
+        return  # (`x + c`: a pullback that keeps nothing)
+    for fn in back if type(back) is PerOperand else (back,):  # the common `lambda g: g * c` first
+        if type(fn) is types.FunctionType and fn.__closure__ is not None:
+            for cell in fn.__closure__:
+                try:
+                    if cell.cell_contents is a:
+                        _hold(held, a)
+                        return
+                except ValueError:  # an empty cell
+                    pass
+    kept = set()
+    _kept(back, kept, [_SEARCH_NODES, 0])
+    if id(a) in kept:
+        _hold(held, a)
+
+
+def _kept(x, found, budget):
+    """Add to `found` the ids of the NumPy arrays pullback `x` refers to, and of their bases: through closure
+    cells, default arguments, partials (thunks), tuples (a PerOperand), lists, dicts and bound methods,
+    `_SEARCH_DEPTH` deep, looking at `budget[0]` objects at most."""
+    kind = type(x)
+    if kind is np.ndarray:
+        found.add(id(x))
+        base = x.base
+        if base is not None:
+            found.add(id(base))
+        return
+    if kind in _NOTHING_KEPT or budget[0] <= 0 or budget[1] > _SEARCH_DEPTH:
+        return
+    budget[0] -= 1
+    budget[1] += 1
+    if kind is types.FunctionType:
+        closure = x.__closure__
+        if closure is not None:
+            for cell in closure:
+                try:
+                    value = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                _kept(value, found, budget)
+        if x.__defaults__ is not None:
+            for value in x.__defaults__:
+                _kept(value, found, budget)
+    elif kind is PerOperand or kind is tuple or kind is list:
+        for value in x[:_SEARCH_WIDTH]:
+            _kept(value, found, budget)
+    elif isinstance(x, functools.partial):  # a Thunk too
+        _kept(x.func, found, budget)
+        for value in x.args[:_SEARCH_WIDTH]:
+            _kept(value, found, budget)
+        for value in list(x.keywords.values())[:_SEARCH_WIDTH]:
+            _kept(value, found, budget)
+    elif kind is dict:
+        for value in list(x.values())[:_SEARCH_WIDTH]:
+            _kept(value, found, budget)
+    elif kind is types.MethodType:
+        _kept(x.__func__, found, budget)
+    budget[1] -= 1
+
+
+# what a pullback may hold that holds no array
+_NOTHING_KEPT = frozenset((type(None), bool, int, float, complex, str, np.dtype, np.float64, np.float32,
+                           types.BuiltinFunctionType, np.ufunc, type))
+
+
+def _hold(held, a):
+    """Note that the tape holding `held` keeps `a` read-only (making it so if no other tape does)."""
+    with _guard_lock:
+        entry = GUARDED.get(id(a))
+        if entry is not None and entry[0] is a:
+            entry[1] += 1
+        elif a.flags.writeable:
+            a.flags.writeable = False
+            GUARDED[id(a)] = [a, 1]
+        else:
+            return
+    held[id(a)] = a
+
+
+def release_guarded(tape):
+    """Make writable again the arrays `tape` made read-only that no other tape still holds (the latest first:
+    NumPy sets a view writable only while its base is)."""
+    held, tape.guarded = tape.guarded or {}, None  # (a tape that has ended guards nothing more)
+    if not held and not _STUCK:
+        return
+    with _guard_lock:
+        for key, a in reversed(list(held.items())):
+            entry = GUARDED.get(key)
+            if entry is None or entry[0] is not a:
+                continue
+            entry[1] -= 1
+            if entry[1] == 0:
+                del GUARDED[key]
+                _set_writable(a)
+        held.clear()
+        if _STUCK:
+            stuck = list(_STUCK)
+            _STUCK.clear()
+            for a in stuck:
+                _set_writable(a)
+
+
+def _set_writable(a):
+    try:
+        a.flags.writeable = True
+    except ValueError:  # its base is read-only now (another call holds it): set it back once that call ends
+        _STUCK.append(a)
+
+
+def run_mixed(rule, values, kwargs, traced_values):
+    """`rule(*values, **kwargs)`, where `traced_values` (plain values of operands this level traces) meet
+    values an outer level traces: the outer level the rule calls records them as plain operands, and must not
+    make them read-only (the engine's own arrays: views of them record writes through them as read-only)."""
+    keys = [id(v) for v in traced_values if type(v) is np.ndarray]
+    if not keys:
+        return rule(*values, **kwargs)
+    with _guard_lock:
+        for key in keys:
+            _IN_RULE[key] = _IN_RULE.get(key, 0) + 1
+    try:
+        return rule(*values, **kwargs)
+    finally:
+        with _guard_lock:
+            for key in keys:
+                left = _IN_RULE.pop(key) - 1
+                if left:
+                    _IN_RULE[key] = left
+
+
 # --- how an operation reaches its level ---------------------------------------------
 def apply(rule, args, kwargs=NO_KWARGS):
     """Run `rule` for the innermost level among `args`: record it on a tape, or push tangents forward."""
@@ -768,25 +949,46 @@ def apply2(rule, a, b):
                 ids = (a._id, b._id)
             elif kind_b is Tracked and b._tape.level > tape.level:
                 tape = b._tape
-                y, back = rule(a, b._value)
+                y, back = run_mixed(rule, (a, b._value), NO_KWARGS, (b._value,))
                 ids = (-1, b._id)
+            elif kind_b is float or kind_b is int:
+                number_rules = NUMBER_OPERAND_RULES.get(rule)
+                y, back = (rule if number_rules is None else number_rules[0])(a._value, b)
+                ids = (a._id, -1)
             elif kind_b not in _PLAIN and kind_b is not Tracked:
                 if _foreign(b):
                     return NotImplemented
                 y, back = rule(a._value, _as_operand(b))
                 ids = (a._id, -1)
-            else:
-                number_rules = NUMBER_OPERAND_RULES.get(rule) if kind_b is float or kind_b is int else None
-                y, back = (rule if number_rules is None else number_rules[0])(a._value, b)
+            elif kind_b is Tracked:  # traced by an outer level
+                y, back = run_mixed(rule, (a._value, b), NO_KWARGS, (a._value,))
                 ids = (a._id, -1)
+            else:
+                y, back = rule(a._value, b)
+                ids = (a._id, -1)
+                if kind_b is np.ndarray:  # a plain array the pullback may keep
+                    held = tape.guarded
+                    if held is not None and id(b) not in held:
+                        if type(back) is PerOperand:
+                            back = back.traced_only(ids)
+                        guard_operand(held, back, b)
         elif kind_b is Tracked and kind_a is not Dual:
-            if kind_a not in _PLAIN:
-                if _foreign(a):
-                    return NotImplemented
-                a = _as_operand(a)
             tape = b._tape
-            number_rules = NUMBER_OPERAND_RULES.get(rule) if kind_a is float or kind_a is int else None
-            y, back = (rule if number_rules is None else number_rules[1])(a, b._value)
+            if kind_a is float or kind_a is int:
+                number_rules = NUMBER_OPERAND_RULES.get(rule)
+                y, back = (rule if number_rules is None else number_rules[1])(a, b._value)
+            else:
+                if kind_a not in _PLAIN:
+                    if _foreign(a):
+                        return NotImplemented
+                    a = _as_operand(a)
+                y, back = rule(a, b._value)
+                if kind_a is np.ndarray:  # a plain array the pullback may keep
+                    held = tape.guarded
+                    if held is not None and id(a) not in held:
+                        if type(back) is PerOperand:
+                            back = back.traced_only((-1, b._id))
+                        guard_operand(held, back, a)
             ids = (-1, b._id)
         else:
             return apply(rule, (_as_operand(a), _as_operand(b)))
@@ -863,6 +1065,52 @@ def conversion_refusal(error):
         return TypeError(str(cause)).with_traceback(error.__traceback__)
     fix = _NOT_AN_NDARRAY.get((type(error), str(error)))
     return None if fix is None else type(error)(f"{error} {fix}").with_traceback(error.__traceback__)
+
+
+def write_refusal(error):
+    """pullback's error in place of NumPy's refusal of a write into a read-only array, raised by the function being
+    differentiated while pullback holds arrays read-only (a plain array a pullback keeps, see `guard_kept`, or
+    pb.stop_gradient's value): it names the construct and the fix. None for other errors. Which of the two was
+    written is read from the arrays the writing frame names; where it names neither, both are named."""
+    # NumPy's messages end so ("assignment destination is read-only", "output array is read-only", ...); pullback's
+    # own refusals that name a fix (a write through np.diagonal's view) go on
+    if type(error) is not ValueError or getattr(error, "pullback_named", False) or not str(error).endswith("read-only"):
+        return None
+    if not GUARDED and not _HANDED_IDS:
+        return None
+    kept, handed, other = _read_only_named(error)
+    if not kept and not handed:
+        if other:  # only read-only arrays of NumPy's own (np.broadcast_to's): NumPy's error stands
+            return None
+        kept, handed = bool(GUARDED), bool(_HANDED_IDS)
+    return written_after_use(kept, handed)
+
+
+def _read_only_named(error):
+    """Whether the innermost frame of user code `error` passed through names an array a pullback keeps
+    read-only, whether it names pb.stop_gradient's value or a view of it, and whether it names another
+    read-only array."""
+    frame = line = None
+    tb = error.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if module.partition(".")[0] not in ("pullback", "numpy"):
+            frame, line = tb.tb_frame, linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+        tb = tb.tb_next
+    names = frame.f_locals if frame is not None else {}
+    if line:  # the names on the line that wrote, where its source is at hand
+        names = {name: names[name] for name in re.findall(r"[A-Za-z_]\w*", line) if name in names}
+    kept = handed = other = False
+    for value in list(names.values()):
+        if type(value) is np.ndarray and not value.flags.writeable:
+            entry = GUARDED.get(id(value))
+            if entry is not None and entry[0] is value:
+                kept = True
+            elif is_handed_out(value) or _handed_out_base(value.base) is not None:
+                handed = True
+            else:
+                other = True
+    return kept, handed, other
 
 
 _NOT_AN_NDARRAY = {
