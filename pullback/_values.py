@@ -1027,7 +1027,7 @@ def _with_sequence(name, traced, sequence, reflected):
     TypeError, and so is np.float64(2.0) * [1.0]), or its plain answer (0.5 == [1.0] is False).
     None where the operation reads the sequence as an array, as arrays and most NumPy scalars do."""
     plain = stop_gradient(traced)
-    if isinstance(plain, np.ndarray):
+    if isinstance(plain, np.ndarray) or (is_stand_in(plain) and not is_number_stand_in(plain)):  # pb.jit's arrays too
         return None
     op = getattr(operator, name)
     try:

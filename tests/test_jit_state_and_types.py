@@ -449,3 +449,25 @@ def test_jit_conj_of_a_real_array_is_the_array_so_products_take_numpys_path():
         np.testing.assert_array_equal(pb.jit(f)(x), f(x))
     z = x + 1j * x[::-1]
     np.testing.assert_array_equal(pb.jit(lambda z: z.conj() * 2.0)(z), z.conj() * 2.0)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(x * [0.0, 1.0]),
+    lambda x: np.sum(x + (1.0, 2.0)),
+    lambda x: np.sum([2.0, 3.0] * x),
+    lambda x: np.sum(x ** [1.0, 2.0]),
+    lambda x: np.sum([1.0, 2.0] / x),
+    lambda x: np.average(x, weights=[1.0, 3.0]),
+], ids=["x * list", "x + tuple", "list * x", "x ** list", "list / x", "average weights list"])
+def test_jit_gradient_through_an_operator_with_a_list_operand_is_not_lost(f):
+    # an array stand-in meeting a list once lost its tracking: the jitted gradient was None
+    x = np.array([1.5, 0.5])
+    (eager,) = pb.gradient(f, x)
+    np.testing.assert_allclose(pb.jit(pb.grad(f))(x), eager, rtol=1e-12)
+    np.testing.assert_allclose(pb.jit(f)(x), f(x), rtol=1e-12)
+
+
+def test_jit_python_number_times_a_list_raises_pythons_error():
+    with pytest.raises(TypeError, match="can't multiply sequence"):
+        pb.jit(lambda s: s * [1.0, 2.0])(2.0)
+    assert pb.jit(lambda s: s * [1, 2])(2) == [1, 2, 1, 2]
