@@ -198,6 +198,22 @@ def _updated_by_a_number(value):
 
 
 _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+_CALLS = frozenset(dis.opmap[name] for name in ("CALL", "PRECALL", "CALL_FUNCTION_EX", "CALL_KW") if name in dis.opmap)
+
+
+def c_call_site(frame):
+    """Where Python frame `frame` is, if it is at a call, not a subscript (`x[i]`), so that C code it called asks:
+    the frame and the instructions it and its callers are at, the same for every access made during that call.
+    Else None."""
+    if frame.f_code.co_code[frame.f_lasti] not in _CALLS:
+        return None
+    site = [id(frame)]
+    for _ in range(4):  # (another call made from the same helper has another caller's instruction)
+        site += (frame.f_code, frame.f_lasti)
+        frame = frame.f_back
+        if frame is None:
+            break
+    return tuple(site)
 
 
 def in_place(handle, new):

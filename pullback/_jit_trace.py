@@ -18,7 +18,6 @@ reference; one the function writes later in the trace is replayed from a copy of
 ['sin', 'multiply']
 """
 
-import dis
 import functools
 import inspect
 import math
@@ -32,6 +31,7 @@ import zlib
 import numpy as np
 
 from . import _tangents
+from ._inplace import c_call_site
 from ._standins import is_traced
 
 try:  # NumPy 2: a new object each time np.errstate is entered or left
@@ -1179,22 +1179,11 @@ class Number:
 # NumPy's shuffle warns that an object other than an ndarray may end with duplicate rows (views); a Symbol
 # permutes as NumPy does an ndarray (see `_detach_swapped_row`), which it does not warn of
 warnings.filterwarnings("ignore", message="you are shuffling a 'Symbol' object", category=UserWarning)
-_CALLS = frozenset(dis.opmap[name] for name in ("CALL", "PRECALL", "CALL_FUNCTION_EX", "CALL_KW") if name in dis.opmap)
-
-
 def _c_call_site(frame):
-    """Where the user's Python frame `frame` is, if it is at a call, not a subscript (`x[i]`), so that C code
-    it called asks: the frame and the instructions it and its callers are at, the same for every access made
-    during that call. Else None (also for pullback's own frames, whose rows are its own business)."""
-    if frame.f_code.co_code[frame.f_lasti] not in _CALLS or frame.f_globals.get("__name__", "").startswith("pullback."):
+    """`c_call_site(frame)` of the user's frame (None for pullback's own frames, whose rows are its own business)."""
+    if frame.f_globals.get("__name__", "").startswith("pullback."):
         return None
-    site = [id(frame)]
-    for _ in range(4):  # (another call made from the same helper has another caller's instruction)
-        site += (frame.f_code, frame.f_lasti)
-        frame = frame.f_back
-        if frame is None:
-            break
-    return tuple(site)
+    return c_call_site(frame)
 
 
 def _note_row_asked_by_c(x, index, row, site):

@@ -37,6 +37,7 @@ from ._errors import (
 )
 from ._inplace import (
     FlatView,
+    c_call_site,
     concrete_of,
     decided,
     detach,
@@ -264,7 +265,7 @@ class Traced:
     def __getitem__(self, index):
         row = FUNCTIONS[getitem](self, index)
         if type(index) is int and getattr(self._value, "ndim", 0) > 1:
-            site = _c_call_site(sys._getframe(1))
+            site = c_call_site(sys._getframe(1))
             if site is not None:  # (see `_detach_swapped_rows`)
                 _note_row_asked_by_c(self, index, row, site)
         return row
@@ -477,22 +478,6 @@ _AS_STRIDED = np.lib.stride_tricks.as_strided.__code__
 # NumPy's shuffle warns that an object other than an ndarray may end with duplicate rows (views); a traced array
 # permutes as NumPy does an ndarray (see `_detach_swapped_rows`), which it does not warn of
 warnings.filterwarnings("ignore", message="you are shuffling a '(Tracked|Dual)' object", category=UserWarning)
-_CALLS = frozenset(dis.opmap[name] for name in ("CALL", "PRECALL", "CALL_FUNCTION_EX", "CALL_KW") if name in dis.opmap)
-
-
-def _c_call_site(frame):
-    """Where Python frame `frame` is, if it is at a call, not a subscript (`x[i]`), so that C code it called asks:
-    the frame and the instructions it and its callers are at, the same for every access made during that call.
-    Else None."""
-    if frame.f_code.co_code[frame.f_lasti] not in _CALLS:
-        return None
-    site = [id(frame)]
-    for _ in range(4):  # (another call made from the same helper has another caller's instruction)
-        site += (frame.f_code, frame.f_lasti)
-        frame = frame.f_back
-        if frame is None:
-            break
-    return tuple(site)
 
 
 # The rows (views) of arrays of two or more dimensions that C code asked for by an integer and that are alive:
@@ -514,7 +499,7 @@ def _detach_swapped_rows(x, index, value):
     NumPy's shuffle of an object that is not an ndarray swaps rows in C as `x[i], x[j] = x[j], x[i]`: the row
     `x[i]` it holds, a view, would show the first write, and `x` end with two copies of row `j`. NumPy swaps an
     ndarray's memory, so that `x` is permuted: detaching `x[i]` does the same. Any other access keeps views."""
-    site = _c_call_site(sys._getframe(2))
+    site = c_call_site(sys._getframe(2))
     live = [entry for entry in _ROWS_ASKED_BY_C if entry[0]() is not None and entry[1]() is not None]
     _ROWS_ASKED_BY_C[:] = live
     if site is None:
