@@ -64,6 +64,10 @@ def conversion_error(x):
 
 _NOT_LIBRARIES = ("numpy", "pullback", "builtins", "copy", "functools", "contextlib")
 
+# NumPy's modules whose functions convert their arguments without dispatching them to pullback (no rule can catch
+# them): a conversion inside one is named as a library function's
+_NUMPY_WITHOUT_DISPATCH = ("numpy.polynomial.",)
+
 # NumPy's packages whose array subclass converts a traced value it is given (np.ma.masked_array(x), np.asmatrix(x))
 _SUBCLASS_PACKAGES = {"numpy.ma": "numpy.ma.MaskedArray", "numpy.matrixlib": "numpy.matrix"}
 
@@ -83,7 +87,9 @@ def _library_caller():
         if module.startswith("numpy") and getattr(frame.f_code, "co_qualname", "").startswith("vectorize."):
             return "numpy.vectorize"
         top = module.partition(".")[0]
-        if top not in _NOT_LIBRARIES:
+        if module.startswith(_NUMPY_WITHOUT_DISPATCH):  # NumPy's own Python code that NumPy does not dispatch
+            found = frame
+        elif top not in _NOT_LIBRARIES:
             path = frame.f_code.co_filename
             if top == "scipy" or "site-packages" in path or "dist-packages" in path:
                 found = frame
@@ -144,6 +150,11 @@ def library_advice(name):
             "(the gradient would be lost). ")
     if stand_in is not None:
         return head + f"Use {stand_in} instead: a differentiable stand-in with the same signature."
+    if name.startswith("numpy.polynomial."):
+        return head + (
+            "pullback differentiates NumPy's older polynomial functions, whose coefficients come highest first: "
+            "np.polyval(c[::-1], x) is numpy.polynomial.polynomial.polyval(x, c) (np.polyder, np.polyint, np.polymul "
+            "likewise). Or write the computation with NumPy functions in your own code.")
     return head + (
         f"pullback has no stand-in for it yet: make it opaque with `g = pullback.primitive({name})`, call g, "
         "and give g a derivative with @pullback.rrule(g) (see the README, \"Your own rules\"). "

@@ -354,3 +354,16 @@ def test_the_suggested_reparameterised_draw_has_the_gradient_of_the_same_numbers
                                   np.array([0.5, -1.0, 2.0]), 1.5)
     np.testing.assert_allclose(g_mu, 2 * (np.array([0.5, -1.0, 2.0]) + 1.5 * noise), rtol=1e-14)
     assert g_sigma == pytest.approx(np.sum(2 * (np.array([0.5, -1.0, 2.0]) + 1.5 * noise) * noise), rel=1e-14)
+
+
+def test_numpy_polynomial_functions_are_named_with_the_older_functions_pullback_differentiates():
+    # numpy.polynomial converts its arguments in Python code NumPy does not dispatch, so no rule can catch it:
+    # the message names the function and the differentiable spelling of the same polynomial
+    from numpy.polynomial import polynomial as P
+
+    c = np.array([1.0, 2.0, 3.0])
+    with pytest.raises(TypeError, match=r"numpy\.polynomial\.polynomial\.polyval .*np\.polyval\(c\[::-1\], x\)"):
+        pb.gradient(lambda c: P.polyval(2.0, c), c)
+    (g,) = pb.gradient(lambda c: np.polyval(c[::-1], 2.0), c)  # the spelling the message gives
+    assert np.polyval(c[::-1], 2.0) == P.polyval(2.0, c)
+    np.testing.assert_array_equal(g, [1.0, 2.0, 4.0])
