@@ -851,6 +851,7 @@ class Symbol:
 
     T = property(lambda self: np.transpose(self))
     mT = property(lambda self: np.matrix_transpose(self))
+
     def _set_real(self, value):
         """`z.real = v`, as the write `z[...] = v + 1j * z.imag` (the array itself, for a real one)."""
         self[...] = value + 1j * np.imag(self) if self.dtype.kind == "c" else value
@@ -1179,6 +1180,8 @@ class Number:
 # NumPy's shuffle warns that an object other than an ndarray may end with duplicate rows (views); a Symbol
 # permutes as NumPy does an ndarray (see `_detach_swapped_row`), which it does not warn of
 warnings.filterwarnings("ignore", message="you are shuffling a 'Symbol' object", category=UserWarning)
+
+
 def _c_call_site(frame):
     """`c_call_site(frame)` of the user's frame (None for pullback's own frames, whose rows are its own business)."""
     if frame.f_globals.get("__name__", "").startswith("pullback."):
