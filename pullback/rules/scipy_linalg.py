@@ -440,7 +440,7 @@ def subspace_angles(A, B):
     sigma = svdvals(cross)
     wider = np.shape(stop_gradient(qa))[1] >= np.shape(stop_gradient(qb))[1]
     rest = qb - qa @ cross if wider else qa - qb @ _t(cross)
-    mask = np.asarray(stop_gradient(sigma)) ** 2 >= 0.5
+    mask = stop_gradient(sigma) ** 2 >= 0.5
     # each branch sees a harmless input where the other is taken (arcsin and arccos are steep at ±1)
     sines = np.where(mask, np.clip(svdvals(rest), -1.0, 1.0), 0.0) if mask.any() else np.zeros(np.shape(mask))
     cosines = np.where(mask, 0.0, np.clip(sigma[::-1], -1.0, 1.0))

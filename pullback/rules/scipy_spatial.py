@@ -161,7 +161,7 @@ def cdist(XA, XB, metric="euclidean", *, out=None, **kwargs):
     exact = distance.cdist(_plain(XA), _plain(XB), metric, **{k: _plain(v) for k, v in kwargs.items()})
     if callable(metric):
         rows = [np.stack([metric(a, b) for b in XB]) for a in XA]
-        return np.reshape(np.stack(rows), np.shape(exact))
+        return np.reshape(np.stack(rows), np.shape(exact)).astype(exact.dtype, copy=False)  # SciPy's float64
     u, v = XA[:, None, :], XB[None, :, :]
     return _pairwise("cdist", u, v, metric, kwargs, lambda: np.concatenate([XA, XB], axis=0), exact)
 
@@ -187,7 +187,7 @@ def pdist(X, metric="euclidean", *, out=None, **kwargs):
     if callable(metric):
         if len(first) == 0:
             return exact
-        return np.stack([metric(X[i], X[j]) for i, j in zip(first, second)])
+        return np.stack([metric(X[i], X[j]) for i, j in zip(first, second)]).astype(exact.dtype, copy=False)
     return _pairwise("pdist", X[first], X[second], metric, kwargs, lambda: X, exact)
 
 

@@ -894,13 +894,13 @@ def _voigt_partials(x, sigma, gamma):
     """(∂V/∂x, ∂V/∂sigma, ∂V/∂gamma) of the Voigt profile V = Re w(z) / (σ√(2π)), z = (x + iγ)/(σ√2),
     with w' = -2 z w + 2i/√π (w: the Faddeeva function); plain values, first derivatives only."""
     sp = _scipy_special()
-    z = (np.asarray(x) + 1j * np.asarray(gamma)) / (np.asarray(sigma) * math.sqrt(2.0))
+    z = (x + 1j * gamma) / (sigma * math.sqrt(2.0))
     w = sp.wofz(z)
     dw = -2.0 * z * w + 2j / SQRT_PI
-    scale = 1.0 / (np.asarray(sigma) * SQRT_2PI)
-    dz = 1.0 / (np.asarray(sigma) * math.sqrt(2.0))
+    scale = 1.0 / (sigma * SQRT_2PI)
+    dz = 1.0 / (sigma * math.sqrt(2.0))
     value = np.real(w) * scale
-    return (np.real(dw) * dz * scale, -value / np.asarray(sigma) - np.real(z * dw) * scale / np.asarray(sigma),
+    return (np.real(dw) * dz * scale, -value / sigma - np.real(z * dw) * scale / sigma,
             np.real(1j * dw) * dz * scale)
 
 
@@ -1463,9 +1463,10 @@ def _replayable(result):
 def scipy_valued(result, fn, /, *args, **kwargs):
     """`result`, a composite's for SciPy's `fn(*args, **kwargs)`, holding SciPy's value, inside `pb.jit` too."""
     plain_args, plain_kwargs = strip_all(args), strip_all(kwargs)
-    if stand_in_among((plain_args, plain_kwargs)) is None:
+    jit_number = any(is_jit_float_or_complex(a) for a in (*plain_args, *plain_kwargs.values()))
+    if stand_in_among((plain_args, plain_kwargs)) is None and not jit_number:
         return with_numpy_value(result, fn, *args, **kwargs)
-    return _holding(result, scipy_call(fn, *plain_args, **plain_kwargs))
+    return _holding(result, scipy_call(fn, *plain_args, **plain_kwargs))  # a jitted Python float: recorded there
 
 
 def _holding(y, exact):
@@ -1835,7 +1836,7 @@ def diric(x, n):
 
 def _dirichlet_series(n, terms=14):
     """b_k with sin(nd)/(n sin d) = Σ_k b_k (nd)^(2k), from sin d · Σ_k b_k n^(2k) d^(2k) = sin(nd)/n."""
-    n = np.where(np.asarray(n) >= 1, n, 1.0)  # invalid n: SciPy's NaN is handed out
+    n = np.where(n >= 1, n, 1.0)  # invalid n: SciPy's NaN is handed out
     odd = [(-1) ** k / math.factorial(2 * k + 1) for k in range(terms)]  # sin's Taylor coefficients
     b = [np.ones_like(n, dtype=float)]
     for k in range(1, terms):

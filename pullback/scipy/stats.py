@@ -46,6 +46,7 @@ from .._extend import frule, primitive, rrule
 from .._standins import is_stand_in
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
+from ..rules._register import numpy_valued
 from ..rules.special import elementwise_of_scalars, scipy_call, scipy_valued
 from .linalg import solve_triangular
 
@@ -905,7 +906,8 @@ class multinomial_gen:
             return _stats_call("multinomial", "logpmf", x, n, p)
         _refuse_traced("multinomial.logpmf", "x", x)
         _refuse_traced("multinomial.logpmf", "n", n)
-        expected = _plain(_stats_call("multinomial", "logpmf", x, n, _plain(p)))  # SciPy checks, and marks -inf, nan
+        exact = _stats_call("multinomial", "logpmf", x, n, _plain(p))
+        expected = _plain(exact)  # SciPy checks, and marks -inf, nan
         sc = _sc()
         p_plain = _plain(p).astype(np.float64)
         rest = 1.0 - np.sum(p[..., :-1], axis=-1)
@@ -916,13 +918,16 @@ class multinomial_gen:
         x = _plain(x).astype(int)
         n = _plain(n).astype(int)
         value = sc.gammaln(n + 1) + np.sum(sc.xlogy(x, p) - sc.gammaln(x + 1), axis=-1)
-        return _where(np.isfinite(expected), value, expected)
+        value = _where(np.isfinite(expected), value, expected)
+        return numpy_valued(value, exact) if isinstance(value, Traced) else exact  # SciPy's type (a 0-d array)
 
     def pmf(self, x, n, p):
         """`scipy.stats.multinomial.pmf`, differentiable in `p`."""
         if not _tracked(x, n, p):
             return _stats_call("multinomial", "pmf", x, n, p)
-        return np.exp(self.logpmf(x, n, p))
+        value = np.exp(self.logpmf(x, n, p))
+        exact = _stats_call("multinomial", "pmf", x, n, _plain(p))
+        return numpy_valued(value, exact) if isinstance(value, Traced) else exact  # SciPy's type (a NumPy scalar)
 
 
 multivariate_normal, dirichlet, multinomial = multivariate_normal_gen(), dirichlet_gen(), multinomial_gen()
