@@ -358,6 +358,9 @@ def _check_float_argument(name, x):
 def hessian(f: Callable[..., Any], x: Any) -> Any:
     """The Hessian of scalar `f` at array (or float) `x`, shaped `x.shape + x.shape`.
 
+    Typed like the gradient: a float for a Python float, a NumPy float for a NumPy float, a 0-d
+    array for a 0-d array.
+
     >>> import numpy as np, pullback as pb
     >>> pb.hessian(lambda x: x[0] * x[1], np.array([1.0, 2.0]))
     array([[0., 1.],
@@ -369,6 +372,8 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
     plain = stop_gradient(x)
     if isinstance(plain, float) and not isinstance(plain, np.generic):  # a Python float (also pb.jit's stand-in)
         return hvp(f, x, 1.0)  # a float, as the gradient is (traced where an outer derivative traces x)
+    if isinstance(x, np.generic) and x.dtype.kind == "f":  # a NumPy float: the Hessian is one too, as the gradient is
+        return hvp(f, x, x.dtype.type(1.0))
     if not (isinstance(x, np.ndarray) or is_traced(x) or is_foreign_array(x)):  # a list, a NumPy scalar
         try:
             x = np.asarray(x)
