@@ -148,9 +148,11 @@ class Traced:
 
     def __dask_tokenize__(self):
         raise TypeError(
-            "A value being differentiated was handed to Dask as data (da.from_array, dask.delayed, a task argument), "
-            "where the gradient would be lost. Differentiate with respect to a Dask array instead: pass the Dask "
-            "array itself to pb.gradient, and its operations are recorded lazily."
+            "A value being differentiated was handed to Dask as data (a dask.array function such as da.exp(x) or "
+            "da.cumsum(x), da.from_array, dask.delayed, a task argument), where the gradient would be lost. Call "
+            "NumPy's function instead (np.exp(x), np.cumsum(x)): on a Dask array pullback records it, and Dask "
+            "computes it lazily. To differentiate with respect to Dask data, pass the Dask array itself to "
+            "pb.gradient."
         )
 
     def __array_namespace__(self, *, api_version=None):
@@ -313,10 +315,14 @@ class Traced:
         if method is not None and hasattr(stop_gradient(self), name):
             return functools.partial(method, self)
         if name in _DASK_ONLY and is_dask_array(stop_gradient(self)):
+            caller = sys._getframe(1)
+            within = f" (asked for by {caller.f_globals['__name__']}.{caller.f_code.co_name})" \
+                if caller.f_globals.get("__name__", "").startswith("dask.") else ""
             raise TypeError(
-                f"x.{name} on a Dask array being differentiated would hand it to Dask outside the recorded operations, "
-                "where the gradient would be lost. Write the computation with NumPy functions on x (they stay lazy), "
-                "or use pullback.stop_gradient(x) for a plain Dask array that carries no gradient.")
+                f"x.{name}{within} on a Dask array being differentiated would hand it to Dask outside the recorded "
+                "operations, where the gradient would be lost. Write the computation with NumPy functions on x "
+                "(np.cumsum(x), not da.cumsum(x): they stay lazy), or use pullback.stop_gradient(x) for a plain Dask "
+                "array that carries no gradient.")
         if not name.startswith("_") and hasattr(np.ndarray, name):
             instead = f" np.{name}(x, ...) works on x itself." if callable(getattr(np, name, None)) else ""
             raise AttributeError(

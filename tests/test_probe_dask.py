@@ -136,3 +136,15 @@ def test_an_element_row_and_the_whole_array_read_each_partition_once():
     g = g.compute()
     assert sorted(loads.values()) == [1, 1, 1]
     np.testing.assert_allclose(g, pb.gradient(lambda x: np.sum(x ** 2) + np.sum(x[2] ** 3), X)[0])
+
+
+def test_a_dask_function_called_on_a_traced_dask_array_names_numpys_function_as_the_fix():
+    x = da.from_array(X, chunks=(4, 4))
+    with pytest.raises(TypeError, match=r"da\.exp\(x\).*Call NumPy's function instead \(np\.exp\(x\)"):
+        pb.gradient(lambda x: da.sum(da.exp(x)), x)
+    with pytest.raises(TypeError, match=r"asked for by dask\.array\..*np\.cumsum\(x\), not da\.cumsum\(x\)"):
+        pb.gradient(lambda x: da.sum(da.cumsum(x, axis=0)), x)
+    (g,) = pb.gradient(lambda x: np.sum(np.cumsum(np.exp(x), axis=0)), x)  # the fix, lazily
+    assert isinstance(g, da.Array)
+    expected = np.exp(X) * np.arange(X.shape[0], 0, -1)[:, None]
+    np.testing.assert_allclose(g.compute(), expected, rtol=1e-12)
