@@ -372,8 +372,9 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
     plain = stop_gradient(x)
     if isinstance(plain, float) and not isinstance(plain, np.generic):  # a Python float (also pb.jit's stand-in)
         return hvp(f, x, 1.0)  # a float, as the gradient is (traced where an outer derivative traces x)
-    if isinstance(x, np.generic) and x.dtype.kind == "f":  # a NumPy float: the Hessian is one too, as the gradient is
-        return hvp(f, x, x.dtype.type(1.0))
+    convert = conversion_to_type_of(x)  # a NumPy float (traced, or a pb.jit stand-in): the Hessian is one too
+    if isinstance(convert, type) and issubclass(convert, np.floating):
+        return hvp(f, x, 1.0)
     if not (isinstance(x, np.ndarray) or is_traced(x) or is_foreign_array(x)):  # a list, a NumPy scalar
         try:
             x = np.asarray(x)
