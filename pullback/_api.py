@@ -13,8 +13,16 @@ from ._leaves import Arguments, memory_of
 from ._reverse import Tape, collector_paused
 from ._standins import is_python_float
 from ._tangents import ARRAY_TYPES
-from ._values import (Traced, Tracked, conversion_refusal, is_handed_out, read_only_value, release_guarded,
-                      release_handed_out, write_refusal)
+from ._values import (
+    Traced,
+    Tracked,
+    conversion_refusal,
+    is_handed_out,
+    read_only_value,
+    release_guarded,
+    release_handed_out,
+    write_refusal,
+)
 
 __all__ = ["gradient", "withgradient", "pullback", "vjp", "grad", "value_and_grad", "stop_gradient"]
 

@@ -69,8 +69,6 @@ def test_the_array_api_strict_pass_keeps_types_in_every_mode():
     np.testing.assert_allclose(np.asarray(cot), np.cos(W))
 
 
-@pytest.mark.xfail(strict=True, reason="rules/products.py _matmul_db/_matmul_da: np.expand_dims of a Dask cotangent "
-                   "of unknown length fails in Dask's reshape; g[..., None] (and g[..., None, :]) work")
 def test_matmul_of_rows_of_unknown_number_by_a_numpy_vector():
     x, plain = _unknown_rows()
     with NoCompute():
@@ -78,8 +76,6 @@ def test_matmul_of_rows_of_unknown_number_by_a_numpy_vector():
     np.testing.assert_allclose(g.compute(), pb.gradient(lambda w: np.sum((plain @ w) ** 2), W)[0])
 
 
-@pytest.mark.xfail(strict=True, reason="rules/products.py einsum: the subscript check np.empty(np.shape(a)) fails on "
-                   "a NaN length; check with 1 in place of unknown lengths")
 def test_einsum_of_rows_of_unknown_number():
     x, plain = _unknown_rows()
     with NoCompute():
@@ -96,15 +92,11 @@ def test_a_column_slice_of_an_argument_of_unknown_length():
     np.testing.assert_allclose(g.compute(), pb.gradient(lambda x: np.sum(x[:, 1:] ** 2), plain)[0])
 
 
-@pytest.mark.xfail(strict=True, reason="rules/sorting.py unique: passes equal_nan=True, which Dask's unique does not "
-                   "take; pass it only when it is not the default, as `sorted` is")
 def test_unique_of_a_dask_argument():
     (g,) = pb.gradient(lambda x: np.sum(np.unique(x) ** 2), da.from_array(X, chunks=(4, 4)))
     np.testing.assert_allclose(g.compute(), 2 * X)
 
 
-@pytest.mark.xfail(strict=True, reason="rules/interpolation.py _interp_segments: np.searchsorted(NumPy knots, Dask x) "
-                   "reaches Dask's searchsorted, which needs a Dask `a`; use like_input(plain_xp, plain_x)")
 def test_interp_of_a_dask_argument_with_numpy_knots():
     def f(x):
         return np.sum(np.interp(x[:, 0], np.linspace(-3, 3, 5), np.arange(5.0) ** 2))

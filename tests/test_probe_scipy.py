@@ -9,11 +9,13 @@ from pullback.testing import numerical_gradient
 
 pytest.importorskip("scipy")
 
-import scipy.special as ss  # noqa: E402
+from scipy import linalg as sl  # noqa: E402
+from scipy import stats as st
 from scipy.spatial import distance as sd  # noqa: E402
-from scipy import linalg as sl, stats as st  # noqa: E402
 
-from pullback.scipy import linalg as pl, special as ps, stats as pst  # noqa: E402
+from pullback.scipy import linalg as pl  # noqa: E402
+from pullback.scipy import special as ps
+from pullback.scipy import stats as pst
 from pullback.scipy.spatial import distance as pd  # noqa: E402
 
 

@@ -3,7 +3,7 @@ points, the knots, the values and the fill values outside."""
 
 import numpy as np
 
-from .._arrays import indexable_by, values_deciding_shape
+from .._arrays import indexable_by, like_input, values_deciding_shape
 from .._extend import primitive, rrule
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
@@ -37,7 +37,8 @@ def _interp_segments(x, xp):
     """For each x: its segment j (xp[j] <= x < xp[j + 1], clipped to the ends) and where it lies."""
     plain_x, plain_xp = stop_gradient(x), stop_gradient(xp)
     n = np.shape(plain_xp)[0]
-    j = np.clip(np.searchsorted(plain_xp, plain_x, side="right") - 1, 0, n - 2)
+    # the knots as an array of x's library (Dask's searchsorted takes only a Dask array of knots)
+    j = np.clip(np.searchsorted(like_input(plain_xp, plain_x), plain_x, side="right") - 1, 0, n - 2)
     below, above = plain_x < plain_xp[0], plain_x > plain_xp[-1]
     return j, below, above, ~(below | above)
 

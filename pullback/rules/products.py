@@ -19,23 +19,31 @@ from ._register import add_tangents, as_array, bilinear_forward, composite, forw
 from .indexing import unindex
 
 
+def _known_shape(a):
+    """`a`'s shape for checking a call's shapes on empty arrays: a length Dask does not know yet (NaN, as after a
+    boolean mask) as 1, which broadcasts against any."""
+    return tuple(n if n == n else 1 for n in np.shape(a))
+
+
 def _swap(a):
     return np.swapaxes(a, -1, -2)
 
 
+# (new axes by indexing, `g[..., None]`, not np.expand_dims: Dask reshapes for that, which fails on a length
+# it does not know yet, as after a boolean mask)
 def _matmul_da(g, a, b):
     if np.ndim(b) == 1:
-        return np.expand_dims(g, -1) * b if np.ndim(a) > 1 else g * b
+        return g[..., None] * b if np.ndim(a) > 1 else g * b
     if np.ndim(a) == 1:
-        return np.squeeze(np.expand_dims(g, -2) @ _swap(b), -2)
+        return (g[..., None, :] @ _swap(b))[..., 0, :]
     return g @ _swap(b)
 
 
 def _matmul_db(g, a, b):
     if np.ndim(a) == 1:
-        return np.expand_dims(a, -1) * np.expand_dims(g, -2) if np.ndim(b) > 1 else g * a
+        return a[..., None] * g[..., None, :] if np.ndim(b) > 1 else g * a
     if np.ndim(b) == 1:
-        return np.squeeze(_swap(a) @ np.expand_dims(g, -1), -1)
+        return (_swap(a) @ g[..., None])[..., 0]
     return _swap(a) @ g
 
 
@@ -252,7 +260,7 @@ def einsum(*operands, out=None, optimize=False, **kwargs):
         subscripts, arrays = operands[0], list(operands[1:])
     else:
         subscripts, arrays = _sublist_subscripts(operands)
-    np.einsum(subscripts, *(np.empty(np.shape(a), dtype=bool) for a in arrays))  # NumPy checks the subscripts
+    np.einsum(subscripts, *(np.empty(_known_shape(a), dtype=bool) for a in arrays))  # NumPy checks the subscripts
     if len(arrays) == 1 and type(concrete_of(arrays[0])) is np.ndarray:
         plain = concrete_of(arrays[0])
         if np.may_share_memory(np.einsum(subscripts, plain, optimize=optimize), plain):
@@ -364,7 +372,7 @@ for _fn in (np.vecdot, np.matvec, np.vecmat):
 
 @composite(np.linalg.vecdot, args="x1, x2", numpy_value=True, notes="Products summed along `axis`.")
 def linalg_vecdot(x1, x2, /, *, axis=-1):
-    np.linalg.vecdot(np.empty(np.shape(x1)), np.empty(np.shape(x2)), axis=axis)  # NumPy checks the shapes
+    np.linalg.vecdot(np.empty(_known_shape(x1)), np.empty(_known_shape(x2)), axis=axis)  # NumPy checks the shapes
     x1 = np.conjugate(x1) if np.iscomplexobj(x1) else x1  # as NumPy does
     return np.sum(np.moveaxis(x1, axis, -1) * np.moveaxis(x2, axis, -1), axis=-1)
 
@@ -412,5 +420,5 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 @composite(np.linalg.cross, args="x1, x2", numpy_value=True, notes="3-vectors along `axis`, as in numpy.linalg.")
 def linalg_cross(x1, x2, /, *, axis=-1):
-    np.linalg.cross(np.empty(np.shape(x1)), np.empty(np.shape(x2)), axis=axis)  # NumPy checks the shapes
+    np.linalg.cross(np.empty(_known_shape(x1)), np.empty(_known_shape(x2)), axis=axis)  # NumPy checks the shapes
     return cross(x1, x2, axis=axis)

@@ -53,10 +53,10 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
       it, and no derivative exists there. Index, inverse and counts are integers.""")
 def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *, equal_nan=True,
            sorted=True):
-    options = {"equal_nan": equal_nan}
-    if sorted is not True:  # only NumPy >= 2.3 knows `sorted`
-        options["sorted"] = sorted
-    found = np.unique(stop_gradient(ar), True, return_inverse, return_counts, axis, **options)
+    # options only where not the defaults: Dask's unique takes none of them, NumPy < 2.3 no `sorted`
+    options = {name: value for name, value, default in (("axis", axis, None), ("equal_nan", equal_nan, True),
+                                                        ("sorted", sorted, True)) if value is not default}
+    found = np.unique(stop_gradient(ar), True, return_inverse, return_counts, **options)
     first = found[1]
     values = np.take(ar, first, axis=axis)  # ar flattened when axis is None, as np.unique does
     extras = ((first,) if return_index else ()) + tuple(found[2:])
