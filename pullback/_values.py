@@ -171,7 +171,9 @@ class Traced:
     def __float__(self):
         error = lost_gradient(
             "convert it to a Python float (float(x), the math module, or writing it into one element of a plain "
-            "array such as np.zeros(n); start from np.zeros_like(x), which is traced, or use np.stack)"
+            "array such as np.zeros(n); start from np.zeros_like(x) of a traced x, or use np.stack; an argument "
+            "not differentiated, or given no tangent, is a plain array, its copy too: differentiate with respect "
+            "to it, or give it a zero tangent)"
         )
         error.pullback_conversion = True  # see `conversion_refusal`
         raise error

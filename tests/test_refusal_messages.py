@@ -367,3 +367,18 @@ def test_numpy_polynomial_functions_are_named_with_the_older_functions_pullback_
     (g,) = pb.gradient(lambda c: np.polyval(c[::-1], 2.0), c)  # the spelling the message gives
     assert np.polyval(c[::-1], 2.0) == P.polyval(2.0, c)
     np.testing.assert_array_equal(g, [1.0, 2.0, 4.0])
+
+
+def test_writing_into_a_copy_of_an_argument_given_no_tangent_names_the_zero_tangent():
+    # an argument whose tangent is None stays a plain array, and so does its copy: the message says so
+    def f(x, v):
+        y = x.copy()
+        y[1] = v
+        return y
+
+    a, v = np.ones(3), np.array(2.0)
+    with pytest.raises(TypeError, match="given no tangent, is a plain array, its copy too.*zero tangent"):
+        pb.jvp(f, (a, v), (None, np.array(1.0)))
+    value, tangent = pb.jvp(f, (a, v), (np.zeros(3), np.array(1.0)))  # the fix the message gives
+    np.testing.assert_array_equal(value, [1.0, 2.0, 1.0])
+    np.testing.assert_array_equal(tangent, [0.0, 1.0, 0.0])
