@@ -413,7 +413,14 @@ def _power_db(g, a, b, y):
     log_a = np.log(base if type(base) in _PLAIN else _recordable(base))
     if type(a) in _PYTHON_SCALARS or is_number_stand_in(a):  # np.log made a NumPy scalar; a Python base stays weak
         log_a = converted(log_a, complex if _is_complex(log_a) else float)
-    return g * y * log_a
+    product = g * y * log_a
+    plain = stop_gradient(a)
+    if (is_stand_in(plain) and not is_number_stand_in(plain) and dtype_of(plain).kind == "f") or (
+            type(plain) is np.ndarray and plain.dtype.kind == "f" and (plain < 0).any()):  # (pb.jit: any base)
+        # log a is NaN at a negative real base: where no change of b is asked (a zero tangent in forward mode,
+        # a zero cotangent) the term is 0, not 0 * NaN, so `x ** p` with p held still keeps its derivative in x
+        product = np.where(g == 0, 0.0, product)
+    return product
 
 
 _POWER_NOTES = "d/dx2 is taken as 0 where x1 == 0 (the limit for x2 > 0)."
