@@ -444,8 +444,8 @@ WRITERS = {f.__name__.strip("_"): f for f in (
     _shuffle_a_list_of_rows)}
 
 
-@pytest.mark.parametrize("write", WRITERS.values(), ids=WRITERS.keys())
-def test_rows_written_in_place_under_jit_and_jit_of_a_gradient(write):
+def _program_writing(write):
+    """`f` writing rows of an intermediate by `write`, a weighted sum of it, and an input."""
     w = _weights((4, 3))
 
     def f(x):
@@ -456,7 +456,12 @@ def test_rows_written_in_place_under_jit_and_jit_of_a_gradient(write):
     def loss(x):
         return np.sum(f(x) * w)
 
-    x = _x((4, 3)) * 0.1
+    return f, loss, _x((4, 3)) * 0.1
+
+
+@pytest.mark.parametrize("write", WRITERS.values(), ids=WRITERS.keys())
+def test_rows_written_in_place_under_jit_and_jit_of_a_gradient(write):
+    f, loss, x = _program_writing(write)
     jitted = pb.jit(f)
     for k in range(2):
         np.testing.assert_array_equal(jitted(x + k), f(x + k))
@@ -470,17 +475,7 @@ def test_rows_written_in_place_under_jit_and_jit_of_a_gradient(write):
 def test_a_flipped_view_into_out_is_numpys_or_refused_under_jit():
     # plain pb.jit refuses a write into y while a view of y other than y[index] (np.flip's) is alive, naming the
     # fix; jit of a gradient computes it as NumPy does
-    w = _weights((4, 3))
-
-    def f(x):
-        y = np.sin(x) + x
-        _flip_into_out(y)
-        return y
-
-    def loss(x):
-        return np.sum(f(x) * w)
-
-    x = _x((4, 3)) * 0.1
+    f, loss, x = _program_writing(_flip_into_out)
     try:
         got = pb.jit(f)(x)
     except pb.JitError as error:
