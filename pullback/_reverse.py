@@ -74,9 +74,9 @@ class Tape:
             if type(back) is PerOperand:
                 back = back.traced_only(ids)
             if self.guarded is not None:
-                guard_kept(self, back, [v for v, i in zip(values, ids) if i < 0], kwargs)
+                guard_kept(self.guarded, back, [v for v, i in zip(values, ids) if i < 0], kwargs)
         elif kwargs and self.guarded is not None:
-            guard_kept(self, back, (), kwargs)
+            guard_kept(self.guarded, back, (), kwargs)
         return self.record(y, back, ids)
 
     def record(self, y, back, ids):

@@ -741,11 +741,13 @@ _SEARCH_WIDTH = 64  # and how many items of one container it looks at
 _SEARCH_NODES = 512  # and how many objects in all
 
 
-def guard_kept(tape, back, operands, kwargs=None):
-    """Make read-only, for as long as `tape`'s gradient call runs, each plain NumPy array among `operands`
-    (and the values of `kwargs`, and arrays in lists and tuples among them) that `back` keeps: the array
-    itself, or a view of it, is in its closure cells, its default arguments or a partial's arguments (those
-    of each function of a `PerOperand` too). Writable arrays only: a read-only array is left as it is."""
+def guard_kept(held, back, operands, kwargs=None):
+    """Make read-only, for as long as the gradient call whose tape holds `held` runs, each plain NumPy array
+    among `operands` (and the values of `kwargs`, and arrays in lists and tuples among them) that `back` keeps:
+    the array itself, or a view of it, is in its closure cells, its default arguments or a partial's arguments
+    (those of each function of a `PerOperand` too). Writable arrays only: a read-only array is left as it is."""
+    if back is None or (type(back) is types.FunctionType and back.__closure__ is None and back.__defaults__ is None):
+        return  # (`x + c`: a pullback that keeps nothing)
     candidates = []
     for a in operands if not kwargs else (*operands, *kwargs.values()):
         kind = type(a)
@@ -753,37 +755,30 @@ def guard_kept(tape, back, operands, kwargs=None):
             candidates.append(a)
         elif (kind is list or kind is tuple) and len(a) <= _SEARCH_WIDTH:
             candidates.extend(v for v in a if type(v) is np.ndarray)
-    held = tape.guarded
     candidates = [a for a in candidates if id(a) not in held and id(a) not in _IN_RULE
                   and (a.flags.writeable or id(a) in GUARDED)]
-    if not candidates or back is None:
+    if len(candidates) == 1 and _in_a_closure(back, candidates[0]):  # the common `lambda g: g * c`, found quickly
+        _hold(held, candidates[0])
         return
-    kept = set()
-    _kept(back, kept, [_SEARCH_NODES, 0])  # (objects left to look at, depth)
-    for a in candidates:
-        if id(a) in kept:
-            _hold(held, a)
+    if candidates:
+        kept = set()
+        _kept(back, kept, [_SEARCH_NODES, 0])  # (objects left to look at, depth)
+        for a in candidates:
+            if id(a) in kept:
+                _hold(held, a)
 
 
-def guard_operand(held, back, a):
-    """`guard_kept` for one plain array `a` not yet in `held` (a binary operation's constant operand)."""
-    if back is None or id(a) in _IN_RULE or not (a.flags.writeable or id(a) in GUARDED):
-        return
-    if type(back) is types.FunctionType and back.__closure__ is None and back.__defaults__ is None:
-        return  # (`x + c`: a pullback that keeps nothing)
-    for fn in back if type(back) is PerOperand else (back,):  # the common `lambda g: g * c` first
+def _in_a_closure(back, a):
+    """Whether `a` itself is in a closure cell of pullback `back` (of one of its functions, for a `PerOperand`)."""
+    for fn in back if type(back) is PerOperand else (back,):
         if type(fn) is types.FunctionType and fn.__closure__ is not None:
             for cell in fn.__closure__:
                 try:
                     if cell.cell_contents is a:
-                        _hold(held, a)
-                        return
+                        return True
                 except ValueError:  # an empty cell
                     pass
-    kept = set()
-    _kept(back, kept, [_SEARCH_NODES, 0])
-    if id(a) in kept:
-        _hold(held, a)
+    return False
 
 
 def _kept(x, found, budget):
@@ -932,6 +927,7 @@ def apply_rule(rule, *args, **kwargs):
 def apply2(rule, a, b):
     """`apply` for two inputs, at least one of them traced; the common reverse-mode cases kept short."""
     kind_a, kind_b = type(a), type(b)
+    plain = None  # a plain NumPy operand, which the pullback may keep (see `guard_kept`)
     if _HANDED_IDS and (id(a) in _HANDED_IDS or id(b) in _HANDED_IDS or kind_a is np.ndarray or kind_b is np.ndarray):
         a, b = _kept_as_now((a, b))
     try:
@@ -960,11 +956,7 @@ def apply2(rule, a, b):
                 y, back = rule(a._value, b)
                 ids = (a._id, -1)
                 if kind_b is np.ndarray:  # a plain array the pullback may keep
-                    held = tape.guarded
-                    if held is not None and id(b) not in held:
-                        if type(back) is PerOperand:
-                            back = back.traced_only(ids)
-                        guard_operand(held, back, b)
+                    plain = b
         elif kind_b is Tracked and kind_a is not Dual:
             tape = b._tape
             if kind_a is float or kind_a is int:
@@ -977,16 +969,16 @@ def apply2(rule, a, b):
                     a = _as_operand(a)
                 y, back = rule(a, b._value)
                 if kind_a is np.ndarray:  # a plain array the pullback may keep
-                    held = tape.guarded
-                    if held is not None and id(a) not in held:
-                        if type(back) is PerOperand:
-                            back = back.traced_only((-1, b._id))
-                        guard_operand(held, back, a)
+                    plain = a
             ids = (-1, b._id)
         else:
             return apply(rule, (_as_operand(a), _as_operand(b)))
         if type(back) is PerOperand and -1 in ids:
             back = back.traced_only(ids)
+        if plain is not None:
+            held = tape.guarded
+            if held is not None and id(plain) not in held:
+                guard_kept(held, back, (plain,))
     except (TypeError, ValueError) as error:  # arrays of two libraries, or shapes that do not line up
         named = None if raised_by_pullback(error) else mixed_arrays_error(rule, (a, b), error)
         if named is None:
