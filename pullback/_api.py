@@ -9,6 +9,7 @@ import numpy as np
 from . import tree
 from ._arrays import as_array_api, as_numpy, dtype_kind, is_foreign_array, memory_key
 from ._backward import backward
+from ._errors import caught_refusal
 from ._leaves import Arguments, memory_of
 from ._reverse import Tape, collector_paused
 from ._standins import is_python_float
@@ -283,6 +284,10 @@ def trace_call(f, args, kwargs, positions):
                 raise
             raise refusal from error
         raise refusal from None  # pullback's message, at the user's line, in place of NumPy's
+    else:
+        refusal = caught_refusal(tape)
+        if refusal is not None:
+            raise refusal from tape.refused
     finally:
         release_guarded(tape)  # writable again: f has ended (pb.pullback: see its docstring)
         tape.close()

@@ -12,6 +12,7 @@ from . import tree
 from ._api import gradient, trace_call, untrack
 from ._arrays import as_array_api, as_numpy, is_foreign_array, like_input, size_of
 from ._backward import backward, fit
+from ._errors import caught_refusal
 from ._forward import ForwardLevel, fit_tangent
 from ._leaves import Arguments, conversion_to_type_of
 from ._standins import converted, dtype_of, is_stand_in, is_traced, shape_of
@@ -109,6 +110,10 @@ def run_forward(f, arguments, tangent_for, companions=None, again=False):
         if refusal is None:
             raise
         raise refusal from None  # pullback's message, at the user's line, in place of NumPy's
+    else:
+        refusal = caught_refusal(tag)
+        if refusal is not None:
+            raise refusal from tag.refused
     finally:
         tag.close()
     arguments.refuse_unseen_writes()

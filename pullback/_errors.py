@@ -290,6 +290,28 @@ def lost_gradient(action):
     )
 
 
+def refused(x, error):
+    """`error`, a refusal to turn the traced `x` into a plain value, remembered by the call tracing `x`: code in
+    `f` that catches it (`try: a[0] = x[0] except ValueError:`) goes on computing other values than it does
+    without pullback, so that call raises it anyway once `f` returns (see `caught_refusal`)."""
+    level = getattr(x, "_tape", None)
+    if level is not None and getattr(level, "refused", False) is None:
+        level.refused = error
+    return error
+
+
+def caught_refusal(level):
+    """The error a gradient (or jvp) call raises when `f` returned after catching one of pullback's refusals
+    (see `refused`); None when there was none."""
+    error = level.refused
+    if error is None:
+        return None
+    return type(error)(
+        f"{error}\n\nThe function being differentiated raised this error and caught it itself (a try/except around "
+        "the conversion, or around the write that converts), then went on: it computed other values than it does "
+        "without pullback. Make the change above, or let the error through.")
+
+
 def written_after_use(kept, stop_gradient_value):
     """The error for a write, in the function being differentiated, into a NumPy array pullback made read-only:
     `kept` when a plain array a pullback keeps may be the one written (see `_values.guard_kept`),

@@ -28,12 +28,13 @@ class ForwardLevel:
     array([1., 1.])
     """
 
-    __slots__ = ("level", "closed", "handed_out", "__weakref__")
+    __slots__ = ("level", "closed", "handed_out", "refused", "__weakref__")
 
     def __init__(self):
         self.level = new_level()
         self.closed = False
         self.handed_out = None  # stop_gradient's read-only copies of its values (see `read_only_value`)
+        self.refused = None  # the first conversion of a traced value refused while `f` runs (see `refused`)
 
     def apply(self, rule, args, kwargs):
         return push_forward(self, rule, args, kwargs)

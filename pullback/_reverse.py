@@ -33,7 +33,8 @@ class Tape:
     (2, (0,))
     """
 
-    __slots__ = ("level", "nodes", "closed", "write_check", "handed_out", "holds_traced", "guarded", "__weakref__")
+    __slots__ = ("level", "nodes", "closed", "write_check", "handed_out", "holds_traced", "guarded", "refused",
+                 "__weakref__")
 
     def __init__(self):
         self.level = new_level()
@@ -45,6 +46,7 @@ class Tape:
         # the plain arrays a pullback on this tape keeps, made read-only while `f` runs ({id: array}; see
         # `guard_kept`), or None where nothing is guarded (a tape no gradient call of user code records)
         self.guarded = None
+        self.refused = None  # the first conversion of a traced value refused while `f` runs (see `refused`)
 
     def leaf(self, value):
         """A new input node holding `value`."""

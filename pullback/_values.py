@@ -31,6 +31,7 @@ from ._errors import (
     lost_gradient,
     missing_rule,
     mixed_arrays_error,
+    refused,
     subclass_error,
     ufunc_name,
     written_after_use,
@@ -130,7 +131,7 @@ class Traced:
                 "numpy.lib.stride_tricks.as_strided builds a view from raw memory strides, which pullback cannot "
                 "follow: the gradient would be lost. Use np.lib.stride_tricks.sliding_window_view(x, window_shape) "
                 "for sliding windows, or indexing (x[index_array], x[::step]) for other layouts.")
-        raise conversion_error(self)
+        raise refused(self, conversion_error(self))
 
     # --- copies, pickling and other libraries -----------------------------------------
     def __copy__(self):
@@ -176,20 +177,20 @@ class Traced:
             "to it, or give it a zero tangent)"
         )
         error.pullback_conversion = True  # see `conversion_refusal`
-        raise error
+        raise refused(self, error)
 
     def __int__(self):
         """`int(x)`: the plain integer, as without pullback (an integer carries no gradient)."""
         return int(stop_gradient(self))
 
     def __complex__(self):
-        raise lost_gradient("convert it to a Python complex")
+        raise refused(self, lost_gradient("convert it to a Python complex"))
 
     def item(self, *args):
-        raise lost_gradient("call .item() on it")
+        raise refused(self, lost_gradient("call .item() on it"))
 
     def tolist(self):
-        raise lost_gradient("call .tolist() on it")
+        raise refused(self, lost_gradient("call .tolist() on it"))
 
     def __bool__(self):
         return bool(stop_gradient(self))
