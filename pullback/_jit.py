@@ -58,7 +58,7 @@ import numpy as np
 from . import _jit_random, _jit_watch, tree
 from ._arrays import is_foreign_array, memory_key, sharing_memory
 from ._jit_replay import Deferred, Retrace, made_read_only, producers
-from ._jit_trace import JitError, Number, RandomSource, Ref, Symbol, Trace
+from ._jit_trace import JitError, Number, RandomSource, Ref, Symbol, Trace, refusals_watched
 from ._standins import is_traced
 
 __all__ = ["jit", "JitError"]
@@ -271,7 +271,8 @@ class Jitted:
         """The rest of `_trace`, from calling the function on `symbolic` (its arguments with stand-ins)."""
         with _jit_random.watching_entropy() as fresh:
             try:
-                result = self.fn(*symbolic[0], **symbolic[1])
+                with refusals_watched() as refused:
+                    result = self.fn(*symbolic[0], **symbolic[1])
             except JitError:
                 raise
             except BaseException as error:
@@ -281,6 +282,10 @@ class Jitted:
                 _interrupted_writer(trace, self.fn)(
                     arrays, {slot: trace.values[symbol.slot] for slot, symbol in trace.written_inputs.items()})
                 raise
+        if refused:
+            raise JitError(f"{refused[0]}\n\nThe jitted function raised this error and caught it itself (a try/except), "
+                           "then went on: it computed other values than it does without pb.jit. Make the change "
+                           "above, or let the error through.") from refused[0]
         if _jit_random.drawn(fresh):
             made = ", ".join(dict.fromkeys(_constructor(g) for g, state in fresh if _jit_random.drawn([(g, state)])))
             raise JitError(f"pb.jit: the function drew from a random generator made from fresh entropy ({made} "

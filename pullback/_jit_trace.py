@@ -102,6 +102,31 @@ class JitError(TypeError):
     pb.jit: a traced array was converted to a NumPy array (np.asarray,
     """
 
+    def __init__(self, *args):
+        super().__init__(*args)
+        made = getattr(_REFUSALS, "made", None)
+        if made is not None and not made:
+            made.append(self)
+
+
+# the first JitError made while a trace runs the function, per thread (see `refusals_watched`)
+_REFUSALS = threading.local()
+
+
+class refusals_watched:
+    """`with refusals_watched() as made:` lists the first JitError made inside, so that one the traced function
+    caught itself (`try: np.asarray(x) except TypeError:`) can still be raised: the function went on with other
+    values than it computes without pb.jit."""
+
+    def __enter__(self):
+        self.outer = getattr(_REFUSALS, "made", None)
+        _REFUSALS.made = []
+        return _REFUSALS.made
+
+    def __exit__(self, *exc):
+        _REFUSALS.made = self.outer
+        return False
+
 
 class Node:
     """One recorded call: `fn(*args, **kwargs)` whose Symbol inputs are slot numbers.

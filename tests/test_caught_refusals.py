@@ -105,3 +105,19 @@ def test_a_conversion_of_an_outer_value_caught_in_an_inner_function_is_raised_by
 
     with pytest.raises(TypeError, match="caught it itself"):
         pb.gradient(outer, X)
+
+
+def swallowed_asarray(x):
+    try:
+        plain = np.asarray(x)
+    except TypeError:
+        plain = np.zeros(3)
+    return np.sum(x) + np.sum(plain)
+
+
+def test_a_jit_refusal_the_function_catches_is_raised_when_the_function_returns():
+    assert swallowed_asarray(X) == pytest.approx(2 * np.sum(X))
+    with pytest.raises(pb.JitError, match="caught it itself") as raised:
+        pb.jit(swallowed_asarray)(X)
+    assert "np.asarray" in str(raised.value)  # the refusal's own message is kept
+
