@@ -291,9 +291,10 @@ def lost_gradient(action):
 
 
 def refused(x, error):
-    """`error`, a refusal to turn the traced `x` into a plain value, remembered by the call tracing `x`: code in
-    `f` that catches it (`try: a[0] = x[0] except ValueError:`) goes on computing other values than it does
-    without pullback, so that call raises it anyway once `f` returns (see `caught_refusal`)."""
+    """`error`, pullback's refusal of something done with the traced `x` (a conversion to a plain value, a
+    function without a rule), remembered by the call tracing `x`: code in `f` that catches it
+    (`try: a[0] = x[0] except ValueError:`) goes on computing other values than it does without pullback,
+    so that call raises it anyway once `f` returns (see `caught_refusal`). `x` may be None (nothing to tell)."""
     level = getattr(x, "_tape", None)
     if level is not None and getattr(level, "refused", False) is None:
         level.refused = error
@@ -307,9 +308,9 @@ def caught_refusal(level):
     if error is None:
         return None
     return type(error)(
-        f"{error}\n\nThe function being differentiated raised this error and caught it itself (a try/except around "
-        "the conversion, or around the write that converts), then went on: it computed other values than it does "
-        "without pullback. Make the change above, or let the error through.")
+        f"{error}\n\nThe function being differentiated raised this error and caught it itself (a try/except), then "
+        "went on: it computed other values than it does without pullback. Make the change above, or let the error "
+        "through.")
 
 
 def written_after_use(kept, stop_gradient_value):

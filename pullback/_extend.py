@@ -18,7 +18,7 @@ import numpy as np
 from . import tree
 from ._arrays import is_foreign_array
 from ._backward import as_cotangents, missing_cotangents, name_of, own_pullback, within_count
-from ._errors import missing_rule
+from ._errors import missing_rule, refused
 from ._inplace import call_into_out, mark_view, out_of
 from ._registry import FORWARD_RULES, FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, SERVED_BY, UFUNC_RULES, qualified_name
 from ._reverse import like_outputs, several_outputs
@@ -71,7 +71,7 @@ def primitive(fn):
         through_objects = holders and rule is not None and not getattr(rule, "only_forward", False)
         if direct or through_objects:
             if rule is None:
-                raise missing_rule(fn)
+                raise refused(next((a for a in args if isinstance(a, Traced)), None), missing_rule(fn))
             if kwargs and not own:  # named arguments reach the rules in their positions (pullback's own rules
                 args, kwargs = to_positions(names, args, kwargs)  # take their options by name)
             if holders:

@@ -116,11 +116,12 @@ class Traced:
             if (t is not Tracked and t is not np.ndarray and not issubclass(t, Traced) and not hasattr(t, "__stop_gradient__")
                     and not is_foreign_array_type(t)):  # Dask, CuPy, ...: the rule computes with them
                 if issubclass(t, np.ndarray):
-                    raise subclass_error(next(a for a in _flat(args) if type(a) is t))
-                raise foreign_error(f"{t.__module__}.{t.__qualname__}")
+                    raise refused(self, subclass_error(next(a for a in _flat(args) if type(a) is t)))
+                raise refused(self, foreign_error(f"{t.__module__}.{t.__qualname__}"))
         impl = FUNCTIONS.get(func)
         if impl is None:
-            raise missing_rule(func)
+            _refuse_as_numpy_function(func, args, kwargs)
+            raise refused(self, missing_rule(func))
         return impl(*args, **kwargs)
 
     def __array__(self, dtype=None, copy=None):
@@ -713,7 +714,7 @@ def _method(fn):
     def method(self, *args, **kwargs):
         impl = FUNCTIONS.get(fn)
         if impl is None:
-            raise missing_rule(fn)
+            raise refused(self, missing_rule(fn))
         return impl(self, *args, **kwargs)
     method.__name__ = fn.__name__
     return method
@@ -1311,7 +1312,7 @@ def _ufunc_call(ufunc, name, inputs, kwargs):
     rule = UFUNC_RULES.get(ufunc)
     if rule is None:
         _refuse_as_numpy(ufunc, inputs)
-        raise missing_rule(ufunc)
+        raise refused(next((a for a in inputs if isinstance(a, Traced)), None), missing_rule(ufunc))
     if options:  # NumPy's own errors for options it refuses (a cast the casting rule forbids, bad axes)
         with np.errstate(all="ignore"):
             expected = ufunc(*strip_all(inputs), **strip_all(options))
@@ -1478,6 +1479,28 @@ def _refuse_as_numpy(ufunc, inputs):
     a traced value is): then no derivative rule is missing, as the call fails without pullback too."""
     with np.errstate(all="ignore"):
         ufunc(*strip_all(inputs))
+
+
+_WRITES_FILES = frozenset((np.save, np.savez, np.savez_compressed, np.savetxt))
+
+
+def _refuse_as_numpy_function(func, args, kwargs):
+    """Raise NumPy's own error where `func` fails on copies of the plain values (np.ravel_multi_index of floats):
+    then no derivative rule is missing, as the call fails without pullback too (and code catching that error
+    goes on as it does without pullback). Functions that write files are not run."""
+    if func in _WRITES_FILES:
+        return
+
+    def copied(x):
+        x = strip_all(x)
+        if type(x) in (tuple, list):
+            return type(x)(copied(v) for v in x)
+        if type(x) is dict:
+            return {k: copied(v) for k, v in x.items()}
+        return x.copy() if type(x) is np.ndarray else x
+
+    with np.errstate(all="ignore"):
+        func(*copied(args), **copied(kwargs))
 
 
 def _cast_to_loop(ufunc, inputs, dtype, signature=None, casting=None):

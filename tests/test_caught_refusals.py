@@ -121,3 +121,41 @@ def test_a_jit_refusal_the_function_catches_is_raised_when_the_function_returns(
         pb.jit(swallowed_asarray)(X)
     assert "np.asarray" in str(raised.value)  # the refusal's own message is kept
 
+
+
+
+def test_a_function_without_a_rule_whose_refusal_is_caught_is_raised_when_the_function_returns():
+    def f(x):
+        try:
+            counts = np.histogram(x, bins=2)[0]  # no rule
+        except NotImplementedError:
+            counts = np.zeros(2)
+        return np.sum(x * x) + counts[0]
+
+    x = np.array([1.0, 2.0, 4.0])
+    assert f(x) == pytest.approx(21.0 + 2)  # bins [1, 2.5), [2.5, 4]
+    with pytest.raises(NotImplementedError, match="caught it itself") as raised:
+        pb.gradient(f, x)
+    assert "histogram" in str(raised.value)
+
+
+def test_a_call_numpy_refuses_too_raises_numpys_error_which_the_function_may_catch():
+    def f(x):
+        try:
+            flat = np.ravel_multi_index((x,), (5,))  # NumPy: "only int indices permitted"
+        except TypeError:
+            flat = 0
+        return np.sum(x * x) + flat
+
+    x = np.array([1.0, 2.0])
+    with pytest.raises(TypeError, match="only int indices"):
+        np.ravel_multi_index((x,), (5,))
+    (g,) = pb.gradient(f, x)
+    np.testing.assert_allclose(g, 2 * x)
+
+
+def test_a_function_without_a_rule_that_writes_a_file_is_not_run_to_see_whether_numpy_refuses_it(tmp_path):
+    path = tmp_path / "x.npy"
+    with pytest.raises(NotImplementedError, match="numpy.save"):
+        pb.gradient(lambda x: (np.save(path, x), np.sum(x))[1], X)
+    assert not path.exists()
