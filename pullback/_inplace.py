@@ -371,6 +371,10 @@ def _write_root(root, new, writer=None, written=None):
     if refs is not None:
         refs[:] = [weakref.ref(v) for v in views]
     new_root = plain_of(root)
+    if type(old_root) is np.ndarray and type(new_root) is np.ndarray and _relaid(new_root, old_root):
+        new_root = _hold(root, _laid_out_as(new_root, old_root))
+    elif is_stand_in(old_root) and is_stand_in(new_root) and _relaid(concrete_of(new_root), concrete_of(old_root)):
+        new_root = _hold(root, old_root.record_primitive(_laid_out_as, "laid_out_as", (new_root, old_root), {}))
     for view, old in zip(views, olds):
         positions = view._base.positions()
         if view is writer:
@@ -455,6 +459,49 @@ def _root_index(root, positions):
     return Ellipsis if root.ndim == 0 else np.unravel_index(positions, root.shape)
 
 
+def _laid_out_as(new, old):
+    """A copy of plain array `new` in memory of its own, with the strides of `old` (of the same shape), so that
+    a write keeps an array's layout as NumPy's in-place writes do (a strided or reversed array stays so)."""
+    low, high = _span(old)
+    memory = np.empty(high - low + old.itemsize, np.uint8)
+    laid = np.ndarray(old.shape, new.dtype, memory, offset=-low, strides=old.strides)
+    laid[...] = new
+    laid.flags.writeable = bool(new.flags.writeable)
+    return laid
+
+
+def _relaid(new, old):
+    """Whether plain `new`, the value written into an array that held `old`, is laid out otherwise (and `old`
+    shows each element of its memory once, so that a copy laid out as it is holds `new`'s values)."""
+    return (type(new) is np.ndarray and type(old) is np.ndarray and new.strides != old.strides
+            and new.shape == old.shape and new.size > 1 and _apart(old))
+
+
+def _apart(a):
+    """Whether no two elements of `a` share memory (checked axis by axis, the smallest stride first)."""
+    extent = a.itemsize
+    for stride, n in sorted((abs(stride), n) for n, stride in zip(a.shape, a.strides) if n > 1):
+        if stride < extent:
+            return False
+        extent += stride * (n - 1)
+    return True
+
+
+def _span(a):
+    """The lowest and highest byte offsets of `a`'s elements from its first element."""
+    reach = [(n - 1) * stride for n, stride in zip(a.shape, a.strides)]
+    return sum(min(r, 0) for r in reach), sum(max(r, 0) for r in reach)
+
+
+def _hold(handle, plain):
+    """Give traced `handle` (at its innermost level) the plain value `plain`, equal to the one it holds."""
+    holder = handle
+    while is_traced(holder._value):
+        holder = holder._value
+    holder._value = plain
+    return plain
+
+
 def _keep_layout(view, old, old_root, new_root):
     """Make the re-derived `view`'s plain value a NumPy view of the root's new plain value, laid out as
     before, so that later reshapes and ravels of it make a view or a copy exactly as NumPy would."""
@@ -463,35 +510,28 @@ def _keep_layout(view, old, old_root, new_root):
         return
     if (type(old) is not np.ndarray or type(old_root) is not np.ndarray or type(new_root) is not np.ndarray
             or new_root.strides != old_root.strides or new_root.shape != old_root.shape or old.size == 0
-            or not (new_root.flags.c_contiguous or new_root.flags.f_contiguous) or not np.may_share_memory(old, old_root)):
+            or old.dtype != new_root.dtype or not np.may_share_memory(old, old_root)):
         return
     start = old.__array_interface__["data"][0] - old_root.__array_interface__["data"][0]
-    reach = [(n - 1) * stride for n, stride in zip(old.shape, old.strides)]
-    lowest, highest = start + sum(min(r, 0) for r in reach), start + sum(max(r, 0) for r in reach)
-    if start % new_root.itemsize or lowest < 0 or highest + old.itemsize > old_root.nbytes:
+    root_low, root_high = _span(old_root)
+    low, high = _span(old)
+    if start % new_root.itemsize or start + low < root_low or start + high > root_high:
         return  # not inside the root's memory as laid out: keep the gathered copy
-    flat = new_root.reshape(-1, order="F" if not new_root.flags.c_contiguous else "C")
-    shown = np.lib.stride_tricks.as_strided(flat[start // new_root.itemsize:], old.shape, old.strides,
-                                            writeable=bool(old.flags.writeable))
-    holder = view
-    while is_traced(holder._value):
-        holder = holder._value
-    holder._value = shown
+    as_strided = np.lib.stride_tricks.as_strided
+    origin = as_strided(new_root, (2,), (start,))[1:]  # (the element `start` bytes from the root's first)
+    _hold(view, as_strided(origin, old.shape, old.strides, writeable=bool(old.flags.writeable)))
 
 
 def _keep_axis_order(view, old):
-    """Under `pb.jit` (stand-in values): lay the re-derived `view` out in the axis order of its old value,
-    so that a transposed view stays F-ordered, as NumPy's view does (its flags, strides and ravel(order="K")
-    then agree; a view with gaps between its elements becomes compact)."""
+    """Under `pb.jit` (stand-in values): lay the re-derived `view` out as its old value was (a transposed view
+    stays F-ordered, a strided or reversed one keeps its gaps), so that its flags, strides, `ravel(order="K")`
+    and whether a reshape or ravel of it is a view agree with NumPy's. Recorded as a copy with those strides."""
     holder = view
     while is_traced(holder._value):
         holder = holder._value
     fresh = holder._value
-    if old.ndim < 2 or fresh.strides == old.strides:
-        return
-    order = np.argsort([-abs(stride) for stride in old.strides], kind="stable")
-    compact = np.copy(np.transpose(fresh, order), order="C")
-    holder._value = np.transpose(compact, np.argsort(order))
+    if _relaid(concrete_of(fresh), concrete_of(old)):
+        holder._value = old.record_primitive(_laid_out_as, "laid_out_as", (fresh, old), {})
 
 
 class FlatView:

@@ -234,7 +234,12 @@ class Traced:
         if self.dtype.kind == "c":
             return FUNCTIONS[np.imag](self)
         plain = stop_gradient(self)  # of a real number, its own `.imag` (0.0, or np.float32(0.0))
-        return np.zeros_like(plain) if isinstance(plain, np.ndarray) or not hasattr(plain, "imag") else plain.imag
+        if isinstance(plain, np.ndarray) or not hasattr(plain, "imag"):
+            zeros = np.zeros_like(plain)
+            if type(zeros) is np.ndarray:
+                zeros.flags.writeable = False  # NumPy's `.imag` of a real array is read-only
+            return zeros
+        return plain.imag
 
     @real.setter
     def real(self, value):
@@ -758,7 +763,7 @@ def guard_kept(held, back, operands, kwargs=None):
         elif (kind is list or kind is tuple) and len(a) <= _SEARCH_WIDTH:
             candidates.extend(v for v in a if type(v) is np.ndarray)
     candidates = [a for a in candidates if id(a) not in held and id(a) not in _IN_RULE
-                  and (a.flags.writeable or id(a) in GUARDED)]
+                  and (a.flags.writeable or id(a) in GUARDED or (a.base is not None and (_VIEW, id(a)) not in held))]
     if len(candidates) == 1 and _in_a_closure(back, candidates[0]):  # the common `lambda g: g * c`, found quickly
         _hold(held, candidates[0])
         return
@@ -833,7 +838,13 @@ _NOTHING_KEPT = frozenset((type(None), bool, int, float, complex, str, np.dtype,
 
 
 def _hold(held, a):
-    """Note that the tape holding `held` keeps `a` read-only (making it so if no other tape does)."""
+    """Note that the tape holding `held` keeps `a` read-only (making it so if no other tape does). A view whose
+    memory another array can reach (its base, another view) is also copied, to be compared when `f` ends
+    (see `release_guarded`): flagging the view does not stop writes through those."""
+    if a.base is not None and (_VIEW, id(a)) not in held and _base_refs(a) > _SOLE_BASE_REFS:
+        held[(_VIEW, id(a))] = (a, _distinct(a).copy())
+    if not a.flags.writeable and id(a) not in GUARDED:
+        return
     with _guard_lock:
         entry = GUARDED.get(id(a))
         if entry is not None and entry[0] is a:
@@ -848,12 +859,16 @@ def _hold(held, a):
 
 def release_guarded(tape):
     """Make writable again the arrays `tape` made read-only that no other tape still holds (the latest first:
-    NumPy sets a view writable only while its base is)."""
+    NumPy sets a view writable only while its base is). Then, where `f` returned, raise if the memory of a
+    kept view was written meanwhile (through its base, another view, np.add.at): NumPy does not refuse those."""
     held, tape.guarded = tape.guarded or {}, None  # (a tape that has ended guards nothing more)
     if not held and not _STUCK:
         return
+    views = [value for key, value in held.items() if type(key) is tuple]
     with _guard_lock:
         for key, a in reversed(list(held.items())):
+            if type(key) is tuple:
+                continue
             entry = GUARDED.get(key)
             if entry is None or entry[0] is not a:
                 continue
@@ -867,6 +882,56 @@ def release_guarded(tape):
             _STUCK.clear()
             for a in stuck:
                 _set_writable(a)
+    if views and any(_changed(a, copy) for a, copy in views) and not _raising(sys._getframe(1)):
+        tape.close()
+        tape.write_check = None
+        raise _written_through_memory()
+
+
+def _written_through_memory():
+    error = ValueError(
+        "f wrote into the memory of a NumPy array after an operation whose gradient reads it had used it: the "
+        "operation was given a view (m[:3], m.T, m.reshape(...)), and the write went through its base m, through "
+        "another view of that memory, or by np.add.at, which NumPy allows while the view is read-only; the gradient "
+        "would silently use the new values. Give the operation a copy (m[:3].copy()), write into a copy "
+        "(`m = m.copy()` before changing it), or build the new values without writing in place (np.where, "
+        "np.concatenate, ...).")
+    error.pullback_named = True
+    return error
+
+
+_VIEW = "view"  # held[(_VIEW, id(view))]: (the view, a copy of its distinct elements when the op used it)
+
+
+def _base_refs(a):
+    return sys.getrefcount(a.base)
+
+
+def _sole_base_refs():
+    """What `_base_refs` gives for a view whose base nothing else refers to."""
+    view = np.zeros(2)[:1]
+    return _base_refs(view)
+
+
+_SOLE_BASE_REFS = _sole_base_refs()
+
+
+def _distinct(a):
+    """`a` without its broadcast axes (stride 0): each element of its memory once."""
+    if 0 in a.strides:
+        return a[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in a.strides)]
+    return a
+
+
+def _changed(a, copy):
+    distinct = _distinct(a)
+    return not np.array_equal(distinct, copy, equal_nan=distinct.dtype.kind in "fc")
+
+
+def _raising(frame):
+    """Whether the exception being handled now is passing through `frame` (the call of `f` raised)."""
+    error = sys.exc_info()[1]
+    return error is not None and error.__traceback__ is not None and error.__traceback__.tb_frame is frame
 
 
 def _set_writable(a):

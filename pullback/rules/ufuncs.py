@@ -636,7 +636,10 @@ def imag(val):
     plain = stop_gradient(val)
     if not isinstance(plain, np.ndarray):
         return np.imag(plain)  # of a number: NumPy's (0.0 for a Python float, np.float32(0.0) for np.float32)
-    return zeros_as(plain, np.shape(plain))
+    zeros = zeros_as(plain, np.shape(plain))
+    if type(zeros) is np.ndarray:
+        zeros.flags.writeable = False  # as NumPy's np.imag of a real array
+    return zeros
 
 
 @composite(np.angle, args="z", notes="""Of complex z: arctan2(imag, real), with no derivative at 0
