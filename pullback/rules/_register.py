@@ -35,7 +35,7 @@ from .._extend import composite as run_in_place_of
 from .._extend import frule, nondifferentiable, primitive, rrule, serve_named_later_arguments
 from .._registry import FUNCTIONS, NONDIFF_UFUNCS, REVERSE_RULES, qualified_name
 from .._standins import astype, getitem, index_update, is_stand_in, power, traced_value
-from .._values import Traced, stop_gradient, strip_all
+from .._values import Dual, Traced, stop_gradient, strip_all
 
 # kind: "rule" (its own reverse rule, `rule`), "composite", "none" (no gradient) or "refused";
 # key: the callable the row is about (or its name, for a SciPy ufunc whose rules wait for SciPy).
@@ -335,3 +335,23 @@ def add_tangents(*tangents):
 def zeros_if_none(t, primal):
     """`t`, or a zero tangent shaped like `primal` where there is none (for joining several)."""
     return zeros_as(strip_all(primal), np.shape(primal)) if t is None else t
+
+
+
+def refuse_second_order_at_kink(x, at_kink, construct):
+    """Raise where a forward-mode level moves `x` (a Dual: a Hessian, forward over reverse, or forward over
+    forward) at an element where `at_kink` holds: there the rule's derivative is a subgradient (0 for np.abs at
+    0), and its own derivative, 0, is not that of a smooth function built on it (`np.abs(a) ** 2` has 2 at 0).
+    A first derivative (a plain `x`), and an element the level does not move (a structural zero, as below the
+    diagonal of QR's R), are never refused."""
+    if type(x) is not Dual or x._tangent is None:
+        return
+    moved = np.logical_and(stop_gradient(at_kink), stop_gradient(x._tangent) != 0)
+    if np.any(moved):
+        raise ValueError(
+            f"A second derivative through {construct} at its kink (at {int(np.sum(moved))} element(s)): there its "
+            "first derivative is a subgradient, whose own derivative is not the one a smooth function built on it "
+            "has (np.abs(a) ** 2 and np.linalg.norm(a) ** 2 have second derivative 2 at a = 0, where the "
+            "subgradient would give 0). Write the function without the kink where second derivatives are taken at "
+            "it: a * a or np.square(a) for np.abs(a) ** 2, (z * z.conj()).real for complex z, np.sum(a * a) for "
+            "np.linalg.norm(a) ** 2, a * a + b * b for np.hypot(a, b) ** 2; or take them at another point.")

@@ -9,7 +9,7 @@ import numpy as np
 from .._arrays import speaks_nep18
 from .._extend import primitive, rrule
 from .._values import stop_gradient
-from ._register import composite, forward_in_first, with_numpy_value
+from ._register import composite, forward_in_first, refuse_second_order_at_kink, with_numpy_value
 from .reductions import expand_to
 
 
@@ -32,6 +32,7 @@ def _euclidean_rule(x, axis, keepdims, vector=False):
     def back(g):
         norm = expand_to(y, shape, axis, keepdims)
         zero = norm == 0
+        refuse_second_order_at_kink(x, zero, "the 2-norm (np.linalg.norm)")
         share = np.where(zero, 0.0, expand_to(g, shape, axis, keepdims) / np.where(zero, 1.0, norm))
         return (share * (np.conjugate(x) if np.iscomplexobj(x) else x), None, None, None)
 
@@ -42,6 +43,7 @@ def _euclidean_rule(x, axis, keepdims, vector=False):
 def _euclidean_frule(t, x, axis, keepdims, vector=False):
     y = euclidean_norm(x, axis, keepdims, vector)
     zero = y == 0
+    refuse_second_order_at_kink(x, expand_to(zero, np.shape(x), axis, keepdims), "the 2-norm (np.linalg.norm)")
     pairing = np.real(np.sum(np.conjugate(x) * t, axis=axis, keepdims=keepdims)) if np.iscomplexobj(x) else \
         np.sum(x * t, axis=axis, keepdims=keepdims)
     return y, np.where(zero, 0.0, pairing / np.where(zero, 1.0, y))
@@ -112,7 +114,7 @@ def _matrix_norm(x, ord, axes, keepdims):
 
 
 @composite(np.linalg.norm, args="x", notes="""All vector and matrix orders. At a zero vector the
-      2-norm gets gradient 0 (a subgradient). Orders 2, -2 and 'nuc' go through the singular values
+      2-norm gets gradient 0 (a subgradient), and a Hessian through it raises. Orders 2, -2 and 'nuc' go through the singular values
       (see svd); ord=0 counts nonzeros and has no gradient.""")
 def norm(x, ord=None, axis=None, keepdims=False):
     ndim = np.ndim(x)

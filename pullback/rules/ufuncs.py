@@ -24,7 +24,7 @@ from .._registry import NUMBER_OPERAND_RULES
 from .._standins import as_numpy_number, converted, dtype_of, is_jit_float_or_complex, is_number_stand_in, is_stand_in, power
 from .._tangents import ELEMENTWISE_PULLBACKS, SPARE, PerOperand, Thunk, scaled, unthunk
 from .._values import UFUNC_AT, Traced, stop_gradient
-from ._register import add_tangents, composite, forward_rule, rule, without_gradient
+from ._register import add_tangents, composite, forward_rule, refuse_second_order_at_kink, rule, without_gradient
 
 
 def unary(ufunc, derivative, notes="", factor=None):
@@ -259,7 +259,7 @@ unary(np.tanh, lambda g, y: times_of(g, _one_minus_square, y))
 unary(np.arcsinh, lambda g, x: g / np.sqrt(x * x + 1.0))
 unary(np.arccosh, lambda g, x: g / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0) if _is_complex(x) else np.sqrt(x * x - 1.0)))
 unary(np.arctanh, lambda g, x: g / (1.0 - x * x))
-unary(np.fabs, lambda g, x: g * np.sign(x), "Gradient 0 at 0 (a subgradient).")
+unary(np.fabs, lambda g, x: _fabs_derivative(g, x), "Gradient 0 at 0 (a subgradient). A Hessian through the kink raises (see conventions).")
 unary(np.deg2rad, lambda g: g * (math.pi / 180.0))
 unary(np.rad2deg, lambda g: g * (180.0 / math.pi))
 unary(np.radians, lambda g: g * (math.pi / 180.0))
@@ -297,11 +297,18 @@ def _unit(x, r):
 
 
 def _abs_back(g, x, y):
+    refuse_second_order_at_kink(x, x == 0, "np.abs")
     return g * np.conj(_unit(x, y)) if _is_complex(x) else g * np.sign(x)
 
 
 def _abs_tangent(t, x, y):
+    refuse_second_order_at_kink(x, x == 0, "np.abs")
     return np.real(np.conj(_unit(x, y)) * t) if _is_complex(x) else t * np.sign(x)
+
+
+def _fabs_derivative(g, x):
+    refuse_second_order_at_kink(x, x == 0, "np.fabs")
+    return g * np.sign(x)
 
 
 def _sign_back(g, x, y):
@@ -318,7 +325,8 @@ def _sign_tangent(t, x, y):
 
 
 two_rules(np.conjugate, lambda g, x, y: np.conjugate(g), lambda t, x, y: np.conjugate(t))
-two_rules(np.absolute, _abs_back, _abs_tangent, "Gradient 0 at 0 (a subgradient); of complex z, Re(conj(z) dz) / |z|.")
+two_rules(np.absolute, _abs_back, _abs_tangent, "Gradient 0 at 0 (a subgradient); of complex z, Re(conj(z) dz) / |z|."
+          " A Hessian through the kink raises (see conventions).")
 two_rules(np.sign, _sign_back, _sign_tangent, """Real input: no gradient (piecewise constant). Complex
           input: z / |z|, differentiable away from 0 (gradient 0 at 0).""")
 
@@ -468,8 +476,13 @@ binary(np.fmin, lambda g, a, b: _balanced(g, _lt(a, b) | _only_nan(b, a), _eq(a,
        lambda g, a, b: _balanced(g, _lt(b, a) | _only_nan(a, b), _eq(a, b)), _FMAX_TIES)
 binary(np.arctan2, lambda g, a, b: g * b / (a * a + b * b), lambda g, a, b: -g * a / (a * a + b * b))
 # At (0, 0) the gradient is 0, the subgradient np.linalg.norm takes at zero (a / y would be 0 / 0).
-binary(np.hypot, lambda g, a, y: g * a / _nonzero(y), lambda g, b, y: g * b / _nonzero(y),
-       "At (0, 0) the gradient is 0 (a subgradient, as for np.linalg.norm).")
+def _hypot_derivative(g, side, y):
+    refuse_second_order_at_kink(side, y == 0, "np.hypot")
+    return g * side / _nonzero(y)
+
+
+binary(np.hypot, lambda g, a, y: _hypot_derivative(g, a, y), lambda g, b, y: _hypot_derivative(g, b, y),
+       "At (0, 0) the gradient is 0 (a subgradient, as for np.linalg.norm)."" A Hessian through the kink raises (see conventions).")
 binary(np.logaddexp, lambda g, a, y: g * np.exp(a - y), lambda g, b, y: g * np.exp(b - y))
 binary(np.logaddexp2, lambda g, a, y: g * np.exp2(a - y), lambda g, b, y: g * np.exp2(b - y))
 binary(np.remainder, lambda g: g, lambda g, a, b: -g * np.floor_divide(a, b),
