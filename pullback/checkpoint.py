@@ -27,9 +27,13 @@ once. That includes arrays of other libraries pullback accepts: a Dask array is 
 Dask's own scheduler) and an array-API array (array_api_strict's) read through DLPack when the
 file is written; on loading, each array comes back as an array of the type of `like`'s array
 at that place (a Dask array in `like`'s chunks, an array-API array of `like`'s library on its
-device). ``paths`` lists every place an array object appears, so ties are kept (in a model
-with cycles, every place short of going back into a container already on the way).
-Other fields (numbers, strings, functions, flags) are not stored; they come from `like`.
+device; a ``np.memmap``'s values as a plain ``np.ndarray``). ``paths`` lists every place an
+array object appears, so ties are kept (in a model with cycles, every place short of going
+back into a container already on the way). Two different arrays that share memory (views of
+one buffer) are stored, and come back, as independent arrays.
+Other fields (numbers, strings, functions, flags) are not stored; they come from `like`. An
+array of a library pullback does not take (a torch tensor: anything NumPy reads through
+``__array__`` or ``__dlpack__`` that holds no NumPy array) is refused rather than left out.
 
 With an optimiser state, ``"state"`` is::
 
@@ -73,10 +77,10 @@ without pullback.
 Saving is atomic: the file is written under a temporary name in the same directory
 (``.<name>.<random>.tmp``, the name shortened where the file system's limit needs it),
 flushed to disk (fsync), given the permission bits of the file it replaces (if any) and
-moved over `path` with `os.replace`, then the directory is synced. An empty path, a folder,
-or a path in a folder that does not exist is refused before anything is written. An error
-part way removes the temporary file; a crash may leave it behind, but either way any old
-file at `path` is untouched.
+moved over `path` with `os.replace` (over the file a symbolic link at `path` points to, keeping
+the link), then the directory is synced. An empty path, a folder, or a path in a folder that
+does not exist is refused before anything is written. An error part way removes the temporary
+file; a crash may leave it behind, but either way any old file at `path` is untouched.
 """
 
 import contextlib
@@ -195,10 +199,13 @@ def _array_places(model):
         if _is_array(x):
             _check_storable(x, lambda: path.format("model"))
             return x
+        _refuse_unstored_array(x, path)
         return None
 
     def node(x, kind, old, new, ys, path, shell):
         steps = [(tree.Path(((k, kind.fields),)).format(), k, v) for k, v in new.items() if v is not None]
+        if not steps:
+            _refuse_unstored_array(x, path)
         found[id(x)] = (id(x), steps) if steps else None
         return found[id(x)]
 
@@ -230,6 +237,17 @@ def _array_places(model):
     return places
 
 
+def _refuse_unstored_array(x, path):
+    """Refuse an array of a library pullback does not take (a torch tensor): a checkpoint would leave it out."""
+    cls = type(x)
+    if not isinstance(x, np.generic) and (hasattr(cls, "__array__") or hasattr(cls, "__dlpack__")):
+        raise CheckpointError(
+            f"{path.format('model')} is a {type_name(x)}, an array of a library pullback does not take, so it would "
+            "not be stored (nor could a load restore it). Convert it to a NumPy array (a torch tensor: "
+            "x.detach().cpu().numpy()), or keep it outside the model."
+        )
+
+
 def _stable_key(key):
     """Whether `repr(key)` is the same in every process (no addresses, no hash-dependent order)."""
     parts = tree.leaves(key, exclude=lambda k: type(k) is not tuple) if type(key) is tuple else [key]
@@ -238,14 +256,22 @@ def _stable_key(key):
 
 def _check_storable(x, where):
     """Refuse an array a checkpoint cannot store; `where()` names its place (formatted only for the message)."""
-    if type(x) is not np.ndarray and not is_foreign_array(x):
-        raise CheckpointError(f"{where()} is a {type(x).__name__}; checkpoints store plain numpy.ndarray values only.")
+    if type(x) not in (np.ndarray, np.memmap) and not is_foreign_array(x):
+        raise CheckpointError(
+            f"{where()} is a {type(x).__name__}; checkpoints store plain numpy.ndarray values only. Convert it, e.g. "
+            "np.asarray(x), keeping anything else it holds (a masked array's mask) as an array of its own."
+        )
     dtype = numpy_dtype(x, where)
     if not dtype.type.__module__.startswith("numpy"):
         raise CheckpointError(
             f"{where()} has dtype {dtype}, from the {dtype.type.__module__} package, which neither a checkpoint "
             "(NumPy's .npy format) nor a safetensors file written through NumPy can describe; convert it to a NumPy "
             "dtype that holds its values exactly, e.g. x.astype(np.float32)."
+        )
+    if dtype.fields is not None and not dtype.hasobject:
+        raise CheckpointError(
+            f"{where()} has the structured dtype {dtype}, which a checkpoint cannot describe; store each field as an "
+            f"array of its own (x[{dtype.names[0]!r}], ...), or view it as plain bytes (x.view(np.uint8))."
         )
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or np.dtype(dtype.str) != dtype:
         raise CheckpointError(
@@ -292,7 +318,8 @@ def to_numpy(x, where):
     except (TypeError, ValueError, RuntimeError, BufferError) as error:
         raise CheckpointError(
             f"{where()} is a {type_name(x)} that cannot be read as a NumPy array ({error}); "
-            "convert it to a NumPy array (on the CPU) before saving."
+            "convert it to a NumPy array on the CPU first (a torch tensor: x.detach().cpu().numpy(), a bfloat16 "
+            "one after .float())."
         ) from None
 
 
@@ -445,8 +472,9 @@ def _encode_value(value, arrays, where):
     if type(value) is list:
         return {"list": [_encode_value(v, arrays, where) for v in value]}
     raise CheckpointError(
-        f"The optimiser state for {where} holds a {type(value).__name__}; checkpoints store arrays, numbers, "
-        "None, tuples and lists."
+        f"The optimiser state for {where} holds a {type(value).__name__}; checkpoints store arrays, NumPy scalars, "
+        "Python bools, ints and floats, None, tuples and lists"
+        + (": keep it as a NumPy scalar, np.complex128(value)." if isinstance(value, complex) else ".")
     )
 
 
@@ -470,12 +498,23 @@ def check_path(path):
 def write_atomically(path, write):
     """Run `write(file, temporary_path)` on a temporary file next to `path`, sync it, then move it over `path`.
 
-    The new file keeps the permission bits of the file it replaces.
+    The new file keeps the permission bits of the file it replaces. A `path` that is a symbolic link is
+    written through: the file it points to is replaced, and the link kept.
     """
     path = check_path(path)
+    if os.path.islink(path):
+        path = check_path(os.path.realpath(path))
     folder = os.path.dirname(os.path.abspath(path))
     temporary = os.path.join(folder, _temporary_name(folder, os.path.basename(path)))
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    except OSError as error:
+        raise type(error)(
+            error.errno,
+            f"Cannot save {path}: cannot create a file in its folder {folder} ({error.strerror}). Saving writes the "
+            "new file next to the old one and then moves it over, so the folder must be writable; save elsewhere, "
+            "or make the folder writable.",
+        ) from None
     try:
         with os.fdopen(fd, "wb") as file:
             write(file, temporary)
@@ -602,12 +641,14 @@ def load(path: str | os.PathLike[str], like: Any) -> Any:
     ...
     pullback.checkpoint.CheckpointError: ...model['w']...
     """
-    name = os.fspath(path)
+    name = os.fsdecode(path)
     with open(name, "rb") as file:
         try:
             archive = zipfile.ZipFile(file)
         except _ZIP_ERRORS as error:
-            raise CheckpointError(f"{name} is not a readable checkpoint: not a ZIP archive, or truncated ({error}).") from None
+            raise CheckpointError(
+                f"{name} is not a readable checkpoint: not a ZIP archive, or truncated ({error}).{_other_format(file)}"
+            ) from None
         with archive:
             return _load(_Reader(archive, file, name), like)
 
@@ -623,6 +664,22 @@ def _load(reader, like):
     if state_plan is None:
         return new_model
     return new_model, _build_state(reader, manifest["state"]["arrays"], state_plan, new_model)
+
+
+def _other_format(file):
+    """A hint naming the format of a file that is not a ZIP archive, where its first bytes tell; else ""."""
+    with contextlib.suppress(OSError):
+        file.seek(0)
+        start = file.read(9)
+        file.seek(0, os.SEEK_END)
+        size = file.tell()
+        if size == 0:
+            return " The file is empty (0 bytes): whatever wrote it did not finish; save it again."
+        if start.startswith(b"\x93NUMPY"):
+            return " It is a NumPy .npy file: read it with np.load."
+        if len(start) == 9 and start[8:] == b"{" and 8 + int.from_bytes(start[:8], "little") <= size:
+            return " It looks like a safetensors file: load it by a path ending in .safetensors (rename it)."
+    return ""
 
 
 class _Reader:
@@ -667,6 +724,20 @@ class _Reader:
         return _EntryStream(self, start, info, label)
 
     def manifest(self):
+        names = self.archive.namelist()
+        if MANIFEST not in names:
+            torch_file = any(n == "data.pkl" or n.endswith("/data.pkl") for n in names)
+            ours = any(n.startswith(("model/", "state/")) for n in names)
+            self.fail(
+                f"the entry {MANIFEST} (the manifest) is missing from this ZIP archive ({few(names, 3) or 'empty'}). "
+                + ("It holds a checkpoint's entries, so it is a damaged checkpoint: restore a good copy or save again."
+                   if ours else
+                   "It is a torch.save file, not a pullback checkpoint: read it with torch.load and load its tensors "
+                   "with pullback.nn.torch_interop.load_torch_state_dict(like, {k: v.numpy() for k, v in tensors.items()})."
+                   if torch_file else
+                   "It is not a pullback checkpoint; an .npz file is read with np.load, and its arrays loaded with "
+                   "pb.load_state_dict(like, arrays).")
+            )
         stream = self.open(MANIFEST, "the manifest", _MAX_MANIFEST, f"the {_MAX_MANIFEST // 2**20} MiB a manifest may have")
         raw = stream.read(stream.size)
         stream.finish()
@@ -734,8 +805,10 @@ class _Reader:
             if version not in read_header:
                 raise ValueError(f".npy format version {version} is not one a checkpoint uses")
             stored_shape, fortran_order, stored_dtype = read_header[version](stream)
+        except CheckpointError:  # the stream's own finding (a truncated entry)
+            raise
         except Exception as error:  # numpy's header parser raises ValueError, SyntaxError and more
-            self.fail(f"{label} is not a valid .npy array: {type(error).__name__}: {error}")
+            self.fail(f"{label} is not a valid .npy array ({type(error).__name__}: {error}); the file is corrupted.")
         if stored_dtype != dtype or stored_shape != shape:
             self.fail(
                 f"{label} holds dtype {stored_dtype} and shape {stored_shape}, "

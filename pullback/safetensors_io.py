@@ -4,8 +4,12 @@ A safetensors file is a flat map of names to arrays, read by the `safetensors` p
 (``safetensors.numpy.load_file``), PyTorch (``safetensors.torch.load_file``) and others.
 pullback writes `state_dict(model)`: every array of the model under its state-dict key
 (``"layers[0].weight"``), C-ordered and little-endian, a tied array under each of its keys,
-with the metadata ``{"format": "pullback"}``. Another library's array (Dask, array API) is
-stored as a checkpoint stores it, and comes back as an array of the type of `like`'s. Optimiser
+with the metadata ``{"format": "pullback", "sha256": <JSON text {key: hex digest}>}``: the
+SHA-256 of each array's bytes in the file (a JSON text, as metadata values are strings). Loading
+checks every array of a file with such digests, and refuses one that fails as corrupted;
+safetensors itself keeps no checksum, so a file without them (another program's, or an older
+pullback's) is read unchecked. Another library's array (Dask, array API) is stored as a
+checkpoint stores it, and comes back as an array of the type of `like`'s. Optimiser
 states are not stored (use a ``.ckpt`` checkpoint); nor are arrays of dtypes safetensors lacks
 (strings, float128, complex128).
 
@@ -17,10 +21,11 @@ are read as PyTorch's, and a file whose filters fit both is refused. Any other f
 as a PyTorch state dict (a torchvision checkpoint, say) and mapped with
 `pullback.nn.torch_interop.load_torch_state_dict`, pairing modules in natural key order
 (safetensors does not keep PyTorch's order) and converting layouts; float arrays are cast
-to `like`'s dtypes. Natural order is module order where same-shaped modules differ in the
-numbers of their names (``layer1.0.conv1``, ``layer1.0.conv2``, ``layer1.1.conv1``) or sit
-at different depths (``bn1`` and ``layer1.0.bn1``, as in torchvision's ResNets; this is a
-convention, not a proof: a module ``head`` defined before a block ``blocks.0`` of the same
+to `like`'s dtypes where every value survives the cast (a cast that would round or overflow,
+such as float64 weights into a float32 model, is refused). Natural order is module order where
+same-shaped modules differ in the numbers of their names (``layer1.0.conv1``, ``layer1.0.conv2``,
+``layer1.1.conv1``) or sit at different depths (``bn1`` and ``layer1.0.bn1``, as in
+torchvision's ResNets; this is a convention, not a proof: a module ``head`` defined before a block ``blocks.0`` of the same
 shapes would be taken after it, so load such a file with `load_torch_state_dict` in module
 order). A file with two modules of the same array names and shapes, at the same depth, whose
 names first differ in more than numbers (``proj`` and ``out``: alphabetical order says nothing
@@ -34,6 +39,7 @@ The `safetensors` package is imported only when such a file is saved or loaded:
 """
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -91,7 +97,7 @@ def save(path, model, state=None):
     ...     pb.load(os.path.join(folder, "m.safetensors"), like={"w": np.zeros(3)})
     {'w': array([0., 1., 2.])}
     """
-    check_path(path)
+    path = check_path(path)
     if state is not None:
         raise CheckpointError(
             f"{os.fspath(path)}: a safetensors file holds arrays only, not an optimiser state; "
@@ -106,16 +112,18 @@ def save(path, model, state=None):
                 "and complex64); convert it, or save to a .ckpt checkpoint, which stores it."
             )
     package = _package()
-    little = {}
+    little, digests = {}, {}
     converted = {}  # a tied array is converted once (another library's array read as a NumPy array)
     for key, x in arrays.items():
         if id(x) not in converted:
             value = to_numpy(x, lambda: key)
-            converted[id(x)] = np.asarray(value, dtype=value.dtype.newbyteorder("<"), order="C")
-        little[key] = converted[id(x)]
+            value = np.asarray(value, dtype=value.dtype.newbyteorder("<"), order="C")
+            converted[id(x)] = value, _digest(value)
+        little[key], digests[key] = converted[id(x)]
+    metadata = METADATA | {"sha256": json.dumps(digests, separators=(",", ":"))}
 
     def write(file, temporary):  # safetensors writes the file by name; `file` then syncs it
-        package.numpy.save_file(little, temporary, metadata=METADATA)
+        package.numpy.save_file(little, temporary, metadata=metadata)
 
     write_atomically(path, write)
 
@@ -132,18 +140,26 @@ def load(path, like):
     (True, True)
     """
     package = _package()
-    name = os.fspath(path)
+    name = os.fsdecode(path)
     if not os.path.exists(name):
         raise FileNotFoundError(f"No such file: {name!r}")
     try:
         handle = package.safe_open(name, framework="numpy")
     except package.SafetensorError as error:
-        raise CheckpointError(f"{name} is not a readable safetensors file: {error}") from None
+        with open(name, "rb") as file:
+            start = file.read(4)
+        hint = (" It is a ZIP archive (a pullback checkpoint?): load it by a path ending in .ckpt (rename it)."
+                if start == b"PK\x03\x04" else
+                " The file is empty (0 bytes): whatever wrote it did not finish; save it again." if not start else
+                " The file is damaged (truncated, or bytes changed) or not a safetensors file.")
+        raise CheckpointError(f"{name} is not a readable safetensors file: {error}.{hint}") from None
     with handle:
         offsets = functools.cache(lambda: _data_offsets(name))
-        tensors = {key: _Stored(handle, name, key, package.SafetensorError, offsets) for key in handle.keys()}
+        metadata = handle.metadata() or {}
+        digests = _digests(name, metadata, handle.keys())
+        tensors = {key: _Stored(handle, name, key, package.SafetensorError, offsets, digests.get(key)) for key in handle.keys()}
         expected = state_dict(like)
-        if (handle.metadata() or {}).get("format") == METADATA["format"]:
+        if metadata.get("format") == METADATA["format"]:
             return _load_pullback(name, tensors, expected, like)
         if set(tensors) == set(expected):
             return _load_same_names(name, tensors, expected, like)
@@ -178,8 +194,9 @@ class _Stored:
     16 bits are the upper half of the float32 of the same value.
     """
 
-    def __init__(self, handle, name, key, error, offsets):
+    def __init__(self, handle, name, key, error, offsets, digest=None):
         self.handle, self.name, self.key, self.error, self.offsets = handle, name, key, error, offsets
+        self.digest = digest
         view = handle.get_slice(key)
         self.shape, code = tuple(view.get_shape()), view.get_dtype()
         self.bfloat16 = code == "BF16"
@@ -192,7 +209,17 @@ class _Stored:
         x = self._bfloat16() if self.bfloat16 else self._read()
         if x.shape != self.shape or x.dtype != self.dtype:  # the header promised otherwise
             raise CheckpointError(f"{self.name}: {self.key} is corrupted: its data does not match its header.")
+        if self.digest is not None and self.digest != self._stored_digest(x):
+            raise CheckpointError(
+                f"{self.name}: {self.key} fails its SHA-256 check (the digest pullback wrote in the file's metadata): "
+                "the file is corrupted or was edited. Save it again from the model, or restore a good copy."
+            )
         return x if dtype is None else x.astype(dtype, copy=False)
+
+    def _stored_digest(self, x):
+        if self.bfloat16:  # the file's bits: the upper halves of the float32s read
+            return _digest((x.view(np.uint32) >> 16).astype(np.uint16))
+        return _digest(x)
 
     def _read(self):
         try:
@@ -210,6 +237,35 @@ class _Stored:
             raise CheckpointError(f"{self.name}: {self.key} is corrupted: its data does not match its header.")
         bits = np.frombuffer(data, "<u2").astype(np.uint32) << 16
         return bits.view(np.float32).reshape(self.shape)
+
+
+def _digest(x):
+    """The SHA-256 of `x`'s bytes as safetensors stores them: C order, little-endian."""
+    x = np.asarray(x, dtype=x.dtype.newbyteorder("<"), order="C")
+    return hashlib.sha256(x.reshape(-1).view(np.uint8)).hexdigest()
+
+
+def _digests(name, metadata, keys):
+    """`{key: SHA-256}` from the metadata pullback writes (empty for another program's file), checked to be whole."""
+    if metadata.get("format") != METADATA["format"]:
+        return {}
+    if "sha256" not in metadata:
+        if set(metadata) != set(METADATA):
+            raise CheckpointError(
+                f"{name}: its pullback metadata is damaged (keys {sorted(metadata)}); the file is corrupted or was edited."
+            )
+        return {}
+    try:
+        digests = json.loads(metadata["sha256"])
+    except ValueError:
+        digests = None
+    if (not isinstance(digests, dict) or set(digests) != set(keys)
+            or not all(isinstance(d, str) and re.fullmatch("[0-9a-f]{64}", d) for d in digests.values())):
+        raise CheckpointError(
+            f"{name}: the SHA-256 digests in its metadata are damaged or do not list exactly its arrays; "
+            "the file is corrupted or was edited."
+        )
+    return digests
 
 
 def _data_offsets(name):
@@ -250,17 +306,50 @@ def _load_pullback(name, tensors, expected, like):
 
 
 def _load_torch(name, tensors, like):
+    """A PyTorch-layout file: its float arrays are cast to `like`'s dtypes, where that keeps every value.
+
+    An array of `like` whose float dtype cannot hold every float dtype of the file is read as float64
+    first, and cast only if no value rounds or overflows.
+    """
     from .nn.torch_interop import load_torch_state_dict
 
     _check_order_is_known(name, tensors)
+    expected = state_dict(like)
+    floats = {t.dtype for t in tensors.values() if t.dtype.kind == "f"}
+    narrow = {}
+    for key, x in expected.items():
+        dtype = numpy_dtype(x, lambda: key)
+        if dtype.kind == "f" and not all(np.can_cast(f, dtype, "safe") for f in floats):
+            narrow.setdefault(id(x), (key, x, dtype))
+    wide = rebuilt(like, {i: np.zeros(x.shape, np.float64) for i, (_, x, _) in narrow.items()}) if narrow else like
     try:
-        return load_torch_state_dict(like, tensors, key_order="natural")
+        loaded = load_torch_state_dict(wide, tensors, key_order="natural")
+    except CheckpointError:  # an array of the file failed a check as it was read
+        raise
     except ValueError as error:
-        example = next(iter(state_dict(like)), None)
+        example = next(iter(expected), None)
         raise CheckpointError(
             f"{name} has neither the names of state_dict(like) (such as {example}) nor a PyTorch layout "
             f"that fits `like`: {error}"
         ) from None
+    if not narrow:
+        return loaded
+    got, replacements = state_dict(loaded), {}
+    for key, x, dtype in narrow.values():
+        value = got[key]
+        cast = value.astype(dtype)
+        back = cast.astype(np.float64)
+        changed = (back != value) & ~(np.isnan(back) & np.isnan(value))
+        if changed.any():
+            i = np.flatnonzero(changed)[0]
+            raise CheckpointError(
+                f"{name}: the file's value for {key} does not fit `like`'s dtype {dtype} exactly "
+                f"({value.ravel()[i]} would become {cast.ravel()[i]}). Build `like` with the file's dtype "
+                "(e.g. float64), or cast the file's arrays yourself and load them with "
+                "pullback.nn.torch_interop.load_torch_state_dict."
+            )
+        replacements[id(value)] = to_type_of(cast, x)
+    return rebuilt(loaded, replacements)
 
 
 def _check_order_is_known(name, tensors):

@@ -7,6 +7,8 @@ Without torch, the torchvision layout is produced here from torchvision's module
 """
 
 import collections
+import hashlib
+import json
 import os
 import sys
 
@@ -149,7 +151,13 @@ def test_a_safetensors_file_round_trips_and_other_readers_see_the_state_dict(tmp
         assert read[key].dtype == value.dtype.newbyteorder("<") and read[key].shape == value.shape
         np.testing.assert_array_equal(read[key], value)
     with safe_open(str(path), framework="numpy") as handle:
-        assert handle.metadata() == {"format": "pullback"}
+        metadata = handle.metadata()
+    assert metadata["format"] == "pullback" and set(metadata) == {"format", "sha256"}
+    digests = json.loads(metadata["sha256"])  # one SHA-256 per array, of its bytes as stored
+    assert sorted(digests) == sorted(KEYS)
+    for key, value in state_dict(model).items():
+        stored = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
+        assert digests[key] == hashlib.sha256(stored.tobytes()).hexdigest()
 
     loaded = pb.load(path, like=storable(1))
     for key, value in state_dict(model).items():
