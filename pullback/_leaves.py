@@ -521,6 +521,7 @@ def _flat_trainable_ids(args, positions):
             refuse_method_holding_arrays(x, f"argument {i}")
         else:
             refuse_hidden_arrays(x, f"argument {i}")
+            refuse_array_like(x, f"argument {i}")
     return found
 
 
@@ -540,11 +541,14 @@ def _trainable_ids(args, positions):
             methods.append((x, path))  # known once the walk has found every differentiated object
         elif type(x) not in _PLAIN_LEAVES:
             refuse_hidden_arrays(x, _argument_place(path))
+            refuse_array_like(x, _argument_place(path))
 
     def node(x, kind, old, new, parts, path, shell):
         found[id(x)] = None
         if isinstance(x, (list, dict)) and not kind.fields:
             _refuse_attributes_of_item_container(x, path)
+        if not old:
+            refuse_array_like(x, _argument_place(path))
 
     root = (_chosen(args, positions),)  # paths as `Arguments.track` names them: (0, position), ...
     tree.walk(root, leaf, node, trainable_only=True)
@@ -597,6 +601,23 @@ def refuse_hidden_arrays(x, where):
         return
     if any(_is_float_array(v) or type(v) is float or tree.kind_of(v) is not None for v in held):
         _refuse_container(x, where)
+
+
+def refuse_array_like(x, where):
+    """Raise for an array of a library NumPy does not dispatch to (a torch or TensorFlow tensor: it converts
+    with `__array__` or `__dlpack__`) holding floats: pb.tree sees no fields in it, so it would silently get
+    no gradient and no optimiser step."""
+    cls = type(x)
+    if not (hasattr(cls, "__array__") or hasattr(cls, "__dlpack__")) or tree._speaks_numpy(cls):
+        return
+    dtype = str(getattr(x, "dtype", ""))
+    if "float" not in dtype and "complex" not in dtype:
+        return
+    raise TypeError(
+        f"{_sentence_start(where)} is a {cls.__module__}.{cls.__qualname__} of dtype {dtype}, an array of a library "
+        "that pullback does not differentiate (it tracks NumPy arrays and arrays NumPy dispatches to), so it would "
+        "get no gradient and no optimiser step. Convert it to a NumPy array (np.asarray(t), t.numpy()); for a "
+        "constant, pass it by keyword or keep it in a field that trainable() leaves out.")
 
 
 def _refuse_container(x, where):

@@ -34,6 +34,9 @@ import enum
 import fractions
 import functools
 import inspect
+import io
+import logging
+import random
 import types
 from collections import deque
 from collections.abc import Callable
@@ -70,7 +73,9 @@ def register(cls: type, children: Callable[[Any], dict], rebuild: Callable[[Any,
     """Teach the tree functions (and so `gradient` and the optimisers) to see inside `cls`.
 
     `children(x)` returns a dict `{name: child}`; `rebuild(x, new_children)` returns a new
-    object like `x` with those children.
+    object like `x` with those children. The children must be the objects `x` holds: a float
+    array made at each call (a view `x.buf[:4]`, a copy) or a number in a container made at each
+    call is refused, since pullback finds them by identity.
 
     >>> import numpy as np
     >>> from pullback import tree
@@ -88,8 +93,57 @@ def register(cls: type, children: Callable[[Any], dict], rebuild: Callable[[Any,
     one with a `__dict__` is walked as a plain object, field by field; one with slots only is a leaf
     until it is registered too, and refused where it is differentiated.
     """
-    _REGISTERED[cls] = Kind(children, rebuild, fields=True)
+    _REGISTERED[cls] = Kind(functools.partial(_stable_children, cls, children), rebuild, fields=True)
     _KIND_OF_CLASS.clear()
+
+
+def _stable_children(cls, children, x):
+    """`children(x)`, refused where a second call gives new float arrays (views or copies computed from
+    the object's fields) or new containers holding numbers: every walk finds arrays and containers by
+    identity, so those would silently get no gradient, or another's, or no optimiser step."""
+    kids = children(x)
+    moving = _moving_part(kids, children(x), ROOT)
+    if moving is not None:
+        place, what = moving
+        raise TypeError(
+            f"pb.tree.register({cls.__qualname__}, children, rebuild): children(x) makes a new {what} at "
+            f"{place.format('x')} at each call. pullback finds arrays and containers by identity, so it would "
+            "silently get no gradient (or another's) and no optimiser step. Return the objects the "
+            f"{cls.__qualname__} holds (register the buffer a view is taken from, not the view), and compute "
+            "views and copies inside its methods.")
+    return kids
+
+
+def _moving_part(kids, again, path, container=None, fields=True):
+    """The first `(path, what)` where `again` (a second call's children) does not hold the same float array,
+    or a container holding the same, as `kids`; None where every part is stable."""
+    for k, v in kids.items():
+        place = path.child(k, fields)
+        if _is_number(v):
+            if container is not None:  # in a new container: a number's place is found by its container's identity
+                return path, f"{type(container).__name__} holding the number {v!r}"
+            continue
+        w = again.get(k, _MISSING) if isinstance(again, dict) else _MISSING
+        if v is w:
+            continue
+        kind = kind_of(v)
+        if kind is None:
+            if _speaks_numpy(type(v)) and getattr(getattr(v, "dtype", None), "kind", None) in ("f", "c"):
+                return place, f"{type(v).__name__} (a view or a copy)"
+            continue
+        if type(w) is not type(v):
+            return place, type(v).__name__
+        found = _moving_part(kind.children(v), kind.children(w), place, v, kind.fields)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_number(v):
+    """A float or complex value (Python's, NumPy's scalar, or one pb.jit traces): a leaf that is a value."""
+    if isinstance(v, (float, complex, np.inexact)):
+        return True
+    return hasattr(type(v), "__pullback_value__") and v.__class__ in (float, complex)
 
 
 def registered_base(cls: type) -> "type | None":
@@ -264,7 +318,8 @@ _OPAQUE = (
     type, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType,
     types.CodeType, types.GeneratorType, functools.partial, range, slice, type(Ellipsis), enum.Enum,
     np.random.Generator, np.random.BitGenerator, np.random.RandomState, np.random.SeedSequence,
-    decimal.Decimal, fractions.Fraction,
+    decimal.Decimal, fractions.Fraction, random.Random,
+    io.IOBase, logging.Logger, logging.Handler, logging.Manager,  # streams and logging's shared objects, not data
 )
 
 
@@ -427,7 +482,7 @@ def _kind_of_class(cls, x):
         return _DICT
     if isinstance(x, list):
         return _LIST
-    if isinstance(x, (_OPAQUE, tuple)) or _speaks_numpy(cls):
+    if isinstance(x, (_OPAQUE, tuple)) or _speaks_numpy(cls) or hasattr(cls, "__dlpack__"):  # (a torch tensor)
         return None
     if _attribute(x, "__dict__") is not None or any(_slots_of(k) for k in cls.__mro__):
         return _OBJECT
@@ -588,6 +643,7 @@ def walk(x: Any, leaf: Callable[..., Any], node: Callable[..., Any], *, ys: tupl
     ['[0]', ['[1][0]', '[1][1]']]
     """
     cache = {}
+    alive: list[dict] = []
     in_progress: set[int] = set()
     shells: dict[int, Any] = {}
     box: dict[Any, Any] = {}
@@ -602,6 +658,7 @@ def walk(x: Any, leaf: Callable[..., Any], node: Callable[..., Any], *, ys: tupl
                 new = {k: new[k] for k in old}
             result = node(value, kind, old, new, parts, path, shells.pop(ident, None))
             cache[ident] = result
+            alive.append(old)  # ids are the cache's keys: children made by a call must outlive the walk
             dest[key] = result
             continue
         _, value, parts, path, dest, key = item

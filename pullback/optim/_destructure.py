@@ -5,8 +5,9 @@ from typing import Any
 import numpy as np
 
 from .. import tree
+from .._leaves import refuse_array_like, refuse_hidden_arrays
 from .._values import stop_gradient  # the plain value itself (the public one hands out a read-only copy)
-from ._walk import is_traced_param
+from ._walk import is_traced_param, name
 
 __all__ = ["destructure", "Restructure"]
 
@@ -47,9 +48,12 @@ def _key(x):
 def _trainable_arrays(model):
     """The distinct trainable float arrays of `model`, each at its first trainable place."""
     found = {}
-    for x in tree.leaves(model, trainable_only=True):
+    for path, x in tree.leaves_with_path(model, trainable_only=True):
         if is_traced_param(x):
             found.setdefault(_key(x), x)
+        else:  # a deque or a torch tensor holding weights: they would be left out of the vector
+            refuse_hidden_arrays(x, name(path))
+            refuse_array_like(x, name(path))
     return list(found.values())
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import Tangent, tree
-from .._leaves import refuse_hidden_arrays
+from .._leaves import refuse_array_like, refuse_hidden_arrays
 from ._walk import is_param, name, nothing
 from .rules import Rule
 
@@ -82,9 +82,12 @@ def mirror(model: Any, make_leaf: Callable[[np.ndarray, Any], Any], named: bool 
         if is_param(x):
             return make_leaf(x, name(path) if named else path)
         refuse_hidden_arrays(x, name(path))  # a deque or a partial holding weights: nothing would train them
+        refuse_array_like(x, name(path))
         return None
 
     def node(x, kind, old, new, parts, path, shell):
+        if not old:
+            refuse_array_like(x, name(path))  # a torch tensor: nothing would train it
         return None if all(v is None for v in new.values()) else tree.mirror(x, new)
 
     return tree.walk(model, leaf, node, trainable_only=True, cycle=nothing, frozen=nothing)

@@ -347,10 +347,15 @@ def _leaf_gradient(g, x, path):
         g = unthunk(g)
     if g is None:
         return None
-    if not (isinstance(g, (np.ndarray, np.generic, float, int)) or is_array(g)) or isinstance(g, bool):
+    if not (isinstance(g, (np.ndarray, np.generic, float, int, complex)) or is_array(g)) or isinstance(g, bool):
         raise ValueError(f"The gradient at {name(path)} is {describe(g)}, but the parameter there is {describe(x)}.")
     if np.shape(g) != x.shape:
         raise ValueError(f"The gradient at {name(path)} has shape {np.shape(g)}, but the parameter has shape {x.shape}.")
+    if (isinstance(g, complex) or getattr(getattr(g, "dtype", None), "kind", None) == "c") and x.dtype.kind != "c":
+        raise ValueError(
+            f"The gradient at {name(path)} is complex ({np.result_type(g)}), but the parameter is real ({x.dtype}): casting it "
+            "would drop its imaginary part. Pass np.real(g) if that part is meant to be dropped, or make the "
+            "parameter complex.")
     return g
 
 
