@@ -156,7 +156,7 @@ def train(epochs=12, batch_size=32, lr=3e-3, seed=0, stream=None, workers=0, jit
                     shards = list(zip(np.array_split(xb, workers), np.array_split(yb, workers)))
                     model, state, (loss, parts) = pb.distributed.step(client, loss_and_logits, model, state, shards,
                                                                       has_aux=True)
-                    logits = np.concatenate(parts)
+                    logits = np.concatenate([p for p in parts if p is not None])  # None: an empty shard
                 seen += len(idx)
                 loss_sum += float(loss) * len(idx)
                 correct += int(np.sum(np.argmax(logits, axis=1) == yb))

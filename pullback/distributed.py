@@ -13,7 +13,11 @@ added as they are. See docs/distributed.md for fault tolerance and measured cost
 """
 
 import copy
+import functools
+import itertools
 import math
+import random
+import types
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +33,8 @@ from .optim import update
 __all__ = ["step", "ShardError"]
 
 _WAIT_FOR_WORKERS_S = 60
+_PICKLABLE = ("The model is copied to every worker, so it must pickle (and copy.deepcopy): keep locks, open files "
+              "and connections out of it; the model and state are unchanged")
 
 
 class ShardError(RuntimeError):
@@ -60,14 +66,16 @@ def step(client: Any, loss_fn: Any, model: Any, state: Any, shards: Any, *, redu
     arrays chunked along axis 0 only (each block row is a shard). `loss_fn(model, *shard)`
     returns a scalar: a mean over the shard (``reduction="mean"``, shards weighted by their
     size) or a sum (``reduction="sum"``); with ``has_aux=True`` it returns ``(loss, aux)``
-    and `loss` comes back as ``(loss, [aux of each shard])``.
+    and `loss` comes back as ``(loss, [aux of each shard])``, with None for an empty shard.
 
     The model is broadcast to every worker once per step; each shard's gradient runs on a
     copy of it (changes `loss_fn` makes in place to non-trainable arrays, such as BatchNorm's
     running statistics, come back as the size-weighted mean of the shards' changes, whatever
     the reduction; shard ``k`` draws from the model's random generator jumped ``k`` times, an
     independent stream, and a generator drawn from comes back jumped once per shard, past
-    every shard's stream). Tasks that raise are re-run up to
+    every shard's stream; drawing from a generator that cannot be split so, a RandomState in
+    the model or any generator `loss_fn` holds, is a `ShardError`). The model and `loss_fn`
+    must pickle. Tasks that raise are re-run up to
     `retries` times, and a task whose worker dies is re-run elsewhere by the scheduler. Any
     failure raises before the model is touched: a `ShardError` naming the shard, or an error
     naming the bad input.
@@ -89,6 +97,8 @@ def step(client: Any, loss_fn: Any, model: Any, state: Any, shards: Any, *, redu
     """
     if reduction not in ("mean", "sum"):
         raise ValueError(f"pb.distributed.step: reduction must be 'mean' or 'sum', not {reduction!r}")
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise ValueError(f"pb.distributed.step: retries must be a whole number, 0 or more; got {retries!r}")
     _check_client(client)
     parts = _shard_parts(client, shards, retries)
     total = sum(p.size for p in parts)
@@ -105,8 +115,12 @@ def step(client: Any, loss_fn: Any, model: Any, state: Any, shards: Any, *, redu
                 raise
     new_state, new_model = update(state, model, result.grad)
     _write_back(model, result, len(parts))
-    loss = (result.loss, [aux for _, aux in result.aux]) if has_aux else result.loss
-    return new_model, new_state, loss
+    if not has_aux:
+        return new_model, new_state, result.loss
+    auxes = [None] * len(parts)  # an empty shard is not run: its place holds None
+    for index, aux in result.aux:
+        auxes[index] = aux
+    return new_model, new_state, (result.loss, auxes)
 
 
 class _ModelLost(ShardError):
@@ -119,16 +133,23 @@ def _gradient_on_workers(client, loss_fn, model, parts, total, reduction, has_au
         [model_future] = client.scatter([model], broadcast=True, hash=False)
     except Exception as error:
         raise RuntimeError(f"pb.distributed.step: the model could not be sent to the workers: "
-                           f"{type(error).__name__}: {error}") from error
+                           f"{type(error).__name__}: {error}. {_PICKLABLE}") from error
     what, futures = {model_future.key: "the model"}, []
     for part in parts:
         if part.size == 0:
             continue  # an empty shard adds nothing (and a mean over it would be nan)
         share = part.size / total  # the shard's weight in the changes to the model's state, whatever the reduction
         weight = share if reduction == "mean" else 1.0
-        future = client.submit(_shard_result, loss_fn, model_future, part.index, part.size, (weight, share),
-                               has_aux, part.data, part.packed, key=f"pullback-shard-{part.index}-{uuid.uuid4().hex}",
-                               retries=retries, pure=False)
+        try:
+            future = client.submit(_shard_result, loss_fn, model_future, part.index, part.size, (weight, share),
+                                   has_aux, part.data, part.packed, key=f"pullback-shard-{part.index}-{uuid.uuid4().hex}",
+                                   retries=retries, pure=False)
+        except Exception as error:
+            cause = error.__cause__ or error
+            raise TypeError(f"pb.distributed.step: the task of shard {part.index} could not be sent to the workers: "
+                            f"{type(cause).__name__}: {cause}. loss_fn travels with every task, so it must pickle "
+                            "(cloudpickle): keep locks, open files and connections out of what it closes over; the "
+                            "model and state are unchanged") from error
         what[future.key] = f"shard {part.index}"
         futures.append(future)
     tasks = [model_future, *futures]
@@ -175,10 +196,15 @@ def _shard_parts(client, shards, retries):
                         f"futures) or a tuple of Dask arrays; got {type(shards).__name__}")
     unknown = [p for p in parts if p.size is None]
     if unknown:  # futures: ask the workers holding them for their shapes, all at once
-        described = client.gather([client.submit(_describe, p.data, p.packed, retries=retries, pure=False)
-                                   for p in unknown])
-        for part, (size, signature) in zip(unknown, described):
-            part.size, part.signature = size, signature
+        futures = [client.submit(_describe, p.data, p.packed, retries=retries, pure=False) for p in unknown]
+        for part, future in zip(unknown, futures):
+            try:
+                part.size, part.signature = future.result()
+            except BaseException as error:
+                if not isinstance(error, Exception) and type(error).__name__ != "CancelledError":
+                    raise
+                raise ShardError(f"shard {part.index}: its data could not be read on the cluster: "
+                                 f"{type(error).__name__}: {error}; the model and state are unchanged") from error
     first = parts[0]
     for part in parts:
         if isinstance(part.signature, str):
@@ -255,13 +281,94 @@ def _dask_array_parts(client, arrays):
 
 
 def _model_state(model):
-    """The parts of a model that a loss may change in place: arrays other than trainable float
-    parameters, and random generators, each once, in walk order."""
+    """The parts of a model that a loss may change in place, each once, in walk order: `(path, array)`
+    for arrays other than trainable float parameters, random generators, and `(path, generator)` for
+    random generators that cannot be split into streams (NumPy's RandomState, Python's random.Random)."""
     parameters = {id(v) for v in tree.leaves(model, trainable_only=True) if _is_float_array(v)}
-    leaves = tree.leaves(model)
-    arrays = [v for v in leaves if isinstance(v, np.ndarray) and id(v) not in parameters]
-    generators = [v for v in leaves if isinstance(v, np.random.Generator)]
-    return arrays, generators
+    leaves = tree.leaves_with_path(model, exclude=lambda v: isinstance(v, random.Random))
+    arrays = [(path, v) for path, v in leaves if isinstance(v, np.ndarray) and id(v) not in parameters]
+    generators = [v for _, v in leaves if isinstance(v, np.random.Generator)]
+    legacy = [(path, v) for path, v in leaves if _is_legacy_generator(v)]
+    return arrays, generators, legacy
+
+
+def _is_legacy_generator(v):
+    return isinstance(v, (np.random.RandomState, random.Random))
+
+
+def _random_state(g):
+    """A snapshot of a random generator's state, to compare with `_same_state`."""
+    if isinstance(g, np.random.Generator):
+        return g.bit_generator.state
+    if isinstance(g, np.random.RandomState):
+        return g.get_state(legacy=False)
+    return g.getstate()
+
+
+def _closed_over_generators(fn):
+    """`(name, generator)` for the random generators `fn` holds: in its closure, defaults and the
+    globals it names, in a functools.partial's arguments, a bound method's object, a callable
+    object's attributes, and one level inside the containers found there."""
+    found, seen, todo = [], set(), [("loss_fn", fn)]
+    while todo:
+        name, f = todo.pop()
+        if id(f) in seen or len(seen) > 100:
+            continue
+        seen.add(id(f))
+        held = []
+        if _from_pullback(f):  # a pb.jit function: look at the function it wraps, not at its machinery
+            wrapped = getattr(f, "__wrapped__", None)
+            if wrapped is not None:
+                todo.append((name, wrapped))
+            continue
+        if isinstance(f, functools.partial):
+            held += [(f"{name}.func", f.func), *((f"{name}.args[{i}]", a) for i, a in enumerate(f.args)),
+                     *((f"{name}.keywords[{k!r}]", v) for k, v in f.keywords.items())]
+        for attribute in ("__self__", "__wrapped__", "__func__"):
+            v = getattr(f, attribute, None)
+            if v is not None and not isinstance(v, (type, types.ModuleType)):
+                held.append((f"{name}.{attribute}", v))
+        code = getattr(f, "__code__", None)
+        for cell_name, cell in zip(getattr(code, "co_freevars", ()), getattr(f, "__closure__", None) or ()):
+            try:
+                held.append((cell_name, cell.cell_contents))
+            except ValueError:  # an empty cell
+                pass
+        held += [(f"{name} default {i}", v) for i, v in enumerate(getattr(f, "__defaults__", None) or ())]
+        held += [(f"{name} default {k}", v) for k, v in (getattr(f, "__kwdefaults__", None) or {}).items()]
+        names = getattr(code, "co_names", ())
+        globals_ = getattr(f, "__globals__", None) or {}
+        held += [(k, globals_[k]) for k in names if k in globals_ and not isinstance(globals_[k], (type, types.ModuleType))]
+        if not isinstance(f, (types.FunctionType, types.MethodType, functools.partial)):
+            held += [(f"{name}.{k}", v) for k, v in _attributes(f)]
+        for where, v in held:
+            if _is_generator(v):
+                found.append((where, v))
+                continue
+            if callable(v) and not isinstance(v, type):
+                todo.append((where, v))
+            inside = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, (list, tuple)) else \
+                _attributes(v) if not isinstance(v, (types.FunctionType, types.ModuleType, type)) else ()
+            found += [(f"{where}[{k!r}]", g) for k, g in itertools.islice(inside, 1000) if _is_generator(g)]
+    return found
+
+
+def _from_pullback(f):
+    module = getattr(f, "__module__", None) if isinstance(f, (types.FunctionType, types.MethodType)) else \
+        type(f).__module__
+    return isinstance(module, str) and (module == "pullback" or module.startswith("pullback."))
+
+
+def _attributes(v):
+    """The `(name, value)` pairs of an object's instance dictionary (none when it has none)."""
+    try:
+        return list(vars(v).items())
+    except TypeError:
+        return []
+
+
+def _is_generator(v):
+    return isinstance(v, np.random.Generator) or _is_legacy_generator(v)
 
 
 def _is_float_array(v):
@@ -276,17 +383,31 @@ def _shard_result(loss_fn, model, index, size, weights, has_aux, data, packed):
     weight, share = weights
     args = tuple(data)
     # A copy: the broadcast model stays as it was for other shards and for a re-run of this one.
-    model = copy.deepcopy(model)
-    arrays, generators = _model_state(model)
-    before = [a.copy() for a in arrays]
+    try:
+        model = copy.deepcopy(model)
+    except Exception as error:
+        raise ShardError(f"the model could not be copied on a worker: {type(error).__name__}: {error}. "
+                         f"{_PICKLABLE}") from error
+    arrays, generators, legacy = _model_state(model)
+    before = [a.copy() for _, a in arrays]
     for g in generators:
         if index:
             g.bit_generator.state = _jumped(g, index).state
     generator_states = [g.bit_generator.state for g in generators]
+    closed = _closed_over_generators(loss_fn)
+    unsplit = [(f"the {type(g).__name__} at model{path}", g) for path, g in legacy]
+    unsplit += [(f"the {type(g).__name__} that loss_fn holds as {where}", g) for where, g in closed]
+    unsplit_states = [_random_state(g) for _, g in unsplit]
     try:
         value, (grad,) = withgradient(lambda m: loss_fn(m, *args), model)
     except Exception as error:
         raise ShardError(f"loss_fn raised on shard {index} ({size} samples): {type(error).__name__}: {error}") from error
+    for (what, g), state in zip(unsplit, unsplit_states):
+        if not _same_state(_random_state(g), state):
+            raise ShardError(f"shard {index}: loss_fn drew from {what}. Each task works on its own copy of it, so every "
+                             "shard and every step would draw the same numbers: keep a np.random.default_rng() in "
+                             "the model instead (model.rng = ...; pb.distributed.step gives each shard its own "
+                             "stream of it); the model and state are unchanged")
     aux = None
     if has_aux:
         if not isinstance(value, tuple) or len(value) != 2:
@@ -298,7 +419,7 @@ def _shard_result(loss_fn, model, index, size, weights, has_aux, data, packed):
                          "to get its other parts back")
     if np.ndim(value) != 0:
         raise ShardError(f"shard {index}: loss_fn must return a scalar; got shape {np.shape(value)}")
-    changes = [_weighted_change(old, new, share) for old, new in zip(before, arrays)]
+    changes = [_weighted_change(old, new, share) for old, (_, new) in zip(before, arrays)]
     moved = [not _same_state(g.bit_generator.state, s) for g, s in zip(generators, generator_states)]
     return _Partial(float(value) * weight, _scaled(grad, weight), changes, moved, [(index, aux)])
 
@@ -389,10 +510,16 @@ def _write_back(model, result, shards):
     """Apply the shards' changes to the model's non-trainable arrays and generators, in place, as a
     local step would have made them. A generator a shard drew from is jumped once per shard: past
     every shard's stream (shard `k` drew from it jumped `k` times), so the next step's are new."""
-    arrays, generators = _model_state(model)
+    arrays, generators, _ = _model_state(model)
     jumped = [(g, _jumped(g, shards).state) for g, moved in zip(generators, result.generators) if moved]
-    for a, change in zip(arrays, result.arrays):
-        if change is not None:
-            a[...] = a + change if a.dtype.kind == "f" else change
+    writes = [(path, a, a + change if a.dtype.kind == "f" else change)
+              for (path, a), change in zip(arrays, result.arrays) if change is not None]
+    for path, a, _ in writes:  # every check before the first write, so that a failure changes nothing
+        if not a.flags.writeable:
+            raise ValueError(f"pb.distributed.step: loss_fn changed model{path} in place, but that "
+                             "array is read-only (as a local step would have found); make it writeable "
+                             "(a = a.copy()) or leave it alone; the model and state are unchanged")
+    for _, a, new in writes:
+        a[...] = new
     for g, state in jumped:
         g.bit_generator.state = state
