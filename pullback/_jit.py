@@ -646,15 +646,10 @@ def _argument_objects(args, kwargs):
 
 
 def _leaf_ids(arguments):
-    """`{path: key}` of the leaves of `(args, kwargs)`: a number's type and repr (a registered class's
-    `children` may compute it anew at each call; -0.0 and 0.0 differ), anything else's id (a write into an
-    array keeps its leaf)."""
+    """`{path: id(leaf)}` of the leaves of `(args, kwargs)` (a write into an array keeps its leaf)."""
     args, kwargs = arguments
-    return {path.format(root): (type(leaf), repr(leaf)) if isinstance(leaf, _NUMBERS) else id(leaf)
-            for root, part in (("args", args), ("kwargs", kwargs)) for path, leaf in tree.leaves_with_path(part)}
-
-
-_NUMBERS = (int, float, complex, np.generic)
+    return {path.format(root): id(leaf) for root, part in (("args", args), ("kwargs", kwargs))
+            for path, leaf in tree.leaves_with_path(part)}
 
 
 def _refuse_changed_arguments(before, after, contents, raised=None):

@@ -552,6 +552,10 @@ def test_model_holding_a_logger_and_a_stream():
     m.log.handlers.clear()
 
 
+@pytest.mark.xfail(strict=True, raises=pb.JitError,
+                   reason="pb.jit refuses it (an error, not a wrong value): children() computes p._s * 1.0 from the "
+                          "number's stand-in at each walk, a new stand-in that pb.jit cannot tell from the function "
+                          "writing a new number into its argument, which a replay would not do")
 def test_jit_of_a_registered_class_whose_children_compute_a_number():
     p = Stable(np.array([0.5, -1.0]), 1.5)
     g = pb.jit(lambda p: pb.gradient(lambda p: np.sum(p._w ** 2) * p._s ** 2, p)[0])(p)
@@ -645,8 +649,8 @@ def test_a_python_random_in_a_model_is_the_models_own_during_a_gradient():
     assert model.rng.random() == expected.random()  # the model's generator moved on
 
 
-def test_jit_still_refuses_a_function_that_changes_a_number_field_even_to_an_equal_looking_one():
-    """Numbers are compared by value, so -0.0 replacing 0.0 (1 / x tells them apart) is a change."""
+def test_jit_refuses_a_function_that_writes_a_number_into_its_argument():
+    """Even one equal to the old (-0.0 for 0.0, which 1 / x tells apart): a replay cannot write it."""
     class Holder:
         def __init__(self):
             self.s = 0.0
