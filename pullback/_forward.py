@@ -34,7 +34,7 @@ class ForwardLevel:
         self.level = new_level()
         self.closed = False
         self.handed_out = None  # stop_gradient's read-only copies of its values (see `read_only_value`)
-        self.refused = None  # the first conversion of a traced value refused while `f` runs (see `refused`)
+        self.refused = None  # the first of pullback's refusals while `f` runs (see `_errors.refused`)
 
     def apply(self, rule, args, kwargs):
         return push_forward(self, rule, args, kwargs)

@@ -46,7 +46,7 @@ class Tape:
         # the plain arrays a pullback on this tape keeps, made read-only while `f` runs ({id: array}; see
         # `guard_kept`), or None where nothing is guarded (a tape no gradient call of user code records)
         self.guarded = None
-        self.refused = None  # the first conversion of a traced value refused while `f` runs (see `refused`)
+        self.refused = None  # the first of pullback's refusals while `f` runs (see `_errors.refused`)
 
     def leaf(self, value):
         """A new input node holding `value`."""

@@ -43,7 +43,7 @@ def _euclidean_rule(x, axis, keepdims, vector=False):
 def _euclidean_frule(t, x, axis, keepdims, vector=False):
     y = euclidean_norm(x, axis, keepdims, vector)
     zero = y == 0
-    refuse_second_order_at_kink(x, expand_to(zero, np.shape(x), axis, keepdims), "the 2-norm (np.linalg.norm)")
+    refuse_second_order_at_kink(x, lambda: expand_to(zero, np.shape(x), axis, keepdims), "the 2-norm (np.linalg.norm)")
     pairing = np.real(np.sum(np.conjugate(x) * t, axis=axis, keepdims=keepdims)) if np.iscomplexobj(x) else \
         np.sum(x * t, axis=axis, keepdims=keepdims)
     return y, np.where(zero, 0.0, pairing / np.where(zero, 1.0, y))
@@ -114,8 +114,8 @@ def _matrix_norm(x, ord, axes, keepdims):
 
 
 @composite(np.linalg.norm, args="x", notes="""All vector and matrix orders. At a zero vector the
-      2-norm gets gradient 0 (a subgradient), and a Hessian through it raises. Orders 2, -2 and 'nuc' go through the singular values
-      (see svd); ord=0 counts nonzeros and has no gradient.""")
+      2-norm gets gradient 0 (a subgradient), and a Hessian through it raises. Orders 2, -2 and 'nuc'
+      go through the singular values (see svd); ord=0 counts nonzeros and has no gradient.""")
 def norm(x, ord=None, axis=None, keepdims=False):
     ndim = np.ndim(x)
     if axis is None:
