@@ -52,17 +52,28 @@ def sigmoid(x: Any) -> Any:
     return np.exp(-np.logaddexp(0, -x))
 
 
+def _sigmoid_with_log(x):
+    """sigmoid(x), computed as `sigmoid` computes it, and its logarithm."""
+    log_y = -np.logaddexp(0, -x)
+    return np.exp(log_y), log_y
+
+
+def _sigmoid_slope(y, log_y):
+    """sigmoid'(x) = y (1 - y), with 1 - y as -expm1(log y): exact where y rounds to 1 (x past 37), where 1 - y is 0."""
+    return y * -np.expm1(log_y)
+
+
 @rrule(sigmoid)
 def _sigmoid_rule(x):
-    y = sigmoid(x)
-    return y, lambda g: (g * (y * (1 - y)),)
+    y, log_y = _sigmoid_with_log(x)
+    return y, lambda g: (g * _sigmoid_slope(y, log_y),)
 
 
 @frule(sigmoid)
 def _sigmoid_frule(primals, tangents):
     (x,), (dx,) = primals, tangents
-    y = sigmoid(x)
-    return y, None if dx is None else dx * (y * (1 - y))
+    y, log_y = _sigmoid_with_log(x)
+    return y, None if dx is None else dx * _sigmoid_slope(y, log_y)
 
 
 def gelu(x: Any) -> Any:

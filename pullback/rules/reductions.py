@@ -9,7 +9,7 @@ import operator
 import numpy as np
 
 from .._arrays import holds_foreign_array
-from .._standins import is_stand_in
+from .._standins import dtype_of, is_stand_in
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
 from ._register import add_tangents, composite, forward_rule, linear_forward, numpy_valued, rule, without_gradient
@@ -311,6 +311,8 @@ def product_of_others(x, axis):
     zero = x == 0
     whole = np.prod(x, axis=axis, keepdims=True)
     if not np.any(zero):
+        if dtype_of(whole).kind in "fc" and not np.all(np.abs(whole) >= np.finfo(dtype_of(whole)).tiny):
+            return _others_by_scans(x, axis)  # the product underflowed (or is subnormal): whole / x would lose it
         return whole / x
     others = whole / np.where(zero, 1.0, x)
     rank = _zero_ranks(zero, axis)

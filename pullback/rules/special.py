@@ -138,14 +138,14 @@ def _truncated(derivative, *integers):
     return d
 
 
-_unary("expit")(lambda g, x, y, sp: g * y * (1.0 - y))
+_unary("expit")(lambda g, x, y, sp: g * y * sp.expit(-x))  # not 1 - y, which is 0 past x = 37
 _unary("logit")(lambda g, x, y, sp: g / (x * (1.0 - x)))
 _unary("log_expit")(lambda g, x, y, sp: g * sp.expit(-x))
 _unary("erf")(lambda g, x, y, sp: g * (2.0 / SQRT_PI) * np.exp(-x * x))
 _unary("erfc")(lambda g, x, y, sp: g * (-2.0 / SQRT_PI) * np.exp(-x * x))
 _unary("erfinv")(lambda g, x, y, sp: g * (SQRT_PI / 2.0) * np.exp(y * y))
 _unary("erfcinv")(lambda g, x, y, sp: g * (-SQRT_PI / 2.0) * np.exp(y * y))
-_unary("erfcx")(lambda g, x, y, sp: g * (2.0 * x * y - 2.0 / SQRT_PI))
+_unary("erfcx")(lambda g, x, y, sp: g * _erfcx_prime(x, y))
 _unary("gammaln", notes="Derivative digamma(x), also for negative x (gammaln is log|Γ|).")(
     lambda g, x, y, sp: g * sp.digamma(x))
 _unary("gamma")(lambda g, x, y, sp: g * y * sp.digamma(x))
@@ -161,6 +161,33 @@ _unary("i0")(lambda g, x, y, sp: g * sp.i1(x))
 _unary("i1")(lambda g, x, y, sp: g * 0.5 * (sp.i0(x) + sp.iv(2.0, x)))
 _unary("i0e")(lambda g, x, y, sp: g * (sp.i1e(x) - np.sign(x) * y))
 _unary("i1e")(lambda g, x, y, sp: g * (0.5 * (sp.i0e(x) + sp.ive(2.0, x)) - np.sign(x) * y))
+
+
+def _erfcx_prime(x, y):
+    """erfcx'(x) = 2x erfcx(x) - 2/sqrt(pi); past x = 10, where those two terms cancel (to 0 from x = 1e8),
+    by its asymptotic series -(2/sqrt(pi)) sum_n (-1)^(n+1) (2n - 1)!! u^n, u = 1 / (2x²)."""
+    far = stop_gradient(x) > 10.0
+    closed = 2.0 * x * y - 2.0 / SQRT_PI
+    if not np.any(far):
+        return closed
+    safe = np.where(far, x, 20.0)
+    u = 0.5 / safe / safe
+    series = (-2.0 / SQRT_PI) * u * _polynomial(_ERFCX_SERIES, -u)
+    return np.where(far, series, closed)
+
+
+_ERFCX_SERIES = [float(math.prod(range(1, 2 * k + 2, 2))) for k in range(16)]  # (2k + 1)!!
+
+
+def _log_ratio(x, y):
+    """log(x / y), and log(x) - log(y) where x / y overflows or underflows while x and y do not."""
+    with np.errstate(over="ignore", under="ignore"):
+        ratio = x / y
+    plain = np.abs(stop_gradient(ratio))
+    off = (plain < np.finfo(plain.dtype).tiny) | (plain == np.inf)
+    if not np.any(off):
+        return np.log(ratio)
+    return np.where(off, np.log(np.where(off, x, 1.0)) - np.log(np.where(off, y, 1.0)), np.log(np.where(off, 1.0, ratio)))
 
 
 def _safe_ratio(x, y):
@@ -480,7 +507,7 @@ def _exprel_prime(u):
     return np.where(small, series, closed)
 
 
-_unary("expm1")(lambda g, x, y, sp: g * (y + 1.0))
+_unary("expm1")(lambda g, x, y, sp: g * np.exp(x))  # not y + 1, which cancels for x < 0
 _unary("log1p")(lambda g, x, y, sp: g / (1.0 + x))
 _unary("exp2")(lambda g, x, y, sp: g * y * math.log(2.0))
 _unary("exp10")(lambda g, x, y, sp: g * y * math.log(10.0))
@@ -695,8 +722,8 @@ _nary("log_wright_bessel", (_plain("log_wright_bessel", "a"), _plain("log_wright
                             lambda g, a, b, x, out, sp: g * np.exp(sp.log_wright_bessel(a, a + b, x) - out)), "x",
       "a and b must be plain.")
 
-_binary("kl_div", lambda g, x, y, out, sp: g * np.log(x / y), lambda g, x, y, out, sp: g * (1.0 - x / y), "x, y")
-_binary("rel_entr", lambda g, x, y, out, sp: g * (np.log(x / y) + 1.0), lambda g, x, y, out, sp: -g * _safe_ratio(x, y),
+_binary("kl_div", lambda g, x, y, out, sp: g * _log_ratio(x, y), lambda g, x, y, out, sp: g * (1.0 - x / y), "x, y")
+_binary("rel_entr", lambda g, x, y, out, sp: g * (_log_ratio(x, y) + 1.0), lambda g, x, y, out, sp: -g * _safe_ratio(x, y),
         "x, y", "d/dy is 0 where x == 0.")
 _binary("huber", lambda g, d, r, out, sp: g * np.where(np.abs(r) <= d, 0.0, np.abs(r) - d),
         lambda g, d, r, out, sp: g * np.where(np.abs(r) <= d, r, d * np.sign(r)), "delta, r")

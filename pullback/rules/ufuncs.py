@@ -227,10 +227,10 @@ unary(np.negative, lambda g: scaled(g, -1.0))
 unary(np.positive, lambda g: g)
 unary(np.exp, lambda g, y: g * y)
 unary(np.exp2, lambda g, y: g * y * LN2)
-unary(np.expm1, lambda g, y: g * (y + 1.0))
+unary(np.expm1, lambda g, x: g * np.exp(x))  # not y + 1, which cancels for x < 0
 unary(np.log, lambda g, x: g / x)
-unary(np.log2, lambda g, x: g / (x * LN2))
-unary(np.log10, lambda g, x: g / (x * LN10))
+unary(np.log2, lambda g, x: g * (1.0 / LN2) / x)
+unary(np.log10, lambda g, x: g * (1.0 / LN10) / x)  # not g / (x * LN10): x * LN10 overflows near the largest float
 unary(np.log1p, lambda g, x: g / (x + 1.0))
 unary(np.sqrt, lambda g, y: g / (2.0 * y))
 unary(np.cbrt, lambda g, y: g / (3.0 * y * y))
@@ -247,7 +247,21 @@ def _root_of_one_minus_square(x):
     part: on the real axis beyond ±1 (the branch cuts) it picks the side NumPy's arcsin takes there."""
     if _is_complex(x):
         return np.sqrt(-(x - 1.0)) * np.sqrt(-(-x - 1.0))
-    return np.sqrt(1.0 - x * x)
+    return np.sqrt(_one_minus_square_of(x))
+
+
+def _one_minus_square_of(x):
+    """`1 - x²` as `(1 - x)(1 + x)`: exact differences near ±1, where `1 - x * x` cancels."""
+    return (1.0 - x) * (1.0 + x)
+
+
+def _root_of_square_plus_one(x):
+    """`sqrt(x² + 1)`, arcsinh's derivative's denominator; `|x|` where `x * x` overflows (it is `|x|` to rounding there)."""
+    with np.errstate(over="ignore"):
+        root = np.sqrt(x * x + 1.0)
+    if _is_complex(x):
+        return root
+    return np.where(np.isinf(root), np.abs(x), root)
 
 
 unary(np.arcsin, lambda g, x: g / _root_of_one_minus_square(x))
@@ -256,10 +270,12 @@ unary(np.arctan, lambda g, x: g / (1.0 + x * x))
 unary(np.sinh, lambda g, x: g * np.cosh(x))
 unary(np.cosh, lambda g, x: g * np.sinh(x))
 unary(np.tanh, lambda g, y: times_of(g, _one_minus_square, y))
-unary(np.arcsinh, lambda g, x: g / np.sqrt(x * x + 1.0))
-unary(np.arccosh, lambda g, x: g / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0) if _is_complex(x) else np.sqrt(x * x - 1.0)))
-unary(np.arctanh, lambda g, x: g / (1.0 - x * x))
-unary(np.fabs, lambda g, x: _fabs_derivative(g, x), "Gradient 0 at 0 (a subgradient). A Hessian through the kink raises (see conventions).")
+unary(np.arcsinh, lambda g, x: g / _root_of_square_plus_one(x))
+# sqrt(x - 1) sqrt(x + 1): exact near 1, where x * x - 1 cancels, and no overflow of x * x
+unary(np.arccosh, lambda g, x: g / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0)))
+unary(np.arctanh, lambda g, x: g / _one_minus_square_of(x))
+unary(np.fabs, lambda g, x: _fabs_derivative(g, x),
+      "Gradient 0 at 0 (a subgradient). A Hessian through the kink raises (see conventions).")
 unary(np.deg2rad, lambda g: g * (math.pi / 180.0))
 unary(np.rad2deg, lambda g: g * (180.0 / math.pi))
 unary(np.radians, lambda g: g * (math.pi / 180.0))
@@ -474,17 +490,42 @@ binary(np.fmax, lambda g, a, b: _balanced(g, _gt(a, b) | _only_nan(b, a), _eq(a,
        lambda g, a, b: _balanced(g, _gt(b, a) | _only_nan(a, b), _eq(a, b)), _FMAX_TIES)
 binary(np.fmin, lambda g, a, b: _balanced(g, _lt(a, b) | _only_nan(b, a), _eq(a, b)),
        lambda g, a, b: _balanced(g, _lt(b, a) | _only_nan(a, b), _eq(a, b)), _FMAX_TIES)
-binary(np.arctan2, lambda g, a, b: g * b / (a * a + b * b), lambda g, a, b: -g * a / (a * a + b * b))
-# At (0, 0) the gradient is 0, the subgradient np.linalg.norm takes at zero (a / y would be 0 / 0).
+
+
+def _arctan2_derivative(g, a, b, side):
+    """`g * side / (a² + b²)` for `side` a or b, with both scaled by max(|a|, |b|) first (by 1 where that is
+    infinite), so that the squares neither overflow (|a| near 1e200) nor underflow (near 1e-200)."""
+    scale = np.maximum(abs(a), abs(b))  # builtin abs keeps a Python number weak beside float32
+    scale = np.where(np.isinf(scale), 1.0, scale)
+    a, b, side = a / scale, b / scale, side / scale
+    return g * (side / (a * a + b * b)) / scale
+
+
+binary(np.arctan2, lambda g, a, b: _arctan2_derivative(g, a, b, b), lambda g, a, b: -_arctan2_derivative(g, a, b, a))
+
+
 def _hypot_derivative(g, side, y):
+    """At (0, 0) the gradient is 0, the subgradient np.linalg.norm takes at zero (side / y would be 0 / 0)."""
     refuse_second_order_at_kink(side, y == 0, "np.hypot")
     return g * side / _nonzero(y)
 
 
 binary(np.hypot, lambda g, a, y: _hypot_derivative(g, a, y), lambda g, b, y: _hypot_derivative(g, b, y),
-       "At (0, 0) the gradient is 0 (a subgradient, as for np.linalg.norm)."" A Hessian through the kink raises (see conventions).")
-binary(np.logaddexp, lambda g, a, y: g * np.exp(a - y), lambda g, b, y: g * np.exp(b - y))
-binary(np.logaddexp2, lambda g, a, y: g * np.exp2(a - y), lambda g, b, y: g * np.exp2(b - y))
+       "At (0, 0) the gradient is 0 (a subgradient, as for np.linalg.norm). A Hessian through the kink raises "
+       "(see conventions).")
+
+
+def _logistic(g, d, exp):
+    """`g / (1 + exp(d))`, the derivative of logaddexp(a, b) in a for d = b - a, as `e / (1 + e)` with `e = exp(-d)`
+    where d > 0 and `1 / (1 + e)` with `e = exp(d)` elsewhere: e never overflows, at any order. (Not exp(a - y):
+    y rounds off log 2 where a == b ~ 1e17, and about |y| ulps of a - y at |y| ~ 1e4; d is exact where a and b are close.)"""
+    positive = stop_gradient(d) > 0
+    e = exp(np.where(positive, -d, d))
+    return g * (np.where(positive, e, 1.0) / (1.0 + e))
+
+
+binary(np.logaddexp, lambda g, a, b: _logistic(g, b - a, np.exp), lambda g, a, b: _logistic(g, a - b, np.exp))
+binary(np.logaddexp2, lambda g, a, b: _logistic(g, b - a, np.exp2), lambda g, a, b: _logistic(g, a - b, np.exp2))
 binary(np.remainder, lambda g: g, lambda g, a, b: -g * np.floor_divide(a, b),
        "Derivatives of the smooth pieces; none exists at the jumps (x1 / x2 an integer).")
 binary(np.fmod, lambda g: g, lambda g, a, b: -g * np.trunc(a / b),
