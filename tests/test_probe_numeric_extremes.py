@@ -187,3 +187,19 @@ def test_scipy_rel_entr_when_the_ratio_overflows(x, y):
                    "a transcendental pass more in the benchmarked backward chain")
 def test_tanh_derivative_far_from_zero():
     _check(np.tanh, lambda x: 1 / mp.cosh(x) ** 2, 20.0)
+
+
+def test_cumprod_gradient_where_the_products_underflow():
+    """y_j / x_i loses digits once y underflows; the division-free scan does not."""
+    x = np.array([1e-160, 1e-160, 1e-5])
+    (g,) = pb.gradient(lambda x: np.sum(np.cumprod(x)), x)
+    # d/dx0 = 1 + x1 + x1 x2, d/dx1 = x0 + x0 x2 (by hand)
+    np.testing.assert_allclose(g[:2], [1.0 + 1e-160, 1e-160 * (1.0 + 1e-5)], rtol=1e-14)
+    (g,) = pb.gradient(lambda x: np.cumprod(x)[1] * 1e300, np.array([1e-200, 1e-200]))
+    np.testing.assert_allclose(g, [1e100, 1e100], rtol=1e-14)
+
+
+def test_cumprod_tangent_at_a_subnormal_factor():
+    """t / x overflows at x = 5e-324; dy_j = x_j dy_(j-1) + t_j y_(j-1) does not."""
+    _, t = pb.jvp(np.cumprod, (np.array([5e-324, 2.0, 1e10]),), (np.array([1.0, 0.0, 0.0]),))
+    np.testing.assert_allclose(t, [1.0, 2.0, 2e10], rtol=1e-14)

@@ -7,6 +7,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 import numpy as np
 
 from .._arrays import axis_index, holds_foreign_array, like_input, rechunked_like
+from .._standins import dtype_of
 from .._values import Traced, stop_gradient
 from ._register import as_array, composite, forward_in_first, linear_forward, rule
 from .reductions import refuse_out
@@ -77,13 +78,22 @@ def _exclusive_cumprod(x, axis):
     return _shifted(np.cumprod(x, axis=axis), 1, axis, 1.0)
 
 
+def _below_normal(v):
+    """Whether float `v` holds a value below the smallest normal one (0 or a subnormal: a product that
+    underflowed), where dividing by it or into it loses digits."""
+    plain = stop_gradient(v)
+    kind = dtype_of(plain).kind
+    return kind in "fc" and bool(np.any(np.abs(plain) < np.finfo(dtype_of(plain)).tiny))
+
+
 def _cumprod_cotangent(g, x, y, axis):
     # d y_j / d x_i = prod_{k <= j, k != i} x_k for j >= i. Where x_i != 0 that is y_j / x_i.
-    if holds_foreign_array(x) or holds_foreign_array(g):  # without counting zeros: prod_{k<i} x_k · s_i,
-        # s_i = g_i + x_(i+1) s_(i+1), a scan from the end
+    zero = stop_gradient(x) == 0
+    if holds_foreign_array(x) or holds_foreign_array(g) or (not np.any(zero) and _below_normal(y)):
+        # without counting zeros or dividing (y / x_i loses digits where y underflowed):
+        # prod_{k<i} x_k · s_i, s_i = g_i + x_(i+1) s_(i+1), a scan from the end
         flip = lambda v: np.flip(v, axis)  # noqa: E731
         return _exclusive_cumprod(x, axis) * flip(_linear_scan(_shifted(flip(x), 1, axis, 0.0), flip(g), axis))
-    zero = stop_gradient(x) == 0
     if not np.any(zero):
         return reverse_cumsum(g * y, axis) / x
     result = np.where(zero, 0.0, reverse_cumsum(g * y, axis) / np.where(zero, 1.0, x))
@@ -107,9 +117,11 @@ def cumprod_frule(t, a, axis=None, dtype=None, out=None):
 
 def _cumprod_tangent(t, x, y, axis):
     # dy_j = sum_{i <= j} t_i prod_{k <= j, k != i} x_k. Where x_i != 0 the product is y_j / x_i.
-    if holds_foreign_array(x) or holds_foreign_array(t):  # without counting zeros: dy_j = x_j dy_(j-1) + t_j y_(j-1)
-        return _linear_scan(x, t * _exclusive_cumprod(x, axis), axis)
     zero = stop_gradient(x) == 0
+    if holds_foreign_array(x) or holds_foreign_array(t) or (not np.any(zero) and (_below_normal(x) or _below_normal(y))):
+        # without counting zeros or dividing (t / x overflows at a subnormal x; y underflowed):
+        # dy_j = x_j dy_(j-1) + t_j y_(j-1)
+        return _linear_scan(x, t * _exclusive_cumprod(x, axis), axis)
     if not np.any(zero):
         return y * np.cumsum(t / x, axis=axis)
     total = y * np.cumsum(np.where(zero, 0.0, t / np.where(zero, 1.0, x)), axis=axis)
