@@ -171,6 +171,11 @@ def zeros_as(like, shape, dtype=None):
         like = np.asarray(like)
     if type(like) is np.ndarray or not speaks_nep18(type(like)):
         return np.zeros(shape, dtype=np.result_type(like) if dtype is None else dtype)
+    if not all(n == n for n in shape):  # a Dask length unknown until computed: only like's own chunks can give it
+        if not same_shape(np.shape(like), tuple(shape)):
+            raise ValueError(f"Zeros of shape {shape}, holding a length unknown until computed, cannot be made "
+                             f"from an array of shape {np.shape(like)}: call x.compute_chunk_sizes() first.")
+        return np.zeros_like(like, dtype=dtype)
     return np.zeros_like(like, shape=shape, dtype=dtype)
 
 
@@ -287,6 +292,16 @@ def is_dask_array(x):
     False
     """
     return type(x).__module__.startswith("dask.") and hasattr(x, "chunks")
+
+
+def same_shape(a, b):
+    """Whether shapes `a` and `b` are equal, a length unknown until computed (NaN, a Dask array's) equal to
+    another unknown one.
+
+    >>> same_shape((float("nan"), 2), (float("nan"), 2)), same_shape((3, 2), (2, 3))
+    (True, False)
+    """
+    return a == b or (len(a) == len(b) and all(m == n or (m != m and n != n) for m, n in zip(a, b)))
 
 
 def size_of(x):

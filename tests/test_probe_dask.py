@@ -83,8 +83,6 @@ def test_einsum_of_rows_of_unknown_number():
     np.testing.assert_allclose(g.compute(), pb.gradient(lambda w: np.sum((plain @ w) ** 2), W)[0])
 
 
-@pytest.mark.xfail(strict=True, reason="rules/indexing.py _add_at: buffer[index] += g on a Dask buffer of unknown "
-                   "length fails (Dask cannot broadcast (nan, 2) with (nan, 3))")
 def test_a_column_slice_of_an_argument_of_unknown_length():
     x, plain = _unknown_rows()
     with NoCompute():
@@ -105,9 +103,6 @@ def test_interp_of_a_dask_argument_with_numpy_knots():
     np.testing.assert_allclose(np.asarray(g), pb.gradient(f, X)[0])
 
 
-@pytest.mark.xfail(strict=True, reason="rules/indexing.py: w[mask] of a NumPy w and a Dask boolean mask computes the "
-                   "mask (as NumPy does without pullback), but the gradient refuses with 'numpy.ndarray ... needs "
-                   "np.add.at, which that library does not provide'; read the mask once with values_deciding_shape")
 def test_a_numpy_parameter_indexed_by_a_dask_mask():
     def f(w, x):
         return np.sum(w[x[0] > 0] ** 2)
@@ -116,9 +111,6 @@ def test_a_numpy_parameter_indexed_by_a_dask_mask():
     np.testing.assert_allclose(np.asarray(g), pb.gradient(f, W, X)[0])
 
 
-@pytest.mark.xfail(strict=True, reason="rules/indexing.py _add_at: the gradient of x[2] is written into Dask zeros "
-                   "with setitem, and Dask's blockwise fusion then reads x's partition in two tasks; np.pad of the "
-                   "cotangent (or a concatenation) reads it once")
 def test_an_element_row_and_the_whole_array_read_each_partition_once():
     loads = collections.Counter()
     x = _counted(X, (4, 4), loads)

@@ -44,6 +44,17 @@ def is_basic(index):
 @primitive
 def unindex(g, index, shape):
     """Zeros of `shape` with `g` added at `index`: the transpose of `x[index]`."""
+    return _unindexed(g, index, shape)
+
+
+def _unindexed(g, index, shape):
+    if type(g) is not np.ndarray and is_dask_array(g):
+        if is_basic(index):
+            return _spread(g, index, shape)
+        if not _has_foreign_arrays(index):
+            return _placed_rows(g, index, shape)
+        placed, whole = _foreign_rows_placed(g, index, shape, g)
+        return _spread(placed, whole, shape)
     out = zeros_as(g, shape)  # of g's array type: NumPy's, Dask's, CuPy's
     return _add_at(out, index, g)
 
@@ -66,11 +77,13 @@ def _add_at(buffer, index, g):
     if isinstance(g, Traced):  # a nested derivative: keep it on the outer tape
         return buffer + unindex(g, index, np.shape(buffer))
     if type(buffer) is np.ndarray and is_foreign_array(g):  # NumPy's buffer, Dask's cotangent: the sum is Dask's
-        return buffer + _add_at(zeros_as(g, np.shape(buffer)), index, g)
+        return buffer + _unindexed(g, index, np.shape(buffer))
     stand_in = stand_in_among(index)
     if type(buffer) is np.ndarray and stand_in is not None:  # NumPy's ufunc.at would convert a pb.jit stand-in
         return buffer + _add_at(np.zeros_like(stand_in, dtype=buffer.dtype, shape=np.shape(buffer)), index, g)
     if is_basic(index):
+        if type(buffer) is not np.ndarray and is_dask_array(buffer):
+            return buffer + _spread(g, index, np.shape(buffer))
         if type(buffer) is not np.ndarray and _has_new_axes(index):  # Dask writes through no new axis
             index = tuple(p for p in index if p is not None) if type(index) is tuple else ()
             g = np.reshape(g, np.shape(buffer[index]))  # the new axes have length 1
@@ -85,8 +98,59 @@ def _add_at(buffer, index, g):
         try:
             np.add.at(buffer, index, g)
         except TypeError:  # a library without ufunc.at (Dask)
-            _add_at_by_rows(buffer, index, g)
+            buffer = _add_at_by_rows(buffer, index, g)
     return buffer
+
+
+def _spread(g, index, shape):
+    """Dask cotangent `g` of `x[index]`, for a basic index and an `x` of `shape`, placed among zeros of `shape`
+    without writes (Dask's setitem fails on lengths unknown until computed, and reads the data twice):
+    concatenated with zeros along each axis the index slices."""
+    parts = _without_ellipsis(index if type(index) is tuple else (index,), len(shape))
+    if any(p is None or isinstance(p, (int, np.integer)) for p in parts):  # an integer's axis back, new axes gone
+        g = g[tuple(0 if p is None else None if isinstance(p, (int, np.integer)) else slice(None) for p in parts)]
+    parts = [_as_slice(p, n) for p, n in zip((p for p in parts if p is not None), shape)]
+    for axis, (part, n) in enumerate(zip(parts, shape)):
+        if part.start in (None, 0) and part.stop is None and part.step in (None, 1):
+            continue
+        start, stop, step = part.indices(n)
+        m = len(range(start, stop, step))
+        if step < 0:  # the same elements in increasing order
+            g = g[(slice(None),) * axis + (slice(None, None, -1),)]
+            start, step = start + (m - 1) * step, -step
+        if m == 0:
+            start = 0
+        elif step > 1:  # each element followed by step - 1 zeros
+            length = (m - 1) * step + 1
+            g = np.repeat(g, step, axis=axis)[(slice(None),) * axis + (slice(0, length),)]
+            kept = np.arange(length) % step == 0
+            g = np.where(kept.reshape((-1,) + (1,) * (len(shape) - axis - 1)), g, 0)
+        pieces = [p for p in (_zeros_along(g, axis, start), g, _zeros_along(g, axis, n - start - np.shape(g)[axis]))
+                  if np.shape(p)[axis] != 0]
+        g = _concatenate(pieces, axis) if len(pieces) > 1 else pieces[0] if pieces else g
+    return g
+
+
+def _zeros_along(g, axis, length):
+    """Zeros of Dask array `g`'s dtype and chunks, but `length` along `axis`."""
+    import dask.array as da
+
+    chunks = g.chunks[:axis] + ((length,),) + g.chunks[axis + 1:]
+    if all(n == n for n in np.shape(g)):
+        return da.zeros(tuple(map(sum, chunks)), dtype=g.dtype, chunks=chunks)
+    first = g.blocks[(slice(None),) * axis + (slice(0, 1),)]  # lengths unknown until computed: read from g's blocks
+    return first.map_blocks(_zeros_block, axis, length, chunks=chunks, dtype=g.dtype)
+
+
+def _zeros_block(block, axis, length):
+    return np.zeros(block.shape[:axis] + (length,) + block.shape[axis + 1:], dtype=block.dtype)
+
+
+def _concatenate(pieces, axis):
+    """Dask arrays of one chunking but along `axis`, concatenated along it, also where lengths are unknown."""
+    import dask.array as da
+
+    return da.concatenate(pieces, axis=axis, allow_unknown_chunksizes=True)
 
 
 def _has_new_axes(index):
@@ -102,20 +166,26 @@ def _add_at_foreign_rows(buffer, index, g):
     """`_add_at` for an index holding another library's integer array (a Dask array, as `np.argmax` of one
     gives) of at most one axis, the other parts basic: the rows of `g` are summed into place by a product
     with a 0/1 matrix, computed by that library."""
-    parts, k, lead, rest = _one_array_index(index, np.ndim(buffer))
+    placed, whole = _foreign_rows_placed(g, index, np.shape(buffer), buffer)
+    if type(buffer) is np.ndarray:  # NumPy's buffer, another library's rows: the sum is of that library's type
+        return buffer + _unindexed(placed, whole, np.shape(buffer))
+    return _add_at(buffer, whole, placed)
+
+
+def _foreign_rows_placed(g, index, shape, buffer):
+    """`(placed, whole)` for `_add_at_foreign_rows` into `buffer` of `shape`: `g` with its rows summed into
+    place along the index array's axis, and the basic index `whole` of `x` that `placed` is the cotangent of."""
+    parts, k, lead, rest = _one_array_index(index, len(shape))
     rows = parts[k] if k < len(parts) else None
     if rows is None or not is_foreign_array(rows) or dtype_kind(rows) not in "iu" or np.ndim(rows) > 1:
         raise _no_add_at(buffer)
-    n = np.shape(buffer)[len(lead) - sum(p is None for p in lead)]
+    n = shape[len(lead) - sum(p is None for p in lead)]
     rows = np.reshape(rows, (-1,)) % n
     one_hot = like_input(np.arange(n), rows)[:, None] == rows[None, :]  # (n, len(rows)): row i gets g[j] where rows[j] == i
     at = _axis_in_result(parts, k)
-    g = g if np.ndim(parts[k]) == 1 else np.expand_dims(g, at)
+    g = g if np.ndim(parts[k]) == 1 else g[(slice(None),) * at + (None,)]
     placed = np.moveaxis(np.tensordot(one_hot.astype(np.result_type(g)), g, axes=([1], [at])), 0, at)
-    whole = (*lead, slice(None), *rest)
-    if type(buffer) is np.ndarray:  # NumPy's buffer, another library's rows: the sum is of that library's type
-        return buffer + _add_at(zeros_as(placed, np.shape(buffer)), whole, placed)
-    return _add_at(buffer, whole, placed)
+    return placed, (*lead, slice(None), *rest)
 
 
 def _one_array_index(index, ndim):
@@ -161,13 +231,28 @@ def _no_add_at(buffer):
 def _add_at_by_rows(buffer, index, g):
     """`np.add.at(buffer, index, g)` for one integer array of one axis (x[[0, 2, 0]], x[:, [1, 1]]),
     without `ufunc.at`: repeated rows are summed first (a product with a 0/1 matrix), then added once each."""
-    parts, k, lead, rest = _one_array_index(index, np.ndim(buffer))
+    if is_dask_array(buffer):
+        return buffer + _placed_rows(g, index, np.shape(buffer))
+    parts, k, lead, rest, rows, g = _summed_rows(g, index, np.shape(buffer))
+    # Dask writes through no new axis, nor through an integer next to an index array: both become length 1
+    target = tuple(_as_slice(p, n) for p, n in zip((p for p in (*lead, rows, *rest) if p is not None),
+                                                   np.shape(buffer)))
+    if any(p is None or isinstance(p, (int, np.integer)) for p in parts):
+        g = np.reshape(g, np.shape(buffer[target]))
+    buffer[target] += g
+    return buffer
+
+
+def _summed_rows(g, index, shape):
+    """`(parts, k, lead, rest, rows, g)` for `_add_at_by_rows` into an array of `shape`: the index array `parts[k]`
+    as the integer `rows` it names, each once, and `g` with the rows going to one place summed."""
+    parts, k, lead, rest = _one_array_index(index, len(shape))
     rows = np.asarray(parts[k]) if k < len(parts) and isinstance(parts[k], (list, np.ndarray)) else None
     if rows is not None and rows.dtype.kind == "b" and rows.ndim == 1:
         rows = np.flatnonzero(rows)  # a NumPy mask of one axis picks each of its rows once, in order
     if rows is None or rows.dtype.kind not in "iu" or rows.ndim != 1:
-        raise _no_add_at(buffer)
-    rows = rows % np.shape(buffer)[len(lead) - sum(p is None for p in lead)]
+        raise _no_add_at(g)
+    rows = rows % shape[len(lead) - sum(p is None for p in lead)]
     unique, inverse = np.unique(rows, return_inverse=True)
     if len(unique) < len(rows):
         ones = np.zeros((len(unique), len(rows)), dtype=np.result_type(g))
@@ -175,12 +260,23 @@ def _add_at_by_rows(buffer, index, g):
         at = _axis_in_result(parts, k)
         g = np.moveaxis(np.tensordot(like_input(ones, g), g, axes=([1], [at])), 0, at)  # the rows going to one place, summed
         rows = unique  # g's rows are now in np.unique's (sorted) order; otherwise they stay in the index's
-    # Dask writes through no new axis, nor through an integer next to an index array: both become length 1
-    target = tuple(_as_slice(p, n) for p, n in zip((p for p in (*lead, rows, *rest) if p is not None),
-                                                   np.shape(buffer)))
-    if any(p is None or isinstance(p, (int, np.integer)) for p in parts):
-        g = np.reshape(g, np.shape(buffer[target]))
-    buffer[target] += g
+    return parts, k, lead, rest, rows, g
+
+
+def _placed_rows(g, index, shape):
+    """Dask cotangent `g` of `x[index]`, for one integer array of one axis, placed among zeros of x's `shape`
+    without writes (Dask's setitem fails on lengths unknown until computed): each row of x gathers its row of `g`
+    (or zero), then `_spread` places the rest."""
+    parts, k, lead, rest, rows, g = _summed_rows(g, index, shape)
+    n = shape[len(lead) - sum(p is None for p in lead)]
+    at = _axis_in_result(parts, k)
+    if len(rows) == 0:
+        g = _zeros_along(g, at, n)
+    else:
+        hit, pick = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.intp)
+        hit[rows], pick[rows] = True, np.arange(len(rows))
+        g = np.where(hit.reshape((-1,) + (1,) * (np.ndim(g) - at - 1)), np.take(g, pick, axis=at), 0)
+    return _spread(g, (*lead, slice(None), *rest), shape)
 
 
 def _as_slice(part, n):
@@ -223,7 +319,7 @@ linear_forward(gather, lambda t, index: _at(t, index))
 @composite(getitem, args="x", notes="""Basic and advanced indexing; repeated indices add up their
            gradients. A basic index gives a view, as in NumPy.""")
 def subscript(x, index):
-    index = _plain_index(index)
+    index = _read_for_numpy(x, _plain_index(index))
     y = gather(x, index)
     if is_basic(index) and isinstance(y, Traced) and isinstance(x, Traced):
         mark_view(y, x)  # a basic index gives a view (a single element is a scalar, not a view)
@@ -234,6 +330,16 @@ def _plain_index(index):
     if type(index) is tuple:
         return tuple(stop_gradient(p) for p in index)
     return stop_gradient(index)
+
+
+def _read_for_numpy(x, index):
+    """`index` with each Dask array in it computed, where `x` is NumPy's: NumPy's `x[index]` (and `x[index] = v`)
+    computes them once, and the gradient then reads the values NumPy read."""
+    if not _has_foreign_arrays(index) or holds_foreign_array(x):
+        return index
+    if type(index) is tuple:
+        return tuple(values_deciding_shape(p) if is_dask_array(p) else p for p in index)
+    return values_deciding_shape(index) if is_dask_array(index) else index
 
 
 @primitive
@@ -279,7 +385,7 @@ def index_update_frule(primals, tangents):
            keep their gradient. A write through a view reaches its base, and every live view of that
            base sees it, as in NumPy. Writing the same element twice with different values is refused.""")
 def assign(x, index, value):
-    index = _plain_index(index)
+    index = _read_for_numpy(x, _plain_index(index))
     root_written = _root_written_through(x, value)
     if root_written is not None:
         return root_written

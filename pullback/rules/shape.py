@@ -103,7 +103,12 @@ def expand_dims_rule(x, axis):
 @rule(np.squeeze, args="a", view=True)
 def squeeze_rule(x, axis=None):
     old = np.shape(x)
-    return np.squeeze(x, axis), lambda g: (np.reshape(g, old),)
+    if all(n == n for n in old):
+        return np.squeeze(x, axis), lambda g: (np.reshape(g, old),)
+    # a Dask array of lengths unknown until computed (NaN), which Dask cannot reshape: new axes put back by indexing
+    gone = [k for k, n in enumerate(old) if n == 1] if axis is None else [axis_index(a, len(old)) for a in np.atleast_1d(axis)]
+    back = tuple(None if k in gone else slice(None) for k in range(len(old)))
+    return np.squeeze(x, axis), lambda g: (g[back],)
 
 
 @rule(np.broadcast_to, args="array", view=True)
