@@ -286,7 +286,7 @@ def fit(g, like):
             f"A reverse rule's pullback gave {_described(g)} as the cotangent of {_described_like(like)}; the cotangent of "
             "an array or number is an array or number like it (np.asarray(...) of a list); check the rules registered "
             "with pb.rrule.")
-    if _shape(g) != shape and all(n == n for n in shape):  # a NaN size: a Dask array's, unknown until computed
+    if _shape(g) != shape:  # (always so where a length is NaN: a Dask array's, unknown until computed)
         g = unbroadcast(g, shape)
     if real and dtype_of(g).kind == "c":
         g = FUNCTIONS[np.real](g) if isinstance(g, Traced) else np.real(g)
@@ -318,7 +318,8 @@ def unbroadcast(g, shape):
     """
     g_shape = np.shape(g)
     extra = len(g_shape) - len(shape)
-    if extra < 0 or any(n != 1 and m != n for m, n in zip(g_shape[extra:], shape)):
+    # (a NaN length, unknown until a Dask array is computed, matches any length but 1)
+    if extra < 0 or any(n != 1 and m != n and m == m and n == n for m, n in zip(g_shape[extra:], shape)):
         # Broadcasting `g` up would make one number stand for many gradients: a rule's mistake, refused.
         raise ValueError(
             f"A cotangent of shape {g_shape} was given for a value of shape {shape}. A reverse rule returns each "
@@ -327,6 +328,6 @@ def unbroadcast(g, shape):
     axes = tuple(range(extra)) + tuple(extra + k for k, n in enumerate(shape) if n == 1 and g_shape[extra + k] != 1)
     if axes:
         g = np.sum(g, axis=axes, keepdims=True)
-    if extra:
-        g = np.reshape(g, shape)
+    if extra:  # (by indexing where a length is unknown: Dask's reshape needs them all)
+        g = np.reshape(g, shape) if all(n == n for n in shape) else g[(0,) * extra]
     return g

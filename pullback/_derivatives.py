@@ -10,7 +10,7 @@ import numpy as np
 
 from . import tree
 from ._api import gradient, trace_call, untrack
-from ._arrays import as_array_api, as_numpy, is_foreign_array, like_input, size_of
+from ._arrays import as_array_api, as_numpy, is_foreign_array, like_input, same_shape, size_of
 from ._backward import backward, fit
 from ._errors import caught_refusal
 from ._forward import ForwardLevel, fit_tangent
@@ -95,7 +95,7 @@ def run_forward(f, arguments, tangent_for, companions=None, again=False):
         if type(t) is list or type(t) is tuple:
             t = np.asarray(t)  # numbers for an array primal, as NumPy reads them
         t = as_numpy(t)  # an array-API-only tangent (array_api_strict's) is read as NumPy's
-        if shape_of(t) != shape_of(x):
+        if not same_shape(shape_of(t), shape_of(x)):  # (a Dask length unknown until computed is NaN)
             raise ValueError(f"The tangent for {path} has shape {np.shape(t)}, but its primal has shape {np.shape(x)}")
         if dtype_of(t).kind == "c" and dtype_of(x).kind != "c":
             raise TypeError(f"The tangent for {path} is complex, but its primal is real (a real value moves only along "

@@ -9,7 +9,7 @@ linear `back` map.
 
 import numpy as np
 
-from ._arrays import is_foreign_array_type, like_input, zeros_as
+from ._arrays import is_foreign_array_type, like_input, same_shape, zeros_as
 from ._backward import as_cotangents, backward, fit, missing_cotangents
 from ._registry import FUNCTIONS, forward_rule_of, qualified_name
 from ._reverse import Tape, like_outputs, several_outputs
@@ -113,7 +113,7 @@ def fit_tangent(t, y, frule=None):
     if type(t) is not np.ndarray and isinstance(t, (tuple, list, dict, Tangent)):
         raise TypeError(_malformed(frule, f"{_described(t)} as the tangent of {_described(y)}", "the tangent of an "
                                    "array or number is an array or number like it (np.asarray(...) of a list)"))
-    if shape_of(t) != shape:
+    if not same_shape(shape_of(t), shape):  # (a Dask length unknown until computed is NaN)
         try:
             t = np.broadcast_to(t, shape)
         except ValueError:

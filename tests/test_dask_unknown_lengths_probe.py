@@ -146,9 +146,6 @@ def test_a_numpy_parameter_written_through_a_dask_mask_reads_it_once():
     np.testing.assert_allclose(g, pb.gradient(f, W, X)[0], rtol=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="_backward.py fit skips unbroadcast for a shape holding a NaN length, so the "
-                   "cotangent of x[:, 0:1] + np.zeros(3) stays of shape (nan, 3), not summed to (nan, 1): a wrong "
-                   "gradient; unbroadcast should take NaN lengths as equal and drop the added axes by indexing")
 @pytest.mark.parametrize("f", [lambda x: np.sum(x[:, 0:1] * np.arange(1.0, 4.0)),
                                lambda x: np.sum(x[:, :, None] * np.ones(3)),
                                lambda x: np.sum((x[:, :, None] * x[:, None, :])[:, 1] ** 2)])
@@ -163,9 +160,6 @@ def test_a_maximum_along_the_known_axis_of_an_argument_of_unknown_length():
     _check_unknown_rows(lambda x: np.sum(np.max(x[:, 1:], axis=1) ** 2), X)
 
 
-@pytest.mark.xfail(strict=True, reason="_derivatives.py make_leaf and _forward.py fit_tangent compare shapes with !=, "
-                   "true for two shapes holding NaN (an unknown length is not equal to itself): 'The tangent ... has "
-                   "shape (nan, 4), but its primal has shape (nan, 4)'; compare them with _arrays.same_shape")
 def test_a_jvp_of_an_argument_of_unknown_length():
     x, plain = _unknown_rows(X)
     _, t = pb.jvp(lambda x: x[:, 1:] ** 2, (x,), (x * 0.5,))
