@@ -156,8 +156,8 @@ def test_integer_array_indices_of_a_dask_parameter_repeated_or_not():
         np.testing.assert_allclose(g.compute(), pb.gradient(f, Xn)[0], rtol=1e-12)
 
 
-def test_a_boolean_mask_of_a_dask_parameter_is_refused_naming_the_fix():
-    X = da.from_array(np.arange(6.0), chunks=3)
+def test_a_boolean_mask_of_two_axes_of_a_dask_parameter_is_refused_naming_the_fix():
+    X = da.from_array(np.arange(6.0).reshape(2, 3), chunks=(1, 3))
     with pytest.raises(TypeError, match=r"x\[index\] for a dask\.array\.core\.Array x needs np\.add\.at.*np\.where"):
         pb.gradient(lambda X: np.sum(X[X > 2] ** 2), X)
 

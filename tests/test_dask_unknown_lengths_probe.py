@@ -173,3 +173,29 @@ def test_zeros_of_an_unknown_length_are_made_only_from_an_array_of_that_shape():
     np.testing.assert_array_equal(zeros_as(x, x.shape).compute(), np.zeros_like(plain))
     with pytest.raises(ValueError, match=r"Zeros of shape \(nan, 4\).*compute_chunk_sizes"):
         zeros_as(x[:, 1:], x.shape)  # Dask's zeros_like would keep x[:, 1:]'s chunks, a shape of (nan, 3)
+
+
+DASK_MASKS = [
+    ("rows", lambda x: np.sum(x[x[:, 0] > 0] ** 2), X),
+    ("rows, then a product", lambda x: np.sum(np.tanh(x[x[:, 0] > 0] @ W) ** 2), X),
+    ("rows and columns", lambda x: np.sum(x[x[:, 0] > 0, 1:] ** 3), X),
+    ("columns", lambda x: np.sum(x[:, x[0] > 0] ** 3), X),
+    ("an integer, then a mask", lambda x: np.sum(x[1, x[0] > 0] ** 2 * 1.5), X),
+    ("the middle axis", lambda x: np.sum(x[:, x[0, :, 0] > 0, 1:] ** 3), CUBE),
+    ("two masks and a concatenation", lambda x: np.sum(np.concatenate([x[x[:, 0] > 0], x[x[:, 1] > 0] * 2.0]) ** 3), X),
+]
+
+
+@pytest.mark.parametrize("name, f, a", DASK_MASKS, ids=[c[0] for c in DASK_MASKS])
+def test_a_dask_mask_of_one_axis_of_a_dask_argument_is_differentiated_lazily(name, f, a):
+    x = da.from_array(a, chunks=(5, 2) + a.shape[2:])
+    with NoCompute():
+        (g,) = pb.gradient(f, x)
+    assert g.chunks == x.chunks
+    np.testing.assert_allclose(g.compute(), pb.gradient(f, a)[0], rtol=1e-12)
+
+
+def test_a_dask_mask_whose_blocks_do_not_pair_with_the_result_is_refused_naming_the_fix():
+    mask = da.from_array(X[:, 0] > 0, chunks=6)
+    with pytest.raises(TypeError, match=r"x\[index\] for a dask\.array\.core\.Array x needs np\.add\.at"):
+        pb.gradient(lambda x: np.sum(x[mask] ** 2), da.from_array(X, chunks=4))

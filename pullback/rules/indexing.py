@@ -177,6 +177,11 @@ def _foreign_rows_placed(g, index, shape, buffer):
     place along the index array's axis, and the basic index `whole` of `x` that `placed` is the cotangent of."""
     parts, k, lead, rest = _one_array_index(index, len(shape))
     rows = parts[k] if k < len(parts) else None
+    if rows is not None and is_dask_array(rows) and dtype_kind(rows) == "b" and np.ndim(rows) == 1:
+        placed = _unmasked(g, rows, _axis_in_result(parts, k)) if None not in lead else None
+        if placed is None:
+            raise _no_add_at(buffer)
+        return placed, (*lead, slice(None), *rest)
     if rows is None or not is_foreign_array(rows) or dtype_kind(rows) not in "iu" or np.ndim(rows) > 1:
         raise _no_add_at(buffer)
     n = shape[len(lead) - sum(p is None for p in lead)]
@@ -186,6 +191,25 @@ def _foreign_rows_placed(g, index, shape, buffer):
     g = g if np.ndim(parts[k]) == 1 else g[(slice(None),) * at + (None,)]
     placed = np.moveaxis(np.tensordot(one_hot.astype(np.result_type(g)), g, axes=([1], [at])), 0, at)
     return placed, (*lead, slice(None), *rest)
+
+
+def _unmasked(g, mask, axis):
+    """Dask cotangent `g` of `x[..., mask]` (a Dask mask of axis `axis`) with zeros put back where the mask is
+    false, block by block: Dask's `x[mask]` keeps one block of that axis for each block of the mask. None where
+    `g`'s blocks do not pair with the mask's."""
+    import dask.array as da
+
+    if not is_dask_array(g) or g.numblocks[axis] != mask.numblocks[0]:
+        return None
+    ind = tuple(range(g.ndim))
+    return da.blockwise(_unmask_block, ind, g, ind, mask, (axis,), axis=axis, dtype=g.dtype, align_arrays=False,
+                        adjust_chunks={axis: mask.chunks[0]})
+
+
+def _unmask_block(g, mask, axis):
+    out = np.zeros(g.shape[:axis] + mask.shape + g.shape[axis + 1:], dtype=g.dtype)
+    out[(slice(None),) * axis + (mask,)] = g
+    return out
 
 
 def _one_array_index(index, ndim):
