@@ -5,6 +5,7 @@ from typing import Any
 import numpy as np
 
 from .. import tree
+from .._jit_trace import Symbol
 from .._leaves import refuse_array_like, refuse_hidden_arrays
 from .._values import stop_gradient  # the plain value itself (the public one hands out a read-only copy)
 from ._walk import is_traced_param, name
@@ -77,7 +78,7 @@ class Restructure:
 
     def __call__(self, flat: Any) -> Any:
         traced = stop_gradient(flat) is not flat
-        if not traced:
+        if not traced and not isinstance(flat, Symbol):  # a pb.jit stand-in is sliced as it is
             flat = np.asarray(flat)
         if np.ndim(flat) != 1 or np.shape(flat)[0] != self.length:
             raise ValueError(

@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import tree
 from .._arrays import dtype_kind, speaks_array_api_only, speaks_nep18, type_name
+from .._jit_trace import Symbol
 from .._values import stop_gradient  # the plain value itself (the public one hands out a read-only copy)
 
 ROOT = "model"  # how messages name the model: model.layers[0].weight, model['w']
@@ -31,9 +32,10 @@ def is_array(x):
 
 
 def is_traced_param(x):
-    """True for a float array, plain or being differentiated (a traced value wrapping one): what `destructure` flattens."""
+    """True for a float array, plain, being differentiated (a traced value wrapping one) or a `pb.jit`
+    stand-in for one: what `destructure` flattens."""
     x = stop_gradient(x)
-    return isinstance(x, np.ndarray) and x.dtype.kind == "f"
+    return isinstance(x, (np.ndarray, Symbol)) and x.dtype.kind == "f"
 
 
 def nothing(*args):
