@@ -197,6 +197,7 @@ def check_gradient(f, *args, modes=MODES, order=1, rtol=None, atol=1e-6, eps=1e-
     options = dict(rtol=rtol, atol=atol, eps=eps, directions=directions, dense_up_to=dense_up_to,
                    transpose_rtol=transpose_rtol)
     roots = [""] if len(args) == 1 else [f"args[{i}]" for i in range(len(args))]
+    _refuse_automatic_modes(args, roots)
     leaves, transposes, problems, gradient = _check(f, args, roots, modes, order, options, rng, "f")
     return GradientCheck(leaves, transposes, problems, gradient, rtol, atol, modes, order)
 
@@ -262,6 +263,33 @@ def numerical_gradient(f, *args, eps=1e-6):
 
 
 # --- one function, one order ------------------------------------------------------------------------
+def _refuse_automatic_modes(args, roots):
+    """Raise for a layer of `args` in the automatic mode (`training` None: `pb.nn.BatchNorm`, `Dropout`): it
+    trains where it is differentiated and evaluates on the plain values central differences run it on, so
+    every derivative would be reported as disagreeing, wrongly."""
+    for root, arg in zip(roots, args):
+        found = _automatic_layer(arg)
+        if found is not None:
+            path, layer = found
+            raise ValueError(
+                f"check_gradient: {path.format(root or 'the argument')} (a {type(layer).__name__}) is in the automatic "
+                "mode: it trains where it is differentiated and evaluates on the plain values central differences "
+                "use, so the two would disagree. Fix the mode first: pb.nn.trainmode(model) to check the training "
+                "computation, pb.nn.testmode(model) for evaluation.")
+
+
+def _automatic_layer(arg):
+    """`(path, layer)` of the first object in `arg` whose `training` is None, or None."""
+    found = []
+
+    def node(x, kind, old, new, parts, path, shell):
+        if not found and not isinstance(x, (dict, list, tuple)) and getattr(x, "training", False) is None:
+            found.append((path, x))
+
+    tree.walk(arg, lambda *a: None, node, cycle=lambda *a: None)
+    return found[0] if found else None
+
+
 def _check(f, args, roots, modes, order, options, rng, of):
     """Rows, transposition tests, problems and the reverse gradient of `f`, then of its derivative maps."""
     arguments = Arguments(args, range(len(args)), roots=roots)
