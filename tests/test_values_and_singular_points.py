@@ -162,8 +162,6 @@ def test_p_norm_at_the_zero_vector_has_a_finite_subgradient():
     np.testing.assert_allclose(g, [[0.0, 0.0], [9.0 / 91.0 ** (2 / 3), 16.0 / 91.0 ** (2 / 3)]], rtol=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="forward mode gives complex Hermitian eigenvectors NaN tangents (their phase "
-                   "is NumPy's choice), and the eigenvalues' second derivative reads them; reverse over reverse works")
 def test_hessian_of_eigenvalues_of_a_complex_hermitian_matrix_is_not_nan():
     def f(p):  # H = [[a, b + ic], [b - ic, d]]: sum of squared eigenvalues = tr H^2 = a^2 + d^2 + 2 (b^2 + c^2)
         a, b, c, d = p[0], p[1], p[2], p[3]

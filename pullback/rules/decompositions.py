@@ -19,7 +19,7 @@ import numpy as np
 
 from .._arrays import holds_foreign_array, like_input, type_name, zeros_as
 from .._extend import primitive, rrule
-from .._standins import is_stand_in
+from .._standins import dtype_of, is_stand_in
 from .._values import stop_gradient
 from ._register import composite, forward_in_first, with_numpy_value
 
@@ -186,12 +186,26 @@ def eigh_vectors(a, once, lower):
     return once(a)[1]
 
 
+@primitive
+def eigh_vectors_any_phase(a, once, lower):
+    """The eigenvectors, as eigh_vectors, for a use that no eigenvector's phase changes (the eigenvalues'
+    own derivatives): their tangent is the one that turns no phase, Im(diag(Vᴴ dV)) = 0."""
+    return once(a)[1]
+
+
+def _phase_free_vectors(a, once, lower, v):
+    """`v`, or for complex Hermitian `a` the same eigenvectors with a tangent in forward mode (eigh_vectors
+    gives NaN there), for the eigenvalues' derivatives, which no phase changes."""
+    return eigh_vectors_any_phase(a, once, lower) if np.iscomplexobj(v) else v
+
+
 @rrule(eigh_values)
 def _eigh_values_rule(a, once, lower):
     w, v = once(a)
 
     def back(g):  # conj(V) diag(g) Vᵀ: dw = Re(diag(Vᴴ dA V))
-        return (_triangle_gradient((_conj(v) * g[..., None, :]) @ _t(v), lower), None, None)
+        u = _phase_free_vectors(a, once, lower, v)
+        return (_triangle_gradient((_conj(u) * g[..., None, :]) @ _t(u), lower), None, None)
 
     return w, back
 
@@ -199,7 +213,8 @@ def _eigh_values_rule(a, once, lower):
 @forward_in_first(eigh_values)
 def _eigh_values_frule(t, a, once, lower):
     w, v = once(a)
-    return w, np.real(np.sum(_conj(v) * (_symmetric_part(t, lower) @ v), axis=-2))  # diag(Vᴴ dA V)
+    u = _phase_free_vectors(a, once, lower, v)
+    return w, np.real(np.sum(_conj(u) * (_symmetric_part(t, lower) @ u), axis=-2))  # diag(Vᴴ dA V)
 
 
 @rrule(eigh_vectors)
@@ -226,8 +241,10 @@ def _check_phase_invariant(g, v):
     LAPACK fixes no phase for them (NumPy returns whatever it computed), so only functions invariant
     to each vector's phase have a derivative: turning v_k by e^(iθ) changes L by -θ Im(Σ_i g_ik v_ik).
     """
-    turn = np.abs(np.imag(np.sum(stop_gradient(g) * stop_gradient(v), axis=-2)))
-    if np.any(turn > 1e-8 * (1.0 + np.max(np.abs(stop_gradient(g)), initial=0.0))):
+    g, v = stop_gradient(g), stop_gradient(v)
+    turn = np.abs(np.imag(np.sum(g * v, axis=-2)))
+    rounding = max(1e-8, 1e3 * float(np.finfo(np.result_type(dtype_of(g), dtype_of(v))).eps))  # complex64: ~1e-7
+    if np.any(turn > rounding * (1.0 + np.max(np.abs(g), initial=0.0))):
         raise ValueError(
             "The eigenvectors of a complex Hermitian matrix are fixed only up to a phase each, which NumPy does "
             "not choose in any stated way, so a function that depends on that phase has no derivative. Use "
@@ -241,6 +258,26 @@ def _eigh_vectors_frule(t, a, once, lower):
     if np.iscomplexobj(v):  # the phase NumPy returns is not a stated function of the input: no tangent
         return v, _nan_like(v, np.shape(stop_gradient(v)))
     return v, v @ (_gaps_or_nan(w) * (_t(v) @ _symmetric_part(t, lower) @ v))  # V (F ∘ Vᵀ dA V)
+
+
+@rrule(eigh_vectors_any_phase)
+def _eigh_vectors_any_phase_rule(a, once, lower):
+    w, v = once(a)
+    u = _phase_free_vectors(a, once, lower, v)  # v itself, with tangents under an outer forward level
+
+    def back(g):
+        f = _distinct_gaps(w, "Eigenvectors")
+        _check_phase_invariant(g, u)
+        return (_triangle_gradient(_conj(u) @ (f * (_t(u) @ g)) @ _t(u), lower), None, None)
+
+    return u, back
+
+
+@forward_in_first(eigh_vectors_any_phase)
+def _eigh_vectors_any_phase_frule(t, a, once, lower):
+    w, v = once(a)
+    u = _phase_free_vectors(a, once, lower, v)  # V (F ∘ Vᴴ dA V): F's zero diagonal turns no phase
+    return u, u @ (_gaps_or_nan(w) * (_conj(_t(u)) @ _symmetric_part(t, lower) @ u))
 
 
 @composite(np.linalg.eigh, args="a", notes="""Reads the `UPLO` triangle. Eigenvalue gradients

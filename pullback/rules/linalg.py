@@ -100,11 +100,28 @@ def solve_frule(primals, tangents):
 
 
 def adjugate(a, det):
-    """adj(A) = det(A)·A⁻¹, also where A is singular (and A⁻¹ is not)."""
+    """adj(A) = det(A)·A⁻¹, also where A is singular (and A⁻¹ is not), or nearly so: there det(A)·A⁻¹
+    rounds well, but its derivatives are differences of terms as large as 1/cond(A) times theirs."""
     try:
-        return _as_matrix_scale(det) * np.linalg.inv(a)
+        inv = np.linalg.inv(a)
     except np.linalg.LinAlgError:
         return singular_adjugate(a)
+    if _nearly_singular(a, inv):
+        return singular_adjugate(a)
+    return _as_matrix_scale(det) * inv
+
+
+def _nearly_singular(a, inv):
+    """Whether some matrix of `a` has a reciprocal condition number (1-norm) below eps ** (1/3), where
+    the derivatives of det(A)·A⁻¹ lose most digits by the third order."""
+    plain, plain_inv = stop_gradient(a), stop_gradient(inv)
+    if holds_foreign_array(plain) and not is_stand_in(plain):  # a Dask array: no branch on its values
+        return False
+    if size_of(plain) == 0:
+        return False
+    norms = np.linalg.norm(plain, 1, axis=(-2, -1)) * np.linalg.norm(plain_inv, 1, axis=(-2, -1))
+    limit = np.finfo(np.result_type(plain_inv)).eps ** (-1.0 / 3.0)
+    return bool(np.any(norms > limit))
 
 
 @primitive

@@ -84,6 +84,16 @@ def _centred(a, axis, ddof, where):
     return centred, 1.0 / np.where(n > 0, n, np.nan)
 
 
+def _real_if_complex_dtype(g, dtype):
+    """The real part of the cotangent of a variance computed with a complex `dtype=` (its value is real)."""
+    return np.real(g) if dtype is not None and np.dtype(dtype).kind == "c" else g
+
+
+def _real_part_of_pairing(dot, a, t):
+    """Re(sum(conj(a - mean) * t)): the variance of complex values moves by a real amount."""
+    return np.real(dot) if np.iscomplexobj(a) or np.iscomplexobj(t) else dot
+
+
 def _reduced_like(dot, y, keep):
     """A keepdims reduction `dot` shaped like the result `y`."""
     return dot if keep else np.reshape(dot, np.shape(y))
@@ -100,6 +110,7 @@ def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
 
     def back(g):
         centred, inverse = _centred(a, axis, ddof, where)
+        g = _real_if_complex_dtype(g, dtype)
         return (masked(expand_to(g, shape, axis, keep) * centred * (2.0 * inverse), where),)
 
     return y, back
@@ -110,7 +121,8 @@ def var_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **opt
     y = var_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
     ddof = _ddof("var", ddof, options.get("correction", _NO), _NO)
     centred, inverse = _centred(a, axis, ddof, mask_of("var", options.get("where", _NO)))
-    return y, _reduced_like(np.sum(centred * t, axis=axis, keepdims=True) * (2.0 * inverse), y, keeps_dims(keepdims))
+    dot = _real_part_of_pairing(np.sum(centred * t, axis=axis, keepdims=True), a, t)
+    return y, _reduced_like(dot * (2.0 * inverse), y, keeps_dims(keepdims))
 
 
 @rule(np.std, args="a", notes="Where the spread is zero the gradient is taken as 0 (the derivative does not exist).")
@@ -126,6 +138,7 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
         centred, inverse = _centred(a, axis, ddof, where)
         spread = expand_to(y, shape, axis, keep)
         flat = spread == 0
+        g = _real_if_complex_dtype(g, dtype)
         share = np.where(flat, 0.0, expand_to(g, shape, axis, keep) * inverse / np.where(flat, 1.0, spread))
         return (masked(share * centred, where),)
 
@@ -137,7 +150,7 @@ def std_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **opt
     y = std_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
     ddof = _ddof("std", ddof, options.get("correction", _NO), _NO)
     centred, inverse = _centred(a, axis, ddof, mask_of("std", options.get("where", _NO)))
-    pairing = np.sum(centred * t, axis=axis, keepdims=True)
+    pairing = _real_part_of_pairing(np.sum(centred * t, axis=axis, keepdims=True), a, t)
     spread = np.reshape(y, np.shape(pairing))
     flat = spread == 0
     return y, _reduced_like(np.where(flat, 0.0, pairing * inverse / np.where(flat, 1.0, spread)), y, keeps_dims(keepdims))
