@@ -107,6 +107,16 @@ def uniform(low, high, *shapes):
     return lambda rng: tuple(rng.uniform(low, high, s) for s in shapes)
 
 
+def _phase_free_eigenvectors(re, im):
+    """|V|² of the eigenvectors of the Hermitian matrix made of `re` and `im`, through the primitive the
+    eigenvalues' higher derivatives use (phase-invariant, as its reverse rule requires)."""
+    from pullback.rules.decompositions import _Once, eigh_vectors_any_phase
+
+    h = re + 1j * im
+    h = h + np.conj(np.swapaxes(h, -1, -2))
+    return np.abs(eigh_vectors_any_phase(h, _Once(lambda m: tuple(np.linalg.eigh(m))), True)) ** 2
+
+
 def spd_with_noise(shape, upper=False):
     """spd plus noise in the triangle the function does not read (it must get no tangent from there)."""
     def make(rng):
@@ -261,6 +271,7 @@ CASES = {
                                          (lambda a: np.linalg.eigh(a, "U")[0], spd_with_noise((4, 4), upper=True))],
     "decompositions._eigh_vectors_rule": [(lambda a: np.linalg.eigh(a)[1], spd_with_noise((2, 3, 3))),
                                           (lambda a: np.linalg.eigh(a, "U")[1], spd_with_noise((4, 4), upper=True))],
+    "decompositions._eigh_vectors_any_phase_rule": [(_phase_free_eigenvectors, normal((3, 3), (3, 3)))],
     "decompositions._svd_values_rule": [(lambda a: np.linalg.svd(a, compute_uv=False), normal((3, 4))),
                                         (lambda a: np.linalg.svd(a)[1], normal((2, 4, 3)))],
     "decompositions._svd_u_rule": [(lambda a: np.linalg.svd(a, full_matrices=False)[0], normal((4, 3))),
