@@ -153,9 +153,6 @@ def test_broadcasting_against_an_unknown_length(f):
     _check_unknown_rows(f, X)
 
 
-@pytest.mark.xfail(strict=True, reason="rules/reductions.py _extreme: np.reshape(kept, _reduced_shape(...)) of a Dask "
-                   "array of unknown length fails (cannot convert float NaN to integer); np.max(x, axis=1) of it "
-                   "works without pullback")
 def test_a_maximum_along_the_known_axis_of_an_argument_of_unknown_length():
     _check_unknown_rows(lambda x: np.sum(np.max(x[:, 1:], axis=1) ** 2), X)
 

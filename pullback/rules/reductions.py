@@ -211,14 +211,14 @@ def _extreme(reduce, x, axis, keepdims, out, initial, where):
     _check_plain(reduce.__name__, out, where)
     kept = _kept_extreme(reduce, x, axis, initial, where)
     keepdims = keeps_dims(keepdims)
-    y = kept if keepdims else np.reshape(kept, _reduced_shape(np.shape(x), axis))
+    y = kept if keepdims else _dropped(kept, axis)
     if (type(y) is np.ndarray or is_stand_in(y)) and np.ndim(y) == 0:
         y = y[()]  # a NumPy scalar, as NumPy's own reduction returns (recorded under pb.jit)
 
     def back(g):
         # Ties share the cotangent equally (initial= too, where it ties), so the result is a valid subgradient.
         hit, share = _ties(x, kept, axis, initial, where)
-        g = g if keepdims else np.reshape(g, np.shape(kept))
+        g = g if keepdims else _kept_again(g, kept, axis)
         if initial is None:
             return (np.where(hit, g / share, 0.0),)
         return (np.where(hit, g / share, 0.0), None, None, None,
@@ -260,6 +260,25 @@ def _extreme_frule(rule_fn, reduce, *fns):
 
 _extreme_frule(max_rule, np.max, np.max, np.amax)
 _extreme_frule(min_rule, np.min, np.min, np.amin)
+
+
+def _dropped(kept, axis):
+    """A keepdims-shaped reduction `kept` without its reduced axes: by reshape, or by indexing where a length
+    is unknown until computed (a Dask array's NaN, which its reshape cannot take)."""
+    shape = np.shape(kept)
+    if all(n == n for n in shape):
+        return np.reshape(kept, _reduced_shape(shape, axis))
+    axes = reduced_axes(axis, len(shape))
+    return kept[tuple(0 if k in axes else slice(None) for k in range(len(shape)))]
+
+
+def _kept_again(g, kept, axis):
+    """`g`, shaped as a reduction without its reduced axes, back in the keepdims shape of `kept`."""
+    shape = np.shape(kept)
+    if all(n == n for n in shape):
+        return np.reshape(g, shape)
+    axes = reduced_axes(axis, len(shape))
+    return g[tuple(None if k in axes else slice(None) for k in range(len(shape)))]
 
 
 def _reduced_shape(shape, axis):
