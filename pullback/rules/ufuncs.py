@@ -273,7 +273,9 @@ unary(np.tanh, lambda g, y: times_of(g, _one_minus_square, y))
 unary(np.arcsinh, lambda g, x: g / _root_of_square_plus_one(x))
 # sqrt(x - 1) sqrt(x + 1): exact near 1, where x * x - 1 cancels, and no overflow of x * x
 unary(np.arccosh, lambda g, x: g / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0)))
-unary(np.arctanh, lambda g, x: g / _one_minus_square_of(x))
+# 1 / (1 - x²) as 1/2 (1 / (1 - x) + 1 / (1 + x)): exact differences near ±1, and at ±1 its own derivative is
+# inf, not the NaN (0 · inf) of differentiating the product (1 - x)(1 + x)
+unary(np.arctanh, lambda g, x: g * 0.5 / (1.0 - x) + g * 0.5 / (1.0 + x))
 unary(np.fabs, lambda g, x: _fabs_derivative(g, x),
       "Gradient 0 at 0 (a subgradient). A Hessian through the kink raises (see conventions).")
 unary(np.deg2rad, lambda g: g * (math.pi / 180.0))
