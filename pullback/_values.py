@@ -12,6 +12,7 @@ import dis
 import functools
 import itertools
 import linecache
+import math
 import operator
 import re
 import sys
@@ -205,6 +206,10 @@ class Traced:
         """`f"{x}"` and `f"{x:.3f}"` write the number as without pullback (text carries no gradient)."""
         return format(stop_gradient(self), spec)
 
+    def __str__(self):
+        """`str(x)`, `print(x)` and `"%s" % x` write the value as without pullback, as `f"{x}"` does."""
+        return str(stop_gradient(self))
+
     def __repr__(self):
         return f"{type(self).__name__}({self._value!r})"
 
@@ -320,6 +325,8 @@ class Traced:
     def __getattr__(self, name):
         """Attributes of ndarray that a value being differentiated does not have: say so, and the way out.
         Methods of another library's arrays with a rule (Dask's `x.rechunk`) are answered by it."""
+        if name in _NUMBER_METHODS and hasattr(stop_gradient(self), name):
+            return _number_method(self, name)
         method = METHODS.get(name)
         if method is not None and hasattr(stop_gradient(self), name):
             return functools.partial(method, self)
@@ -421,6 +428,16 @@ class Traced:
         if (ndigits is None and np.ndim(self) == 0) or _python_numbers(self):
             return round(stop_gradient(self), ndigits)  # Python's (round(0.405, 2) is 0.41, np.round's 0.4)
         return FUNCTIONS[np.round](self, 0 if ndigits is None else ndigits)
+
+    # math.floor(x), math.ceil(x), math.trunc(x): the plain integer, as without pullback (as int(x) is)
+    def __floor__(self):
+        return math.floor(stop_gradient(self))
+
+    def __ceil__(self):
+        return math.ceil(stop_gradient(self))
+
+    def __trunc__(self):
+        return math.trunc(stop_gradient(self))
 
 
 class Tracked(Traced):
@@ -541,7 +558,24 @@ def _called_from(code, depth):
 # methods of a Dask array that would compute it or hand it to Dask's own task machinery
 _DASK_ONLY = frozenset(("persist", "compute", "map_blocks", "map_overlap", "to_delayed", "blocks", "partitions",
                         "visualize", "store", "to_zarr"))
-_PYTHON_ARITHMETIC = {"truediv": operator.truediv, "pow": operator.pow, "mod": operator.mod, "floordiv": operator.floordiv}
+_PYTHON_ARITHMETIC = {"truediv": operator.truediv, "pow": operator.pow, "mod": operator.mod, "floordiv": operator.floordiv,
+                      # a comparison of two Python numbers is a Python bool (`~(x < 1)` is -2, `(x < 1) is True`)
+                      "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+                      "eq": operator.eq, "ne": operator.ne}
+
+
+_NUMBER_METHODS = ("is_integer", "hex", "as_integer_ratio")
+
+
+def _number_method(x, name):
+    """`x.is_integer()` of a number, as without pullback; `x.hex()` and `x.as_integer_ratio()` are refused (their
+    result would carry no gradient)."""
+    if name == "is_integer":
+        return getattr(stop_gradient(x), name)
+
+    def refuse(*args, **kwargs):
+        raise refused(x, lost_gradient(f"call .{name}() on it"))
+    return refuse
 
 
 def _python_numbers(a, b=0):
