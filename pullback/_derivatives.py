@@ -14,8 +14,8 @@ from ._arrays import as_array_api, as_numpy, is_foreign_array, like_input, same_
 from ._backward import backward, fit
 from ._errors import caught_refusal
 from ._forward import ForwardLevel, fit_tangent
-from ._leaves import Arguments, conversion_to_type_of
-from ._standins import converted, dtype_of, is_stand_in, is_traced, shape_of
+from ._leaves import Arguments, conversion_to_type_of, memory_of
+from ._standins import converted, dtype_of, is_jit_float_or_complex, is_stand_in, is_traced, shape_of
 from ._values import Dual, Tracked, conversion_refusal, release_handed_out, stop_gradient
 
 __all__ = ["jvp", "jacobian", "withjacobian", "hessian", "hvp", "WithJacobian"]
@@ -73,7 +73,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
         raise ValueError(f"jvp got {len(primals)} primals but {len(tangents)} tangents")
     arguments = Arguments(primals, range(len(primals)), roots=[f"primal {i}" for i in range(len(primals))])
     out, tag = run_forward(f, arguments, lambda index, x, path, t: t, tangents)
-    y, y_dot = primal_part(out, tag), tangent_part(out, tag)
+    y, y_dot = primal_part(out, tag), _not_sharing(tangent_part(out, tag), tangents)
     like = arguments.array_api_like
     if like is not None:  # array_api_strict's arrays, computed with as NumPy's: results of their type and device
         y = tree.fmap(lambda v: as_array_api(v._value, like) if type(v) is Dual and v._tape is tag else v, out)
@@ -137,6 +137,15 @@ def tangent_part(out, tag):
     return tree.fmap(tangent, out)
 
 
+def _not_sharing(y_dot, tangents):
+    """`y_dot` with each array that shares memory with one of the caller's `tangents` copied (the tangent of
+    `x`, `x[1:]` or `x.T` would otherwise be the caller's own array, or a view of it)."""
+    given = {id(memory_of(t)) for t in tree.leaves(tangents) if isinstance(t, np.ndarray)}
+    if not given:
+        return y_dot
+    return tree.fmap(lambda t: t.copy() if isinstance(t, np.ndarray) and id(memory_of(t)) in given else t, y_dot)
+
+
 def withjacobian(f: Callable[..., Any], *args: Any) -> WithJacobian:
     """`(val, grad)`: `f(*args)` and one Jacobian per positional argument, shaped like the argument.
 
@@ -166,7 +175,12 @@ def _withjacobian(f, args):
     arguments = Arguments(args, range(len(args)))
     y = primal_part(*run_forward(f, arguments, lambda k, x, path, c: None, again=True))
     if not _is_float_output(y):
-        raise TypeError(f"jacobian needs f to return one real array or number; got {type(y).__name__}.")
+        if hasattr(y, "dtype"):
+            got = f"an array of dtype {y.dtype}, which carries no derivative"
+        else:
+            got = (f"a {type(y).__name__}; for several outputs, return one array "
+                   "(np.concatenate([np.ravel(a), np.ravel(b)])) or take one Jacobian per output")
+        raise TypeError(f"jacobian needs f to return one real array or number (float or complex); got {got}.")
     leaves = arguments.leaves
     n_in = sum(size_of(leaf.primal) for leaf in leaves)
     # complex values: forward mode, which gives the complex derivative (see _forward_columns)
@@ -183,7 +197,7 @@ def _withjacobian(f, args):
     results = [None] * len(leaves)
     for key, _, primal in leaves:
         parts = parts_of[key]
-        dtype = np.result_type(dtype_of(y), dtype_of(primal))
+        dtype = _jacobian_dtype(y, primal)
         if not parts:  # an empty input (forward) or output (reverse): a Jacobian of no entries, not None
             results[key] = np.zeros(np.shape(y) + np.shape(primal), dtype)
             continue
@@ -193,7 +207,7 @@ def _withjacobian(f, args):
         parts = [blank if p is None else _as_dtype(p, dtype) for p in parts]
         # forward: one column per input element; reverse: one row per output element
         matrix = np.stack(parts, axis=-1 if forward else 0)
-        results[key] = matrix.reshape(np.shape(y) + np.shape(primal))
+        results[key] = _typed_like_gradient(matrix.reshape(np.shape(y) + np.shape(primal)), y, primal)
     return WithJacobian(y, arguments.read(results, lambda r, primal, returned: r))
 
 
@@ -293,9 +307,26 @@ def _reverse_rows(tape, out, arguments, ids, y):
     return rows
 
 
+def _jacobian_dtype(y, primal):
+    """The dtype of the Jacobian of `y` at `primal`: both promoted, a Python number weak (float32 stays float32)."""
+    if type(primal) is float or type(primal) is complex or is_jit_float_or_complex(primal):
+        return np.result_type(dtype_of(y), 0j if primal.__class__ is complex else 0.0)
+    return np.result_type(dtype_of(y), dtype_of(primal))
+
+
+def _typed_like_gradient(matrix, y, primal):
+    """The Jacobian of a scalar `y` typed like the gradient at `primal`: a float for a Python float."""
+    if np.shape(y) != ():
+        return matrix
+    convert = conversion_to_type_of(primal)
+    if isinstance(convert, type) and issubclass(convert, np.generic):
+        convert = dtype_of(matrix).type  # a NumPy scalar of the Jacobian's dtype
+    return matrix if convert is None or convert is np.asarray else converted(matrix, convert)
+
+
 def _basis(primal, j):
-    if type(primal) is float or type(primal) is complex:
-        return type(primal)(1.0)
+    if type(primal) is float or type(primal) is complex or is_jit_float_or_complex(primal):
+        return primal.__class__(1.0)
     e = np.zeros(np.shape(primal), dtype=primal.dtype)
     e.reshape(-1)[j] = 1.0
     return e
@@ -309,7 +340,8 @@ def _as_dtype(p, dtype):
 
 
 def _is_float_output(y):
-    return type(y) in (float, complex) or (isinstance(y, (np.ndarray, np.generic)) and y.dtype.kind in "fc") or (
+    return type(y) in (float, complex) or is_jit_float_or_complex(y) or (
+        isinstance(y, (np.ndarray, np.generic)) and y.dtype.kind in "fc") or (
         hasattr(type(y), "__array_function__") and getattr(getattr(y, "dtype", None), "kind", "?") in "fc")  # Dask, CuPy
 
 
