@@ -20,7 +20,9 @@ True
 """
 
 import os
+import sys
 import threading
+import warnings
 
 import numpy as np
 
@@ -84,14 +86,23 @@ class Parts:
     def __call__(self, segment, rows, *arrays):
         pool = self._workers()
         bounds = [rows * k // self.count for k in range(self.count + 1)]
-        errors = (np.geterr(), np.geterrcall())  # NumPy's error handling is per thread: the caller's holds
+        modes = np.geterr()  # NumPy's error handling is per thread: the caller's holds
+        met = None
+        used = modes.values()
+        if "warn" in used and "call" not in used and "log" not in used:
+            # each part would warn on its own: the errors the parts meet are warned once, after them
+            met = []
+            modes = {kind: "call" if mode == "warn" else mode for kind, mode in modes.items()}
+        errors = (modes, np.geterrcall(), met)
         futures = [pool.submit(_handling, errors, segment, bounds[k], bounds[k + 1], *arrays)
                    for k in range(1, self.count)]
         try:
-            segment(bounds[0], bounds[1], *arrays)
+            _handling(errors, segment, bounds[0], bounds[1], *arrays)
         finally:
             for future in futures:
                 future.result()
+        if met:
+            _warn_once(met)
 
     def _workers(self):
         # a forked child inherits the pool without its threads: it starts its own
@@ -106,10 +117,34 @@ class Parts:
 
 
 def _handling(errors, segment, *args):
-    """`segment(*args)` with the floating-point error handling `errors` (from `np.geterr`, `np.geterrcall`)."""
-    modes, call = errors
+    """`segment(*args)` with the floating-point error handling `errors` (from `np.geterr`, `np.geterrcall`,
+    and a list `met` or None); with `met`, an error met under "call" is added to it as (error, the part
+    function's line, code and globals)."""
+    modes, call, met = errors
+    if met is not None:
+
+        def call(error, flag):
+            frame = sys._getframe(1)
+            met.append((error, frame.f_lineno, frame.f_code, frame.f_globals))
     with np.errstate(call=call, **modes):
         segment(*args)
+
+
+_ORDER = ("divide by zero", "overflow", "underflow", "invalid value")  # NumPy's, within one call
+
+
+def _warn_once(met):
+    """NumPy's RuntimeWarning for each (call, error) the parts met, once, in the order of the calls, as one
+    call on the whole array warns."""
+    seen = {}
+    for error, line, code, where in met:
+        index = line - code.co_firstlineno - 1  # a part function makes one call a line
+        seen.setdefault((index, _ORDER.index(error) if error in _ORDER else 4, error), (line, code, where))
+    for (index, _, error), (line, code, where) in sorted(seen.items(), key=lambda item: item[0][:2]):
+        names = where.get(f"{code.co_name}_ufuncs", ())
+        name = names[index] if 0 <= index < len(names) else "ufunc"
+        warnings.warn_explicit(f"{error} encountered in {name}", RuntimeWarning, code.co_filename, line,
+                               where.get("__name__", "<string>"), where.setdefault("__warningregistry__", {}), where)
 
 
 PARTS = Parts(part_count())

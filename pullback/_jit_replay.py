@@ -528,6 +528,7 @@ def _emit_segment(members, trace, namespace, body, parts_source):
                      f"  # {node.name}")
     params = "".join(f", s{slot}" for slot in dict.fromkeys(slots))
     parts_source += [f"def {name}(lo, hi{params}):"] + lines + [""]
+    namespace[f"{name}_ufuncs"] = tuple(node.fn.__name__ for _, node, _ in members)  # named by its warnings
     rows = trace.values[members[0][1].outputs].shape[0]
     namespace["parts"] = PARTS
     body.append(f"    parts({name}, {rows}{params})")

@@ -689,6 +689,20 @@ def _forward(fn, name):
     return method
 
 
+def _array_method(fn, name):
+    """`x.name(...)` as `fn(x, ...)`, raising NumPy's AttributeError where the value has no such method
+    (a NumPy scalar's `dot`)."""
+    def method(self, *args, **kwargs):
+        value = self._concrete()
+        if not hasattr(value, name):
+            kind = type(value)
+            raise AttributeError(f"'{kind.__module__}.{kind.__name__}' object has no attribute '{name}'")
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
 class Symbol:
     """An array during a `pb.jit` trace (see the module docstring)."""
 
@@ -894,6 +908,8 @@ class Symbol:
         return self.owner.call(_astype, "astype", (self, dtype, *args), kwargs)
 
     def copy(self, order="C"):
+        if isinstance(self._concrete(), np.generic):  # a NumPy scalar's copy is a NumPy scalar
+            return self.owner.call(_copy_method, "copy", (self,), {"order": order})
         return np.copy(self, order=order)
 
     def flatten(self, order="C"):
@@ -934,10 +950,10 @@ class Symbol:
 
     def __copy__(self):
         """copy.copy(x), copy.deepcopy(x): a recorded copy (NumPy's keeps the memory order)."""
-        return np.copy(self)
+        return self.copy(order="K")
 
     def __deepcopy__(self, memo):
-        return np.copy(self)
+        return self.copy(order="K")
 
     # --- Python's own protocols on a NumPy scalar or array ------------------------------------------
     def __format__(self, spec):
@@ -1013,7 +1029,8 @@ class Symbol:
         return self.owner.guard(self, lambda v: v.tobytes(order))
 
     for _name in _METHODS:
-        locals()[_name] = _forward(getattr(np, _name), _name)
+        if hasattr(np.ndarray, _name):  # NumPy 2's ndarray has no ptp
+            locals()[_name] = _array_method(getattr(np, _name), _name)
     for _name, _fn in _OPERATORS.items():
         locals()[f"__{_name}__"] = _forward(_fn, _name)
         locals()[f"__r{_name}__"] = (lambda f: lambda self, other: f(other, self))(_fn)
@@ -1719,6 +1736,10 @@ def setitem_copy(x, index, value):
 
 def _astype(x, dtype, *args, **kwargs):
     return x.astype(dtype, *args, **kwargs)
+
+
+def _copy_method(x, order="C"):
+    return x.copy(order=order)
 
 
 def _applied_to_copy(func, a, *args, **kwargs):
