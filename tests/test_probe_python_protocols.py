@@ -193,7 +193,8 @@ def test_a_traced_python_float_has_no_array_attributes():
 
 
 @pytest.mark.xfail(strict=True, reason="under pb.jit, str(x) and f'{x}' of a traced value give the stand-in's repr "
-                   "(_jit_trace.Symbol.__format__), with no guard: a branch on the text is fixed at the trace")
+                   "with no guard, so that printing does not retrace at every call (docs/jit.md): a branch on the "
+                   "text is fixed at the trace")
 def test_jit_branch_on_text_of_a_traced_value():
     f = lambda x: np.sum(x) * (2.0 if f"{x[0]}" == "1.0" else 3.0)  # noqa: E731
     jitted = pb.jit(pb.grad(f))
