@@ -339,15 +339,13 @@ def zeros_if_none(t, primal):
 
 def refuse_second_order_at_kink(x, at_kink, construct):
     """Raise where a forward-mode level moves `x` (a Dual: a Hessian, forward over reverse, or forward over
-    forward) at an element where `at_kink` holds: there the rule's derivative is a subgradient (0 for np.abs at
+    forward) at an element where the mask `at_kink()` holds (made only then, not for a first derivative): there the rule's derivative is a subgradient (0 for np.abs at
     0), and its own derivative, 0, is not that of a smooth function built on it (`np.abs(a) ** 2` has 2 at 0).
     A first derivative (a plain `x`), and an element the level does not move (a structural zero, as below the
-    diagonal of QR's R), are never refused. `at_kink` may be a function making the mask, called only then."""
+    diagonal of QR's R), are never refused."""
     if type(x) is not Dual or x._tangent is None:
         return
-    if callable(at_kink):
-        at_kink = at_kink()
-    moved = np.logical_and(stop_gradient(at_kink), stop_gradient(x._tangent) != 0)
+    moved = np.logical_and(stop_gradient(at_kink()), stop_gradient(x._tangent) != 0)
     if np.any(moved):
         raise ValueError(
             f"A second derivative through {construct} at its kink (at {int(np.sum(moved))} element(s)): there its "

@@ -359,11 +359,21 @@ def _plain_index(index):
 def _read_for_numpy(x, index):
     """`index` with each Dask array in it computed, where `x` is NumPy's: NumPy's `x[index]` (and `x[index] = v`)
     computes them once, and the gradient then reads the values NumPy read."""
-    if not _has_foreign_arrays(index) or holds_foreign_array(x):
-        return index
     if type(index) is tuple:
+        for p in index:
+            if type(p) not in _PLAIN_PARTS and is_dask_array(p):
+                break
+        else:
+            return index  # (the common index, of ints, slices and NumPy arrays, told by type alone)
+        if holds_foreign_array(x):
+            return index
         return tuple(values_deciding_shape(p) if is_dask_array(p) else p for p in index)
-    return values_deciding_shape(index) if is_dask_array(index) else index
+    if type(index) in _PLAIN_PARTS or not is_dask_array(index) or holds_foreign_array(x):
+        return index
+    return values_deciding_shape(index)
+
+
+_PLAIN_PARTS = frozenset((int, slice, type(None), type(Ellipsis), np.ndarray, list, bool))
 
 
 @primitive

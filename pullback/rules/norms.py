@@ -32,7 +32,7 @@ def _euclidean_rule(x, axis, keepdims, vector=False):
     def back(g):
         norm = expand_to(y, shape, axis, keepdims)
         zero = norm == 0
-        refuse_second_order_at_kink(x, zero, "the 2-norm (np.linalg.norm)")
+        refuse_second_order_at_kink(x, lambda: zero, "the 2-norm (np.linalg.norm)")
         share = np.where(zero, 0.0, expand_to(g, shape, axis, keepdims) / np.where(zero, 1.0, norm))
         return (share * (np.conjugate(x) if np.iscomplexobj(x) else x), None, None, None)
 
