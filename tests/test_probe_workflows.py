@@ -220,6 +220,8 @@ def _resume(tmp_path, ext, dropout):
 @pytest.mark.parametrize("ext", [".ckpt", ".safetensors"])
 def test_training_resumed_from_a_checkpoint_equals_the_uninterrupted_run(tmp_path, ext):
     """Weights and BatchNorm statistics after save, load and five more steps equal the run never stopped."""
+    if ext == ".safetensors":
+        pytest.importorskip("safetensors")
     a, b = _resume(tmp_path, ext, dropout=False)
     assert len(a) == len(b) == 8
     for x, y in zip(a, b):
