@@ -12,7 +12,7 @@ from ._backward import backward
 from ._errors import caught_refusal
 from ._leaves import Arguments, memory_of
 from ._reverse import Tape, collector_paused
-from ._standins import is_python_float
+from ._standins import dtype_of, is_python_float
 from ._tangents import ARRAY_TYPES
 from ._values import (
     Traced,
@@ -337,7 +337,7 @@ def _one_like(spec, value):
         return np.ones_like(value, shape=())
     # a constant, also for pb.jit's traced arrays: a replay of a gradient that does not return
     # the output then never computes it
-    return np.ones((), dtype=spec[1] if type(spec) is tuple else spec.dtype)
+    return np.ones((), dtype=spec[1] if type(spec) is tuple else dtype_of(spec))
 
 
 def _collect_seeds(out, dy, tape, seeds):
@@ -352,12 +352,12 @@ def _collect_seeds(out, dy, tape, seeds):
             d = np.asarray(d)  # numbers for an array output, as NumPy reads them
         elif type(d) is float or type(d) is int or type(d) is complex:
             d = np.complex128(d) if type(d) is complex else np.float64(d)  # NumPy's arithmetic in the rules (1/0 is inf)
-        if np.shape(d) not in ((), v.shape):
-            raise ValueError(f"Cotangent of shape {np.shape(d)} does not match output{path} of shape {v.shape}")
+        if np.shape(d) not in ((), np.shape(v)):
+            raise ValueError(f"Cotangent of shape {np.shape(d)} does not match output{path} of shape {np.shape(v)}")
         if np.iscomplexobj(d) and not np.iscomplexobj(v._value):
             # Re(c * dy) would drop the imaginary part of c silently: a complex cotangent for a real
             # output is almost always a mistake (JAX refuses it too)
-            raise TypeError(f"The cotangent of output{path} is complex, but the output is real ({v._value.dtype}); "
+            raise TypeError(f"The cotangent of output{path} is complex, but the output is real ({dtype_of(v._value)}); "
                             "pass a real cotangent (np.real(c) if the imaginary part is meant to be dropped).")
         seeds[v._id] = d if v._id not in seeds else seeds[v._id] + d
 

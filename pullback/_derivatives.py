@@ -327,7 +327,7 @@ def _typed_like_gradient(matrix, y, primal):
 def _basis(primal, j):
     if type(primal) is float or type(primal) is complex or is_jit_float_or_complex(primal):
         return primal.__class__(1.0)
-    e = np.zeros(np.shape(primal), dtype=primal.dtype)
+    e = np.zeros(np.shape(primal), dtype=dtype_of(primal))
     e.reshape(-1)[j] = 1.0
     return e
 
@@ -342,7 +342,7 @@ def _as_dtype(p, dtype):
 def _is_float_output(y):
     return type(y) in (float, complex) or is_jit_float_or_complex(y) or (
         isinstance(y, (np.ndarray, np.generic)) and y.dtype.kind in "fc") or (
-        hasattr(type(y), "__array_function__") and getattr(getattr(y, "dtype", None), "kind", "?") in "fc")  # Dask, CuPy
+        hasattr(type(y), "__array_function__") and getattr(dtype_of(y), "kind", "?") in "fc")  # Dask, CuPy, traced
 
 
 def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
@@ -421,16 +421,16 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
         raise TypeError("hessian: x is complex, and a real function of a complex argument has no complex Hessian. "
                         "Pass the real and imaginary parts as separate float arrays and build z = x + 1j * y inside f.")
     _check_float_argument("hessian", x)
-    if x.size == 0:
-        return np.zeros(x.shape + x.shape, x.dtype)
+    if size_of(x) == 0:
+        return np.zeros(np.shape(x) * 2, dtype_of(x))
     columns, first = [], None
-    with _RunningAgain("hessian") if x.size > 1 else contextlib.nullcontext():
-        for j in range(x.size):  # a Dask x: Dask directions, Dask columns
+    with _RunningAgain("hessian") if size_of(x) > 1 else contextlib.nullcontext():
+        for j in range(size_of(x)):  # a Dask x: Dask directions, Dask columns
             g, column = _gradient_and_hvp(f, x, like_input(_basis(x, j), x))
             first = g if first is None else first
             _check_same_value(first, g, "hessian")  # one run of f per column: each must be the same function
             columns.append(column)
-    return np.stack([np.reshape(c, (-1,)) for c in columns], axis=-1).reshape(x.shape + x.shape)  # Dask's reshape takes no int
+    return np.stack([np.reshape(c, (-1,)) for c in columns], axis=-1).reshape(np.shape(x) * 2)  # Dask's reshape takes no int
 
 
 # Older private spellings, kept while the checker moves to the public names.

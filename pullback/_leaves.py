@@ -25,7 +25,7 @@ import numpy as np
 from . import tree
 from ._arrays import as_numpy, as_type_of, dtype_kind, is_foreign_array, memory_key
 from ._backward import fit  # the sweep's one broadcasting helper
-from ._standins import converted, is_jit_float_or_complex, is_number_stand_in, is_stand_in, is_traced, traced_value
+from ._standins import converted, dtype_of, is_jit_float_or_complex, is_number_stand_in, is_stand_in, is_traced, traced_value
 from ._values import stop_gradient
 
 
@@ -579,7 +579,7 @@ def _is_float_array(x):
         return x.dtype.kind in "fc"
     if is_foreign_array(x):  # a Dask, CuPy or array-API array: tracked as it is
         return dtype_kind(x) in "fc"
-    return _is_tracked_value(x) and x.dtype.kind in "fc" and not isinstance(x, np.generic)
+    return _is_tracked_value(x) and dtype_of(x).kind in "fc" and not isinstance(x, np.generic)
 
 
 def refuse_hidden_arrays(x, where):

@@ -172,6 +172,8 @@ class Traced:
         return value.__class__
 
     def __float__(self):
+        if _formatting_with_percent(_caller_outside_this_module()):
+            return float(stop_gradient(self))  # `"%.3f" % x`: text carries no gradient, as with f"{x:.3f}"
         error = lost_gradient(
             "convert it to a Python float (float(x), the math module, or writing it into one element of a plain "
             "array such as np.zeros(n); start from np.zeros_like(x) of a traced x, or use np.stack; an argument "
@@ -214,29 +216,43 @@ class Traced:
         return f"{type(self).__name__}({self._value!r})"
 
     # --- array attributes ------------------------------------------------------------
+    # A Python number has none (`hasattr(x, "shape")` is False for 0.5, as without pullback); pullback's own
+    # code reads them with np.shape, np.ndim and dtype_of, which answer for any value.
     @property
     def shape(self):
-        return np.shape(self._value)
+        value = self._value
+        if type(value) is not np.ndarray:
+            _no_array_attribute(value, "shape")
+        return np.shape(value)
 
     @property
     def ndim(self):
-        return np.ndim(self._value)
+        value = self._value
+        if type(value) is not np.ndarray:
+            _no_array_attribute(value, "ndim")
+        return np.ndim(value)
 
     @property
     def size(self):
-        return getattr(self._value, "size", 1)  # np.size would make a Dask array compute
+        value = self._value
+        if type(value) is not np.ndarray:
+            _no_array_attribute(value, "size")
+        return getattr(value, "size", 1)  # np.size would make a Dask array compute
 
     @property
     def dtype(self):
-        return dtype_of(self._value)
+        value = self._value
+        if type(value) is not np.ndarray:
+            _no_array_attribute(value, "dtype")
+        return dtype_of(value)
 
     @property
     def real(self):
-        return FUNCTIONS[np.real](self) if self.dtype.kind == "c" else self  # a real array is its own real part
+        return FUNCTIONS[np.real](self) if dtype_of(self).kind == "c" else self  # a real array is its own real part
 
     @property
     def imag(self):
-        if self.dtype.kind == "c":
+        if dtype_of(self).kind == "c":
             return FUNCTIONS[np.imag](self)
         plain = stop_gradient(self)  # of a real number, its own `.imag` (0.0, or np.float32(0.0))
         if isinstance(plain, np.ndarray) or not hasattr(plain, "imag"):
@@ -264,10 +280,12 @@ class Traced:
 
     @property
     def T(self):
+        _no_array_attribute(self, "T")
         return FUNCTIONS[np.transpose](self)
 
     @property
     def mT(self):
+        _no_array_attribute(self, "mT")
         return FUNCTIONS[np.swapaxes](self, -1, -2)
 
     def __len__(self):
@@ -320,6 +338,7 @@ class Traced:
 
     @property
     def device(self):
+        _no_array_attribute(self, "device")
         return getattr(stop_gradient(self), "device", "cpu")
 
     def __getattr__(self, name):
@@ -330,6 +349,7 @@ class Traced:
         method = METHODS.get(name)
         if method is not None and hasattr(stop_gradient(self), name):
             return functools.partial(method, self)
+        _no_array_attribute(self, name)
         if name in _DASK_ONLY and is_dask_array(stop_gradient(self)):
             caller = sys._getframe(1)
             within = f" (asked for by {caller.f_globals['__name__']}.{caller.f_code.co_name})" \
@@ -349,22 +369,26 @@ class Traced:
 
     @property
     def nbytes(self):
+        _no_array_attribute(self, "nbytes")
         value = stop_gradient(self)
         return value.nbytes if hasattr(value, "nbytes") else np.asarray(value).nbytes
 
     @property
     def itemsize(self):
+        _no_array_attribute(self, "itemsize")
         return self.dtype.itemsize
 
     @property
     def flags(self):
         """The flags of the plain value (read them; a traced value is never written in place)."""
+        _no_array_attribute(self, "flags")
         value = stop_gradient(self)
         return value.flags if hasattr(value, "flags") else np.asarray(value).flags
 
     @property
     def flat(self):
         """`x.flat`: reading `x.flat[i]` gives a copy, writing `x.flat[i] = v` writes into `x`."""
+        _no_array_attribute(self, "flat")
         return FlatView(self)
 
     @flat.setter
@@ -438,6 +462,24 @@ class Traced:
 
     def __trunc__(self):
         return math.trunc(stop_gradient(self))
+
+
+class _ArrayMethod:
+    """A method of arrays (`x.sum`, `x.reshape`, ...) that a Python number lacks: missing on a traced Python
+    number too (AttributeError, so `hasattr` answers as without pullback)."""
+
+    __slots__ = ("function", "name")
+
+    def __init__(self, function, name):
+        self.function, self.name = function, name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self.function
+        if type(obj._value) is not np.ndarray:
+            _no_array_attribute(obj, self.name)
+        return types.MethodType(self.function, obj)
+
 
 
 class Tracked(Traced):
@@ -576,6 +618,15 @@ def _number_method(x, name):
     def refuse(*args, **kwargs):
         raise refused(x, lost_gradient(f"call .{name}() on it"))
     return refuse
+
+
+def _no_array_attribute(value, name):
+    """Raise Python's AttributeError when the plain value under `value` is a Python number (a float has no
+    `.shape`), so that code asking `hasattr(x, "shape")` takes the branch it takes without pullback. pullback's
+    own code (rules computing with a traced number as with a 0-d array) is answered."""
+    plain = stop_gradient(value)
+    if _is_python_number(plain) and not sys._getframe(2).f_globals.get("__name__", "").startswith("pullback."):
+        raise AttributeError(f"{type(plain).__name__!r} object has no attribute {name!r}")
 
 
 def _python_numbers(a, b=0):
@@ -738,7 +789,7 @@ def _install_methods():
         return FUNCTIONS[np.copy](FUNCTIONS[np.ravel](self, order))  # a copy, unlike ravel
 
     def conj(self):
-        return np.conjugate(self) if self.dtype.kind == "c" else self  # NumPy's x.conj() of a real x is x
+        return np.conjugate(self) if dtype_of(self).kind == "c" else self  # NumPy's x.conj() of a real x is x
 
     def astype_method(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         if not copy and np.dtype(dtype) == self.dtype:
@@ -760,6 +811,9 @@ def _method(fn):
 
 
 _install_methods()
+for _name, _function in list(vars(Traced).items()):
+    if isinstance(_function, types.FunctionType) and not _name.startswith("_") and not hasattr(0.0, _name):
+        setattr(Traced, _name, _ArrayMethod(_function, _name))
 
 
 # --- stand-ins for operations NumPy has no public function for ----------------------
@@ -1090,6 +1144,25 @@ def apply2(rule, a, b):
 
 _PLAIN = frozenset((float, int, bool, np.ndarray, np.float64, np.float32, np.int64))
 _RAISE = dis.opmap["RAISE_VARARGS"]
+# `a % b` and `a %= b` in bytecode, (opcode, argument): the operator whose C code (the formatting of str and
+# bytes) asks an operand for float()
+_PERCENT = {(ins.opcode, ins.arg or 0) for source in ("a % b", "a %= b")
+            for ins in dis.get_instructions(compile(source, "<percent>", "exec"))
+            if ins.opname in ("BINARY_OP", "BINARY_MODULO", "INPLACE_MODULO")}
+
+
+def _caller_outside_this_module():
+    frame = sys._getframe(2)
+    while frame.f_globals is globals():  # `Dual.__float__` calling `Traced.__float__`
+        frame = frame.f_back
+    return frame
+
+
+def _formatting_with_percent(frame):
+    """Whether `frame` (the Python code that asked for float(x)) is running `text % x` (or `%=`): no Python code
+    runs between it and the call, so only the formatting of a str or bytes asks for the number there."""
+    code = frame.f_code.co_code
+    return (code[frame.f_lasti], code[frame.f_lasti + 1]) in _PERCENT
 
 
 def raised_by_pullback(error):

@@ -181,15 +181,71 @@ def test_gradient_through_math_floor_of_a_traced_value():
     assert_gradients(lambda x: x ** 2 * math.floor(x * 10), 0.43)
 
 
-@pytest.mark.xfail(strict=True, reason="a traced Python float has `.shape` and `.dtype` (pullback's own code reads "
-                   "them: _api._collect_seeds, _leaves._is_float_array, rules/pointwise.nan_to_num); a Python float "
-                   "has neither, so `hasattr(x, 'shape')` takes the array branch")
 def test_a_traced_python_float_has_no_array_attributes():
     def f(x):
         return np.sum(x) if hasattr(x, "shape") else x * 2.0
     assert f(0.4) == 0.8
     assert type(pb.jvp(f, (0.4,), (1.0,))[1]) is float
     assert pb.gradient(f, 0.4) == (2.0,)
+    assert pb.jit(pb.grad(f))(0.4) == 2.0
+    assert pb.hessian(lambda x: f(x) * x, 0.4) == 4.0  # d²/dx² 2x² (forward over reverse: nested levels)
+
+
+@pytest.mark.parametrize("name", ["shape", "ndim", "size", "dtype", "T", "mT", "nbytes", "itemsize", "flags", "flat",
+                                  "device", "reshape", "astype"])
+def test_array_attributes_of_a_traced_python_float_are_missing_as_without_pullback(name):
+    seen = []
+
+    def f(x):
+        seen.append(hasattr(x, name))
+        return x * 3.0
+    assert pb.gradient(f, 0.5) == (3.0,)
+    assert pb.jvp(f, (0.5,), (1.0,))[1] == 3.0
+    assert seen == [hasattr(0.5, name)] * 2 == [False, False]
+    with pytest.raises(AttributeError, match=f"'float' object has no attribute '{name}'"):
+        pb.gradient(lambda x: getattr(x, name), 0.5)
+
+
+def _by_percent_text(x):
+    """x times 2 where `"%.3f" % x` reads 0.500, else times 3 (a branch on text made with the % operator)."""
+    return x * 2.0 if ("%.3f" % x) == "0.500" else x * 3.0
+
+
+def _by_inplace_percent(x):
+    text = "v=%.2e"
+    text %= x
+    return x * len(text)
+
+
+def test_percent_formatting_of_a_traced_value_writes_the_value():
+    # the branch taken is the one taken without pullback, so derivatives are those of that branch
+    for x, slope in ((0.5, 2.0), (0.25, 3.0)):
+        assert _by_percent_text(x) == x * slope
+        assert pb.gradient(_by_percent_text, x) == (slope,)
+        assert pb.jvp(_by_percent_text, (x,), (1.0,))[1] == slope
+        assert pb.hessian(lambda v: _by_percent_text(v) * v, x) == 2 * slope
+        assert pb.jit(pb.grad(_by_percent_text))(x) == slope
+    assert pb.gradient(_by_inplace_percent, 0.5) == (len("v=5.00e-01"),)
+    two = lambda x: np.sum(x) * (2.0 if ("%.1e|%g" % (x[0], x[1])) == "5.0e-01|0.25" else 3.0)  # noqa: E731
+    assert pb.gradient(two, np.array([0.5, 0.25]))[0].tolist() == [2.0, 2.0]
+    assert pb.gradient(two, np.array([0.5, 0.5]))[0].tolist() == [3.0, 3.0]
+    assert pb.gradient(lambda x: x * len(b"%.4f" % x), 0.5) == (6.0,)
+
+
+def test_float_outside_percent_formatting_is_still_refused():
+    for f in (lambda x: float(x) * x, lambda x: x * ("%.3f" % float(x) == "0.500")):
+        with pytest.raises(TypeError, match="Python float"):
+            pb.gradient(f, 0.5)
+        with pytest.raises(TypeError, match="Python float"):
+            pb.jvp(f, (0.5,), (1.0,))
+
+
+def test_a_traced_numpy_scalar_keeps_its_array_attributes():
+    def f(x):
+        assert (x.shape, x.ndim, x.dtype) == ((), 0, np.float64)
+        return x * 3.0
+    assert pb.gradient(f, np.float64(0.5)) == (3.0,)
+    assert pb.gradient(lambda x: f(x[0]), np.array([0.5]))[0].tolist() == [3.0]
 
 
 @pytest.mark.xfail(strict=True, reason="under pb.jit, str(x) and f'{x}' of a traced value give the stand-in's repr "
