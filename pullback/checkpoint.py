@@ -563,8 +563,9 @@ def _rule_state_problem(rule, value, x, chain=""):
     The reference is `rule.init(x)`: the same nesting, and an array of the same dtype (in
     any byte order) and shape wherever it has one; numbers may differ, and may have grown
     into arrays of `x`'s shape. A rule's state may be shorter than its initial one (RMSProp
-    made centred by `adjust` keeps `(s,)` until its next step); an `OptimiserChain` needs
-    exactly one state per rule.
+    made centred by `adjust` keeps `(s,)` until its next step), or longer, by entries of the parameter's
+    shape or numbers (RMSProp made uncentred, Adam without `amsgrad`, by `adjust` keep theirs until their
+    next step); an `OptimiserChain` needs exactly one state per rule.
     """
     name = type(rule).__name__
     where = f"the {name} state" + (f" (rule {chain} of the OptimiserChain)" if chain else "")
@@ -577,9 +578,17 @@ def _rule_state_problem(rule, value, x, chain=""):
                 return problem
         return None
     reference = rule.init(x)
-    if type(reference) in (tuple, list) and type(value) is type(reference) and len(value) < len(reference):
-        reference = reference[: len(value)]
+    if type(reference) in (tuple, list) and type(value) is type(reference) and len(value) != len(reference):
+        if len(value) < len(reference):
+            reference = reference[: len(value)]
+        else:  # each extra entry checked as an array of the parameter's shape and dtype, or a number
+            reference = reference + type(reference)(_like_parameter(v, x) for v in value[len(reference):])
     return _value_problem(value, reference, x, "", where)
+
+
+def _like_parameter(value, x):
+    """What an extra entry of a rule's state is checked against: an array like the parameter, or a number."""
+    return np.zeros_like(x) if _is_stored_array(value) else 0
 
 
 def _value_problem(value, reference, x, item, where):

@@ -359,6 +359,10 @@ for _name in special.RULES:
         CASES[f"special.{_name}_rule"] = scipy_rule_cases.special_ufunc_cases(_name, ufunc_case)
     else:
         CASES[f"special.{_name}_rule"] = []  # skipped below: the rule exists, its ufunc does not
+if HAVE_SCIPY:  # lambertw is complex-valued: its dot-product check reads real and imaginary parts as reals
+    CASES["special._ufuncs._lambertw_rule"] = [
+        (lambda x: np.stack([np.real(sp.lambertw(x)), np.imag(sp.lambertw(x, 1))]),
+         uniform(0.1, 3, (3, 2)))]
 CASES.update(scipy_rule_cases.CASES)
 SCIPY_LINALG_LABELS |= set(scipy_rule_cases.CASES)  # skipped without SciPy
 

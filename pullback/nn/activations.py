@@ -1,11 +1,14 @@
 """Activation functions: elementwise (or along one axis for softmax), dtype-preserving.
 
 Each works on plain arrays and on values being differentiated. `relu` and `sigmoid`
-are primitives with short rules (one pass backwards); the rest are written with NumPy
-calls, so their derivatives come from the rules of those calls.
+are primitives with short rules (one pass backwards), and so is the complementary error
+function behind the exact `gelu`; the rest are written with NumPy calls, so their
+derivatives come from the rules of those calls.
 """
 
-from typing import Any
+import functools
+import math
+from typing import Any, Literal
 
 import numpy as np
 
@@ -76,27 +79,103 @@ def _sigmoid_frule(primals, tangents):
     return y, None if dx is None else dx * _sigmoid_slope(y, log_y)
 
 
-def gelu(x: Any) -> Any:
-    """Gaussian error linear unit, tanh approximation (as Flux's `gelu` and PyTorch's `approximate="tanh"`).
+@functools.cache
+def _scipy_erfc():
+    """SciPy's erfc ufunc, or None without SciPy (imported at the first exact gelu, not with pullback)."""
+    try:
+        from scipy.special import erfc
+    except ImportError:
+        return None
+    return erfc
+
+
+def _plain_erfc(x):
+    """erfc of a plain array, in its dtype: SciPy's ufunc where SciPy is installed, else `math.erfc` per element."""
+    dtype = np.result_type(getattr(x, "dtype", np.float64), np.float16)  # a Python number is float64, not weak
+    erfc = _scipy_erfc()
+    y = np.asarray(np.frompyfunc(math.erfc, 1, 1)(x)) if erfc is None else erfc(x)
+    return y if y.dtype == dtype else y.astype(dtype)  # SciPy computes float16 in float64
+
+
+@primitive
+def _erfc(x):
+    """The complementary error function 1 - erf(x), exact in both tails."""
+    return _plain_erfc(x)
+
+
+def _erfc_slope(x):
+    """erfc'(x) = -2/sqrt(pi) exp(-x**2). Past |x| = 30 it is exactly 0 in every float dtype, so clipping
+    first changes nothing and keeps x**2 from overflowing (whose inf would reach the gradient as inf * 0)."""
+    inner = np.clip(x, -30.0, 30.0)
+    return -1.1283791670955126 * np.exp(-inner * inner)
+
+
+@rrule(_erfc)
+def _erfc_rule(x):
+    return _erfc(x), lambda g: (g * _erfc_slope(x),)
+
+
+@frule(_erfc)
+def _erfc_frule(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    return _erfc(x), None if dx is None else dx * _erfc_slope(x)
+
+
+def gelu(x: Any, *, approximate: Literal["tanh", "none"] = "tanh") -> Any:
+    """Gaussian error linear unit: by default the tanh approximation (as Flux's `gelu` and PyTorch's
+    `approximate="tanh"`); `approximate="none"` gives the exact form x * Phi(x), PyTorch's default.
+
+    The exact form is computed as 0.5 * x * erfc(-x / sqrt(2)), which keeps its digits for negative x
+    where PyTorch's 0.5 * x * (1 + erf(x / sqrt(2))) cancels.
 
     >>> import numpy as np
     >>> gelu(np.array([0.0, 1.0]))
     array([0.        , 0.84119199])
+    >>> gelu(np.array([0.0, 1.0]), approximate="none")
+    array([0.        , 0.84134475])
     """
+    if approximate == "none":
+        return 0.5 * x * _erfc(x * -0.7071067811865476)
+    if approximate != "tanh":
+        raise ValueError(f'gelu: approximate must be "tanh" (the default) or "none" (the exact erf form), '
+                         f"as in PyTorch; got {approximate!r}")
     # Past |x| = 10 the tanh is exactly ±1 in every float dtype, so clipping x inside the cubic changes
     # no value and no derivative, and x**3 (and its derivative 3 x**2) cannot overflow to inf * 0 = nan.
     inner = np.clip(x, -10.0, 10.0)
     return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (inner + 0.044715 * inner**3)))
 
 
-def softplus(x: Any) -> Any:
-    """log(1 + exp(x)), without overflow.
+def softplus(x: Any, beta: float = 1.0, threshold: float | None = None) -> Any:
+    """log(1 + exp(beta * x)) / beta, without overflow; with a `threshold`, x itself where beta * x > threshold.
+
+    `beta` and `threshold` are PyTorch's. PyTorch's default threshold is 20 (pass `threshold=20` for its
+    values to the last digit); here the default is none, so the curve is exact everywhere and the slope
+    is sigmoid(beta * x), where PyTorch's is 1 past the threshold.
 
     >>> import numpy as np
     >>> softplus(np.array([0.0, 50.0]))
     array([ 0.69314718, 50.        ])
+    >>> softplus(np.array([0.0, 1.0]), beta=2.0, threshold=1.0)
+    array([0.34657359, 1.        ])
     """
-    return np.logaddexp(x, 0)
+    if beta == 0:
+        raise ValueError("softplus: beta must not be 0 (it divides by beta); use a positive number, 1 by default")
+    if beta == 1:
+        y = np.logaddexp(x, 0)
+        return y if threshold is None else np.where(stop_gradient(x) > threshold, x, y)
+    scaled, y = _scaled_softplus(x, beta)
+    # past beta * x = 40, log1p(exp(-beta * x)) / beta is below x's last digit and the slope rounds to 1:
+    # x itself is exact there, and stays finite where beta * x would overflow
+    limit = 40.0 if threshold is None else min(threshold, 40.0)
+    return np.where(stop_gradient(scaled) > limit, x, y)
+
+
+def _scaled_softplus(x, beta):
+    """`(beta * x, log(1 + exp(beta * x)) / beta)`, with x clipped to beta * x in ±800 first: exp(-800) is 0 in every
+    float dtype, so the clip changes no value and no slope below, and above it `softplus` takes x itself."""
+    bound = 800.0 / abs(beta)
+    scaled = np.clip(x, -bound, bound) * beta
+    return scaled, np.logaddexp(scaled, 0) / beta
 
 
 def elu(x: Any, alpha: float = 1.0) -> Any:

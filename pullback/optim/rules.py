@@ -95,11 +95,25 @@ class Rule:
                 raise ValueError(f"{type(self).__name__}: {name} must be {wanted}, got {value!r}")
             object.__setattr__(self, name, value)
 
+    def _check_flag(self, name):
+        """Store the named hyperparameter as a Python bool, refusing anything but True and False."""
+        value = getattr(self, name)
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{type(self).__name__}: {name} must be True or False, got {value!r}")
+        object.__setattr__(self, name, bool(value))
+
+    def _repr_without(self, defaults):
+        """The dataclass repr, leaving out the options in `defaults` while they keep those values, so that a
+        rule which does not use an option added later prints as it always has."""
+        shown = (f"{k}={v!r}" for k, v in self.hyperparameters().items() if k not in defaults or v != defaults[k])
+        return f"{type(self).__qualname__}({', '.join(shown)})"
+
 
 _KINDS = {
     "nonnegative": lambda v: (0 <= v < math.inf, "a finite number >= 0"),  # comparisons: pb.jit guards their outcome
     "positive": lambda v: (v > 0, "> 0"),
     "fraction": lambda v: (0 <= v < 1, "in [0, 1)"),
+    "unit": lambda v: (0 <= v <= 1, "in [0, 1]"),
     "order": lambda v: (v >= 1, ">= 1 (or inf)"),
 }
 
@@ -136,31 +150,53 @@ class Descent(Rule):
 class Momentum(Rule):
     """Gradient descent with momentum: `v = rho * v + lr * dx; x -= v`.
 
-    (The same steps as PyTorch's SGD with momentum for a constant learning rate.)
+    (The same steps as PyTorch's SGD with momentum for a constant learning rate.) With PyTorch's
+    `dampening` `d`, every step after the first adds less of the gradient:
+    `v = rho * v + (1 - d) * lr * dx`; the first is `v = lr * dx`, as PyTorch's velocity starts
+    at the first gradient, undamped. The state is then `(v, steps)`. With `rho = 0` there is no
+    velocity and `dampening` does nothing, as in PyTorch.
 
+    >>> import numpy as np
     >>> from pullback import optim
     >>> optim.Momentum(0.1, 0.9)
     Momentum(lr=0.1, rho=0.9)
+    >>> rule, x, dx = optim.Momentum(1.0, 0.9, dampening=0.5), np.zeros(1), np.ones(1)
+    >>> state, v = rule.apply(rule.init(x), x, dx)  # v = lr * dx = 1
+    >>> rule.apply(state, x, dx)[1]  # v = 0.9 * 1 + (1 - 0.5) * 1
+    array([1.4])
     """
 
     lr: float = 0.01
     rho: float = 0.9
+    dampening: float = 0.0
 
     def __post_init__(self):
-        self._check(lr="nonnegative", rho="fraction")
+        self._check(lr="nonnegative", rho="fraction", dampening="unit")
+
+    def __repr__(self):
+        return self._repr_without({"dampening": 0.0})
 
     def init(self, x: np.ndarray) -> tuple[Any, ...]:
-        return (_zeros(x),)
+        return (_zeros(x), 0) if self.dampening else (_zeros(x),)
 
     def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
-        (v,) = state
-        v = self.rho * v + self.lr * dx
-        return (v,), v
+        v = state[0]
+        if not self.dampening:
+            v = self.rho * v + self.lr * dx
+            return (v,), v
+        # a state made without dampening (set later by `adjust`) has no step count: it counts as begun
+        steps = state[1] if len(state) > 1 else 1
+        share = 1 - self.dampening if steps and self.rho else 1.0
+        v = self.rho * v + (share * self.lr) * dx
+        return (v, steps + 1), v
 
 
 @dataclasses.dataclass(frozen=True)
 class Nesterov(Rule):
     """Nesterov's accelerated gradient: `v = rho * v - lr * dx; x += rho * v - lr * dx`.
+
+    `dampening` must be 0: PyTorch's SGD refuses `nesterov=True` with dampening, and so does this
+    rule (use `Momentum` for damped momentum).
 
     >>> from pullback import optim
     >>> optim.Nesterov()
@@ -169,9 +205,16 @@ class Nesterov(Rule):
 
     lr: float = 0.001
     rho: float = 0.9
+    dampening: float = 0.0
 
     def __post_init__(self):
-        self._check(lr="nonnegative", rho="fraction")
+        self._check(lr="nonnegative", rho="fraction", dampening="unit")
+        if self.dampening:
+            raise ValueError(f"Nesterov: dampening must be 0, got {self.dampening!r} (PyTorch's SGD refuses nesterov=True "
+                             "with dampening too); for damped momentum use Momentum(lr, rho, dampening=...)")
+
+    def __repr__(self):
+        return self._repr_without({"dampening": 0.0})
 
     def init(self, x: np.ndarray) -> tuple[Any, ...]:
         return (_zeros(x),)
@@ -186,40 +229,63 @@ class Nesterov(Rule):
 class Adam(Rule):
     """Adam (Kingma and Ba, 2015) with bias correction; the state holds `(m, v, step)`.
 
+    With `amsgrad=True` (PyTorch's AMSGrad) the state also keeps `v_max`, the elementwise maximum
+    of every `v` so far, and the step divides by `sqrt(v_max / (1 - beta2**step)) + eps`: the
+    maximum is taken of the uncorrected moments, then corrected with this step's factor, in
+    PyTorch's order.
+
     >>> from pullback import optim
     >>> optim.Adam()
     Adam(lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08)
+    >>> optim.Adam(amsgrad=True)
+    Adam(lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08, amsgrad=True)
     """
 
     lr: float = 1e-3
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
+    amsgrad: bool = False
 
     def __post_init__(self):
         self._check(lr="nonnegative", beta1="fraction", beta2="fraction", eps="nonnegative")
+        self._check_flag("amsgrad")
+
+    def __repr__(self):
+        return self._repr_without({"amsgrad": False})
 
     def init(self, x: np.ndarray) -> tuple[Any, ...]:
-        return (_zeros(x), _zeros(x), 0)
+        return _adam_init(self, x)
 
     def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         return _adam_step(self, state, dx)
 
 
+def _adam_init(rule, x):
+    return (_zeros(x), _zeros(x), 0, _zeros(x)) if rule.amsgrad else (_zeros(x), _zeros(x), 0)
+
+
 def _adam_step(rule, state, dx):
-    m, v, t = state
+    m, v, t = state[:3]
     t += 1
     m = rule.beta1 * m + (1 - rule.beta1) * dx
     v = rule.beta2 * v + (1 - rule.beta2) * _squared(dx)
     m_hat = m / (1 - rule.beta1**t)
-    v_hat = v / (1 - rule.beta2**t)
-    return (m, v, t), rule.lr * m_hat / (np.sqrt(v_hat) + rule.eps)
+    if not rule.amsgrad:
+        v_hat = v / (1 - rule.beta2**t)
+        return (m, v, t), rule.lr * m_hat / (np.sqrt(v_hat) + rule.eps)
+    # `adjust(state, amsgrad=True)` starts the maximum at this step's v
+    v_max = np.maximum(state[3], v) if len(state) > 3 else v
+    v_hat = v_max / (1 - rule.beta2**t)
+    return (m, v, t, v_max), rule.lr * m_hat / (np.sqrt(v_hat) + rule.eps)
 
 
 @dataclasses.dataclass(frozen=True)
 class AdamW(Rule):
     """Adam with decoupled weight decay (Loshchilov and Hutter), as in PyTorch and Optax:
     `x -= lr * (adam_direction + weight_decay * x)`.
+
+    `amsgrad=True` keeps the maximum of the second moments, as in `Adam`.
 
     >>> from pullback import optim
     >>> optim.AdamW(weight_decay=0.1)
@@ -231,12 +297,17 @@ class AdamW(Rule):
     beta2: float = 0.999
     eps: float = 1e-8
     weight_decay: float = 1e-2
+    amsgrad: bool = False
 
     def __post_init__(self):
         self._check(lr="nonnegative", beta1="fraction", beta2="fraction", eps="nonnegative", weight_decay="nonnegative")
+        self._check_flag("amsgrad")
+
+    def __repr__(self):
+        return self._repr_without({"amsgrad": False})
 
     def init(self, x: np.ndarray) -> tuple[Any, ...]:
-        return (_zeros(x), _zeros(x), 0)
+        return _adam_init(self, x)
 
     def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         state, delta = _adam_step(self, state, dx)

@@ -50,7 +50,7 @@ NOT_YET = {
     **_each("ellip_harm ellip_harm_2 ellip_normal", "Ellipsoidal harmonics: no rule yet."),
     **_each("elliprd elliprg elliprj", "Carlson's integrals R_D, R_G, R_J: their derivatives need further Carlson-type "
             "integrals; no rule yet."),
-    **_each("h1vp h2vp hankel1 hankel1e hankel2 hankel2e kelvin lambertw modfresnelm modfresnelp sph_harm_y "
+    **_each("h1vp h2vp hankel1 hankel1e hankel2 hankel2e kelvin modfresnelm modfresnelp sph_harm_y "
             "sph_harm_y_all wofz",
             "Complex values (results, or the Faddeeva function inside): the scipy.special rules are real-only so far."),
     **_each("lmbda pbdn_seq pbdv_seq pbvv_seq riccati_jn riccati_yn",

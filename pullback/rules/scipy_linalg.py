@@ -28,22 +28,28 @@ array([[0.25      , 0.        ],
        [0.        , 0.16666667]])
 """
 
+import functools
+
 import numpy as np
 
 from .._extend import frule, primitive, rrule
 from .._jit_trace import JitError
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
+from . import linalg as one_matrix
 from ._register import add_tangents, describe, numpy_valued
 from .linalg import (
+    _conjugate_transposed,
+    _transposed,
     check_finite_values,
-    lu_factor,
+    cho_factor_matrix,
+    cho_solve_with_flag,
     matrix_exponential,
     pivot_permutation,
     triangular_solve,
     unit_scale,
 )
-from .special import RecordedModule, scipy_call, stand_in_among
+from .special import RecordedModule, scipy_call, scipy_valued, stand_in_among
 
 
 def _linalg():
@@ -160,23 +166,185 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True, assume_a=None, transposed=False):
-    """`scipy.linalg.solve`, differentiable in `a` (the part `assume_a` reads) and `b`; 2-D `a`.
+    """`scipy.linalg.solve`, differentiable in `a` (the part `assume_a` reads) and `b`; batched as SciPy's.
 
     >>> import numpy as np, pullback as pb
     >>> a = np.array([[2.0, 1.0], [9.0, 4.0]])  # assume_a="pos" reads the upper triangle only
     >>> pb.gradient(lambda a: np.sum(solve(a, np.ones(2), assume_a="pos")), a)[0]
     array([[-0.18367347, -0.12244898],
            [ 0.        , -0.02040816]])
+    >>> stack = np.stack([np.eye(2), 4.0 * np.eye(2)])  # a stack of matrices, one right-hand side
+    >>> pb.gradient(lambda b: np.sum(solve(stack, b)), np.ones(2))[0]
+    array([1.25, 1.25])
     """
     linalg = _linalg()
     if not _any_tracked(a, b):
         return linalg.solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transposed)
-    _square_2d("solve", a)
     if check_finite:
         check_finite_values(a, b)
     exact = linalg.solve(_plain(a), _plain(b), lower, check_finite=check_finite, assume_a=assume_a, transposed=transposed)
+    if np.size(_plain(a)) == 1:
+        return _agree(_divided(a, b), exact, "solve")
     m = _read(a, assume_a, lower)
     return _agree(np.linalg.solve(_t(m) if transposed else m, b), exact, "solve")
+
+
+def _divided(a, b):
+    """SciPy's `solve` for an `a` of one element, whatever `assume_a` says: b / a, for a `b` of any length."""
+    a = a if np.ndim(_plain(a)) >= 2 else np.reshape(a, (1, 1))
+    if np.ndim(_plain(b)) >= 2:
+        return b / a
+    return (np.reshape(b, (-1, 1)) / a)[..., 0]
+
+
+# --- stacks for the triangular, Cholesky and LU solves ---------------------------------------------
+# pullback.rules.linalg's versions take one matrix; SciPy's take stacks of them in leading axes, broadcast against
+# b's (a 1-D b is one vector for every matrix). A stack goes through the same triangular solves, batched (their
+# rules take a stack of matrices with a stack of matrices, so a vector b is solved as a column), or, for LU, whose
+# pivots differ from matrix to matrix, one matrix at a time, as SciPy does; one matrix goes to those versions.
+def _stacked(value):
+    return np.ndim(_plain(value)) > 2
+
+
+def _on_columns(solve, b):
+    """`solve(b)`, with a vector `b` solved as a column."""
+    if np.ndim(_plain(b)) != 1:
+        return solve(b)
+    return solve(np.expand_dims(b, -1))[..., 0]
+
+
+def _triangular(a, b, *, trans, lower, unit_diagonal):
+    if _conjugate_transposed(trans, a):
+        return np.conj(triangular_solve(a, np.conj(b), True, lower, unit_diagonal))
+    _transposed(trans)  # SciPy's error for another value
+    # SciPy's own code passed on: for a real `a`, 2 ("C") solves with Aᵀ as 1 does, but SciPy rounds it otherwise
+    return triangular_solve(a, b, {"N": 0, "T": 1, "C": 2}.get(trans, trans), lower, unit_diagonal)
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False, check_finite=True):
+    """`scipy.linalg.solve_triangular`, differentiable in `a` (its triangle) and `b`; batched as SciPy's.
+
+    >>> import numpy as np, pullback as pb
+    >>> a = np.array([[[2.0, 0.0], [1.0, 1.0]], [[1.0, 0.0], [0.0, 4.0]]])
+    >>> pb.gradient(lambda b: np.sum(solve_triangular(a, b, lower=True)), np.array([1.0, 1.0]))[0]
+    array([1.  , 1.25])
+    """
+    if not _any_tracked(a, b):
+        return one_matrix.solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b, check_finite)
+    if check_finite:
+        check_finite_values(a, b)
+    solve = functools.partial(_triangular, a, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
+    return _on_columns(solve, b) if _stacked(a) else solve(b)
+
+
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """`scipy.linalg.cho_factor`, differentiable in the triangle it reads; for a stack, SciPy's `[c, flags]`.
+
+    >>> import numpy as np, pullback as pb
+    >>> stack = np.stack([4.0 * np.eye(2), 9.0 * np.eye(2)])
+    >>> pb.gradient(lambda s: np.sum(cho_factor(s, lower=True)[0]), stack)[0][1]  # L = [[√s₀₀, 0], [s₁₀/√s₀₀, ...]]
+    array([[0.16666667, 1.        ],
+           [0.33333333, 0.16666667]])
+    """
+    if not _any_tracked(a) or not _stacked(a):
+        return one_matrix.cho_factor(a, lower, overwrite_a, check_finite)
+    if check_finite:
+        check_finite_values(a)
+    # as SciPy's, the other triangle of c holds the input's entries
+    factor = np.tril(np.linalg.cholesky(a)) + np.triu(a, 1) if lower else _t(np.linalg.cholesky(_t(a))) + np.tril(a, -1)
+    c = scipy_valued(factor, cho_factor_matrix, a, lower, check_finite=check_finite)
+    return [c, np.full(np.shape(_plain(a))[:-2], lower)]
+
+
+def _one_flag(lower):
+    """The `lower` of a stack's Cholesky factors: SciPy's batched cho_factor gives one flag per matrix."""
+    flags = np.unique(np.asarray(lower))
+    if flags.size != 1:
+        raise ValueError("pullback.scipy.linalg.cho_solve: the Cholesky factors of the stack hold both triangles "
+                         f"(flags {flags.tolist()}); factor the whole stack with one cho_factor(a, lower) call.")
+    return bool(flags[0])
+
+
+def _cholesky_solve(c, b, lower):
+    if lower:  # A = L Lᵀ
+        return triangular_solve(c, triangular_solve(c, b, False, True, False), True, True, False)
+    return triangular_solve(c, triangular_solve(c, b, True, False, False), False, False, False)
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """`scipy.linalg.cho_solve`, differentiable in `c` (the factor's triangle) and `b`; batched as SciPy's.
+
+    >>> import numpy as np, pullback as pb
+    >>> factors = cho_factor(np.stack([4.0 * np.eye(2), np.eye(2)]))
+    >>> pb.gradient(lambda b: np.sum(cho_solve(factors, b)), np.ones(2))[0]
+    array([1.25, 1.25])
+    """
+    c, lower = c_and_lower
+    if not _any_tracked(c, b) or not _stacked(c):
+        return one_matrix.cho_solve(c_and_lower, b, overwrite_b, check_finite)
+    lower = _one_flag(lower)
+    if check_finite:
+        check_finite_values(b, c)
+    if np.iscomplexobj(_plain(c)) or np.iscomplexobj(_plain(b)):
+        raise TypeError("pullback.scipy.linalg.cho_solve of complex values is not differentiable by pullback (its rule "
+                        "solves with A = L Lᵀ, not L Lᴴ); use np.linalg.solve on the complex matrices.")
+    x = _on_columns(lambda b: _cholesky_solve(c, b, lower), b)
+    # SciPy's own value: one LAPACK call rounds unlike two triangular solves
+    return scipy_valued(x, cho_solve_with_flag, c, b, lower, check_finite=check_finite)
+
+
+def _batch(name, *shapes):
+    """The broadcast batch shape of the stacks, refused where empty, as SciPy refuses it."""
+    batch = np.broadcast_shapes(*shapes)
+    if 0 in batch:
+        raise ValueError(f"`{name}` does not support zero-size batches.")
+    return batch
+
+
+def lu_factor(a, overwrite_a=False, check_finite=True):
+    """`scipy.linalg.lu_factor`, differentiable in `a` (square matrices) where the pivots do not change; for a stack,
+    SciPy's `[lu, piv]`.
+
+    >>> import numpy as np, pullback as pb
+    >>> stack = np.stack([2.0 * np.eye(2), 3.0 * np.eye(2)])
+    >>> pb.gradient(lambda a: np.sum(lu_solve(lu_factor(a), np.ones(2))), stack)[0][1]  # -inv(a)ᵀ 1 (inv(a) 1)ᵀ
+    array([[-0.11111111, -0.11111111],
+           [-0.11111111, -0.11111111]])
+    """
+    if not _any_tracked(a) or not _stacked(a):
+        return one_matrix.lu_factor(a, overwrite_a, check_finite)
+    shape = np.shape(_plain(a))
+    if shape[-1] != shape[-2]:
+        raise ValueError(f"pullback.scipy.linalg.lu_factor on traced values takes square matrices, got shape {shape}; "
+                         "for rectangular ones use pullback.scipy.linalg.lu.")
+    if check_finite:
+        check_finite_values(a)
+    batch = _batch("lu_factor", shape[:-2])
+    parts = [one_matrix.lu_factor(a[index], check_finite=False) for index in np.ndindex(batch)]
+    packed = np.reshape(np.stack([lu for lu, _ in parts]), shape)
+    return [packed, np.reshape(np.stack([piv for _, piv in parts]), shape[:-1])]
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    """`scipy.linalg.lu_solve`, differentiable in `lu` and `b`; batched as SciPy's (see `lu_factor`)."""
+    lu, piv = lu_and_piv
+    if not _any_tracked(lu, b):
+        return one_matrix.lu_solve(lu_and_piv, b, trans, overwrite_b, check_finite)
+    if isinstance(trans, str) or trans not in (0, 1, 2):  # as SciPy's LAPACK wrapper refuses them
+        raise ValueError(f"scipy.linalg.lu_solve takes trans 0, 1 or 2, not {trans!r}: pass 0 for 'N', 1 for 'T', "
+                         "2 for 'C'.")
+    core = 2 if np.ndim(_plain(b)) >= 2 else 1
+    if not (_stacked(lu) or np.ndim(_plain(piv)) > 1 or np.ndim(_plain(b)) > 2):
+        return one_matrix.lu_solve(lu_and_piv, b, trans, overwrite_b, check_finite)
+    if check_finite:
+        check_finite_values(b)  # (SciPy checks b alone)
+    shapes = [np.shape(_plain(v)) for v in (lu, piv, b)]
+    batch = _batch("lu_solve", shapes[0][:-2], shapes[1][:-1], shapes[2][:-core])
+    lu, piv, b = (np.broadcast_to(v, batch + shape[len(shape) - k:])
+                  for v, shape, k in zip((lu, piv, b), shapes, (2, 1, core)))
+    parts = [one_matrix.lu_solve((lu[index], piv[index]), b[index], trans, check_finite=False)
+             for index in np.ndindex(batch)]
+    return np.reshape(np.stack(parts), batch + np.shape(_plain(parts[0])))
 
 
 def det(a, overwrite_a=False, check_finite=True):
@@ -305,7 +473,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     if check_finite:
         check_finite_values(a)
     exact = linalg.lu(stop_gradient(a), permute_l, check_finite=check_finite, p_indices=p_indices)
-    packed, piv = lu_factor(a, check_finite=False)  # (checked by SciPy's call)
+    packed, piv = one_matrix.lu_factor(a, check_finite=False)  # (checked by SciPy's call)
     n = np.shape(stop_gradient(a))[0]
     lower = np.tril(packed, -1) + np.eye(n, dtype=np.result_type(stop_gradient(packed)))
     upper = np.triu(packed)
@@ -973,7 +1141,8 @@ _NOTE = "Call pullback.scipy.linalg.{} (SciPy's own converts its input with np.a
 _AGREE = " Gives SciPy's value; raises where pullback's and SciPy's answers differ beyond rounding."
 _ROWS = {
     inv: ("a", "Through numpy.linalg.inv of the part `assume_a` reads." + _AGREE),
-    solve: ("a, b", "2-D `a`; `assume_a` (sym/pos/her read the `lower` triangle, diagonal, tridiagonal, triangular), "
+    solve: ("a, b", "Batched as SciPy's (leading axes of `a` and `b` broadcast; a 1-D `b` is one vector for every "
+                    "matrix); `assume_a` (sym/pos/her read the `lower` triangle, diagonal, tridiagonal, triangular), "
                     "`transposed`." + _AGREE),
     det: ("a", "Batched." + _AGREE),
     cholesky: ("a", "Upper factor by default; reads the triangle it returns." + _AGREE),
@@ -1021,6 +1190,23 @@ _ROWS = {
 }
 for _fn, (_args, _notes) in _ROWS.items():
     describe(_fn, _args, _NOTE.format(_fn.__name__) + _notes, kind="composite", name=f"scipy.linalg.{_fn.__name__}")
+# These rows are keyed on pullback.rules.linalg's one-matrix versions (which record them first); they describe the
+# versions above, which pullback.scipy.linalg exports.
+_BATCHED = "Batched as SciPy's (leading axes broadcast against `b`'s; a 1-D `b` is one vector for every matrix). "
+_STACKS = {
+    one_matrix.solve_triangular: ("a, b", _BATCHED + "The gradient of `a` lies in the triangle read (strictly, with "
+                                  "unit_diagonal); `trans` 0, 1, 2 (N, T, C)."),
+    one_matrix.cho_factor: ("a", "Through np.linalg.cholesky of the triangle read; a stack gives SciPy's "
+                            "`[c, flags]`."),
+    one_matrix.cho_solve: ("c, b", _BATCHED + "Two triangular solves; real values (complex ones are refused)."),
+    one_matrix.lu_factor: ("a", "Square matrices, a stack one matrix at a time as SciPy's (`[lu, piv]`); exact while "
+                           "the pivot order is locally constant (it is piecewise constant). `piv` has no gradient."),
+    one_matrix.lu_solve: ("lu, b", _BATCHED + "Two triangular solves; `trans` 0, 1 or 2, as SciPy's (which refuses "
+                          "'N', 'T', 'C')."),
+}
+for _fn, (_args, _notes) in _STACKS.items():
+    describe(_fn, _args, _NOTE.format(_fn.__name__) + _notes, kind="composite", name=f"scipy.linalg.{_fn.__name__}",
+             family="linalg")
 for _fn in (sqrtm, logm, cosm, sinm, tanm, coshm, sinhm, tanhm, signm):
     describe(_fn, "A", _NOTE.format(_fn.__name__) + "Fréchet derivative by the block-triangular method, in both modes "
              "and to any order; real results only.", kind="rule", rule=matrix_function_rule,

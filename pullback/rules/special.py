@@ -293,6 +293,24 @@ _binary("poch", lambda g, z, m, out, sp: g * _dpoch_dz(z, m, out, sp),
         lambda g, z, m, out, sp: g * out * sp.digamma(z + m), "z, m",
         "Exact where z is a pole of Γ (poch is a polynomial in z there for integer m).")
 
+
+def _lambertw_slope(z, w):
+    """W'(z) = W / (z (1 + W)). At z = 0, where that is 0/0, the same function written exp(-W) / (1 + W) (as
+    z = W exp(W)): 1 on the principal branch, and differentiable again there. Each branch of `np.where` is fed
+    harmless values where it is not taken, so that its derivative there stays finite."""
+    zero = stop_gradient(z) == 0
+    if not np.any(zero):
+        return w / (z * (1.0 + w))
+    at_zero, away = np.where(zero, w, 0.0), np.where(zero, 0.0, w)
+    return np.where(zero, np.exp(-at_zero) / (1.0 + at_zero), away / (np.where(zero, 1.0, z) * (1.0 + away)))
+
+
+# SciPy's lambertw(z, k, tol) calls this ufunc (complex-valued, holomorphic in z), so it works on traced values.
+_nary("_ufuncs._lambertw", (lambda g, z, k, tol, w, sp: g * _lambertw_slope(z, w), None, None), "z",
+      "Complex-valued, also of real z (whose gradient is real, as for other complex results). W'(z) = "
+      "W / (z (1 + W)), 1 at z = 0 on the principal branch; infinite at the branch point z = -1/e (NaN where "
+      "SciPy's W is, as at the float nearest -1/e). The branch k and tol carry no gradient.", row="lambertw")
+
 # Ufuncs whose results carry no gradient (piecewise constant): name -> why. Registered with the
 # other ufuncs, once SciPy is imported.
 NO_GRADIENT = {

@@ -54,9 +54,13 @@ def has_forward_rule(entry):
     """Whether the rule of a row has a forward rule of its own, registered for the callable it serves."""
     if forward_rule_of(entry.rule) is not None:
         return True
-    # A scipy.special ufunc, whose rules are registered once SciPy is imported.
-    prefix, _, name = str(entry.key).rpartition(".")
-    return isinstance(entry.key, str) and prefix == "scipy.special" and name in special.FORWARD
+    # A scipy.special ufunc, whose rules are registered once SciPy is imported: keyed by its public name
+    # (`erf`), or by the private ufunc it is (`_ufuncs._zeta` for zeta, `_ufuncs._spherical_jn`)
+    key = str(entry.key)
+    if not (isinstance(entry.key, str) and key.startswith("scipy.special.")):
+        return False
+    name = key[len("scipy.special."):]
+    return name in special.FORWARD or f"_ufuncs._{name}" in special.FORWARD
 
 
 def unlisted():

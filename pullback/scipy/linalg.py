@@ -19,11 +19,19 @@
 >>> a = np.array([[4.0, 2.0], [2.0, 3.0]])
 >>> pb.gradient(lambda b: np.sum(linalg.cho_solve(linalg.cho_factor(a), b)), np.array([1.0, 1.0]))[0]
 array([0.125, 0.25 ])
+
+The solves and factorizations take stacks of matrices in leading axes, as SciPy's do:
+
+>>> stack = np.stack([a, 2.0 * a])
+>>> pb.gradient(lambda b: np.sum(linalg.solve(stack, b, assume_a="pos")), np.array([1.0, 1.0]))[0]
+array([0.1875, 0.375 ])
 """
 
-from ..rules.linalg import cho_factor, cho_solve, expm, lu_factor, lu_solve, solve_triangular
+from ..rules.linalg import expm
 from ..rules.scipy_linalg import (
     block_diag,
+    cho_factor,
+    cho_solve,
     cho_solve_banded,
     cholesky,
     cholesky_banded,
@@ -51,6 +59,8 @@ from ..rules.scipy_linalg import (
     logm,
     lstsq,
     lu,
+    lu_factor,
+    lu_solve,
     matmul_toeplitz,
     matrix_balance,
     norm,
@@ -73,6 +83,7 @@ from ..rules.scipy_linalg import (
     solve_discrete_lyapunov,
     solve_sylvester,
     solve_toeplitz,
+    solve_triangular,
     solveh_banded,
     sqrtm,
     subspace_angles,

@@ -6,8 +6,8 @@
   `spherical_kn`, and the ufuncs with several outputs (`sici`, `shichi`, `fresnel`, `airy`, `airye`,
   `itairy`, `itj0y0`, `iti0k0`, `it2j0y0`, `it2i0k0`, `ellipj`, `pbdv`, `pbvv`, `pbwa`);
 - SciPy's own ufuncs that have rules (`erf`, `gammaln`, `kv`, `hyp2f1`, `betaincinv`, ...) and
-  the Python-level functions that compute with them (`zeta`, `softplus`, `jvp`, ...), which work
-  on traced values as they are.
+  the Python-level functions that compute with them (`zeta`, `softplus`, `jvp`, `lambertw`, ...),
+  which work on traced values as they are.
 
 SciPy is imported on first use. The [coverage table](coverage.md) lists every function and its
 differentiable arguments.
@@ -20,6 +20,8 @@ array([ 0.25, -0.25])
 -0.5772156649015...
 >>> round(pb.gradient(lambda x: special.sici(x)[1], 1.0)[0], 12)  # cos(x) / x
 0.540302305868
+>>> pb.gradient(lambda x: special.lambertw(x).real, 0.0)[0]  # W'(0) = 1; complex W, real x: a real gradient
+1.0
 """
 
 from ..rules.special import NO_GRADIENT as _NO_GRADIENT
@@ -56,7 +58,7 @@ __all__ = ["logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln", "
            "it2i0k0", "ellipj", "pbdv", "pbvv", "pbwa"]
 # SciPy's own: the ufuncs with rules, and Python-level functions that compute with them
 _SCIPYS = sorted({name for name in _RULES if not name.startswith("_")} | set(_NO_GRADIENT)
-                 | {"zeta", "softplus", "assoc_laguerre", "jvp", "yvp", "ivp", "kvp", "psi", "jn"})
+                 | {"zeta", "softplus", "assoc_laguerre", "jvp", "yvp", "ivp", "kvp", "psi", "jn", "lambertw"})
 __all__ += _SCIPYS
 
 
