@@ -100,9 +100,11 @@ class Arguments:
         self.kwargs = kwargs or {}
         self.roots = roots
         self.leaves = []
-        # the common call, arrays and numbers only, takes a short path with the same results
+        # the common calls take short paths with the same results: arrays and numbers only (flat), or
+        # differentiated dicts, lists and tuples of arrays beside them (shallow)
         self._flat = not any(tree.kind_of(a) is not None for a in (*self.args, *self.kwargs.values()))
-        self._trainable = (_flat_trainable_ids(self.args, self.positions) if self._flat
+        self._shallow = not self._flat and _shallow_call(self.args, self.positions, self.kwargs)
+        self._trainable = (_flat_trainable_ids(self.args, self.positions) if self._flat or self._shallow
                            else _trainable_ids(self.args, self.positions))
         self._array_index = {}
         self._place_index = {}
@@ -181,8 +183,9 @@ class Arguments:
             rebound.update(id(method) for method in tree.rebind_methods(x, copy, new))
             return copy
 
-        if self._flat:
-            args = [self._track_flat_argument(i, a, companions, tangents, chosen, wrap) for i, a in enumerate(self.args)]
+        if self._flat or (self._shallow and companions is None):
+            args = [self._track_shallow_argument(i, a, chosen, wrap) if _shallow_container(a) else
+                    self._track_flat_argument(i, a, companions, tangents, chosen, wrap) for i, a in enumerate(self.args)]
             self.tracked = (args, dict(self.kwargs))
             self._plain += [(tree.ROOT.child(1, False).child(k, False), a) for k, a in self.kwargs.items()
                             if isinstance(a, np.ndarray)]
@@ -350,6 +353,22 @@ class Arguments:
             return self._made[id(x)]
         return self._scalar(x, tree.ROOT.child(0, False).child(i, False), companion, wrap, (None, i))
 
+    def _track_shallow_argument(self, i, x, chosen, wrap):
+        """`track` for differentiated argument `i`, a dict, list or tuple of arrays (see `_shallow_call`)."""
+        path = tree.ROOT.child(0, False).child(i, False)
+        fields = tree.kind_of(x).fields
+        new = {}
+        for k, v in (x.items() if type(x) is dict else enumerate(x)):
+            if id(v) in self._trainable:
+                if id(v) not in self._made:
+                    made, self._array_index[id(v)] = wrap(v, self._trainable[id(v)], None)
+                    self._made[id(v)] = made
+                new[k] = self._made[id(v)]
+            else:  # an integer array, given as it is
+                self._plain.append((path.child(k, fields), v))
+                new[k] = v
+        return new if type(x) is dict else type(x)(new.values())
+
     def _scalar(self, x, path, companion, wrap, place, current=None):
         """A trainable place holding `x`: a tracked scalar, or `x` itself (refusing what cannot be tracked)."""
         if hasattr(type(x), "__pullback_value__"):  # a number pb.jit traces
@@ -413,10 +432,13 @@ class Arguments:
                 primal = jit_number_to_track(primal)
             return None if r is None else convert(r, primal, returned)
 
-        if self._flat:
+        if self._flat or self._shallow and not self._place_index:  # (a tangent given: leaves tracked by the walk)
             grads, given = [None] * len(self.args), set()
             for i in self.positions:
                 x = self.args[i]
+                if _shallow_container(x):
+                    grads[i] = self._read_shallow_argument(x, result, given)
+                    continue
                 index = self._place_index.get((None, i))
                 if id(x) in self._array_index and id(x) not in given:
                     index = self._array_index[id(x)]
@@ -448,6 +470,39 @@ class Arguments:
         )
         grads = out[0] or {}
         return tuple(grads.get(i) for i in range(len(self.args)))
+
+
+    def _read_shallow_argument(self, x, result, given):
+        """`read` for a differentiated dict, list or tuple of arrays: a tied array's gradient at its first place."""
+        new = {}
+        for k, v in (x.items() if type(x) is dict else enumerate(x)):
+            index = self._array_index.get(id(v))
+            if index is None or id(v) in given:
+                new[k] = None
+            else:
+                given.add(id(v))
+                new[k] = result(index, v)
+        return None if all(g is None for g in new.values()) else tree.mirror(x, new)
+
+
+def _shallow_container(x):
+    """Whether `x` is a non-empty dict, list or tuple (not a subclass) holding NumPy arrays only."""
+    kind = type(x)
+    if kind is dict:
+        values = x.values()
+    elif kind is list or kind is tuple:
+        values = x
+    else:
+        return False
+    return len(x) > 0 and all(type(v) is np.ndarray for v in values)
+
+
+def _shallow_call(args, positions, kwargs):
+    """Whether the call's differentiated arguments are arrays, numbers and `_shallow_container`s, and every other
+    argument is a leaf: what `Arguments` then tracks and reads without walking."""
+    chosen = set(positions)
+    return (all(tree.kind_of(a) is None or (i in chosen and _shallow_container(a)) for i, a in enumerate(args))
+            and all(tree.kind_of(v) is None for v in kwargs.values()))
 
 
 def jit_number_to_track(x):
@@ -508,11 +563,20 @@ def _chosen(args, positions):
 
 
 def _flat_trainable_ids(args, positions):
-    """`_trainable_ids` for arguments that are all leaves."""
+    """`_trainable_ids` for arguments that are leaves or `_shallow_container`s."""
     found = {}
     for i in sorted(positions):  # a tie's first place in the order the arguments come
         x = args[i]
-        if isinstance(x, (np.ndarray, np.generic)) or _is_tracked_value(x) or is_foreign_array(x):
+        if _shallow_container(x):
+            path = tree.ROOT.child(0, False).child(i, False)
+            fields = tree.kind_of(x).fields
+            for k, v in (x.items() if type(x) is dict else enumerate(x)):
+                if v.dtype.kind in "fc":
+                    found.setdefault(id(v), path.child(k, fields))
+                else:
+                    _refuse_untrackable(v, _argument_place(path.child(k, fields)))
+            found[id(x)] = None
+        elif isinstance(x, (np.ndarray, np.generic)) or _is_tracked_value(x) or is_foreign_array(x):
             if _is_float_array(x):
                 found.setdefault(id(x), tree.ROOT.child(0, False).child(i, False))
             else:

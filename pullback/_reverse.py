@@ -16,6 +16,7 @@ from ._tangents import PerOperand
 from ._values import Traced, Tracked, guard_kept, new_level, run_mixed
 
 _FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)  # the dtypes of most arrays, checked first
+_SCALAR_DTYPES = {np.float32: _FLOAT32, np.float64: _FLOAT64}
 
 
 class Tape:
@@ -91,6 +92,12 @@ class Tape:
                 return Tracked(y, self, len(nodes) - 1)
             if dtype.kind in "fc":
                 self.push(y, back, ids)  # raises the closed-tape error
+        elif (type(y) is np.float64 or type(y) is np.float32) and not self.closed:
+            # a NumPy scalar (a full reduction's result) is kept as a 0-d array's spec: the sweep then fits
+            # its cotangent, a 0-d array, without the checks a value kept as it is needs
+            nodes = self.nodes
+            nodes.append((((), _SCALAR_DTYPES[type(y)]), back, ids))
+            return Tracked(y, self, len(nodes) - 1)
         elif isinstance(y, (Traced, float, complex, np.inexact)) or is_foreign_array_type(type(y)):  # Dask, CuPy, ...
             kind = dtype_of(y).kind
             if kind == "f" or kind == "c":
