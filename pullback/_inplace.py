@@ -21,6 +21,7 @@ gather. Code that writes into no array that has live views pays nothing for this
 
 import dis
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -173,19 +174,19 @@ def _without_repeats(shape, index, value):
 
 
 # The id of the result of the latest in-place operator (`v += s`) on a traced value, where `s` is a number; else None.
-_BY_A_NUMBER = [None]
+_BY_A_NUMBER = threading.local()  # per thread: each has its own latest operator
 
 
 def note_in_place(result, operand):
     """Note the result of the in-place operator `v op= operand` (see `_updated_by_a_number`)."""
     number = type(operand) in (float, int, complex, bool) or getattr(operand, "ndim", None) == 0
-    _BY_A_NUMBER[0] = id(result) if number else None
+    _BY_A_NUMBER.id = id(result) if number else None
 
 
 def _updated_by_a_number(value):
     """Whether `value` is what `y[index] op= s`, `s` a number, stores: Python computes `v = y[index]`, `v op= s`,
     then `y[index] = v`, so the elements of `value` written to one element of `y` are computed alike."""
-    if _BY_A_NUMBER[0] != id(value):
+    if getattr(_BY_A_NUMBER, "id", None) != id(value):
         return False
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_code[frame.f_lasti] != _STORE_SUBSCR:  # up to the user's line

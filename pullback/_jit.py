@@ -105,6 +105,8 @@ class Jitted:
         self._cache = collections.OrderedDict()
         self._counts = {"traces": 0, "replays": 0, "retraces": 0}
         self._tracing = threading.RLock()
+        # the cache's entries and order, and the replay count: calls in other threads replay meanwhile
+        self._lock = threading.Lock()
         self._stale_run, self._warned = 0, False  # retraces in a row for a changed global; warned of them
 
     def __reduce__(self):
@@ -121,7 +123,9 @@ class Jitted:
         return self if obj is None else functools.partial(self, obj)
 
     def cache_info(self):
-        return CacheInfo(self._counts["traces"], self._counts["replays"], self._counts["retraces"], len(self._cache))
+        with self._lock:
+            return CacheInfo(self._counts["traces"], self._counts["replays"], self._counts["retraces"],
+                             len(self._cache))
 
     def wait_for_fusion(self, timeout=None, start=False):
         """Wait until the replays being fused in the background (see `docs/jit.md`) are; returns
@@ -138,8 +142,9 @@ class Jitted:
         True
         """
         # a program not yet replayed has nothing to fuse unless fusing is to start now
-        programs = [program for variants in self._cache.values() for program, _, _ in variants
-                    if start or program.compiled]
+        with self._lock:
+            programs = [program for variants in self._cache.values() for program, _, _ in variants
+                        if start or program.compiled]
         for program in programs:
             if start:
                 program.start_fusing()
@@ -159,9 +164,11 @@ class Jitted:
             if found:
                 return result
             raised = result is _REPLAY_RAISED
-            if key in self._cache and not raised:
+            with self._lock:
+                newest = self._cache[key][0][0] if key in self._cache else None
+            if newest is not None and not raised:
                 self._counts["retraces"] += 1
-                self._note_stale(self._cache[key][0][0])
+                self._note_stale(newest)
             # after a replay met an error a NumPy call raised (a LinAlgError, a FloatingPointError, an IndexError),
             # the trace takes the code's own branch (its except, which replays raise again), or raises, with the
             # writes made before as NumPy made them
@@ -174,15 +181,18 @@ class Jitted:
 
     def _keep(self, key, compiled, first):
         """Keep trace `compiled` among the variants of signature `key`, tried first or last."""
-        variants = self._cache.setdefault(key, [])
+        with self._lock:
+            old = list(self._cache.get(key, ()))
         # a trace whose globals changed would replay only if they were all rebound to what it read; it is
         # dropped, not kept with the arrays and buffers it holds (a model's old weights, rebound each epoch)
-        variants[:] = [variant for variant in variants if variant[0].unchanged is None or variant[0].unchanged()]
+        variants = [variant for variant in old if variant[0].unchanged is None or variant[0].unchanged()]
         variants.insert(0 if first else min(len(variants), _VARIANTS_PER_SIGNATURE - 1), compiled)
         del variants[_VARIANTS_PER_SIGNATURE:]
-        self._cache.move_to_end(key)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        with self._lock:  # a new list: a replay in another thread goes on with the one it took
+            self._cache[key] = variants
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
 
     def _note_stale(self, newest):
         """Count the retraces in a row caused by a changed global (`newest`, the latest trace of the
@@ -206,15 +216,16 @@ class Jitted:
     def _replay(self, key, arrays, containers):
         """`(True, result)` from the first program traced for `key` whose guards hold, else `(False, None)`;
         `arrays` and `containers` are the call's inputs and argument containers (see `_signature`)."""
-        variants = self._cache.get(key)
-        if variants is None:
-            return False, None
-        self._cache.move_to_end(key)
+        with self._lock:  # (another thread's trace may drop `key` between the two)
+            variants = self._cache.get(key)
+            if variants is None:
+                return False, None
+            self._cache.move_to_end(key)
         raised = False
         # a replay that stops after drawing random numbers gives them back: the next variant, or the
         # trace, draws them again from where the call found the generators
         states = [(g, g.bit_generator.state) for g in arrays if isinstance(g, np.random.Generator)]
-        for program, rebuild, interrupted in list(variants):
+        for program, rebuild, interrupted in variants:  # (replaced, never changed, by `_keep`)
             try:
                 outputs = program(*arrays)
             except Retrace:
@@ -232,7 +243,8 @@ class Jitted:
             except BaseException as error:  # raised by the function's own calls (or a KeyboardInterrupt in them):
                 interrupted(arrays, program.writes_before(error))  # its writes so far reach the caller
                 raise
-            self._counts["replays"] += 1
+            with self._lock:
+                self._counts["replays"] += 1
             if self._stale_run:  # a replay between them: the retraces are not in a row
                 self._stale_run = 0
             return True, rebuild(outputs, arrays, containers)
@@ -379,7 +391,8 @@ class Jitted:
                            arrays, containers)
         # what the function read outside its arguments, as it is now (the caller's arrays written
         # too): a replay first checks that it still is
-        watch = _jit_watch.collect(self.fn, _jit_watch.constant_arrays(trace), _argument_objects(args, kwargs))
+        watch = _jit_watch.collect(self.fn, _jit_watch.constant_arrays(trace), _argument_objects(args, kwargs),
+                                   began=outside)
         program = Deferred(trace, out_slots + [slot for _, slot in written] + besides, watch)
         return concrete, (program, rebuild, interrupted)
 

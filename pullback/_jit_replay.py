@@ -56,6 +56,7 @@ class Program:
         self._arena = None
         self._lock = threading.Lock()
         self._fuse, self._calls = fuse, 0
+        self._fusing_lock = threading.Lock()  # threads reaching the count at once start one fusing thread
         self.fused, self.fusing = None, None  # the fused Program once ready; the thread making it
 
     def __call__(self, *inputs):
@@ -77,12 +78,14 @@ class Program:
 
     def start_fusing(self):
         """Make the fused version in a background thread (once); `self.fusing` is that thread."""
-        fuse, self._fuse = self._fuse, None
-        if fuse is None:
-            return
-        self.fusing = threading.Thread(target=self._make_fused, args=(fuse,), name="pb.jit fuse", daemon=True)
-        _FUSING.add(self.fusing)
-        self.fusing.start()
+        with self._fusing_lock:
+            fuse, self._fuse = self._fuse, None
+            if fuse is None:
+                return
+            fusing = threading.Thread(target=self._make_fused, args=(fuse,), name="pb.jit fuse", daemon=True)
+            _FUSING.add(fusing)
+            fusing.start()
+            self.fusing = fusing
 
     def _make_fused(self, fuse):
         try:

@@ -118,12 +118,14 @@ class Watch:
                         if array.tobytes() != snapshot]
 
 
-def collect(fn, constants=(), arguments=()):
+def collect(fn, constants=(), arguments=(), began=None):
     """The `Watch` of a traced function `fn` (read after its trace), with snapshots of the small
     arrays among what it reads and among `constants` (the arrays its trace recorded as constants).
     `arguments` are the objects among its arguments other than inputs (containers, constant leaves):
     the signature fixes them, but not what their classes' methods read (`model.apply(x)` reading a
-    global), nor what a function passed in reads."""
+    global), nor what a function passed in reads. An array `began` (the watch collected as the trace
+    began) snapshotted keeps that snapshot: the trace computed from those bytes, and a write meanwhile (by
+    another thread) makes the next call trace again."""
     entries = {}  # (id(namespace), name) -> ((namespace, name, value), where it was read)
     names = set()  # attribute names and string constants of the code reached
     functions, walked = [], set()
@@ -292,9 +294,16 @@ def collect(fn, constants=(), arguments=()):
     listed = list(arrays.values()) + [(c, None) for c in constants if id(c) not in arrays]
     listed = [(a, path) for a, path in listed if a.size <= SNAPSHOT_ELEMENTS and a.dtype != object]
     snapshotted = {id(a) for a, _ in listed}  # a view of one of those (`weight.T`) changes with it: not compared twice
-    small = [((a, a.tobytes()), f"`{path}`" if path else f"an array of shape {a.shape} the trace used as a constant")
-             for a, path in listed if not _views_one_of(a, snapshotted)]
+    earlier = {} if began is None else {id(a): (a, snapshot) for a, snapshot in began.arrays}
+    small = [((a, _snapshot(a, earlier)), f"`{path}`" if path else f"an array of shape {a.shape} the trace used as "
+              "a constant") for a, path in listed if not _views_one_of(a, snapshotted)]
     return Watch(list(entries.values()), small, complete, lengths, keys, names)
+
+
+def _snapshot(a, earlier):
+    """The bytes of `a` as `earlier` ({id: (array, bytes)}) holds them, else as they are now."""
+    found = earlier.get(id(a))
+    return found[1] if found is not None and found[0] is a else a.tobytes()
 
 
 def constant_arrays(trace):

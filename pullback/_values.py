@@ -133,6 +133,11 @@ class Traced:
                 "numpy.lib.stride_tricks.as_strided builds a view from raw memory strides, which pullback cannot "
                 "follow: the gradient would be lost. Use np.lib.stride_tricks.sliding_window_view(x, window_shape) "
                 "for sliding windows, or indexing (x[index_array], x[::step]) for other layouts.")
+        caller = _caller_outside_this_module()
+        if caller.f_globals.get("__name__", "").startswith("scipy.sparse._"):
+            if caller.f_code.co_name == "_matmul_dispatch":  # A @ x, A.dot(x), A * x: SciPy gives NotImplemented
+                return np.empty((), object)  # for an object, and Python asks x.__rmatmul__(A) (x.__rmul__(A))
+            raise refused(self, SparseOperands.conversion_error(self, caller))
         raise refused(self, conversion_error(self))
 
     # --- copies, pickling and other libraries -----------------------------------------
@@ -557,13 +562,15 @@ warnings.filterwarnings("ignore", message="you are shuffling a '(Tracked|Dual)' 
 # The rows (views) of arrays of two or more dimensions that C code asked for by an integer and that are alive:
 # `[weak reference to the array, weak reference to the row, its index, call site]`.
 _ROWS_ASKED_BY_C = []
+_rows_lock = threading.Lock()  # threads shuffling at once: each list rebuilt must keep the others' entries
 
 
 def _note_row_asked_by_c(x, index, row, site):
     rows = _ROWS_ASKED_BY_C
-    rows.append((weakref.ref(x), weakref.ref(row), index % len(x), site))
-    if len(rows) > 32 and len(rows) & (len(rows) - 1) == 0:  # now and then, forget rows that died
-        rows[:] = [entry for entry in rows if entry[1]() is not None]
+    with _rows_lock:
+        rows.append((weakref.ref(x), weakref.ref(row), index % len(x), site))
+        if len(rows) > 32 and len(rows) & (len(rows) - 1) == 0:  # now and then, forget rows that died
+            rows[:] = [entry for entry in rows if entry[1]() is not None]
 
 
 def _detach_swapped_rows(x, index, value):
@@ -574,15 +581,16 @@ def _detach_swapped_rows(x, index, value):
     `x[i]` it holds, a view, would show the first write, and `x` end with two copies of row `j`. NumPy swaps an
     ndarray's memory, so that `x` is permuted: detaching `x[i]` does the same. Any other access keeps views."""
     site = c_call_site(sys._getframe(2))
-    live = [entry for entry in _ROWS_ASKED_BY_C if entry[0]() is not None and entry[1]() is not None]
-    _ROWS_ASKED_BY_C[:] = live
-    if site is None:
-        return
-    mine = [entry for entry in live if entry[0]() is x and entry[3] == site]
-    if len(mine) < 2 or mine[-2][1]() is not value or mine[-1][2] != index % len(x) or mine[-1][1]() is value:
-        return
+    with _rows_lock:
+        live = [entry for entry in _ROWS_ASKED_BY_C if entry[0]() is not None and entry[1]() is not None]
+        _ROWS_ASKED_BY_C[:] = live
+        if site is None:
+            return
+        mine = [entry for entry in live if entry[0]() is x and entry[3] == site]
+        if len(mine) < 2 or mine[-2][1]() is not value or mine[-1][2] != index % len(x) or mine[-1][1]() is value:
+            return
+        _ROWS_ASKED_BY_C[:] = [entry for entry in live if entry is not mine[-1]]
     detach(mine[-1][1]())
-    _ROWS_ASKED_BY_C[:] = [entry for entry in live if entry is not mine[-1]]
 
 
 def _called_from(code, depth):
@@ -850,8 +858,9 @@ def guard_kept(held, back, operands, kwargs=None):
             candidates.append(a)
         elif (kind is list or kind is tuple) and len(a) <= _SEARCH_WIDTH:
             candidates.extend(v for v in a if type(v) is np.ndarray)
-    candidates = [a for a in candidates if id(a) not in held and id(a) not in _IN_RULE
-                  and (a.flags.writeable or id(a) in GUARDED or (a.base is not None and (_VIEW, id(a)) not in held))]
+    with _guard_lock:  # (another thread's call may release an array between the two tests)
+        candidates = [a for a in candidates if id(a) not in held and id(a) not in _IN_RULE
+                      and (a.flags.writeable or id(a) in GUARDED or (a.base is not None and (_VIEW, id(a)) not in held))]
     if len(candidates) == 1 and _in_a_closure(back, candidates[0]):  # the common `lambda g: g * c`, found quickly
         _hold(held, candidates[0])
         return
@@ -931,8 +940,6 @@ def _hold(held, a):
     (see `release_guarded`): flagging the view does not stop writes through those."""
     if a.base is not None and (_VIEW, id(a)) not in held and _base_refs(a) > _SOLE_BASE_REFS:
         held[(_VIEW, id(a))] = (a, _distinct(a).copy())
-    if not a.flags.writeable and id(a) not in GUARDED:
-        return
     with _guard_lock:
         entry = GUARDED.get(id(a))
         if entry is not None and entry[0] is a:
@@ -1061,6 +1068,8 @@ def apply(rule, args, kwargs=NO_KWARGS):
                 tape = t
         elif kind not in _PLAIN:
             check_operand(a)
+            if is_sparse(a):
+                rule = _sparse_rule(rule, args)
     if _HANDED_IDS and tape is not None:
         args, kwargs = _kept_as_now(args), {k: _kept_as_now(v) for k, v in kwargs.items()}
     try:
@@ -1102,6 +1111,8 @@ def apply2(rule, a, b):
             elif kind_b not in _PLAIN and kind_b is not Tracked:
                 if _foreign(b):
                     return NotImplemented
+                if is_sparse(b):
+                    return apply(rule, (a, b))
                 y, back = rule(a._value, _as_operand(b))
                 ids = (a._id, -1)
             elif kind_b is Tracked:  # traced by an outer level
@@ -1121,6 +1132,8 @@ def apply2(rule, a, b):
                 if kind_a not in _PLAIN:
                     if _foreign(a):
                         return NotImplemented
+                    if is_sparse(a):
+                        return apply(rule, (a, b))
                     a = _as_operand(a)
                 y, back = rule(a, b._value)
                 if kind_a is np.ndarray:  # a plain array the pullback may keep
@@ -1202,6 +1215,36 @@ def _as_operand(x):
     if type(x) is list or type(x) is tuple:
         return np.asarray(x)
     return x.view(np.ndarray) if type(x) is np.memmap else x
+
+
+class SparseOperands:
+    """How operations serve a constant scipy.sparse operand (`A @ x`); pullback.rules.scipy_sparse sets these."""
+
+    rule_for = None  # rule_for(rule): the rule serving `rule` where an operand is a scipy.sparse matrix or array
+    conversion_error = None  # conversion_error(x, frame): the error for SciPy's sparse code converting a traced x
+    refuse_function = None  # refuse_function(ufunc, args): raises for a NumPy function given a sparse operand
+
+
+def is_sparse(x):
+    """Whether `x` is a scipy.sparse matrix or array (without importing SciPy: none exists before it is)."""
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and sparse.issparse(x)
+
+
+def _sparse_rule(rule, args):
+    """The rule serving `rule` in `apply` where an operand is a scipy.sparse matrix or array; a NumPy function's
+    (`np.matmul(A, x)`, reached through `__array_ufunc__`, which NumPy cannot compute) is refused."""
+    frame = sys._getframe(2)  # what called `apply`: `apply2` or an operator, or the ufunc protocol
+    for _ in range(2):
+        if frame is None:
+            break
+        if frame.f_code is _ARRAY_UFUNC:
+            SparseOperands.refuse_function(frame.f_locals["ufunc"], args)
+        frame = frame.f_back
+    return SparseOperands.rule_for(rule)
+
+
+_ARRAY_UFUNC = Traced.__array_ufunc__.__code__
 
 
 def _foreign(x):

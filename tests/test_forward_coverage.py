@@ -363,8 +363,33 @@ if HAVE_SCIPY:  # lambertw is complex-valued: its dot-product check reads real a
     CASES["special._ufuncs._lambertw_rule"] = [
         (lambda x: np.stack([np.real(sp.lambertw(x)), np.imag(sp.lambertw(x, 1))]),
          uniform(0.1, 3, (3, 2)))]
+
+
+def _sparse(kind="csr_array", shape=(4, 3)):
+    """A constant scipy.sparse matrix of `kind` (made at the call: SciPy is optional)."""
+    import scipy.sparse
+
+    dense = np.random.default_rng(5).uniform(-1, 1, shape) * (np.arange(np.prod(shape)).reshape(shape) % 3 != 1)
+    if shape[0] == shape[1]:
+        dense = dense + 3 * np.eye(shape[0])  # invertible, for spsolve
+    return getattr(scipy.sparse, kind)(dense)
+
+
+def _spsolve(b):
+    from pullback.rules.scipy_sparse import spsolve
+
+    return spsolve(_sparse("csc_array", (3, 3)), b)
+
+
+_SPARSE_CASES = {
+    "scipy_sparse._sparse_matmul_rule": [(lambda x: _sparse() @ x, uniform(-1, 1, (3,))),
+                                         (lambda x: x @ _sparse(), uniform(-1, 1, (2, 4)))],
+    "scipy_sparse._sparse_multiply_rule": [(lambda x: _sparse("csr_matrix") * x, uniform(-1, 1, (3, 2)))],
+    "scipy_sparse._spsolve_rule": [(_spsolve, uniform(-1, 1, (3,)))],
+}
+CASES.update(_SPARSE_CASES)
 CASES.update(scipy_rule_cases.CASES)
-SCIPY_LINALG_LABELS |= set(scipy_rule_cases.CASES)  # skipped without SciPy
+SCIPY_LINALG_LABELS |= set(scipy_rule_cases.CASES) | set(_SPARSE_CASES)  # skipped without SciPy
 
 
 def test_every_forward_rule_has_a_dot_product_case():

@@ -23,6 +23,7 @@ the mathematics. Importing this package registers them, through `pb.rrule` and `
 - `tensors`: svdvals, cond, tensorinv, tensorsolve;
 - `pointwise`: sinc, i0, nan_to_num, real_if_close, fix, unwrap, divmod, modf, frexp;
 - `fft`: the FFTs, on real and complex arrays;
+- `scipy_sparse`: products of a constant scipy.sparse matrix with a traced array (`A @ x`, `x @ A`);
 - `special`: scipy.special's ufuncs (registered once SciPy is imported), logsumexp, softmax, polygamma, ...
 
 `table` builds docs/coverage.md from what they register; `_register` holds the shorthands they
@@ -46,6 +47,7 @@ from . import (  # noqa: F401  (importing a rule file registers its rules)
     scans,
     scipy_linalg,
     scipy_signal,
+    scipy_sparse,
     scipy_spatial,
     shape,
     sorting,

@@ -26,6 +26,7 @@ import functools
 import inspect
 import re
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -157,6 +158,11 @@ def _pinned(y, plain):
     return numpy_valued(y, plain) if isinstance(y, Traced) else plain
 
 
+# warnings.filters is process-wide: threads entering and leaving catch_warnings at once would put back
+# each other's copies, leaving a filter in place for good
+_FILTERS_LOCK = threading.RLock()
+
+
 def valued_as_numpy(fn, impl):
     """`impl`, whose traced results hold the value NumPy's `fn` computes on the plain arguments.
 
@@ -185,7 +191,7 @@ def valued_as_numpy(fn, impl):
             bound.arguments.update(in_place)
             plain_args, plain_kwargs = bound.args, bound.kwargs
         plain = fn(*plain_args, **plain_kwargs)  # NumPy's value, and its errors and warnings, first
-        with np.errstate(all="ignore"), warnings.catch_warnings():
+        with _FILTERS_LOCK, np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the composite's own: NumPy's were given
             y = impl(*args, **kwargs)
         if any(y is a for a in args) and isinstance(stop_gradient(y), np.ndarray):  # the array itself, as NumPy gives it
@@ -209,7 +215,7 @@ def _scalar_where_numpy_gives_one(y, fn, plain_args, plain_kwargs, in_place):
         bound = inspect.signature(fn).bind(*values[0], **values[1])
         bound.arguments.update(in_place)
         values = (bound.args, bound.kwargs)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
+    with _FILTERS_LOCK, np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         given = fn(*values[0], **values[1])
     return y[()] if isinstance(given, np.generic) else y

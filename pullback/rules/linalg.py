@@ -429,7 +429,8 @@ def _square_2d(name, a):
         raise ValueError(f"scipy.linalg.{name} on tracked values takes one square 2-D matrix, got shape {shape}.")
 
 
-def _transposed(trans):
+def is_transposed(trans):
+    """Whether SciPy's `trans` asks for a transposed matrix (1, 2, "T" or "C"); SciPy's error for another value."""
     if trans in (0, "N"):
         return False
     if trans in (1, 2, "T", "C"):
@@ -437,7 +438,7 @@ def _transposed(trans):
     raise ValueError(f"Invalid trans argument {trans!r}")
 
 
-def _conjugate_transposed(trans, a):
+def conjugate_transposed(trans, a):
     """Whether `trans` asks for Aᴴ of a complex `a`: solved as conj(x) from Aᵀ conj(x) = conj(b)."""
     return trans in (2, "C") and np.iscomplexobj(stop_gradient(a))
 
@@ -494,9 +495,9 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     _square_2d("solve_triangular", a)
     if check_finite:
         check_finite_values(a, b)
-    if _conjugate_transposed(trans, a):
+    if conjugate_transposed(trans, a):
         return np.conj(triangular_solve(a, np.conj(b), True, lower, unit_diagonal))
-    return triangular_solve(a, b, _transposed(trans), lower, unit_diagonal)
+    return triangular_solve(a, b, is_transposed(trans), lower, unit_diagonal)
 
 
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
@@ -665,9 +666,9 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     if check_finite:
         check_finite_values(b)  # (SciPy checks b alone)
     perm = pivot_permutation(stop_gradient(piv))
-    if not _transposed(trans):  # L U x = P b
+    if not is_transposed(trans):  # L U x = P b
         return triangular_solve(lu, triangular_solve(lu, _rows(b, perm), False, True, True), False, False, False)
-    if _conjugate_transposed(trans, lu):
+    if conjugate_transposed(trans, lu):
         return np.conj(lu_solve(lu_and_piv, np.conj(b), 1, check_finite=False))
     w = triangular_solve(lu, triangular_solve(lu, b, True, False, False), True, True, True)  # Lᵀ w = U⁻ᵀ b
     return _rows(w, np.argsort(perm))

@@ -39,11 +39,11 @@ from .._values import Traced, stop_gradient
 from . import linalg as one_matrix
 from ._register import add_tangents, describe, numpy_valued
 from .linalg import (
-    _conjugate_transposed,
-    _transposed,
     check_finite_values,
     cho_factor_matrix,
     cho_solve_with_flag,
+    conjugate_transposed,
+    is_transposed,
     matrix_exponential,
     pivot_permutation,
     triangular_solve,
@@ -214,9 +214,9 @@ def _on_columns(solve, b):
 
 
 def _triangular(a, b, *, trans, lower, unit_diagonal):
-    if _conjugate_transposed(trans, a):
+    if conjugate_transposed(trans, a):
         return np.conj(triangular_solve(a, np.conj(b), True, lower, unit_diagonal))
-    _transposed(trans)  # SciPy's error for another value
+    is_transposed(trans)  # SciPy's error for another value
     # SciPy's own code passed on: for a real `a`, 2 ("C") solves with Aᵀ as 1 does, but SciPy rounds it otherwise
     return triangular_solve(a, b, {"N": 0, "T": 1, "C": 2}.get(trans, trans), lower, unit_diagonal)
 

@@ -15,6 +15,8 @@ modes and to any order, and SciPy itself when nothing is being differentiated.
   Sylvester and Lyapunov solvers, banded solvers and structured matrices;
 - `pullback.scipy.signal` (imported on first use): `convolve`, `correlate`, `fftconvolve`, `lfilter`;
 - `pullback.scipy.spatial.distance` (imported on first use): `cdist`, `pdist`, `squareform`;
+- `pullback.scipy.sparse.linalg` (imported on first use): `spsolve`, differentiable in `b` (products of
+  a constant sparse matrix with traced arrays need no stand-in: `A @ x` works as it is);
 - `pullback.scipy.stats` (imported on first use): SciPy's distributions (`norm`, `gamma`,
   `poisson`, `multivariate_normal`, ...) with their `logpdf`, `pdf`, `cdf`, ... methods;
 - `pullback.scipy.integrate` (imported on first use): `odeint` and `solve_ivp`, differentiable
@@ -40,11 +42,11 @@ array([1.12837917])
 
 from . import linalg, special
 
-__all__ = ["linalg", "special", "signal", "spatial", "stats", "integrate"]
+__all__ = ["linalg", "special", "signal", "sparse", "spatial", "stats", "integrate"]
 
 
 def __getattr__(name):
-    if name not in ("signal", "spatial", "stats", "integrate"):
+    if name not in ("signal", "sparse", "spatial", "stats", "integrate"):
         raise AttributeError(f"module 'pullback.scipy' has no attribute {name!r}")
     import importlib
 
