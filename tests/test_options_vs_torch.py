@@ -258,7 +258,7 @@ def test_exact_gelu_matches_torch():
 
 
 def test_exact_gelu_values_and_derivatives_by_hand():
-    np.testing.assert_allclose(_exact_gelu(X), _gelu_by_hand(X), rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(_exact_gelu(X), _gelu_by_hand(X), rtol=1e-13, atol=1e-300)  # (math.erfc without SciPy)
     (g,) = pb.gradient(lambda x: np.sum(_exact_gelu(x)), X)
     np.testing.assert_allclose(g, _gelu_slope_by_hand(X), rtol=1e-13, atol=1e-300)
     _, tangent = pb.jvp(_exact_gelu, (X,), (np.ones_like(X),))
