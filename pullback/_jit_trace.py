@@ -689,6 +689,26 @@ def _forward(fn, name):
     return method
 
 
+def _sparse_aware(method, name):
+    """Operator `name` (matmul, rmatmul, mul, rmul) of a Symbol, recording SciPy's product `A @ x` (`x @ A`) where
+    the other operand is a scipy.sparse matrix or array, as `sparse_matmul`; else `method`."""
+    reflected, product = name.startswith("r"), name.endswith("matmul")
+
+    def operator_method(self, other):
+        sparse = sys.modules.get("scipy.sparse")
+        if sparse is None or not sparse.issparse(other):
+            return method(self, other)
+        from .rules.scipy_sparse import matrix_product_only, sparse_matmul
+
+        operands = (other, self) if reflected else (self, other)
+        if not product:
+            matrix_product_only(*operands)  # `*` is a matrix product for a *_matrix only
+        return self.owner.call(sparse_matmul, "sparse_matmul", operands, {})
+
+    operator_method.__name__ = f"__{name}__"
+    return operator_method
+
+
 def _array_method(fn, name):
     """`x.name(...)` as `fn(x, ...)`, raising NumPy's AttributeError where the value has no such method
     (a NumPy scalar's `dot`)."""
@@ -806,6 +826,14 @@ class Symbol:
         return _rebind(out, result, f"np.{name}(..., out=...)")
 
     def __array__(self, dtype=None, copy=None):
+        caller = sys._getframe(1)
+        if caller.f_code.co_name == "_matmul_dispatch" and caller.f_globals.get("__name__", "").startswith("scipy.sparse"):
+            return np.empty((), object)  # `A @ x` of a scipy.sparse A: SciPy gives NotImplemented, then x.__rmatmul__(A)
+        if caller.f_globals.get("__name__", "").startswith("scipy.sparse"):
+            raise JitError(f"pb.jit: scipy.sparse's {caller.f_code.co_name} converted a traced array to a NumPy array, "
+                           "which the replay could not follow. pb.jit records the products A @ x, x @ A, A.dot(x) "
+                           "and, for a *_matrix, A * x; for another operation (A * x of a *_array multiplies "
+                           "elementwise) convert the matrix first (A.toarray()).")
         raise JitError("pb.jit: a traced array was converted to a NumPy array (np.asarray, np.array, a library "
                        "that calls them, indexing a plain array with it as in np.eye(3)[labels] or np.take(table, "
                        "labels), or writing it into a plain array), which the replay could not follow. Keep the "
@@ -1037,6 +1065,8 @@ class Symbol:
         locals()[f"__i{_name}__"] = (lambda f: lambda self, other: _in_place(f, self, other))(_fn)
     for _name, _fn in {**_COMPARISONS, **_UNARY}.items():
         locals()[f"__{_name}__"] = _forward(_fn, _name)
+    for _name in ("matmul", "rmatmul", "mul", "rmul"):  # a scipy.sparse operand: SciPy's product, recorded
+        locals()[f"__{_name}__"] = _sparse_aware(locals()[f"__{_name}__"], _name)
     del _name, _fn
 
     __hash__ = None  # type: ignore[assignment]

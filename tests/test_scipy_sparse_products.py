@@ -165,6 +165,26 @@ def test_products_under_jit_replay_as_the_eager_call():
         np.testing.assert_allclose(g, testing.numerical_gradient(loss, x)[0], rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_products_of_values_not_differentiated_under_jit_replay_as_scipys(kind):
+    A = as_sparse(SQUARE, "csr", kind)
+    cases = [lambda x: A @ x, lambda x: x @ A, lambda x: A.dot(x), lambda x: A @ np.stack([x, 2 * x], axis=1)]
+    if kind == "matrix":
+        cases += [lambda x: A * x, lambda x: x * A]
+    for f in cases:
+        jitted = pb.jit(f)
+        for _ in range(3):  # the first call traces, the others replay
+            x = rng.normal(size=3)
+            np.testing.assert_array_equal(jitted(x), f(x), strict=True)
+        assert jitted.cache_info().replays == 2
+
+
+def test_an_elementwise_sparse_product_under_jit_is_refused_naming_the_fix():
+    A = as_sparse(SQUARE, "csr", "array")
+    with pytest.raises(pb.JitError, match=r"A \* x of a \*_array multiplies elementwise.*A.toarray\(\)"):
+        pb.jit(lambda x: A * x)(np.ones(3))
+
+
 @pytest.mark.filterwarnings("ignore:spsolve requires A be CSC or CSR")
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("fmt", ("csr", "csc", "coo"))

@@ -88,7 +88,7 @@ def _sparse_multiply(a, b):
     return a * b
 
 
-def _matrix_product_only(a, b):
+def matrix_product_only(a, b):
     sparse = a if is_sparse(a) else b
     if not _is_spmatrix(sparse):
         kind = type(sparse).__name__
@@ -106,13 +106,13 @@ def _is_spmatrix(x):
 
 @rrule(_sparse_multiply)
 def _sparse_multiply_rule(a, b):
-    _matrix_product_only(a, b)
+    matrix_product_only(a, b)
     return _sparse_matmul_rule(a, b)
 
 
 @frule(_sparse_multiply)
 def _sparse_multiply_frule(primals, tangents):
-    _matrix_product_only(*primals)
+    matrix_product_only(*primals)
     return _sparse_matmul_frule(primals, tangents)
 
 
