@@ -827,9 +827,9 @@ class Symbol:
 
     def __array__(self, dtype=None, copy=None):
         caller = sys._getframe(1)
-        if caller.f_code.co_name == "_matmul_dispatch" and caller.f_globals.get("__name__", "").startswith("scipy.sparse"):
-            return np.empty((), object)  # `A @ x` of a scipy.sparse A: SciPy gives NotImplemented, then x.__rmatmul__(A)
         if caller.f_globals.get("__name__", "").startswith("scipy.sparse"):
+            if caller.f_code.co_name == "_matmul_dispatch":  # `A @ x`: SciPy gives NotImplemented, then x.__rmatmul__(A)
+                return np.empty((), object)
             raise JitError(f"pb.jit: scipy.sparse's {caller.f_code.co_name} converted a traced array to a NumPy array, "
                            "which the replay could not follow. pb.jit records the products A @ x, x @ A, A.dot(x) "
                            "and, for a *_matrix, A * x; for another operation (A * x of a *_array multiplies "

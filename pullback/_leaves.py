@@ -358,7 +358,7 @@ class Arguments:
         path = tree.ROOT.child(0, False).child(i, False)
         fields = tree.kind_of(x).fields
         new = {}
-        for k, v in (x.items() if type(x) is dict else enumerate(x)):
+        for k, v in _items(x):
             if id(v) in self._trainable:
                 if id(v) not in self._made:
                     made, self._array_index[id(v)] = wrap(v, self._trainable[id(v)], None)
@@ -432,7 +432,7 @@ class Arguments:
                 primal = jit_number_to_track(primal)
             return None if r is None else convert(r, primal, returned)
 
-        if self._flat or self._shallow and not self._place_index:  # (a tangent given: leaves tracked by the walk)
+        if self._flat or self._shallow:  # (tracked by the walk or not: the same indices)
             grads, given = [None] * len(self.args), set()
             for i in self.positions:
                 x = self.args[i]
@@ -475,7 +475,7 @@ class Arguments:
     def _read_shallow_argument(self, x, result, given):
         """`read` for a differentiated dict, list or tuple of arrays: a tied array's gradient at its first place."""
         new = {}
-        for k, v in (x.items() if type(x) is dict else enumerate(x)):
+        for k, v in _items(x):
             index = self._array_index.get(id(v))
             if index is None or id(v) in given:
                 new[k] = None
@@ -483,6 +483,11 @@ class Arguments:
                 given.add(id(v))
                 new[k] = result(index, v)
         return None if all(g is None for g in new.values()) else tree.mirror(x, new)
+
+
+def _items(x):
+    """The (key, value) pairs of a dict, list or tuple."""
+    return x.items() if type(x) is dict else enumerate(x)
 
 
 def _shallow_container(x):
@@ -570,7 +575,7 @@ def _flat_trainable_ids(args, positions):
         if _shallow_container(x):
             path = tree.ROOT.child(0, False).child(i, False)
             fields = tree.kind_of(x).fields
-            for k, v in (x.items() if type(x) is dict else enumerate(x)):
+            for k, v in _items(x):
                 if v.dtype.kind in "fc":
                     found.setdefault(id(v), path.child(k, fields))
                 else:

@@ -222,7 +222,7 @@ class Traced:
 
     # --- array attributes ------------------------------------------------------------
     # A Python number has none (`hasattr(x, "shape")` is False for 0.5, as without pullback); pullback's own
-    # code reads them with np.shape, np.ndim and dtype_of, which answer for any value.
+    # code is answered (see `_no_array_attribute`). The four read most test for an array before the call.
     @property
     def shape(self):
         value = self._value
@@ -285,12 +285,12 @@ class Traced:
 
     @property
     def T(self):
-        _no_array_attribute(self, "T")
+        _no_array_attribute(self._value, "T")
         return FUNCTIONS[np.transpose](self)
 
     @property
     def mT(self):
-        _no_array_attribute(self, "mT")
+        _no_array_attribute(self._value, "mT")
         return FUNCTIONS[np.swapaxes](self, -1, -2)
 
     def __len__(self):
@@ -343,7 +343,7 @@ class Traced:
 
     @property
     def device(self):
-        _no_array_attribute(self, "device")
+        _no_array_attribute(self._value, "device")
         return getattr(stop_gradient(self), "device", "cpu")
 
     def __getattr__(self, name):
@@ -354,7 +354,7 @@ class Traced:
         method = METHODS.get(name)
         if method is not None and hasattr(stop_gradient(self), name):
             return functools.partial(method, self)
-        _no_array_attribute(self, name)
+        _no_array_attribute(self._value, name)
         if name in _DASK_ONLY and is_dask_array(stop_gradient(self)):
             caller = sys._getframe(1)
             within = f" (asked for by {caller.f_globals['__name__']}.{caller.f_code.co_name})" \
@@ -374,26 +374,26 @@ class Traced:
 
     @property
     def nbytes(self):
-        _no_array_attribute(self, "nbytes")
+        _no_array_attribute(self._value, "nbytes")
         value = stop_gradient(self)
         return value.nbytes if hasattr(value, "nbytes") else np.asarray(value).nbytes
 
     @property
     def itemsize(self):
-        _no_array_attribute(self, "itemsize")
+        _no_array_attribute(self._value, "itemsize")
         return self.dtype.itemsize
 
     @property
     def flags(self):
         """The flags of the plain value (read them; a traced value is never written in place)."""
-        _no_array_attribute(self, "flags")
+        _no_array_attribute(self._value, "flags")
         value = stop_gradient(self)
         return value.flags if hasattr(value, "flags") else np.asarray(value).flags
 
     @property
     def flat(self):
         """`x.flat`: reading `x.flat[i]` gives a copy, writing `x.flat[i] = v` writes into `x`."""
-        _no_array_attribute(self, "flat")
+        _no_array_attribute(self._value, "flat")
         return FlatView(self)
 
     @flat.setter
@@ -481,10 +481,8 @@ class _ArrayMethod:
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self.function
-        if type(obj._value) is not np.ndarray:
-            _no_array_attribute(obj, self.name)
+        _no_array_attribute(obj._value, self.name)
         return types.MethodType(self.function, obj)
-
 
 
 class Tracked(Traced):
@@ -629,9 +627,11 @@ def _number_method(x, name):
 
 
 def _no_array_attribute(value, name):
-    """Raise Python's AttributeError when the plain value under `value` is a Python number (a float has no
-    `.shape`), so that code asking `hasattr(x, "shape")` takes the branch it takes without pullback. pullback's
-    own code (rules computing with a traced number as with a 0-d array) is answered."""
+    """Raise Python's AttributeError when `value` (a traced value's `_value`) is, or traces, a Python number (a float
+    has no `.shape`), so that code asking `hasattr(x, "shape")` takes the branch it takes without pullback.
+    pullback's own code (rules computing with a traced number as with a 0-d array) is answered."""
+    if type(value) is np.ndarray:  # the common case, checked first
+        return
     plain = stop_gradient(value)
     if _is_python_number(plain) and not sys._getframe(2).f_globals.get("__name__", "").startswith("pullback."):
         raise AttributeError(f"{type(plain).__name__!r} object has no attribute {name!r}")

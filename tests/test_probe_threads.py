@@ -534,14 +534,9 @@ def test_an_array_kept_read_only_by_a_call_ending_in_another_thread_stays_read_o
 SMALL = np.array([1.0, 2.0, 3.0])  # a global the jitted function below reads (at most 4096 elements: watched)
 
 
-def _sums_the_global(x, pause):
-    s = np.sum(SMALL)  # plain NumPy on a plain array: a constant of the trace
-    pause()
-    return x * s + SMALL  # read by reference
-
-
-def test_a_global_array_another_thread_writes_during_a_trace_is_not_replayed_stale():
-    # was: the watch snapshotted the array after the trace, so replays kept the sum of the old values
+def _pausing_while(change):
+    """`(pause, writer)`: `pause()` (called by the traced function) waits while `writer()` (in another thread)
+    runs `change()`."""
     entered, go = threading.Event(), threading.Event()
 
     def pause():
@@ -550,9 +545,22 @@ def test_a_global_array_another_thread_writes_during_a_trace_is_not_replayed_sta
 
     def writer():
         assert entered.wait(TIMEOUT)
-        SMALL[:] = [10.0, 20.0, 30.0]  # between two calls, from this thread's view
+        change()
         go.set()
+    return pause, writer
 
+
+def _sums_the_global(x, pause):
+    s = np.sum(SMALL)  # plain NumPy on a plain array: a constant of the trace
+    pause()
+    return x * s + SMALL  # read by reference
+
+
+def test_a_global_array_another_thread_writes_during_a_trace_is_not_replayed_stale():
+    # was: the watch snapshotted the array after the trace, so replays kept the sum of the old values
+    def change():
+        SMALL[:] = [10.0, 20.0, 30.0]  # between two calls, from this thread's view
+    pause, writer = _pausing_while(change)
     jitted, x = pb.jit(_sums_the_global), np.ones(3)
     old = SMALL.copy()
     try:
@@ -585,17 +593,9 @@ def _scales_by_the_config(x, pause):
                    "old value; taking the value at the start instead would make a function that rebinds one itself "
                    "(`self.steps += 1`, which docs/jit.md says happens at the trace only) trace again at every call")
 def test_an_attribute_another_thread_rebinds_during_a_trace_is_not_replayed_stale():
-    entered, go = threading.Event(), threading.Event()
-
-    def pause():
-        entered.set()
-        assert go.wait(TIMEOUT)
-
-    def writer():
-        assert entered.wait(TIMEOUT)
+    def change():
         CONFIG.scale = 5.0
-        go.set()
-
+    pause, writer = _pausing_while(change)
     jitted, x = pb.jit(_scales_by_the_config), np.ones(3)
     try:
         with ThreadPoolExecutor(1) as pool:

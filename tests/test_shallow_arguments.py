@@ -158,3 +158,16 @@ def test_under_jit_the_gradient_of_a_dict_of_arrays_replays():
 ])
 def test_which_calls_take_the_short_path(args, positions, kwargs, shallow):
     assert _leaves.Arguments(args, positions, kwargs)._shallow is shallow
+
+
+def test_a_number_beside_a_dict_of_arrays_as_the_general_walk(monkeypatch):
+    def f(p, s):
+        return np.sum(p["w"] * s) + s ** 3 * np.sum(p["b"])
+
+    def both():
+        return (pb.gradient(f, {"w": W, "b": B}, 1.5),
+                pb.jvp(f, ({"w": W, "b": B}, 1.5), ({"w": np.ones(3), "b": np.ones(1)}, 2.0)))
+    short = both()
+    np.testing.assert_allclose(short[0][1], np.sum(W) + 3 * 1.5 ** 2 * np.sum(B))
+    _general(monkeypatch)
+    _same(short, both())

@@ -89,6 +89,7 @@ def _sparse_multiply(a, b):
 
 
 def matrix_product_only(a, b):
+    """Raise for `a * b` whose sparse operand is a `*_array` (an elementwise product, sparse), naming the fix."""
     sparse = a if is_sparse(a) else b
     if not _is_spmatrix(sparse):
         kind = type(sparse).__name__
