@@ -149,6 +149,7 @@ def test_profile_groups_add_up_and_report_gflops(quick):
     assert p["groups_s"]["matmul"] > 0 and p["groups_s"]["normalisation"] > 0
     assert p["matmul_gflops_per_s"] > 0 and p["peak_gflops_per_s"] > 0
     assert p["matmul_gflops_per_s"] < 1.5 * p["peak_gflops_per_s"]  # an end-to-end rate cannot beat the peak
+    assert 0 < p["matmul_group_gflops_per_s"] < math.inf
 
 
 def test_markdown_report_has_a_table_per_part(quick):

@@ -5,8 +5,8 @@ its name and file:
 
 | group | functions |
 | --- | --- |
-| matmul | the filter products in `pullback/nn/conv.py` (names with `filter`), `matmul`, `dot` |
-| im2col/col2im | `im2col`, `col2im`, padding, cropping, window views and filter flips in `conv.py` |
+| matmul | the convolution primitives and filter products in `pullback/nn/conv.py` (names starting `_conv` or with `filter`), `matmul`, `dot` |
+| im2col/col2im | column blocks, `col2im`, padding, cropping, window views and filter flips in `conv.py` |
 | normalisation | everything in `pullback/nn/normalise.py` |
 | pooling | pooling functions in `conv.py` |
 | rules | other reverse rules (`pullback/rules/`), e.g. relu and additions |
@@ -15,11 +15,16 @@ its name and file:
 
 Time spent in NumPy's own Python functions and in built-in functions (`einsum`,
 `ascontiguousarray`, ...) goes to the groups of their callers, split in proportion to the
-time each caller spent in them. The matrix products' floating-point operations are
+time each caller spent in them. A product made by the `np.matmul` ufunc or the `@` operator is
+not a function call cProfile sees: its time is the own time of the function that makes it,
+which is why the convolution primitives (`_conv`, whose own time is its products) count as
+matmul. The matrix products' floating-point operations are
 counted from the architecture (`resnets.matmul_flops`) and divided by the matmul group's
 time, next to a float32 matrix product measured on this machine.
 
 >>> group_of(("/x/pullback/nn/conv.py", 1, "_apply_filter")), group_of(("/x/pullback/nn/conv.py", 1, "_flipped_filter"))
+('matmul', 'im2col/col2im')
+>>> group_of(("/x/pullback/nn/conv.py", 1, "_conv")), group_of(("/x/pullback/nn/conv.py", 1, "_column_blocks"))
 ('matmul', 'im2col/col2im')
 >>> group_of(("/x/pullback/nn/normalise.py", 1, "back")), group_of(("~", 0, "<built-in method numpy.einsum>"))
 ('normalisation', None)
@@ -36,7 +41,7 @@ from . import resnets
 
 GROUPS = ("matmul", "im2col/col2im", "normalisation", "pooling", "rules", "engine", "other")
 
-_IM2COL_WORDS = ("im2col", "col2im", "pad", "crop", "window", "offsets", "flip")
+_IM2COL_WORDS = ("im2col", "col2im", "column", "pad", "crop", "window", "offsets", "flip")
 _POOL_WORDS = ("pool", "argmax", "scatter", "gather")
 
 
@@ -51,7 +56,7 @@ def group_of(key):
     if path.endswith("/nn/conv.py"):
         if any(w in name for w in _IM2COL_WORDS):
             return "im2col/col2im"
-        if "filter" in name:
+        if "filter" in name or name.startswith("_conv"):
             return "matmul"
         if any(w in name for w in _POOL_WORDS):
             return "pooling"
@@ -149,6 +154,7 @@ def profile_resnet(prepared, problem, *, peak_n=2048):
         "matmul_gflop": flops / 1e9,
         "gradient_s": wall,
         "matmul_gflops_per_s": achieved,
+        "matmul_group_gflops_per_s": flops / groups["matmul"] / 1e9 if groups["matmul"] else float("nan"),
         "peak_gflops_per_s": matmul_peak(peak_n),
         "peak_n": peak_n,
     }
