@@ -5,7 +5,7 @@ A path ending in ``.safetensors`` reads and writes the safetensors format instea
 `pullback.safetensors_io`). `state_dict(model)` and `load_state_dict(model, state)` give and
 take a model's arrays as a flat dict, as PyTorch's methods of those names do.
 
-Format (``pullback-checkpoint``, version 1)
+Format (``pullback-checkpoint``, version 2)
 ------------------------------------------
 
 A checkpoint is a ZIP archive (stored, not compressed) holding:
@@ -18,7 +18,7 @@ A checkpoint is a ZIP archive (stored, not compressed) holding:
      "model_type": "Chain",
      "arrays": [{"entry": "model/0.npy", "paths": ["model.layers[0].weight"],
                  "dtype": "<f4", "shape": [1, 2], "sha256": "<hex digest of the entry>"}, ...],
-     "state": null}
+     "state": null, "generators": []}
 
 A path names a place inside the model: ``.name`` for an object's field (or a namedtuple's),
 ``[i]`` for a tuple or list item, ``['key']`` for a dict entry, starting from ``model``.
@@ -31,6 +31,38 @@ device; a ``np.memmap``'s values as a plain ``np.ndarray``). ``paths`` lists eve
 array object appears, so ties are kept (in a model with cycles, every place short of going
 back into a container already on the way). Two different arrays that share memory (views of
 one buffer) are stored, and come back, as independent arrays.
+Random generators are stored too, in ``"generators"``: each ``np.random.Generator`` (a
+``Dropout``'s), legacy ``np.random.RandomState``, bare ``np.random.BitGenerator``,
+``np.random.SeedSequence`` and Python ``random.Random`` reachable in the model, once, with its
+full state, so that a run resumed from the file draws what the saved one would have::
+
+    [{"paths": ["model.layers[1].rng"], "type": "Generator",
+      "state": {"bit_generator": "PCG64", "state": {"state": 1234..., "inc": 5678...},
+                "has_uint32": 0, "uinteger": 0,
+                "seed_seq": {"entropy": 42, "spawn_key": [], "pool_size": 4, "n_children_spawned": 0}}}, ...]
+
+``type`` is ``Generator``, ``RandomState``, ``BitGenerator``, ``SeedSequence`` or ``Random``.
+``state`` is ``g.bit_generator.state`` (a RandomState's ``get_state(legacy=False)``, with
+``has_gauss`` and ``gauss``; a bare bit generator's ``.state``), integers as JSON integers (up to
+128 bits) and arrays as lists of integers; only NumPy's bit generators PCG64, PCG64DXSM, MT19937,
+Philox and SFC64 are stored. Its ``seed_seq`` is the bit generator's ``seed_seq`` (stored as a
+SeedSequence is), so ``spawn()`` after loading gives the children the saved one would have, or
+null where it has none (``RandomState(seed)``'s: MT19937's legacy seeding). A SeedSequence's is ``{"entropy", "spawn_key", "pool_size",
+"n_children_spawned"}`` (entropy an integer or a list of them, each under 2**1024; pool_size at
+most 1024). A ``random.Random``'s is its ``getstate()``: ``{"class": "random.Random", "version": 3,
+"key": [624 integers], "pos": 624, "gauss_next": null}``; a subclass is stored under its own
+class name and loads only into that class. What cannot come back as it was is refused at saving
+rather than left out: a ``random.SystemRandom`` (no state), a class whose copy fails, a bit
+generator or SeedSequence that is also part of another generator stored, or part of two (they would
+come back apart: two Generators of one SeedSequence would spawn the same children), a bit generator
+whose ``seed_seq`` is not a ``np.random.SeedSequence`` (a subclass, a ``SeedlessSeedSequence``).
+A file with generators
+has version 2 (an older pullback refuses it rather than drop them); one without has
+``"generators": []`` and version 1. The manifest's CRC-32 covers the states. On loading, `like`
+must hold a generator of the same type and bit generator (or class) at exactly the places (and
+ties) the file has; each field is checked (type, range, length) before the state is set on a new
+generator, never on `like`'s. A version 1 file without ``"generators"`` (written before they were
+stored) leaves each a copy of `like`'s.
 Other fields (numbers, strings, functions, flags) are not stored; they come from `like`. An
 array of a library pullback does not take (a torch tensor: anything NumPy reads through
 ``__array__`` or ``__dlpack__`` that holds no NumPy array) is refused rather than left out.
@@ -100,6 +132,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
+from . import _rng_states as rng_states
 from . import tree
 from ._arrays import as_numpy, as_type_of, is_foreign_array, rechunked_like, type_name
 from ._values import stop_gradient  # the plain value itself (the public one hands out a read-only copy)
@@ -111,7 +144,7 @@ from .optim.rules import RULES, OptimiserChain, Rule, rule_name
 __all__ = ["save", "load", "state_dict", "load_state_dict", "CheckpointError", "FORMAT", "VERSION"]
 
 FORMAT = "pullback-checkpoint"
-VERSION = 1
+VERSION = 2  # the newest written; version 1 (no random generators) is read too
 MANIFEST = "manifest.json"
 # What reading a damaged archive can raise (OSError: a seek to a corrupted offset).
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, struct.error, zlib.error, NotImplementedError, OSError)
@@ -150,9 +183,10 @@ def save(path: str | os.PathLike[str], model: Any, state: Any = None) -> None:
     specs = [_spec(f"model/{i}.npy", x) | {"paths": paths} for i, (x, paths) in enumerate(arrays)]
     if state_manifest is not None:
         state_manifest["arrays"] = [_spec(f"state/{i}.npy", x) | {"path": where} for i, (x, where) in enumerate(state_arrays)]
+    generators = generator_specs(model)
     manifest = {
-        "format": FORMAT, "version": VERSION, "written_by": f"pullback {_version()}",
-        "model_type": type(model).__name__, "arrays": specs, "state": state_manifest,
+        "format": FORMAT, "version": VERSION if generators else 1, "written_by": f"pullback {_version()}",
+        "model_type": type(model).__name__, "arrays": specs, "state": state_manifest, "generators": generators,
     }
     _check_manifest_limits(manifest)
     stored = [(spec, x, paths[0]) for spec, (x, paths) in zip(specs, arrays)]
@@ -175,16 +209,17 @@ def _version():
     return __version__
 
 
-def _array_groups(model):
-    """`{id: (array, [paths])}` for every array reachable in `model`, in walk order."""
+def _array_groups(model, generators=False):
+    """`{id: (array, [paths])}` for every array (or, with `generators`, random generator) reachable in `model`, in walk order."""
     groups = {}
-    for path, x in _array_places(model):
+    for path, x in _array_places(model, generators):
         groups.setdefault(id(x), (x, []))[1].append(path)
     return groups
 
 
-def _array_places(model):
-    """`[(path, array)]` for every place of `model` holding an array, in walk order.
+def _array_places(model, generators=False):
+    """`[(path, array)]` for every place of `model` holding an array, in walk order (with `generators`,
+    places holding a `np.random.Generator` or `RandomState` too).
 
     `tree.walk` visits each object once and gives each container `(id, steps)`: the steps
     inside it that lead to arrays, as `(step text, key, what is below)`. Spelling those out
@@ -198,6 +233,8 @@ def _array_places(model):
             raise CheckpointError(f"{path.format('model')} is being differentiated; save the model outside gradient calls.")
         if _is_array(x):
             _check_storable(x, lambda: path.format("model"))
+            return x
+        if generators and isinstance(x, rng_states.RANDOM_TYPES):
             return x
         _refuse_unstored_array(x, path)
         return None
@@ -219,11 +256,12 @@ def _array_places(model):
             continue
         if type(item) is int:  # a way back into a container that was being walked (a cycle)
             item = found[item]
-        if _is_array(item):
+        if _is_array(item) or isinstance(item, rng_states.RANDOM_TYPES):
             if unstable is not None:
                 where, key = unstable
+                what = "array" if _is_array(item) else "random generator"
                 raise CheckpointError(
-                    f"{where} has the key {key!r} (a {type(key).__name__}), which leads to the array at {path}; "
+                    f"{where} has the key {key!r} (a {type(key).__name__}), which leads to the {what} at {path}; "
                     "a checkpoint names places by the repr of their keys, and this one is not the same in every "
                     "process. Use keys of type str, int, bool or None (or tuples of these), e.g. str(key)."
                 )
@@ -478,6 +516,106 @@ def _encode_value(value, arrays, where):
     )
 
 
+# --- random generators ---------------------------------------------------------------------
+# The manifest's ``generators``: each random generator of the model with its places and full state
+# (the states themselves: `pullback._rng_states`).
+def _random_groups(model):
+    """`[(generator, [paths])]` for each random generator reachable in `model`; one inside another is refused."""
+    groups = [(g, paths) for g, paths in _array_groups(model, generators=True).values()
+              if isinstance(g, rng_states.RANDOM_TYPES)]
+    rng_states.check_apart(groups, _raise)
+    return groups
+
+
+def _raise(message):
+    raise CheckpointError(message)
+
+
+def generator_specs(model):
+    """The manifest's ``generators``: `[{"paths", "type", "state"}]` for each random generator in `model`.
+
+    Each state is checked as `load` checks it, and a copy made from it as `load` makes one must have it.
+    """
+    specs = []
+    for g, paths in _random_groups(model):
+
+        def refuse(reason, where=paths[0]):
+            raise CheckpointError(f"The random generator at {where} cannot be stored: {reason}")
+
+        state = rng_states.state_of(g, refuse)
+        checked = rng_states.decoded(state, rng_states.schema(g, refuse), "its state",
+                                     lambda reason: refuse(f"{reason[:-1]} to be stored; keep it outside the model."))
+        try:
+            new = rng_states.restored(g, checked)
+        except Exception as error:  # the class of a random.Random subclass may fail to copy, or refuse its state
+            refuse(f"a copy given its state, as loading makes one, fails ({type(error).__name__}: {error}); keep it "
+                   "outside the model.")
+        if type(new) is not type(g) or rng_states.state_of(new, refuse) != state:  # (a subclass of Generator: a Generator)
+            refuse(f"a copy given its state, as loading makes one, is a {type(new).__name__} of another class or "
+                   "state; keep it outside the model, or use the class itself.")
+        specs.append({"paths": paths, "type": rng_states.kind_of(g), "state": state})
+    return specs
+
+
+def restored_generators(entries, like, fail):
+    """`{id(generator of like): new generator}` holding the states of `entries` (a manifest's ``generators``).
+
+    Each entry must match `like`'s generators: the same places, ties, types and bit generators (a
+    random.Random's class). Without entries (a file written before generators were stored) each is
+    a copy of `like`'s.
+    """
+    if entries is None:
+        return rng_states.copies(like)
+    try:
+        groups = {id(g): (g, paths) for g, paths in _random_groups(like)}
+    except CheckpointError as error:
+        fail(f"cannot load into `like`: {error}")
+    if not isinstance(entries, list):
+        fail("damaged random generator entries: generators must be a list.")
+    at = {p: g for g, paths in groups.values() for p in paths}
+    new = {}
+    for i, entry in enumerate(entries):
+        where = f"generators[{i}]"
+        if (not isinstance(entry, dict) or set(entry) != {"paths", "type", "state"} or type(entry["paths"]) is not list
+                or not entry["paths"] or not all(isinstance(p, str) for p in entry["paths"])
+                or entry["type"] not in list(rng_states.KINDS) or not isinstance(entry["state"], dict)):
+            fail(f"damaged random generator entry: {where} must be {{'paths': [path, ...], 'type': one of "
+                 f"{', '.join(rng_states.KINDS)}, 'state': {{...}}}}.")
+        paths, kind = entry["paths"], entry["type"]
+        for p in paths:
+            if p not in at:
+                fail(
+                    f"the file has a random generator for {p}, but `like` has none there; `like` must be built the "
+                    "same way as the saved model (a Dropout's generator included)."
+                )
+        target = at[paths[0]]
+        if id(target) in new or any(at[p] is not target for p in paths) or set(groups[id(target)][1]) != set(paths):
+            fail(
+                f"the random generator at {paths[0]} is shared with other places in the file than in `like` "
+                f"({few(paths)} in the file, {few(groups[id(target)][1])} in `like`); build `like` the same way as the saved model."
+            )
+        found, expected = rng_states.described(kind, entry["state"]), rng_states.description(target)
+        if (kind, found) != (rng_states.kind_of(target), expected):
+            fail(
+                f"the random generator at {paths[0]} is a {found} in the file but a {expected} in `like`; build "
+                f"`like`'s as the saved model's was: {rng_states.made_as(kind, entry['state'])}."
+            )
+        expected_fields = rng_states.schema(target, lambda reason: fail(f"cannot load into `like` at {paths[0]}: {reason}"))
+        state = rng_states.decoded(entry["state"], expected_fields, f"{where}.state",
+                                   lambda reason: fail(f"damaged random generator entry: {reason}"))
+        try:
+            new[id(target)] = rng_states.restored(target, state)  # a new object: resuming must not advance `like`'s
+        except Exception as error:  # NumPy's checks, or a random.Random subclass's
+            fail(f"the stored state of the random generator at {paths[0]} is refused ({type(error).__name__}: {error}).")
+    missing = [p for p in at if id(at[p]) not in new]
+    if missing:
+        fail(
+            f"`like` has a random generator at {missing[0]}, but the file has none there (its model had none); "
+            "build `like` the same way as the saved model (without that generator)."
+        )
+    return new
+
+
 def check_path(path):
     """`path` as a string, if a file can be written there: not empty, not a folder, in a folder that exists."""
     path = os.fspath(path)
@@ -634,7 +772,8 @@ def load(path: str | os.PathLike[str], like: Any) -> Any:
     the same arguments). Every array of `like` must have a stored value of the same shape
     and dtype at the same path, with the same ties, and the file must store nothing else.
     The result is `like` rebuilt around new arrays holding the stored values; `like` itself
-    is never changed. Non-array fields are taken from `like`. The state, when present, is
+    is never changed. Random generators get the file's states, in new generator objects (see the
+    module docstring). Other fields are taken from `like`. The state, when present, is
     rebuilt for the new model with the stored rules, hyperparameters, frozen flags and rule
     states (moments, step counters), each checked to fit its parameter. Any problem raises
     `CheckpointError` naming it, before anything larger than `like` is allocated. A `path`
@@ -665,11 +804,12 @@ def load(path: str | os.PathLike[str], like: Any) -> Any:
 def _load(reader, like):
     manifest = reader.manifest()
     plan = _match_like(reader, manifest["arrays"], like)
+    generators = restored_generators(manifest.get("generators"), like, reader.fail)
     state_plan = None if manifest["state"] is None else _plan_state(reader, manifest["state"], like)
     # Every shape and dtype now agrees with `like`: only now is any entry read.
     replacements = {id(target): to_type_of(reader.array(spec, spec["paths"][0]).astype(dtype, copy=False), target)
                     for target, dtype, spec in plan}
-    new_model = rebuilt(like, replacements)
+    new_model = rebuilt(like, replacements | generators)
     if state_plan is None:
         return new_model
     return new_model, _build_state(reader, manifest["state"]["arrays"], state_plan, new_model)
@@ -763,10 +903,10 @@ class _Reader:
             found = manifest.get("format") if isinstance(manifest, dict) else None
             self.fail(f"not a pullback checkpoint: the manifest's format is {found!r}, expected {FORMAT!r}.")
         version = manifest.get("version")
-        if type(version) is not int or version != VERSION:
+        if type(version) is not int or version not in (1, VERSION):
             newer = isinstance(version, int) and version > VERSION
             self.fail(
-                f"checkpoint format version {version!r} is not supported; this pullback reads version {VERSION}"
+                f"checkpoint format version {version!r} is not supported; this pullback reads versions 1 and {VERSION}"
                 + (" (the file was written by a newer pullback: upgrade to read it)." if newer else ".")
             )
         _expect(self, manifest, "arrays", list, "manifest")
@@ -1139,7 +1279,10 @@ def load_state_dict(model: Model, state: Mapping[str, ArrayLike]) -> Model:
     Every key of `state_dict(model)` must be present and no other; each value must have the
     shape and dtype (in any byte order) of the array it replaces, and the places of a tied
     array must get equal values. The new arrays are copies, so later changes to `state`
-    cannot reach the model. Any problem raises `CheckpointError` naming the keys.
+    cannot reach the model. Random generators (a Dropout's), which `state_dict` leaves out as
+    PyTorch's does, come back as copies: the same state in new objects, so drawing from the result
+    does not advance `model`'s (one generator at two places is one copy at both). Any problem
+    raises `CheckpointError` naming the keys.
 
     >>> import numpy as np, pullback as pb
     >>> model = {"w": np.zeros(2), "step": np.array(0)}
@@ -1179,7 +1322,7 @@ def load_state_dict(model: Model, state: Mapping[str, ArrayLike]) -> Model:
                     f"In the model, {keys[0]} and {k} are one shared array, but the state dict gives them different values."
                 )
         replacements[id(x)] = to_type_of(np.array(first, dtype=dtype, copy=True, order="K"), x)
-    return rebuilt(model, replacements)
+    return rebuilt(model, replacements | rng_states.copies(model))
 
 
 def _key(path):

@@ -9,7 +9,11 @@ SHA-256 of each array's bytes in the file (a JSON text, as metadata values are s
 checks every array of a file with such digests, and refuses one that fails as corrupted;
 safetensors itself keeps no checksum, so a file without them (another program's, or an older
 pullback's) is read unchecked. Another library's array (Dask, array API) is stored as a
-checkpoint stores it, and comes back as an array of the type of `like`'s. Optimiser
+checkpoint stores it, and comes back as an array of the type of `like`'s. The model's random
+generators (a Dropout's ``np.random.Generator``, a ``RandomState``, a bare bit generator, a
+``SeedSequence``, a ``random.Random``), if any, are stored as a checkpoint stores them, under the metadata key ``"generators"`` (the JSON text of a checkpoint
+manifest's ``generators``, which other readers ignore), and restored with the same checks; a file
+without that key (another program's, an older pullback's) leaves each a copy of `like`'s. Optimiser
 states are not stored (use a ``.ckpt`` checkpoint); nor are arrays of dtypes safetensors lacks
 (strings, float128, complex128).
 
@@ -51,8 +55,10 @@ from .checkpoint import (
     CheckpointError,
     check_path,
     few,
+    generator_specs,
     numpy_dtype,
     rebuilt,
+    restored_generators,
     same_dtype,
     state_dict,
     to_numpy,
@@ -121,6 +127,9 @@ def save(path, model, state=None):
             converted[id(x)] = value, _digest(value)
         little[key], digests[key] = converted[id(x)]
     metadata = METADATA | {"sha256": json.dumps(digests, separators=(",", ":"))}
+    generators = generator_specs(model)
+    if generators:
+        metadata["generators"] = json.dumps(generators, separators=(",", ":"), allow_nan=False)
 
     def write(file, temporary):  # safetensors writes the file by name; `file` then syncs it
         package.numpy.save_file(little, temporary, metadata=metadata)
@@ -160,7 +169,7 @@ def load(path, like):
         tensors = {key: _Stored(handle, name, key, package.SafetensorError, offsets, digests.get(key)) for key in handle.keys()}
         expected = state_dict(like)
         if metadata.get("format") == METADATA["format"]:
-            return _load_pullback(name, tensors, expected, like)
+            return _load_pullback(name, tensors, expected, like, _generators(name, metadata))
         if set(tensors) == set(expected):
             return _load_same_names(name, tensors, expected, like)
         return _load_torch(name, tensors, like)
@@ -278,7 +287,17 @@ def _data_offsets(name):
     return {k: (start + v["data_offsets"][0], start + v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"}
 
 
-def _load_pullback(name, tensors, expected, like):
+def _generators(name, metadata):
+    """The generator entries pullback writes in the metadata (a checkpoint manifest's ``generators``), or None."""
+    if "generators" not in metadata:
+        return None
+    try:
+        return json.loads(metadata["generators"])
+    except (ValueError, RecursionError):
+        raise CheckpointError(f"{name}: the random generators in its metadata are damaged; the file is corrupted or was edited.") from None
+
+
+def _load_pullback(name, tensors, expected, like, generators=None):
     missing = [k for k in expected if k not in tensors]
     unexpected = [k for k in tensors if k not in expected]
     if missing or unexpected:
@@ -292,6 +311,7 @@ def _load_pullback(name, tensors, expected, like):
                 f"{name}: {key} has shape {stored.shape} and dtype {stored.described} in the file, "
                 f"but shape {tuple(x.shape)} and dtype {dtypes[key]} in `like`."
             )
+    replacements = restored_generators(generators, like, _failing(name))
     # Every name, shape and dtype agrees with `like`: now read, one array at a time.
     values, first_key = {}, {}
     for key, x in expected.items():
@@ -302,7 +322,16 @@ def _load_pullback(name, tensors, expected, like):
             raise CheckpointError(
                 f"{name}: in `like`, {first_key[id(x)]} and {key} are one shared array, but the file holds different values."
             )
-    return rebuilt(like, {id(x): to_type_of(values[id(x)], x) for x in expected.values()})
+    return rebuilt(like, replacements | {id(x): to_type_of(values[id(x)], x) for x in expected.values()})
+
+
+def _failing(name):
+    """A `fail(message)` for `restored_generators`: raises `CheckpointError` naming the file."""
+
+    def fail(message):
+        raise CheckpointError(f"{name}: {message}")
+
+    return fail
 
 
 def _load_torch(name, tensors, like):
@@ -332,7 +361,7 @@ def _load_torch(name, tensors, like):
             f"{name} has neither the names of state_dict(like) (such as {example}) nor a PyTorch layout "
             f"that fits `like`: {error}"
         ) from None
-    if not narrow:
+    if not narrow:  # (its generators are already copies of `like`'s, as load_torch_state_dict makes them)
         return loaded
     got, replacements = state_dict(loaded), {}
     for key, x, dtype in narrow.values():

@@ -18,8 +18,10 @@ def save(path: str | os.PathLike[str], model: Any, state: Any = None) -> None:
     """Write `model`'s arrays (and `state`, an optimiser state for `model`) to `path`, atomically.
 
     Everything is checked before the file is touched; an existing file at `path` is only
-    replaced once the new one is complete on disk. A path ending in ``.safetensors`` writes
-    `pb.state_dict(model)` as a safetensors file (no state).
+    replaced once the new one is complete on disk. Random generators in `model` (a Dropout's, a
+    ``random.Random``, a ``SeedSequence``) are saved with their state. A path ending in
+    ``.safetensors`` writes `pb.state_dict(model)` as a safetensors file (no optimiser state; the
+    generators' states in its metadata).
 
     >>> import os, tempfile, numpy as np, pullback as pb
     >>> model = {"w": np.arange(3.0), "mask": np.array([True, False])}

@@ -435,8 +435,8 @@ def test_wrong_format_and_version_are_refused(saved):
     rewrite(saved, lambda m: m.update(format="something-else"))
     with pytest.raises(CheckpointError, match=r"not a pullback checkpoint.*'something-else'"):
         pb.load(saved, like=build(1))
-    rewrite(saved, lambda m: m.update(format="pullback-checkpoint", version=2))
-    with pytest.raises(CheckpointError, match=r"version 2 is not supported.*newer pullback"):
+    rewrite(saved, lambda m: m.update(format="pullback-checkpoint", version=3))
+    with pytest.raises(CheckpointError, match=r"version 3 is not supported.*reads versions 1 and 2.*newer pullback"):
         pb.load(saved, like=build(1))
     rewrite(saved, lambda m: m.update(version="1"))
     with pytest.raises(CheckpointError, match=r"version '1' is not supported"):

@@ -228,8 +228,6 @@ def test_training_resumed_from_a_checkpoint_equals_the_uninterrupted_run(tmp_pat
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.xfail(strict=True, reason="pb.save stores arrays only: a Dropout's generator comes from `like`, "
-                   "so the resumed run draws other masks than the uninterrupted one")
 def test_training_with_dropout_resumed_from_a_checkpoint_equals_the_uninterrupted_run(tmp_path):
     """As above, with a Dropout layer whose generator has advanced before the save."""
     a, b = _resume(tmp_path, ".ckpt", dropout=True)

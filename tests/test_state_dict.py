@@ -10,6 +10,7 @@ import collections
 import hashlib
 import json
 import os
+import random
 import sys
 
 import numpy as np
@@ -112,6 +113,67 @@ def test_load_state_dict_needs_a_dict_and_stable_keys():
         load_state_dict(build(0), [np.zeros(2)])
     with pytest.raises(CheckpointError, match=r"has the key frozenset.*str, int, bool or None"):
         state_dict({frozenset({1}): np.zeros(1)})
+
+
+def _draws(g):
+    if isinstance(g, random.Random):
+        return [g.random() for _ in range(3)]
+    return (g.random_raw(3) if isinstance(g, np.random.BitGenerator) else g.random(3)).tolist()
+
+
+def test_load_state_dict_gives_copies_of_random_generators_keeping_their_ties():
+    """state_dict holds arrays only; the new model's generators are copies: the same state, new objects."""
+    m = pb.nn.Chain(pb.nn.Dense(2, 2), pb.nn.Dropout(0.5, rng=0))
+    assert pb.load_state_dict(m, pb.state_dict(m)).layers[1].rng is not m.layers[1].rng
+    shared, bits = np.random.default_rng(1), np.random.PCG64(2)
+    model = {"net": m, "a": shared, "b": [shared], "py": random.Random(3), "bits": bits, "g": np.random.Generator(bits),
+             "legacy": np.random.RandomState(4)}
+    sd = state_dict(model)
+    assert all(isinstance(v, np.ndarray) for v in sd.values()) and all(k.startswith("['net']") for k in sd)
+    loaded = load_state_dict(model, sd)
+    assert loaded["a"] is loaded["b"][0] and loaded["g"].bit_generator is loaded["bits"]  # ties kept
+    for get in (lambda x: x["net"].layers[1].rng, lambda x: x["a"], lambda x: x["py"], lambda x: x["bits"],
+                lambda x: x["legacy"]):
+        old, new = get(model), get(loaded)
+        assert type(new) is type(old) and new is not old
+        assert _draws(new) == _draws(old)  # the same state; drawing from `model`'s did not advance the copy
+        ahead = _draws(new)
+        _draws(new)
+        assert _draws(old) == ahead  # nor drawing from the copy `model`'s
+
+
+def _children(x, n):
+    return [c.random_raw(2).tolist() if isinstance(c, np.random.BitGenerator) else c.random(2).tolist() for c in x.spawn(n)]
+
+
+def test_load_state_dict_copies_keep_the_seed_sequences():
+    """Spawning from a copy gives the original's next children, and does not advance the original's."""
+    model = {"w": np.ones(2), "g": np.random.default_rng(np.random.SeedSequence(3, spawn_key=(1,))), "bits": np.random.SFC64(4)}
+    model["g"].spawn(2)
+    loaded = load_state_dict(model, state_dict(model))
+    for key in ("g", "bits"):
+        assert _children(loaded[key], 2) == _children(model[key], 2)
+        assert _children(loaded[key], 1) == _children(model[key], 1)
+
+
+def test_load_torch_state_dict_gives_copies_of_random_generators_keeping_their_ties():
+    """As load_state_dict: new generators with the same states (and seed sequences), one copy per shared one."""
+    from pullback.nn.torch_interop import load_torch_state_dict
+
+    shared = np.random.default_rng(1)
+    m = pb.nn.Chain(pb.nn.Dense(2, 2), pb.nn.Dropout(0.5, rng=0), pb.nn.Dropout(0.5, rng=shared),
+                    pb.nn.Dropout(0.5, rng=shared))
+    new = load_torch_state_dict(m, {"0.weight": np.ones((2, 2), np.float32), "0.bias": np.zeros(2, np.float32)})
+    np.testing.assert_array_equal(new.layers[0].weight, np.ones((2, 2), np.float32))
+    assert m.layers[2].rng is m.layers[3].rng and new.layers[2].rng is new.layers[3].rng  # the tie is kept
+    for i in (1, 2):
+        old, copy = m.layers[i].rng, new.layers[i].rng
+        assert copy is not old and copy.bit_generator.seed_seq is not old.bit_generator.seed_seq
+        assert _draws(copy) == _draws(old)  # the same state; drawing from one does not advance the other
+        ahead = _draws(copy)
+        _draws(copy)
+        assert _draws(old) == ahead
+        assert _children(copy, 1) == _children(old, 1)
 
 
 def test_state_dict_of_a_model_nested_5000_deep_has_no_recursion_limit():

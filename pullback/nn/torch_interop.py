@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from .. import tree
+from .._rng_states import copies
 from .conv import normalise_padding
 from .convlayers import Conv, ConvTranspose
 from .layers import Dense, Embedding
@@ -215,7 +216,9 @@ def load_torch_state_dict(
     dtype. Every layer must be paired and every array used (``num_batches_tracked``
     aside); otherwise a ValueError names the first problem, before any array is converted.
     Only arrays travel: strides, padding, `eps` and `momentum` come from `model`. The arrays are
-    copied, so the new model shares no memory with `state_dict`.
+    copied, so the new model shares no memory with `state_dict`; its random generators (a
+    Dropout's) are copies of `model`'s, as `pb.load_state_dict` gives, so drawing from one does not
+    advance the other.
 
     >>> import numpy as np, pullback as pb
     >>> from pullback.nn.torch_interop import load_torch_state_dict
@@ -256,6 +259,7 @@ def load_torch_state_dict(
         for name, (field, _) in needs.items():
             current = getattr(layer, field)
             replacements[id(current)] = _from_torch(np.asarray(modules[prefix][name]), current, type(layer), f"{prefix}.{name}")
+    replacements |= copies(model)  # new generators (a Dropout's), as pb.load_state_dict gives: ties kept
     return tree.fmap(lambda a: replacements.get(id(a), a), model)
 
 
