@@ -234,3 +234,13 @@ def _ellipe_complement(p):
 
 # E(1 - p), the part of ellipkm1's derivative differentiated in p itself; 1 - p near 0 too
 CASES["special._ellipe_complement_rule"] = [(_ellipe_complement, lambda rng: (rng.uniform(1e-3, 1.4, 5),))]
+
+
+def _zero_safe_product(a, b):
+    from pullback.rules.special import _zero_safe_product
+
+    return _zero_safe_product(a, b)
+
+
+# a·b with 0·inf = 0 (elliprf's edge)
+CASES["special._zero_safe_product_rule"] = [(_zero_safe_product, lambda rng: (rng.normal(size=4), rng.normal(size=4)))]

@@ -398,22 +398,115 @@ def _betainc_dshape(a, b, x, second):
     return _quad(integrand, 0.0, x) if left else -_quad(integrand, x, 1.0)
 
 
+# ψ(a + 1/2) - ψ(a) - 1/(2a) ~ Σ_k d_k a^(-2k) for large a (the Stirling series of log Γ(a + 1/2) - log Γ(a)); the
+# coefficients are exact, and these 11 terms reach 1e-17 relative from a = 10 on, where the difference of digammas
+# loses more and more digits (ψ(a) ~ log a against 1/(8a²)).
+_HALF_STEP = (1 / 8, -1 / 64, 1 / 128, -17 / 2048, 31 / 2048, -691 / 16384, 5461 / 32768, -929569 / 1048576,
+              3202291 / 524288, -221930581 / 4194304, 4722116521 / 8388608)
+_HALF_STEP_LOG = tuple(-d / (2 * k + 1) for k, d in enumerate(_HALF_STEP))  # those of lgamma_half_step(a)·a
+_LOG1P_SERIES = tuple(-1.0 / k for k in range(2, 16))  # log(1 - u) + u = u² Σ_k c_k u^k, to 1e-19 for u < 0.05
+_LOG1P_RATIO = tuple(1.0 / (k + 1) for k in range(14))  # log1p(z)/z = Σ_k (-z)^k / (k + 1), to 1e-19 for z < 0.05
+_SERIES_RATIO = math.sqrt(0.05)  # |t|/√df below which z = t²/df < 0.05
+
+
+def lgamma_half_step(a):
+    """log Γ(a + 1/2) - log Γ(a) - log(a)/2 for a > 0 (about -1/(8a) for large a), written with traced operations:
+    from a = 10 on by its asymptotic series, so that its derivatives ψ(a + 1/2) - ψ(a) - 1/(2a), ... keep their
+    digits for large a."""
+    sp = _scipy_special()
+    big = stop_gradient(a) >= 10.0
+    if np.all(big):
+        return _polynomial(_HALF_STEP_LOG, 1.0 / (a * a)) / a
+    small, large = np.where(big, 1.0, a), np.where(big, a, 10.0)
+    direct = sp.gammaln(small + 0.5) - sp.gammaln(small) - 0.5 * np.log(small)
+    return np.where(big, _polynomial(_HALF_STEP_LOG, 1.0 / (large * large)) / large, direct)
+
+
+def student_log_kernel(t, df):
+    """(df + 1)/2 · log1p(z), z = t²/df, written with traced operations, in three forms whose derivatives (first
+    and second, in t, in df and mixed) keep their digits:
+    - z < 0.05: log1p(z)/2 + (t²/2)·log1p(z)/z with the series of log1p(z)/z: the derivative in df,
+      (log1p(z) - z/(1 + z))/2 - z/(2df(1 + z)), would otherwise cancel;
+    - z > 1: (df + 1)/2 · (2 log|t| - log df + log1p(w)), w = df/t², with w as (df/t)/t: the derivatives of
+      log1p(t²/df) go through 1/(1 + z)² and t²/df², which overflow or underflow for |t| ≳ 1e77 (at t = 1e150
+      d²/(dt d(df)) came out as +1e-149 instead of -1e-150, and nan where t² overflows);
+    - between them, directly.
+    Which form applies is decided on |t|/√df, which does not overflow."""
+    def series(t):
+        z = t * t / df
+        return 0.5 * np.log1p(z) + 0.5 * t * t * _polynomial(_LOG1P_RATIO, -z)
+
+    def direct(t):
+        return 0.5 * (df + 1.0) * np.log1p(t * t / df)
+
+    def far(t):
+        return 0.5 * (df + 1.0) * (2.0 * np.log(np.abs(t)) - np.log(df) + np.log1p(df / t / t))
+
+    plain_df = stop_gradient(df)
+    with np.errstate(invalid="ignore", divide="ignore"):  # an invalid df (< 0, nan) falls in no branch: nan below
+        ratio = np.abs(stop_gradient(t)) / np.sqrt(plain_df)
+    small, large = ratio < _SERIES_RATIO, ratio > 1.0
+    if np.all(small):
+        return series(t)
+    if np.all(large):
+        return far(t)
+    middle = ~(small | large)
+    if np.all(middle):
+        return direct(t)
+    one = np.sqrt(np.where(plain_df > 0, plain_df, 1.0))  # where z = 1, a harmless point for each form
+    return np.where(small, series(np.where(small, t, 0.0)),
+                    np.where(large, far(np.where(large, t, 2.0 * one)), direct(np.where(middle, t, one))))
+
+
+def _digamma_half_step(a):
+    """ψ(a + 1/2) - ψ(a) - 1/(2a) for a scalar a > 0: the derivative of `lgamma_half_step`."""
+    if a >= 10.0:
+        return _polynomial(_HALF_STEP, 1.0 / (a * a)) / (a * a)
+    sp = _scipy_special()
+    return float(sp.digamma(a + 0.5) - sp.digamma(a)) - 0.5 / a
+
+
 def _stdtr_ddf(df, t):
-    """d/d(df) stdtr(df, t) for scalars: stdtr = 1/2 + sign(t)/2 · betainc(1/2, df/2, w), w = t²/(df+t²),
-    or (1 - sign(t))/2 + sign(t)/2 · betaincc(df/2, 1/2, 1 - w), whichever of w and 1 - w is the smaller."""
+    """d/d(df) stdtr(df, t) for scalars, by quadrature: the integral of ∂f/∂df = f·S over s <= -|t| (by symmetry,
+    the derivative at |t| is minus that at -|t|), where f is the density and
+        S = (ψ(df/2 + 1/2) - ψ(df/2) - 1/df)/2 + u/(2df) + (u + log(1 - u))/2,  u = s²/(df + s²).
+    Each term is computed without cancellation (`_digamma_half_step`, and u + log(1 - u) by its series for small u),
+    so S keeps its digits for large df, where it is about (1 + 2s² - s⁴)/(4df²). S > 0 for |s| below some s0 > 1 and
+    S < 0 beyond: where S(-|t|) > 0 the integral is taken as minus that over [-|t|, 0] (stdtr(df, 0) = 1/2 for every
+    df), so that the integrand keeps one sign. The variable is v, s = -|t| e^v, in which the heavy tails of small df
+    (f ~ |s|^-(df+1)) decay exponentially."""
     if not (df > 0) or math.isnan(t):
         return math.nan
     if t == 0 or math.isinf(t) or math.isinf(df):
         return 0.0
-    sp = _scipy_special()
-    s = t * t + df
-    w, u = t * t / s, df / s  # w + u = 1, each computed without cancellation
-    dw = -t * t / (s * s)  # dw/d(df) = -du/d(df)
-    if w <= u:
-        d = 0.5 * _betainc_dshape(0.5, 0.5 * df, w, True) + _beta_density(0.5, 0.5 * df, w, sp) * dw
-    else:
-        d = -(0.5 * _betainc_dshape(0.5 * df, 0.5, u, False) - _beta_density(0.5 * df, 0.5, u, sp) * dw)
-    return math.copysign(0.5, t) * d
+    d = _digamma_half_step(0.5 * df)
+    log_c = float(lgamma_half_step(0.5 * df)) - 0.5 * math.log(2.0 * math.pi)  # f(s) = c (1 + s²/df)^(-(df+1)/2)
+    log_t = math.log(abs(t))
+
+    def log_f_and_score(v):  # at s = -|t| e^v: log(f(s) |ds/dv|), and S(s)
+        log_z = 2.0 * (v + log_t) - math.log(df)  # z = s²/df
+        if log_z > 700.0:  # log1p(z) = log z, u = 1
+            log1p_z, u = log_z, 1.0
+        else:
+            z = math.exp(log_z)
+            log1p_z, u = math.log1p(z), z / (1.0 + z)
+        u_log = u * u * _polynomial(_LOG1P_SERIES, u) if u < 0.05 else u - log1p_z  # u + log(1 - u)
+        return log_c - 0.5 * (df + 1.0) * log1p_z + v + log_t, 0.5 * (d + u / df + u_log)
+
+    # the integrand is largest at v = 0 (|s| f(s) peaks at |s| = 1, and the interval lies on the far side of |t|
+    # from it): scaled by its value there, so that QUADPACK never works with numbers near the underflow threshold
+    # (at |t| = 1e-300 or 1e300 it would, raising overflow flags that np.vectorize reports as RuntimeWarnings)
+    log_f0, score0 = log_f_and_score(0.0)
+    if log_f0 < -800.0:  # the derivative underflows (QUADPACK, given a spike of width 1/df, would warn for nothing)
+        return 0.0
+
+    def integrand(v):
+        log_f, score = log_f_and_score(v)
+        return math.exp(log_f - log_f0) * score if log_f - log_f0 > -746.0 else 0.0
+
+    lower = _quad(integrand, 0.0, math.inf) if score0 <= 0.0 else -_quad(integrand, -math.inf, 0.0)
+    lower = lower * math.exp(log_f0)
+    return lower if t < 0 else -lower
 
 
 def _by_quadrature(name, argument, scalar_fn, *values):
@@ -456,12 +549,16 @@ _nary("betaincc", _d_betainc("betaincc", -1.0), "a, b, x", _SHAPE_NOTE)
 
 def _student_density(df, t, sp):
     """d/dt stdtr(df, t): Student's t density (the normal density where df is infinite)."""
-    finite = np.isfinite(stop_gradient(df))
-    if not np.all(finite):
-        df = np.where(finite, df, 1.0)
-    density = np.exp(sp.gammaln(0.5 * (df + 1.0)) - sp.gammaln(0.5 * df) - 0.5 * np.log(df * math.pi)
-                     - 0.5 * (df + 1.0) * np.log1p(t * t / df))
-    return density if np.all(finite) else np.where(finite, density, np.exp(-0.5 * t * t) / SQRT_2PI)
+    plain = stop_gradient(df)
+    finite = (plain > 0) & (plain < np.inf)
+    if np.all(finite):
+        return np.exp(lgamma_half_step(0.5 * df) - student_log_kernel(t, df)) / SQRT_2PI  # no digits lost for large df
+    # an invalid df (SciPy's value is nan: so is the derivative, without the warnings of log(df < 0)), or df = inf
+    density = np.exp(lgamma_half_step(0.5 * np.where(finite, df, 1.0)) - student_log_kernel(t, np.where(finite, df, 1.0)))
+    central = np.abs(stop_gradient(t)) < 40.0  # the normal density underflows beyond (and t² overflows past 1e154)
+    t_normal = np.where(central, t, 40.0)
+    normal = np.where(central, np.exp(-0.5 * t_normal * t_normal), 0.0)
+    return np.where(finite, density / SQRT_2PI, np.where(plain == np.inf, normal / SQRT_2PI, t * np.nan))
 
 
 _binary("stdtr", lambda g, df, t, out, sp: g * _by_quadrature("stdtr", "df", _stdtr_ddf, df, t),
@@ -838,12 +935,13 @@ _binary("ellipeinc", lambda g, phi, m, out, sp: g * np.sqrt(1.0 - m * np.sin(phi
         lambda g, phi, m, out, sp: g * _incomplete_dm(
             phi, m, -0.5, _dellipe, lambda m: (out - sp.ellipkinc(phi, m)) / (2.0 * m), sp), "phi, m")
 # Carlson's symmetric integrals: ∂R_F(x, y, z)/∂z = -R_D(x, y, z)/6, and R_C(x, y) = R_F(x, y, y).
-_nary("elliprf", (lambda g, x, y, z, out, sp: -g * _elliprd(y, z, x) / 6.0,
-                  lambda g, x, y, z, out, sp: -g * _elliprd(x, z, y) / 6.0,
-                  lambda g, x, y, z, out, sp: -g * _elliprd(x, y, z) / 6.0), "x, y, z",
+# R_D is infinite where its last argument is 0: a direction that does not move that argument gets 0 (not 0·inf).
+_nary("elliprf", (lambda g, x, y, z, out, sp: _zero_safe_product(g, _elliprd(y, z, x) / -6.0),
+                  lambda g, x, y, z, out, sp: _zero_safe_product(g, _elliprd(x, z, y) / -6.0),
+                  lambda g, x, y, z, out, sp: _zero_safe_product(g, _elliprd(x, y, z) / -6.0)), "x, y, z",
       "Real arguments; higher derivatives by quadrature of Carlson-type integrals (about 1e-14 relative).")
-_binary("elliprc", lambda g, x, y, out, sp: -g * _elliprd(y, y, x) / 6.0,
-        lambda g, x, y, out, sp: -g * _elliprd(x, y, y) / 3.0, "x, y",
+_binary("elliprc", lambda g, x, y, out, sp: _zero_safe_product(g, _elliprd(y, y, x) / -6.0),
+        lambda g, x, y, out, sp: _zero_safe_product(g, _elliprd(x, y, y) / -3.0), "x, y",
         "Real arguments with y > 0; higher derivatives by quadrature of Carlson-type integrals (about 1e-14 relative).")
 
 
@@ -886,9 +984,52 @@ def _carlson_integral(xs, powers):
         total = total + _gauss(lambda s, start=start: in_s(np.expand_dims(start, -1) + s), start * (ratio - 1.0))
     for x, at in zip(xs, plain):  # at x_i = 0 the slope in x_i is infinite: -√x_i adds it, and 0 to the value
         if np.any(at == 0):
-            total = total - np.sqrt(np.where(at == 0, x, 0.0))
+            total = total + _root_edge(np.where(at == 0, x, 0.0), at == 0, 0)
     divergent = np.any([(x == 0) & (b >= 1) for x, b in zip(plain, powers)], axis=0)
-    return total * np.where(divergent, np.inf, 1.0)  # infinite there, and so are its derivatives
+    if np.any(divergent):  # infinite there, and so are its derivatives
+        total = _zero_safe_product(total, np.where(divergent, np.inf, 1.0))
+    return total
+
+
+# -√x at x = 0 and its derivatives, with 0·inf = 0: a direction (tangent or cotangent) that does not move x gives 0.
+# Through np.sqrt the derivative was g/(2√x): 0/0 = nan, with a RuntimeWarning, for every zero tangent (the other
+# arguments' directions of a Hessian: R_F(0, y, z)'s second derivatives in y and z came out nan, not finite).
+@primitive
+def _zero_safe_product(a, b):
+    """a·b, 0 where either is 0 (even where the other is infinite)."""
+    with np.errstate(invalid="ignore"):  # 0·inf, replaced
+        return np.where((a == 0) | (b == 0), 0.0, a * b)
+
+
+@rrule(_zero_safe_product)
+def _zero_safe_product_rule(a, b):
+    return _zero_safe_product(a, b), lambda g: (_zero_safe_product(g, b), _zero_safe_product(g, a))
+
+
+@frule(_zero_safe_product)
+def _zero_safe_product_frule(primals, tangents):
+    (a, b), (ta, tb) = primals, tangents
+    return _zero_safe_product(a, b), add_tangents(None if ta is None else _zero_safe_product(ta, b),
+                                                  None if tb is None else _zero_safe_product(a, tb))
+
+
+@primitive
+def _root_edge(x, at, k):
+    """The k-th derivative of -√x where the plain mask `at` holds (x = 0 there): 0, -inf, +inf, -inf, ...; 0
+    elsewhere."""
+    shape = np.broadcast_shapes(np.shape(stop_gradient(x)), np.shape(at))
+    return np.zeros(shape) if k == 0 else np.where(at, (-1.0) ** k * np.inf, 0.0) * np.ones(shape)
+
+
+@rrule(_root_edge)
+def _root_edge_rule(x, at, k):
+    return _root_edge(x, at, k), lambda g: (_zero_safe_product(g, _root_edge(x, at, k + 1)), None, None)
+
+
+@frule(_root_edge)
+def _root_edge_frule(primals, tangents):
+    (x, at, k), (t, _, _) = primals, tangents
+    return _root_edge(x, at, k), None if t is None else _zero_safe_product(t, _root_edge(x, at, k + 1))
 
 
 def _tukey_lambda_quantile_dlmbda(p, lm):
@@ -1309,7 +1450,11 @@ _poly("eval_jacobi", lambda g, n, alpha, beta, x, out, sp: g * 0.5 * (n + alpha 
 def _shifted_jacobi_derivative(g, n, p, q, x, out, sp):
     """d/dx G_n^(p,q)(x), G_n^(p,q)(x) = P_n^(p-q, q-1)(2x - 1) / binom(2n + p - 1, n)."""
     lower = sp.eval_jacobi(_below(n, "eval_sh_jacobi"), p - q + 1.0, q, 2.0 * x - 1.0)
-    return g * _alive(n) * (n + p) * lower / sp.binom(2.0 * n + p - 1.0, n)
+    norm = sp.binom(2.0 * stop_gradient(n) + stop_gradient(p) - 1.0, stop_gradient(n))
+    pole = norm == 0  # G_n is infinite or nan there (SciPy divides by 0): so are its derivatives, without the warning
+    if np.any(pole):  # (0/0 where n + p = 0 raised "invalid value encountered in divide")
+        norm = np.where(pole, np.nan, norm)
+    return g * _alive(n) * (n + p) * lower / norm
 
 
 _poly("eval_sh_jacobi", _shifted_jacobi_derivative, ("p", "q"))

@@ -47,7 +47,7 @@ from .._standins import is_stand_in
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
 from ..rules._register import numpy_valued
-from ..rules.special import elementwise_of_scalars, scipy_call, scipy_valued
+from ..rules.special import elementwise_of_scalars, lgamma_half_step, scipy_call, scipy_valued, student_log_kernel
 from .linalg import solve_triangular
 
 __all__ = ["norm", "t", "chi2", "beta", "gamma", "expon", "laplace", "cauchy", "logistic", "lognorm", "uniform",
@@ -194,7 +194,7 @@ class _Distribution:
         if _plain(z).dtype != np.float64:
             z = z.astype(np.float64)
         closed = method in ("logpdf", "pdf")
-        inside = valid & ((lo <= zp) & (zp <= hi) if closed else (lo < zp) & (zp < hi))
+        inside = valid & ((lo <= zp) & (zp <= hi) & finite if closed else (lo < zp) & (zp < hi))  # x = ±inf: filled
         zs = _keep(inside, z, _interior_point(safe_lo, safe_hi))
         value = getattr(self, "_" + method)(zs, *safe)
         if method == "logpdf":
@@ -312,10 +312,10 @@ class norm_gen(_Continuous):
     name = "norm"
 
     def _logpdf(self, x):
-        return -x**2 / 2.0 - _NORM_LOG_C
+        return -(x * x) / 2.0 - _NORM_LOG_C  # not x**2, which raises OverflowError for a large Python float
 
     def _pdf(self, x):
-        return np.exp(-x**2 / 2.0) / _NORM_C
+        return np.exp(-(x * x) / 2.0) / _NORM_C
 
     def _cdf(self, x):
         return _sc().ndtr(x)
@@ -334,10 +334,11 @@ class t_gen(_Continuous):
     name, shapes, safe_shapes = "t", ("df",), (1.0,)
 
     def _logpdf(self, x, df):
+        # log Γ((df+1)/2) - log Γ(df/2) - log(π df)/2 - (df+1)/2 log1p(x²/df), with both groups in forms whose
+        # derivatives in df (O(1/df²) differences of O(1/df) terms) keep their digits for large df
         finite = _plain(df) != np.inf
         df = _keep(finite, df, 1.0)
-        student = (np.log(_sc().poch(0.5 * df, 0.5)) - 0.5 * (np.log(df) + np.log(np.pi))
-                   - (df + 1) / 2 * np.log1p(x * x / df))
+        student = lgamma_half_step(0.5 * df) - 0.5 * _LOG_2PI - student_log_kernel(x, df)
         return _where(finite, student, norm._logpdf(x))
 
     def _pdf(self, x, df):
@@ -440,14 +441,21 @@ class laplace_gen(_Continuous):
 class cauchy_gen(_Continuous):
     name = "cauchy"
 
+    # SciPy's formulas, but without |x| where |x| < 1 (whose kink at 0 made the second derivative 0 there, not -2)
+    # and, for the density, in u = 1/x where |x| > 1: the derivative of 1/(1 + x²) went through a subnormal
+    # 1/(π(1 + x²))² past |x| = 1e77 (4e-4 relative at 1e80, 0 from 1e100)
     def _pdf(self, x):
-        return 1.0 / np.pi / (1.0 + x * x)
+        near = _plain(np.abs(x)) < 1
+        xn = _keep(near, x, 0.0)
+        u = 1.0 / _keep(~near, x, 2.0)
+        return _where(near, 1.0 / np.pi / (1.0 + xn * xn), u * u / np.pi / (1.0 + u * u))
 
     def _logpdf(self, x):
         absx = np.abs(x)
         near = _plain(absx) < 1
         far = _keep(~near, absx, 2.0)
-        return _where(near, -math.log(math.pi) - np.log1p(_keep(near, absx, 0.0)**2),
+        xn = _keep(near, x, 0.0)
+        return _where(near, -math.log(math.pi) - np.log1p(xn * xn),
                       -math.log(math.pi) - (2 * np.log(far) + np.log1p((1 / far)**2)))
 
     def _cdf(self, x):
@@ -461,8 +469,13 @@ class logistic_gen(_Continuous):
     name = "logistic"
 
     def _logpdf(self, x):
-        y = -np.abs(x)
-        return y - 2.0 * np.log1p(np.exp(y))
+        # SciPy's -|x| - 2 log1p(e^-|x|), but where |x| < 1 as -2 log(2 cosh(x/2)): there the derivative of SciPy's
+        # form, -sign(x)(1 - 2e^-|x|/(1 + e^-|x|)), cancels (8e-8 relative at x = 1e-10), and its second derivative
+        # at the kink of |x| was 0, not -1/2
+        near = _plain(np.abs(x)) < 1
+        y = -np.abs(_keep(~near, x, 2.0))
+        return _where(near, -2.0 * (math.log(2.0) + np.log(np.cosh(0.5 * _keep(near, x, 0.0)))),
+                      y - 2.0 * np.log1p(np.exp(y)))
 
     def _cdf(self, x):
         return _sc().expit(x)
