@@ -119,7 +119,7 @@ def test_prod_whose_value_underflows():
     (g,) = pb.gradient(np.prod, x)
     np.testing.assert_allclose(g[:2], expected[:2], rtol=1e-15)
     assert g[2] == np.float64(1e-160) * np.float64(1e-160)
-    assert pb.jvp(np.prod, (x,), (np.array([0.0, 1.0, 0.0]),))[1] == pytest.approx(1e-165, rel=1e-15)
+    assert pb.jvp(np.prod, (x,), (np.array([0.0, 1.0, 0.0]),))[1] == pytest.approx(1e-165, rel=1e-15, abs=0.0)
     np.testing.assert_allclose(pb.jit(pb.grad(np.prod))(x)[:2], expected[:2], rtol=1e-15)
     (g2,) = pb.gradient(lambda a: np.sum(np.prod(a, axis=1)), np.stack([x, [1.0, 2.0, 3.0]]))
     np.testing.assert_allclose(g2[1], [6.0, 3.0, 2.0])
