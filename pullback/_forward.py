@@ -159,12 +159,15 @@ def _transposed(rule, primals, tangents, kwargs):
 
     def pairing(u):
         total = 0.0
-        cotangents = as_cotangents(back, back(u))
-        if any(t is not None for t in tangents[len(cotangents):]):
-            raise missing_cotangents(back, cotangents, [-1 if t is None else k for k, t in enumerate(tangents)])
-        for ct, t, p in zip(cotangents, tangents, primals):
-            if t is not None and ct is not None:
-                total = total + np.sum(fit(unthunk(ct), p) * t)
+        # Its value at u = 0 is never used, only its gradient (the tangent, whose own warnings NumPy gives as
+        # usual): what that value meets, 0 * inf where a derivative is infinite, is not the user's arithmetic.
+        with np.errstate(all="ignore"):
+            cotangents = as_cotangents(back, back(u))
+            if any(t is not None for t in tangents[len(cotangents):]):
+                raise missing_cotangents(back, cotangents, [-1 if t is None else k for k, t in enumerate(tangents)])
+            for ct, t, p in zip(cotangents, tangents, primals):
+                if t is not None and ct is not None:
+                    total = total + np.sum(fit(unthunk(ct), p) * t)
         return total
 
     return y, _gradient_of(pairing, _zero_cotangent(y))

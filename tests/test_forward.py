@@ -1,6 +1,7 @@
 """Forward mode, Jacobians, Hessians, mixed-mode nesting and frule."""
 
 import tracemalloc
+import warnings
 import zlib
 from dataclasses import dataclass
 
@@ -477,3 +478,15 @@ def test_jvp_does_not_copy_a_large_argument_whose_tangent_is_none():
     finally:
         tracemalloc.stop()
     assert peak < big.nbytes / 4, f"jvp allocated {peak / 1e6:.1f} MB for an 8 MB argument with no tangent"
+
+
+@pytest.mark.parametrize("x", [0.0, np.array(0.0), np.array([0.0])], ids=["python float", "0-d", "1-d"])
+def test_a_tangent_through_a_reverse_rule_meets_no_invalid_value_where_the_derivative_is_infinite(x):
+    # pb.hessian of sqrt at 0 takes the tangent of sqrt's pullback from that pullback alone (the gradient of
+    # u -> <J^T u, v> at u = 0): the value there, 0 * inf, is not computed by the user's code, so it warns of
+    # nothing; the derivative itself is -inf with NumPy's divide-by-zero warning, as everywhere
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        h = pb.hessian(lambda v: np.sum(np.sqrt(v)), x)
+    assert np.all(np.asarray(h) == -np.inf)
+    assert {str(w.message).split(" in ")[0] for w in caught} == {"divide by zero encountered"}
