@@ -135,14 +135,28 @@ def gelu(x: Any, *, approximate: Literal["tanh", "none"] = "tanh") -> Any:
     array([0.        , 0.84134475])
     """
     if approximate == "none":
-        return 0.5 * x * _erfc(x * -0.7071067811865476)
+        return _half_x_times(x, lambda x: _erfc(x * -0.7071067811865476))
     if approximate != "tanh":
         raise ValueError(f'gelu: approximate must be "tanh" (the default) or "none" (the exact erf form), '
                          f"as in PyTorch; got {approximate!r}")
     # Past |x| = 10 the tanh is exactly ±1 in every float dtype, so clipping x inside the cubic changes
     # no value and no derivative, and x**3 (and its derivative 3 x**2) cannot overflow to inf * 0 = nan.
-    inner = np.clip(x, -10.0, 10.0)
-    return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (inner + 0.044715 * inner**3)))
+    def factor(x):
+        inner = np.clip(x, -10.0, 10.0)
+        return 1 + np.tanh(0.7978845608028654 * (inner + 0.044715 * inner**3))
+
+    return _half_x_times(x, factor)
+
+
+def _half_x_times(x, factor):
+    """0.5 * x * factor(x), for a factor that is constant far out (2 or 0): at x = ±inf the product rule's
+    x * factor'(x) would be inf * 0 = nan (with a RuntimeWarning the plain call does not give), so there the
+    factor is held constant, and the finite values see a finite x. The same values, bit for bit."""
+    finite = np.isfinite(stop_gradient(x))
+    if np.all(finite):
+        return 0.5 * x * factor(x)
+    y = np.where(finite, 0.5 * np.where(finite, x, 0) * factor(np.where(finite, x, 0)), 0.5 * x * stop_gradient(factor(x)))
+    return y[()] if np.ndim(y) == 0 else y  # a number for a number, as 0.5 * x * factor(x) gives
 
 
 def softplus(x: Any, beta: float = 1.0, threshold: float | None = None) -> Any:

@@ -132,6 +132,12 @@ def _elementwise_targets(y, like):
     return y
 
 
+def _default_eps(yhat):
+    """The machine epsilon of `yhat`'s dtype; a Python number is float64. Read from the plain value: a Python float
+    being differentiated has a dtype, the plain float none (which raised AttributeError on plain calls alone)."""
+    return np.finfo(getattr(stop_gradient(yhat), "dtype", np.float64)).eps
+
+
 def mse(yhat: Any, y: Any, *, agg: Aggregation = "mean") -> Any:
     """Mean squared error: agg((yhat - y) ** 2).
 
@@ -187,7 +193,7 @@ def crossentropy(yhat: Any, y: Any, *, axis: int = -1, agg: Aggregation = "mean"
     >>> round(float(crossentropy(np.array([[0.25, 0.75]]), np.array([1]), label_smoothing=0.2, eps=0.0)), 6)  # targets 0.1, 0.9
     0.397543
     """
-    eps = np.finfo(yhat.dtype).eps if eps is None else eps
+    eps = _default_eps(yhat) if eps is None else eps
 
     def picked_log_probs(mask, kept):
         picked = _picked(mask, yhat, axis) + eps
@@ -234,7 +240,7 @@ def binary_crossentropy(yhat: Any, y: Any, *, agg: Aggregation = "mean", eps: fl
     0.287682
     """
     y = _elementwise_targets(y, yhat)
-    eps = np.finfo(yhat.dtype).eps if eps is None else eps
+    eps = _default_eps(yhat) if eps is None else eps
     return _aggregate(-y * np.log(yhat + eps) - (1 - y) * np.log(1 - yhat + eps), agg)
 
 

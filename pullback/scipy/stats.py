@@ -108,7 +108,14 @@ def _where(mask, a, b):
 def _log_of(cdf, sf):
     """log(cdf), or log1p(-sf) above the median, as SciPy's default `logcdf` computes it."""
     low = _plain(cdf) < 0.5
-    return _where(low, np.log(_keep(low, cdf, 1.0)), np.log1p(-_keep(~low, sf, 0.0)))
+    return _where(low, _log_probability(_keep(low, cdf, 1.0)), np.log1p(-_keep(~low, sf, 0.0)))
+
+
+def _log_probability(p):
+    """log(p), and -inf with a zero gradient where p underflows to 0 (a tail: SciPy's value is -inf, without a
+    warning): log(0) would warn "divide by zero", and its derivative p'/p = 0/0 reach the gradient as nan."""
+    positive = _plain(p) != 0
+    return _where(positive, np.log(_keep(positive, p, 1.0)), -np.inf)
 
 
 def _no_method(dist, method):
@@ -288,10 +295,10 @@ class _Discrete(_Distribution):
         return np.where(edge, product(k, *at_edge), np.exp(self._logpmf(k, *away)))
 
     def _logcdf(self, k, *s):
-        return np.log(self._cdf(k, *s))
+        return _log_probability(self._cdf(k, *s))
 
     def _logsf(self, k, *s):
-        return np.log(self._sf(k, *s))
+        return _log_probability(self._sf(k, *s))
 
 
 class _Frozen:
@@ -430,6 +437,16 @@ class laplace_gen(_Continuous):
     def _pdf(self, x):
         return 0.5 * np.exp(-np.abs(x))
 
+    def _logpdf(self, x):  # not log(pdf): past |x| = 745 the pdf underflows to 0 (log 0, and a nan gradient)
+        return -math.log(2.0) - np.abs(x)
+
+    def _logcdf(self, x):
+        right = _plain(x) > 0
+        return _where(right, np.log1p(-0.5 * np.exp(-_keep(right, x, 1.0))), _keep(~right, x, -1.0) - math.log(2.0))
+
+    def _logsf(self, x):
+        return self._logcdf(-x)
+
     def _cdf(self, x):
         right = _plain(x) > 0
         return _where(right, 1.0 - 0.5 * np.exp(-_keep(right, x, 1.0)), 0.5 * np.exp(_keep(~right, x, -1.0)))
@@ -463,6 +480,24 @@ class cauchy_gen(_Continuous):
 
     def _sf(self, x):
         return np.arctan2(1, x) / np.pi
+
+    def _logcdf(self, x):
+        # below x = -1, log(arctan(u)/π) with u = -1/x as -log(-x) + log(arctan(u)/u) - log π: in log(cdf) the slope
+        # 1/(1 + x²) underflows past |x| = 1e154, and pb.jvp lost the whole derivative, about -1/x; here that comes
+        # from log(-x), and the ratio's share (about 2u²/3 of it) is held constant where it is below the last digit
+        far = _plain(x) < -1
+        if not np.any(far):
+            return _log_of(self._cdf(x), self._sf(x))
+        xf = _keep(far, x, -2.0)
+        u = -1.0 / xf
+        small = _plain(u) < 1e-8
+        us = _keep(~small, u, 0.5)
+        ratio = _where(small, stop_gradient(np.log(np.arctan(u) / u)), np.log(np.arctan(us) / us))
+        near = _keep(~far, x, 0.0)
+        return _where(far, ratio - np.log(-xf) - math.log(math.pi), _log_of(self._cdf(near), self._sf(near)))
+
+    def _logsf(self, x):
+        return self._logcdf(-x)
 
 
 class logistic_gen(_Continuous):
@@ -499,7 +534,8 @@ class lognorm_gen(_Continuous):
     def _logpdf(self, x, s):
         nonzero = _plain(x) != 0
         x = _keep(nonzero, x, 1.0)
-        return _where(nonzero, -np.log(x)**2 / (2 * s**2) - np.log(s * x * math.sqrt(2 * math.pi)), -np.inf)
+        log_x = np.log(x)  # s * s, not s**2: that raises OverflowError for a large Python float s
+        return _where(nonzero, -(log_x * log_x) / (2 * (s * s)) - np.log(s * x * math.sqrt(2 * math.pi)), -np.inf)
 
     def _cdf(self, x, s):
         return _sc().ndtr(np.log(x) / s)
@@ -534,7 +570,10 @@ class invgamma_gen(_Continuous):
         return 0.0, np.inf
 
     def _logpdf(self, x, a):
-        return -(a + 1) * np.log(x) - _sc().gammaln(a) - 1.0 / x
+        # x = 0 (loc = x, or scale = inf) is kept out of the formula: for a Python float 1.0 / x raises ZeroDivisionError
+        positive = _plain(x) > 0
+        x = _keep(positive, x, 1.0)
+        return _where(positive, -(a + 1) * np.log(x) - _sc().gammaln(a) - 1.0 / x, -np.inf)
 
     def _cdf(self, x, a):
         return _sc().gammaincc(a, 1.0 / x)
