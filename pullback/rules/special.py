@@ -347,22 +347,108 @@ def _quad(f, lo, hi, **weight):
 
 def _gammainc_da(a, x):
     """d/da gammainc(a, x) for scalars, by quadrature."""
-    if not (a > 0 and x >= 0):
+    if not (a >= 0 and x >= 0):
         return math.nan
     if x == 0 or math.isinf(x):
         return 0.0
     sp = _scipy_special()
+    if a <= 1e-20:
+        # (a = 0 included: SciPy's gammainc(0, x) = 1 is the limit a -> 0+, and a shape reaches 0 by underflow, as
+        # in chi2.cdf(x, 5e-324), whose gammainc(df/2, x/2) has df/2 = 0: the one-sided derivative, -E1(x))
+        # gammaincc(a, x) = a·Γ(a, x)/Γ(a + 1), and Γ(a, x) = E1(x) + O(a log²x): its derivative in a is
+        # E1(x)(1 + O(a log²x)), under 1e-16 relative for a <= 1e-20 (|log x| <= 745). The quadrature there failed:
+        # ψ(a) overflows to -inf for a < 1e-308 (nan, with warnings) and e^(-x)/Γ(a) underflows for large x (0
+        # instead of -E1(100) = -3.7e-46 at a = 1e-300). Checked against mpmath (50 digits).
+        return -float(sp.exp1(x))
+    if x <= 0.5:
+        return _gammainc_da_series(a, x, sp)
+    if a >= _GAMMAINC_LARGE_A:
+        return _gammainc_da_large(a, x)
     c, log_gamma = sp.digamma(a), sp.gammaln(a)
 
     def integrand(t):
         return (math.log(t) - c) * math.exp((a - 1.0) * math.log(t) - t - log_gamma) if t > 0 else 0.0
 
     if math.log(x) > c:  # the score log t - ψ(a) is positive on all of (x, ∞)
-        return -_quad(integrand, x, math.inf)
+        # t = x + u, the density scaled by its value at x (its largest on [x, ∞), as x > a - 1 here): QUADPACK
+        # never sees numbers near the underflow threshold (at a = 1e-15, x = 700 it warned and lost 1e-2 relative)
+        log_scale = (a - 1.0) * math.log(x) - x - log_gamma
+        inner = _quad(lambda u: (math.log(x + u) - c) * math.exp((a - 1.0) * math.log1p(u / x) - u), 0.0, math.inf)
+        return -math.exp(log_scale + math.log(inner)) if inner > 0 else -0.0
     if a < 2:  # t^(a-1) log t at 0: the weighted rule integrates it exactly
         weighted = _quad(lambda t: math.exp(-t - log_gamma), 0.0, x, weight="alg-loga", wvar=(a - 1.0, 0.0))
         return weighted - c * sp.gammainc(a, x)
     return _quad(integrand, 0.0, x)
+
+
+_GAMMAINC_LARGE_A = 1e4
+
+
+def _gammainc_da_large(a, x):
+    """d/da gammainc(a, x) for a >= 1e4: the integral of (log t - ψ(a)) t^(a-1) e^(-t)/Γ(a) over t < x in the
+    variable w, t = a + √a w, with the log of the density written as
+        -a(μ - log1p(μ)) - log1p(μ) - log(2π)/2 - stirlerr(a),  μ = w/√a,
+    (a(μ - log1p(μ)) = w²(1/2 - μ/3 + μ²/4 - ...) by its series for small μ) and log t - ψ(a) as
+    log1p(μ) + (log a - ψ(a)) by its asymptotic series. The plain quadrature in t lost everything there: its
+    exponent (a - 1) log t - t - log Γ(a) cancels to about 1e-16·a log a absolute (0 instead of -4e-6 at a = 1e10,
+    x = a, and IntegrationWarnings from a = 1e6 on). Integrated, as there, on the side of x where the score keeps
+    its sign, scaled by the density at x (its largest on that side)."""
+    sqa, inv_a = math.sqrt(a), 1.0 / a
+    inv_a2 = inv_a * inv_a  # (not 1/(a·a): a·a overflows, and np.vectorize reports the flag as a RuntimeWarning)
+    stirlerr = (1.0 / 12.0 - (1.0 / 360.0 - inv_a2 / 1260.0) * inv_a2) * inv_a
+    log_a_minus_psi = (0.5 + (1.0 / 12.0 - inv_a2 / 120.0) * inv_a) * inv_a
+
+    def log_g(w, t):  # log of the density in w, at t = a + √a w
+        mu = w / sqa
+        log1p_mu = math.log1p(mu) if mu > -0.5 else math.log(t / a)  # t/a, not 1 + μ, for t << a
+        if abs(mu) < 0.1:
+            series, power = 0.0, 1.0
+            for k in range(2, 20):
+                series += power / k
+                power *= -mu
+            a_phi = w * w * series
+        else:
+            a_phi = a * (mu - log1p_mu)
+        return -a_phi - log1p_mu - 0.5 * math.log(2.0 * math.pi) - stirlerr
+
+    def score(w):
+        return math.log1p(w / sqa) + log_a_minus_psi
+
+    z = (x - a) / sqa
+    log_g0 = log_g(z, x)
+    if log_g0 < -800.0:  # the derivative underflows
+        return 0.0
+
+    def integrand(w):
+        if w <= -sqa:
+            return 0.0
+        log_ratio = log_g(w, a + sqa * w) - log_g0
+        return score(w) * math.exp(log_ratio) if log_ratio > -746.0 else 0.0
+
+    if score(z) >= 0.0:  # positive on [z, ∞)
+        inner = -_quad(integrand, z, math.inf)
+    else:
+        inner = _quad(integrand, -math.inf, z)
+    if inner == 0.0:
+        return 0.0
+    return math.copysign(math.exp(log_g0 + math.log(abs(inner))), inner)
+
+
+def _gammainc_da_series(a, x, sp):
+    """d/da gammainc(a, x) for x <= 1/2 by the series gammainc(a, x) = x^a T/Γ(a + 1), T = 1 + a Σ_{n>=1} (-x)^n/(n!(a + n)):
+        d/da gammainc = gammainc · (log x - ψ(a + 1) + T'/T),  T' = Σ_{n>=1} (-x)^n n/(n!(a + n)²).
+    The three terms are negative for x <= 1/2 (no cancellation), and the series converge fast. The quadrature it
+    replaces lost all digits at tiny x (-37.19 for -690.2 at a = 1e-10, x = 1e-300, with an IntegrationWarning)."""
+    s = ds = 0.0
+    term = 1.0  # (-x)^n/n!
+    for n in range(1, 60):
+        term *= -x / n
+        s += term / (a + n)
+        ds += term * n / ((a + n) * (a + n))
+        if abs(term) < 1e-18 * n:
+            break
+    t_ratio = ds / (1.0 + a * s)
+    return float(sp.gammainc(a, x)) * (math.log(x) - float(sp.digamma(a + 1.0)) + t_ratio)
 
 
 def _betainc_dshape(a, b, x, second):
@@ -466,6 +552,29 @@ def _digamma_half_step(a):
     return float(sp.digamma(a + 0.5) - sp.digamma(a)) - 0.5 / a
 
 
+_TINY_DF = 1e-20  # below it, `_stdtr_ddf_tiny`: its neglected terms are O(df log²x), under 1e-16 relative
+_HUGE_DF = 1e170  # above it the derivative, about f(t)(1 + 2t² - t⁴)/(4df²), is below 1e-320: 0
+
+
+def _stdtr_ddf_tiny(df, t):
+    """d/d(df) stdtr(df, t) for 0 < df <= 1e-20, in closed form (the quadrature there would integrate a tail of
+    length 1/df, and ψ(df/2) or 1/df overflow for df < 1e-308). With a = df/2 and x = df/(df + t²),
+        stdtr(df, -|t|) = I_x(a, 1/2)/2 = x^a Γ(a + 1/2)/(Γ(a + 1)Γ(1/2)) · ₂F₁(a, 1/2; a + 1; x)/2,
+    and ₂F₁ = 1 + a·2 log(2/(1 + √(1-x))) + O(a²), so that to first order in a (x depending on a)
+        d/d(df) stdtr(df, -|t|) = (s - 2 atanh(s))/4,  s = √(1 - x) = |t|/√(df + t²),
+    written as (s - 2 log1p(s) + log x)/4 for s >= 1/2 (no cancellation either way). The value is finite (about
+    log(df)/4) and representable down to df = 5e-324; checked against mpmath (50 digits) to 1e-16 relative."""
+    log_r = math.log(abs(t)) - 0.5 * math.log(df)  # r = |t|/√df, which can overflow
+    if log_r > 0.0:
+        inv_r2 = math.exp(-2.0 * log_r)
+        s, log_x = 1.0 / math.sqrt(1.0 + inv_r2), -(2.0 * log_r + math.log1p(inv_r2))
+    else:
+        r2 = math.exp(2.0 * log_r)
+        s, log_x = math.sqrt(r2 / (1.0 + r2)), -math.log1p(r2)
+    lower = 0.25 * (s - 2.0 * math.atanh(s) if s < 0.5 else s - 2.0 * math.log1p(s) + log_x)
+    return lower if t < 0 else -lower
+
+
 def _stdtr_ddf(df, t):
     """d/d(df) stdtr(df, t) for scalars, by quadrature: the integral of ∂f/∂df = f·S over s <= -|t| (by symmetry,
     the derivative at |t| is minus that at -|t|), where f is the density and
@@ -478,6 +587,10 @@ def _stdtr_ddf(df, t):
     if not (df > 0) or math.isnan(t):
         return math.nan
     if t == 0 or math.isinf(t) or math.isinf(df):
+        return 0.0
+    if df <= _TINY_DF:
+        return _stdtr_ddf_tiny(df, t)
+    if df >= _HUGE_DF:  # |derivative| <= about 1/df² (see above): it underflows to 0
         return 0.0
     d = _digamma_half_step(0.5 * df)
     log_c = float(lgamma_half_step(0.5 * df)) - 0.5 * math.log(2.0 * math.pi)  # f(s) = c (1 + s²/df)^(-(df+1)/2)
