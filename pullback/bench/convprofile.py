@@ -26,6 +26,8 @@ time, next to a float32 matrix product measured on this machine.
 ('matmul', 'im2col/col2im')
 >>> group_of(("/x/pullback/nn/conv.py", 1, "_conv")), group_of(("/x/pullback/nn/conv.py", 1, "_column_blocks"))
 ('matmul', 'im2col/col2im')
+>>> group_of(("/x/pullback/nn/conv.py", 1, "_filter_from_columns"))
+'matmul'
 >>> group_of(("/x/pullback/nn/normalise.py", 1, "back")), group_of(("~", 0, "<built-in method numpy.einsum>"))
 ('normalisation', None)
 """
@@ -41,7 +43,7 @@ from . import resnets
 
 GROUPS = ("matmul", "im2col/col2im", "normalisation", "pooling", "rules", "engine", "other")
 
-_IM2COL_WORDS = ("im2col", "col2im", "column", "pad", "crop", "window", "offsets", "flip")
+_IM2COL_WORDS = ("im2col", "col2im", "column_blocks", "pad", "crop", "window", "offsets", "flip")
 _POOL_WORDS = ("pool", "argmax", "scatter", "gather")
 
 
