@@ -219,7 +219,7 @@ def _array_groups(model, generators=False):
 
 def _array_places(model, generators=False):
     """`[(path, array)]` for every place of `model` holding an array, in walk order (with `generators`,
-    places holding a `np.random.Generator` or `RandomState` too).
+    places holding a random generator too: `_rng_states.RANDOM_TYPES`).
 
     `tree.walk` visits each object once and gives each container `(id, steps)`: the steps
     inside it that lead to arrays, as `(step text, key, what is below)`. Spelling those out

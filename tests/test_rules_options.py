@@ -532,7 +532,7 @@ def assert_same_outputs(actual, expected, exact, what, check_values=True):
             np.testing.assert_array_equal(a, e, err_msg=f"{what}, output {k}")
         else:
             # (the absolute tolerance scaled to the output: an error estimate of 1e-30 is compared, not waved through)
-            scale = float(np.max(np.abs(e), initial=0.0)) if np.size(e) else 0.0
+            scale = float(np.max(np.abs(e), initial=0.0))
             np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12 * scale, err_msg=f"{what}, output {k}")
 
 
