@@ -27,8 +27,8 @@ import weakref
 
 import numpy as np
 
-from . import _jit_fuse
-from ._jit_parallel import PARTS, operand_source, splittable
+from . import _jit_fuse, _jit_parallel
+from ._jit_parallel import PARTS, Scratch, operand_kind, splittable
 from ._jit_trace import RaisesAgain, Ref, Retrace, collect, errors_token, index_check, setitem_copy, with_writeable
 from ._jit_watch import same_value
 
@@ -246,7 +246,7 @@ def compile_trace(trace, output_slots, fuse=False):
     kernel_of = _segments(trace, live, guards_after, planner, placed, _jit_fuse.fusible,
                           _jit_fuse.MIN_LENGTH, dtype=True) if fuse else {}
     segment_of = _segments(trace, live - set(kernel_of), guards_after, planner, placed,
-                           _splittable_apart_from(_written_values(trace))) if PARTS.count > 1 else {}
+                           _splittable_apart_from(_written_values(trace)))
     segments = {}  # first index -> [(index, node, buffer k or None)]
     parts_source = []
     slabs = _jit_fuse.Slabs()
@@ -254,6 +254,12 @@ def compile_trace(trace, output_slots, fuse=False):
     outside = set(output_slots) | {guard.slot for guard in trace.guards} | {
         slot for index in live - set(kernel_of) for slot in trace.nodes[index].slots_read()} | \
         _written_values(trace)  # read where a call raises
+    # a segment's results read by no call outside it, no guard, and no output live in its parts' scratch
+    readers = {}
+    for index in live:
+        for slot in trace.nodes[index].slots_read():
+            readers.setdefault(slot, set()).add(index)
+    kept = set(output_slots) | {guard.slot for guard in trace.guards} | _written_values(trace)
     # slots an output may share memory with: a slab row is copied out before it becomes one
     copied = {slot for out in output_slots for slot in planner.roots.get(out, {out})}
     for index, node in enumerate(trace.nodes):
@@ -278,7 +284,10 @@ def compile_trace(trace, output_slots, fuse=False):
             first, last = segment_of[index]
             segments.setdefault(first, []).append((index, node, k))
             if index == last:
-                _emit_segment(segments[first], trace, namespace, body, parts_source)
+                members = {i for i, _, _ in segments[first]}
+                made = [trace.nodes[i].outputs for i in members]
+                read_after = {slot for slot in made if slot in kept or not readers.get(slot, set()) <= members}
+                _emit_segment(segments[first], trace, namespace, body, parts_source, read_after)
             continue
         arguments = _call_arguments(node, trace, namespace, f"c{index}")
         if k is None:
@@ -508,33 +517,68 @@ def _emit_kernel(members, trace, namespace, body, slabs, outside, copied):
             body.append(f"    s{slot} = {view}" + (".copy()" if slot in copied else ""))
 
 
-def _emit_segment(members, trace, namespace, body, parts_source):
+def _emit_segment(members, trace, namespace, body, parts_source, read_after):
     """The calls of one segment: its results' arrays made whole first, then `parts(part_j, rows, ...)`
-    running a part function, defined in `parts_source`, over the rows in every core."""
+    running a part function, defined in `parts_source`, over the rows in every core.
+
+    A part walks its rows in blocks of about `BLOCK_BYTES` per array, each block through every call of
+    the segment, so that a value is read again while it is still in the core's cache. A result that
+    nothing outside the segment reads (`read_after` holds the slots that something does) lives only in
+    a block-sized scratch array of the part: a gradient's forward values, used by its backward pass in
+    the same segment, never reach main memory. Results that share a planned buffer share a scratch array."""
     name = f"part{members[0][0]}"
-    slots, lines = [], []
+    first = trace.values[members[0][1].outputs]
+    rows = first.shape[0]
+    row_bytes = max(trace.values[node.outputs].itemsize for _, node, _ in members) * (first.size // rows or 1)
+    block = max(1, _jit_parallel.BLOCK_BYTES // max(row_bytes, 1))
+    scratch, cut, params, calls, names = {}, {}, {}, [], []  # scratch: slot -> its array's name
+
+    def cut_name(rendered):  # the block's rows of an array the segment reads or writes whole
+        return cut.setdefault(rendered, f"x{len(cut)}")
+
     for index, node, k in members:
         result = trace.values[node.outputs]
-        if k is None:
-            namespace[f"dtype_s{node.outputs}"] = result.dtype
-            body.append(f"    s{node.outputs} = empty({result.shape!r}, dtype_s{node.outputs})")
-        else:
-            body.append(f"    s{node.outputs} = b{k}")
         reads = []
         for position, arg in enumerate(_typed_args(node, trace)):
+            if isinstance(arg, Ref) and arg.slot in scratch:
+                reads.append(scratch[arg.slot])
+                continue
             rendered = _render(arg, namespace, f"c{index}_{position}")
-            reads.append(operand_source(arg, trace, result, rendered))
-        slots += node.slots_read()
-        slots.append(node.outputs)
-        out = f"s{node.outputs}[lo:hi]"
-        lines.append(f"    f{index}({', '.join(reads)}, {out if _positional_out(node) else 'out=' + out})"
-                     f"  # {node.name}")
-    params = "".join(f", s{slot}" for slot in dict.fromkeys(slots))
-    parts_source += [f"def {name}(lo, hi{params}):"] + lines + [""]
-    namespace[f"{name}_ufuncs"] = tuple(node.fn.__name__ for _, node, _ in members)  # named by its warnings
-    rows = trace.values[members[0][1].outputs].shape[0]
+            if isinstance(arg, Ref):
+                params[rendered] = None
+            if operand_kind(arg, trace, result) == "cut":
+                reads.append(cut_name(rendered))
+            else:
+                reads.append(rendered)
+        if node.outputs in read_after:
+            out = f"s{node.outputs}"
+            if k is None:
+                namespace[f"dtype_{out}"] = result.dtype
+                body.append(f"    {out} = empty({result.shape!r}, dtype_{out})")
+            else:
+                body.append(f"    {out} = b{k}")
+            params[out] = None
+            out = cut_name(out)
+        else:
+            out = scratch[node.outputs] = f"t{k}" if k is not None else f"t_s{node.outputs}"
+            namespace[f"dtype_{out}"] = result.dtype  # (one dtype for a buffer k's values)
+        calls.append(f"f{index}({', '.join(reads)}, {out if _positional_out(node) else 'out=' + out})")
+        names.append(node.fn.__name__)
+    temps = dict.fromkeys(scratch.values())
+    lines = ["    n = min(hi - lo, n) or 1"]
+    if temps:
+        namespace[f"{name}_scratch"] = Scratch([(first.shape[1:], namespace[f"dtype_{t}"]) for t in temps])
+        lines.append(f"    {', '.join(temps)}, = {name}_scratch(n)")
+    lines += ["    for a in range(lo, hi, n):", "        z = a + n", "        if z > hi:", "            z = hi"]
+    lines += [f"            {t} = {t}[:z - a]" for t in temps]
+    lines += [f"        {view} = {rendered}[a:z]" for rendered, view in cut.items()]
+    head = len(lines)
+    lines += [f"        {call}  # {fn}" for call, fn in zip(calls, names)]
+    parameters = "".join(f", {p}" for p in params)
+    parts_source += [f"def {name}(lo, hi, n{parameters}):"] + lines + [""]
+    namespace[f"{name}_ufuncs"] = (None,) * head + tuple(names)  # by line: what a part's warnings name
     namespace["parts"] = PARTS
-    body.append(f"    parts({name}, {rows}{params})")
+    body.append(f"    parts({name}, {rows}, {block}{parameters})")
 
 
 def _writes_in_place(node, index, trace, planner):

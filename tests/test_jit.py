@@ -8,6 +8,7 @@ import re
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -895,17 +896,19 @@ def test_a_python_number_beside_differentiation_gives_eager_results(fn):
 
 # --- elementwise segments run in parts, one per core -----------------------------------------------
 @contextlib.contextmanager
-def parts_for_small_arrays(count=3, parts=None):
+def parts_for_small_arrays(count=3, parts=None, block_bytes=16):
     """Segments of arrays of every size run in `count` parts (they normally wait for large arrays
-    and take one part per core), so that small, quick tests exercise the cutting, with uneven parts."""
+    and take one part per core), each part in blocks of about `block_bytes` per array (one or two
+    rows here), so that small, quick tests exercise the cutting, with uneven parts and blocks."""
     from pullback import _jit_parallel, _jit_replay
 
-    saved = _jit_parallel.MIN_SIZE, _jit_replay.PARTS
+    saved = _jit_parallel.MIN_SIZE, _jit_replay.PARTS, _jit_parallel.BLOCK_BYTES
     _jit_parallel.MIN_SIZE, _jit_replay.PARTS = 1, parts or _jit_parallel.Parts(count)
+    _jit_parallel.BLOCK_BYTES = block_bytes
     try:
         yield
     finally:
-        _jit_parallel.MIN_SIZE, _jit_replay.PARTS = saved
+        _jit_parallel.MIN_SIZE, _jit_replay.PARTS, _jit_parallel.BLOCK_BYTES = saved
 
 
 def _sources(jitted):
@@ -963,11 +966,11 @@ class PartsInOrder:
     def __init__(self, count, backwards):
         self.count, self.backwards = count, backwards
 
-    def __call__(self, segment, rows, *arrays):
+    def __call__(self, segment, rows, block, *arrays):
         bounds = [rows * k // self.count for k in range(self.count + 1)]
         order = range(self.count)[::-1] if self.backwards else range(self.count)
         for k in order:
-            segment(bounds[k], bounds[k + 1], *arrays)
+            segment(bounds[k], bounds[k + 1], block, *arrays)
 
 
 @pytest.mark.parametrize("backwards", [False, True])
@@ -992,15 +995,15 @@ def test_a_forked_child_runs_segments_in_parts_with_threads_of_its_own():
     parts = _jit_parallel.Parts(2)
     out = np.zeros(8)
 
-    def segment(lo, hi, out):
+    def segment(lo, hi, block, out):
         out[lo:hi] = np.arange(lo, hi)
 
-    parts(segment, 8, out)  # the parent's worker thread starts
+    parts(segment, 8, 8, out)  # the parent's worker thread starts
     pid = os.fork()
     if pid == 0:  # the child: exit status 0 only if its parts ran (a lost pool would hang here)
         try:
             out[:] = 0
-            parts(segment, 8, out)
+            parts(segment, 8, 8, out)
             os._exit(0 if out.tolist() == list(range(8)) else 1)
         finally:
             os._exit(2)
@@ -1068,16 +1071,74 @@ def test_arrays_of_python_objects_are_not_cut_into_parts():
 def test_an_error_in_a_part_reaches_the_caller():
     from pullback import _jit_parallel
 
-    def segment(lo, hi, flags):
+    def segment(lo, hi, block, flags):
         if flags[lo:hi].any():
             raise FloatingPointError(f"rows {lo}:{hi}")
 
     parts = _jit_parallel.Parts(3)
     flags = np.zeros(9, bool)
-    parts(segment, 9, flags)
+    parts(segment, 9, 9, flags)
     flags[7] = True  # in the last part, run by a worker thread
     with pytest.raises(FloatingPointError, match="rows 6:9"):
-        parts(segment, 9, flags)
+        parts(segment, 9, 9, flags)
+
+
+@pytest.mark.parametrize("count", [1, 3])
+@pytest.mark.parametrize("block_bytes", [8, 24, 1 << 16])
+def test_a_gradient_run_in_blocks_keeps_its_forward_values_in_scratch_and_equals_eager(count, block_bytes):
+    from pullback.bench.workloads import chain
+
+    loss = lambda v: chain(v, 20, np)  # noqa: E731
+    x = np.linspace(-1.0, 1.0, 21)  # 7 rows a part, in blocks of 1, 3 or all rows: uneven last blocks
+    with parts_for_small_arrays(count, block_bytes=block_bytes):
+        jf = pb.jit(lambda x: pb.gradient(loss, x)[0])
+        jf(x)
+        g = jf(x * 0.5)
+    np.testing.assert_array_equal(g, pb.gradient(loss, x * 0.5)[0])
+    (source,) = _sources(jf)
+    assert "for a in range(lo, hi, n):" in source
+    # one segment holds the forward and backward passes; the gradient is its one whole array, and the
+    # forward values the backward pass reads live in the part's scratch
+    assert source.count("parts(") == 1
+    assert len(re.findall(r"^    s\d+ = (?:b\d+|empty)", source, re.M)) == 1
+
+
+def test_a_constant_array_of_the_result_shape_is_read_by_rows_in_parts():
+    w = np.arange(21.0).reshape(7, 3)  # read by the trace as a constant (a closure's array)
+    f = lambda x: np.sin(x) * w + w * w  # noqa: E731
+    x = np.linspace(0.0, 2.0, 21).reshape(7, 3)
+    with parts_for_small_arrays():
+        jf = pb.jit(f)
+        jf(x)
+        got = jf(x + 0.5)
+    (source,) = _sources(jf)
+    assert source.count("parts(") == 1 and "c0_0" not in source.split("def program")[1]
+    np.testing.assert_array_equal(got, f(x + 0.5))
+
+
+def _division_errors(fn, mode, x, y):
+    """The errors `fn(x, y)` reports under `np.errstate(divide=mode)`: warnings or callback calls."""
+    seen = []
+    with warnings.catch_warnings(record=True) as caught, np.errstate(divide=mode, call=lambda kind, flag: seen.append(kind)):
+        warnings.simplefilter("always")
+        fn(x, y)
+    return seen + [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("mode", ["warn", "call"])
+def test_an_error_met_in_several_parts_and_blocks_is_reported_once_as_by_numpy(mode):
+    f = lambda x, y: np.sin(x) / y + 1.0  # noqa: E731
+    x, y = np.linspace(0.5, 1.0, 9), np.ones(9)
+    y[[0, 4, 8]] = 0.0  # in every part, and in several blocks
+    with parts_for_small_arrays():
+        jf = pb.jit(f)
+        with np.errstate(divide="ignore"):
+            jf(x, np.ones(9))
+            jf(x, np.ones(9))
+        got = _division_errors(jf, mode, x, y)
+    assert any("parts(" in source for source in _sources(jf))
+    assert got == _division_errors(f, mode, x, y) == (
+        ["divide by zero encountered in divide"] if mode == "warn" else ["divide by zero"])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -18,7 +18,7 @@ import pytest
 
 import pullback as pb
 import pullback._values as values
-from pullback._jit_replay import Program
+from pullback._jit_replay import Program, _finish_fusing
 
 TIMEOUT = 30  # seconds any one thread may take: a deadlock fails the test instead of hanging it
 PAUSE = 1.0  # how long a paused thread waits for another that a fixed version keeps blocked
@@ -718,10 +718,17 @@ def _guarded_loss(w, x, mode):
     return np.sum(z ** 2)
 
 
+def _settle_background_imports():
+    """Wait for the threads earlier tests' replays started to fuse kernels: the first one imports numba,
+    which adds its own warnings filters, at whatever moment the import runs."""
+    _finish_fusing()
+
+
 def test_calls_raising_or_catching_a_refusal_in_some_threads_leave_no_state_behind_in_others():
     rng = np.random.default_rng(4)
     cases = [(rng.standard_normal((3, 2)), rng.standard_normal((4, 3))) for _ in range(3)]
     want = [pb.withgradient(_guarded_loss, w, x, "plain") for w, x in cases]
+    _settle_background_imports()
     errors, filters = np.geterr(), list(warnings.filters)
     handed = set(values._HANDED_IDS)  # (what earlier tests' objects still hold)
     stuck = list(values._STUCK)
@@ -781,6 +788,7 @@ def _spaced(x):
 def test_gradients_through_composites_in_two_threads_leave_the_warnings_filters_as_they_were(monkeypatch):
     x = np.array([0.5, 2.0])
     want = pb.gradient(_spaced, x)
+    _settle_background_imports()
     before = list(warnings.filters)
     monkeypatch.setattr(warnings, "catch_warnings", _PausingCatch)
     for event in (_PausingCatch.a_leaving, _PausingCatch.b_in, _PausingCatch.a_out):
