@@ -855,6 +855,9 @@ def _signature(args, kwargs):
     """
     if not kwargs and all(type(a) is np.ndarray for a in args) and len({id(a) for a in args}) == len(args):
         return list(args), tuple((a.shape, a.dtype.str, _order(a)) for a in args), False, ()
+    plain = _plain_signature(args, kwargs)
+    if plain is not None:
+        return plain
     arrays, key, containers = [], [], []
     traced = False
 
@@ -892,6 +895,60 @@ def _signature(args, kwargs):
 
     tree.walk((args, kwargs), leaf, container, repeat=recur, cycle=cycle)
     return arrays, tuple(key), traced, containers
+
+
+_PLAIN_KINDS = {list: tree.kind_of([]), tuple: tree.kind_of(()), dict: tree.kind_of({})}
+
+
+@functools.lru_cache(maxsize=64)
+def _positions(n):
+    """The keys of a sequence's n children, and their types, as a signature holds them."""
+    return tuple(range(n)), (int,) * n
+
+
+def _plain_signature(args, kwargs, max_depth=32):
+    """`_signature` of arguments made of arrays, Python ints and floats in lists, tuples and dicts (the
+    common case: a list of parameters), computed without the general walk, which costs about 20 µs for
+    a list of six arrays; None for anything else, or a container met twice, or nested deeper than
+    `max_depth`.
+
+    >>> a = np.ones(2)
+    >>> _plain_signature(([a, a], 0.5), {})[1][:2]
+    ((<class 'numpy.ndarray'>, (2,), '<f8', 'C'), ('again', 1))
+    """
+    arrays, key, containers, places = [], [], [], {}
+
+    def visit(value, depth):  # value: a container; its leaves are handled here, without a call each
+        kind = type(value)
+        if kind not in _PLAIN_KINDS or tree.kind_of(value) is not _PLAIN_KINDS[kind] or id(value) in places \
+                or depth > max_depth:
+            return False  # another kind, a kind registered anew, a repeat or a cycle: the general walk's
+        for child in value.values() if kind is dict else value:
+            leaf = type(child)
+            if leaf is np.ndarray:
+                place = places.get(id(child))
+                if place is not None:
+                    key.append(("again", place))
+                    continue
+                arrays.append(child)
+                key.append((leaf, child.shape, child.dtype.str, _order(child)))
+                places[id(child)] = len(key)
+            elif leaf is float or leaf is int:
+                arrays.append(child)
+                key.append((leaf,))
+            elif not visit(child, depth + 1):
+                return False
+        if kind is dict:
+            key.append(("container", kind, tuple(value), tuple(map(type, value))))
+        else:
+            key.append(("container", kind) + _positions(len(value)))
+        containers.append(value)
+        places[id(value)] = len(key)
+        return True
+
+    if not visit((args, kwargs), 0):
+        return None
+    return arrays, tuple(key), False, containers
 
 
 def _static_value(leaf):

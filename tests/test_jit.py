@@ -1,6 +1,8 @@
 """pb.jit: traced once per signature, replayed as straight-line NumPy, equal to eager pullback."""
 
+import collections
 import contextlib
+import functools
 import math
 import numbers
 import os
@@ -1103,6 +1105,28 @@ def test_a_gradient_run_in_blocks_keeps_its_forward_values_in_scratch_and_equals
     assert len(re.findall(r"^    s\d+ = (?:b\d+|empty)", source, re.M)) == 1
 
 
+SCRATCH_PROGRAMS = {
+    "an intermediate returned beside the result": lambda x: (lambda y: (y, np.cos(y) * 2.0))(np.sin(x) + 1.0),
+    "an intermediate read through a view after the segment": lambda x: (lambda y: (np.exp(y) - 1.0, y[::2].sum()))(np.sin(x) * 3.0),
+    "float32 and float64 values of one shape": lambda x: np.sin(x.astype(np.float32)) * np.float32(2) + np.cos(x) * (x > 0.5),
+    "an intermediate reduced after the segment, then broadcast": lambda x: (lambda y: y * np.sin(y) / y.sum())(np.tanh(x) + 2.0),
+}
+
+
+@pytest.mark.parametrize("name", SCRATCH_PROGRAMS)
+def test_values_read_after_a_segment_are_whole_arrays_and_the_rest_scratch(name):
+    f = SCRATCH_PROGRAMS[name]
+    x = np.linspace(0.0, 2.0, 30).reshape(10, 3)
+    with parts_for_small_arrays(block_bytes=40):  # blocks of one or two rows, of three rows a part
+        jf = pb.jit(f)
+        jf(x)
+        got = jf(x + 0.25)
+    assert any("parts(" in source for source in _sources(jf))
+    for g, e in zip(*[r if isinstance(r, tuple) else (r,) for r in (got, f(x + 0.25))]):
+        assert np.asarray(g).dtype == np.asarray(e).dtype
+        np.testing.assert_array_equal(g, e)
+
+
 def test_a_constant_array_of_the_result_shape_is_read_by_rows_in_parts():
     w = np.arange(21.0).reshape(7, 3)  # read by the trace as a constant (a closure's array)
     f = lambda x: np.sin(x) * w + w * w  # noqa: E731
@@ -1358,3 +1382,54 @@ def test_jit_grad_putmask_with_cycled_values():
     for x, g in zip((_X4, _X4[::-1].copy()), expected):
         np.testing.assert_allclose(pb.gradient(f, x.copy())[0], g)
         np.testing.assert_allclose(jg(x.copy()), g)
+
+
+def _general_signature(args, kwargs, monkeypatch):
+    from pullback import _jit
+
+    with monkeypatch.context() as m:
+        m.setattr(_jit, "_plain_signature", lambda args, kwargs: None)
+        return _jit._signature(args, kwargs)
+
+
+PLAIN_ARGUMENTS = {
+    "a list of arrays and an array": lambda a, b: (([a, b, a * 2], b), {}),
+    "an array met twice, in two containers": lambda a, b: (([a, b], (a,), {"w": b}), {}),
+    "numbers beside arrays, keywords": lambda a, b: ((a, 3, 0.5), {"lr": 0.1, "steps": [2, a]}),
+    "empty containers, nested": lambda a, b: (([], (), {}, [[a], [[b]]]), {}),
+    "an F-ordered and a strided array": lambda a, b: (([np.asfortranarray(a.reshape(2, 2)), b[::2]],), {}),
+    "a dict with keys of several types": lambda a, b: (({1: a, "1": b, (1,): a},), {}),
+}
+
+
+@pytest.mark.parametrize("name", PLAIN_ARGUMENTS)
+def test_the_plain_arguments_signature_equals_the_general_walks(name, monkeypatch):
+    from pullback import _jit
+
+    args, kwargs = PLAIN_ARGUMENTS[name](np.arange(4.0), np.ones(4, np.float32))
+    plain = _jit._plain_signature(args, kwargs)
+    assert plain is not None
+    general = _general_signature(args, kwargs, monkeypatch)
+    assert plain[1] == general[1] and plain[2] == general[2]
+    assert [id(a) for a in plain[0]] == [id(a) for a in general[0]]
+    # the containers in the walk's order; the last is the (args, kwargs) pair each walk makes for itself
+    assert [id(c) for c in plain[3][:-1]] == [id(c) for c in general[3][:-1]]
+
+
+NOT_PLAIN_ARGUMENTS = {
+    "a container met twice": lambda a: (lambda shared: ([shared, shared],))([a]),
+    "a cycle": lambda a: (lambda cyc: (cyc.append(cyc) or cyc,))([a]),
+    "a bool": lambda a: (a, True),
+    "a NumPy scalar": lambda a: (a, np.float64(1.0)),
+    "a namedtuple": lambda a: (collections.namedtuple("P", "w")(a),),
+    "an ndarray subclass": lambda a: (np.ma.masked_array(a),),
+    "a list subclass": lambda a: (type("L", (list,), {})([a]),),
+    "nested deeper than the limit": lambda a: (functools.reduce(lambda x, _: [x], range(40), a),),
+}
+
+
+@pytest.mark.parametrize("name", NOT_PLAIN_ARGUMENTS)
+def test_other_arguments_take_the_general_walk(name):
+    from pullback import _jit
+
+    assert _jit._plain_signature(NOT_PLAIN_ARGUMENTS[name](np.arange(4.0)), {}) is None
