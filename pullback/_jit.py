@@ -160,10 +160,12 @@ class Jitted:
         if found:
             return result
         with self._tracing:  # threads calling at once with a new signature trace it once
-            found, result = self._replay(key, arrays, containers)
-            if found:
-                return result
             raised = result is _REPLAY_RAISED
+            if not raised:  # (a replay that raised is not run again: its calls' warnings would come again)
+                found, result = self._replay(key, arrays, containers)
+                if found:
+                    return result
+                raised = result is _REPLAY_RAISED
             with self._lock:
                 newest = self._cache[key][0][0] if key in self._cache else None
             if newest is not None and not raised:
@@ -854,7 +856,7 @@ def _signature(args, kwargs):
     tuple, or two classes with the same fields, may run different code).
     """
     if not kwargs and all(type(a) is np.ndarray for a in args) and len({id(a) for a in args}) == len(args):
-        return list(args), tuple((a.shape, a.dtype.str, _order(a)) for a in args), False, ()
+        return list(args), tuple((a.shape, a.dtype, _order(a)) for a in args), False, ()
     plain = _plain_signature(args, kwargs)
     if plain is not None:
         return plain
@@ -872,7 +874,7 @@ def _signature(args, kwargs):
                            "of numpy.ndarray whose behaviour a replay would not keep. Pass np.asarray(...) of it.")
         elif _is_array(value):
             arrays.append(value)
-            key.append((type(value), value.shape, value.dtype.str, _order(value)))
+            key.append((type(value), value.shape, value.dtype, _order(value)))
         elif isinstance(value, np.random.Generator) or type(value) in (int, float, complex):
             arrays.append(value)  # an input: draws and arithmetic replay with each call's value
             key.append((type(value),))
@@ -906,49 +908,55 @@ def _positions(n):
     return tuple(range(n)), (int,) * n
 
 
-def _plain_signature(args, kwargs, max_depth=32):
+def _plain_signature(args, kwargs):
     """`_signature` of arguments made of arrays, Python ints and floats in lists, tuples and dicts (the
     common case: a list of parameters), computed without the general walk, which costs about 20 µs for
     a list of six arrays; None for anything else, or a container met twice, or nested deeper than
-    `max_depth`.
+    `_PLAIN_DEPTH`.
 
     >>> a = np.ones(2)
     >>> _plain_signature(([a, a], 0.5), {})[1][:2]
-    ((<class 'numpy.ndarray'>, (2,), '<f8', 'C'), ('again', 1))
+    ((<class 'numpy.ndarray'>, (2,), dtype('float64'), 'C'), ('again', 1))
     """
-    arrays, key, containers, places = [], [], [], {}
-
-    def visit(value, depth):  # value: a container; its leaves are handled here, without a call each
-        kind = type(value)
-        if kind not in _PLAIN_KINDS or tree.kind_of(value) is not _PLAIN_KINDS[kind] or id(value) in places \
-                or depth > max_depth:
-            return False  # another kind, a kind registered anew, a repeat or a cycle: the general walk's
-        for child in value.values() if kind is dict else value:
-            leaf = type(child)
-            if leaf is np.ndarray:
-                place = places.get(id(child))
-                if place is not None:
-                    key.append(("again", place))
-                    continue
-                arrays.append(child)
-                key.append((leaf, child.shape, child.dtype.str, _order(child)))
-                places[id(child)] = len(key)
-            elif leaf is float or leaf is int:
-                arrays.append(child)
-                key.append((leaf,))
-            elif not visit(child, depth + 1):
-                return False
-        if kind is dict:
-            key.append(("container", kind, tuple(value), tuple(map(type, value))))
-        else:
-            key.append(("container", kind) + _positions(len(value)))
-        containers.append(value)
-        places[id(value)] = len(key)
-        return True
-
-    if not visit((args, kwargs), 0):
+    found = ([], [], [], {})  # arrays, the signature, containers, id -> place in the signature
+    if not _plain_visit((args, kwargs), 0, *found):
         return None
+    arrays, key, containers, _ = found
     return arrays, tuple(key), False, containers
+
+
+_PLAIN_DEPTH = 32
+
+
+def _plain_visit(value, depth, arrays, key, containers, places):
+    """Add container `value` and what it holds to `_plain_signature`'s lists (its leaves without a call
+    each); False where it meets what only the general walk handles."""
+    kind = type(value)
+    if kind not in _PLAIN_KINDS or tree.kind_of(value) is not _PLAIN_KINDS[kind] or id(value) in places \
+            or depth > _PLAIN_DEPTH:
+        return False  # another kind, a kind registered anew, a repeat or a cycle: the general walk's
+    for child in value.values() if kind is dict else value:
+        leaf = type(child)
+        if leaf is np.ndarray:
+            place = places.get(id(child))
+            if place is not None:
+                key.append(("again", place))
+                continue
+            arrays.append(child)
+            key.append((leaf, child.shape, child.dtype, _order(child)))
+            places[id(child)] = len(key)
+        elif leaf is float or leaf is int:
+            arrays.append(child)
+            key.append((leaf,))
+        elif not _plain_visit(child, depth + 1, arrays, key, containers, places):
+            return False
+    if kind is dict:
+        key.append(("container", kind, tuple(value), tuple(map(type, value))))
+    else:
+        key.append(("container", kind) + _positions(len(value)))
+    containers.append(value)
+    places[id(value)] = len(key)
+    return True
 
 
 def _static_value(leaf):

@@ -58,7 +58,20 @@ def splittable(node, trace):
         return False
     if result.dtype.hasobject:  # Python objects: their methods hold the GIL and run in row order
         return False
+    if result.dtype.kind == "f" and any(type(arg) is float and not holds(result.dtype, arg) for arg in node.args):
+        return False  # NumPy warns of the cast of the number as well as of the ufunc's own overflow: a part's
+        # error callback cannot tell the two apart
     return all(operand_kind(arg, trace, result) is not None for arg in node.args)
+
+
+def holds(dtype, number):
+    """Whether a float `dtype` holds Python float `number` without overflow (1e5 overflows float16).
+
+    >>> holds(np.dtype(np.float16), 1e5), holds(np.dtype(np.float16), float("inf"))
+    (False, True)
+    """
+    with np.errstate(over="ignore"):
+        return not (np.isinf(dtype.type(number)) and not np.isinf(number))
 
 
 def operand_kind(arg, trace, result):
@@ -66,6 +79,8 @@ def operand_kind(arg, trace, result):
     axis, or a number), or None (anything else)."""
     value = trace.values[arg.slot] if isinstance(arg, Ref) else arg
     shape = np.shape(value)
+    if any(stride < 0 for stride in getattr(value, "strides", ())):
+        return None  # a block of one row of it would be contiguous, and NumPy's kernel for that differs in the last bits
     if shape == result.shape and (isinstance(arg, Ref) or type(value) is np.ndarray):
         return "cut"  # a constant array of the result's shape (a gradient's seed of ones) is cut like a result
     if len(shape) < result.ndim or (len(shape) == result.ndim and shape[0] == 1):
@@ -86,8 +101,8 @@ class Parts:
     def __call__(self, segment, rows, block, *arrays):
         modes = np.geterr()  # NumPy's error handling is per thread: the caller's holds
         used = modes.values()
-        if "call" in used or "log" in used:
-            # NumPy calls the error callback (or log) once per call that meets an error: one part, one block
+        if "call" in used or "log" in used or "print" in used:
+            # NumPy calls the error callback (or logs, or prints) once per call that meets an error: one part, one block
             segment(0, rows, rows, *arrays)
             return
         met = None
@@ -122,21 +137,34 @@ class Parts:
 
 class Scratch(threading.local):
     """A part function's block-sized arrays, one set per thread, kept from call to call (fresh memory
-    costs page faults on every call): `scratch(n)` is the list of arrays of `n` rows.
+    costs page faults on every call). `scratch.take(n)` gives a list of arrays of `n` rows, which are
+    the kept ones until `scratch.give_back(that list)`; a call that finds them taken in its own thread
+    (the same program run again from an error callback or a signal handler) gets arrays of its own.
 
     >>> scratch = Scratch([((3,), np.dtype(np.float32))])
-    >>> [a.shape for a in scratch(4)], scratch(2)[0].base is scratch(4)[0]
-    ([(4, 3)], True)
+    >>> first = scratch.take(4)
+    >>> [a.shape for a in first], scratch.take(4)[0] is first[0]  # taken: new arrays
+    ([(4, 3)], False)
+    >>> scratch.give_back(first)
+    >>> scratch.take(2)[0].base is first[0]
+    True
     """
 
     def __init__(self, specs):
-        self.specs, self.arrays = specs, None  # specs: (shape of a row, dtype) for each array
+        self.specs, self.arrays, self.taken = specs, None, None  # specs: (shape of a row, dtype) for each array
 
-    def __call__(self, n):
+    def take(self, n):
+        if self.taken is not None:
+            return [np.empty((n,) + shape, dtype) for shape, dtype in self.specs]
         arrays = self.arrays
         if arrays is None or arrays[0].shape[0] < n:
             arrays = self.arrays = [np.empty((n,) + shape, dtype) for shape, dtype in self.specs]
-        return arrays if arrays[0].shape[0] == n else [a[:n] for a in arrays]
+        self.taken = arrays if arrays[0].shape[0] == n else [a[:n] for a in arrays]
+        return self.taken
+
+    def give_back(self, taken):
+        if taken is self.taken:
+            self.taken = None
 
 
 def _handling(errors, segment, *args):

@@ -28,7 +28,7 @@ import weakref
 import numpy as np
 
 from . import _jit_fuse, _jit_parallel
-from ._jit_parallel import PARTS, Scratch, operand_kind, splittable
+from ._jit_parallel import PARTS, Scratch, holds, operand_kind, splittable
 from ._jit_trace import RaisesAgain, Ref, Retrace, collect, errors_token, index_check, setitem_copy, with_writeable
 from ._jit_watch import same_value
 
@@ -566,14 +566,19 @@ def _emit_segment(members, trace, namespace, body, parts_source, read_after):
         names.append(node.fn.__name__)
     temps = dict.fromkeys(scratch.values())
     lines = ["    n = min(hi - lo, n) or 1"]
+    indent = "    "
     if temps:
         namespace[f"{name}_scratch"] = Scratch([(first.shape[1:], namespace[f"dtype_{t}"]) for t in temps])
-        lines.append(f"    {', '.join(temps)}, = {name}_scratch(n)")
-    lines += ["    for a in range(lo, hi, n):", "        z = a + n", "        if z > hi:", "            z = hi"]
-    lines += [f"            {t} = {t}[:z - a]" for t in temps]
-    lines += [f"        {view} = {rendered}[a:z]" for rendered, view in cut.items()]
+        lines += [f"    held = {name}_scratch.take(n)", f"    {', '.join(temps)}, = held", "    try:"]
+        indent += "    "
+    lines += [f"{indent}for a in range(lo, hi, n):", f"{indent}    z = a + n", f"{indent}    if z > hi:",
+              f"{indent}        z = hi"]
+    lines += [f"{indent}        {t} = {t}[:z - a]" for t in temps]
+    lines += [f"{indent}    {view} = {rendered}[a:z]" for rendered, view in cut.items()]
     head = len(lines)
-    lines += [f"        {call}  # {fn}" for call, fn in zip(calls, names)]
+    lines += [f"{indent}    {call}  # {fn}" for call, fn in zip(calls, names)]
+    if temps:
+        lines += ["    finally:", f"        {name}_scratch.give_back(held)"]
     parameters = "".join(f", {p}" for p in params)
     parts_source += [f"def {name}(lo, hi, n{parameters}):"] + lines + [""]
     namespace[f"{name}_ufuncs"] = (None,) * head + tuple(names)  # by line: what a part's warnings name
@@ -621,12 +626,17 @@ def _call_arguments(node, trace, namespace, name):
 def _typed_args(node, trace):
     """`node.args`, with a Python float beside arrays of the result's float dtype as a scalar of that
     dtype: NumPy casts it so anyway (a Python float is weakly typed), and a typed scalar is parsed
-    faster."""
+    faster. A float the dtype cannot hold (1e5 beside float16) stays as it is: NumPy's cast of it
+    warns of the overflow at every call."""
     if node.elementwise and not isinstance(node.outputs, tuple):
         dtype = getattr(trace.values[node.outputs], "dtype", None)
         if dtype is not None and dtype.kind == "f":
-            return tuple(dtype.type(v) if type(v) is float else v for v in node.args)
+            return tuple(_typed_float(v, dtype) if type(v) is float else v for v in node.args)
     return node.args
+
+
+def _typed_float(v, dtype):
+    return dtype.type(v) if holds(dtype, v) else v
 
 
 def _render(x, namespace, name):

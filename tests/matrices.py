@@ -4,9 +4,12 @@ import numpy as np
 
 
 def well_conditioned(rng, shape):
-    """A random square matrix (or stack of them) comfortably far from singular."""
+    """A random square matrix (or stack of them) comfortably far from singular: 2I plus a random part
+    of spectral norm at most 1, so every singular value lies in [1, 3]."""
     n = shape[-1]
-    return rng.normal(size=shape) / np.sqrt(n) + 2.0 * np.eye(n)
+    noise = rng.normal(size=shape) / np.sqrt(n)
+    size = np.linalg.norm(noise, 2, axis=(-2, -1)) if n else np.zeros(shape[:-2])
+    return noise / np.maximum(size, 1.0)[..., None, None] + 2.0 * np.eye(n)
 
 
 def spd(rng, shape):

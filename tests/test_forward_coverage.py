@@ -506,8 +506,8 @@ def check_jvp(f, args, rng, rtol=1e-6, atol=1e-8):
     y32, dot32 = pb.jvp(f, low, tuple(None if t is None else t.astype(np.float32) for t in v))
     plain32 = np.asarray(f(*low))
     assert y32.dtype == dot32.dtype == plain32.dtype, (y32.dtype, dot32.dtype, plain32.dtype)
-    return dot32.dtype
     np.testing.assert_allclose(dot32, y_dot, rtol=2e-2, atol=2e-2 * (np.max(np.abs(y_dot)) + 1e-3))
+    return dot32.dtype
 
 
 FD = settings(max_examples=12, deadline=None)

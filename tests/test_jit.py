@@ -1433,3 +1433,16 @@ def test_other_arguments_take_the_general_walk(name):
     from pullback import _jit
 
     assert _jit._plain_signature(NOT_PLAIN_ARGUMENTS[name](np.arange(4.0)), {}) is None
+
+
+def test_a_python_float_exponent_argument_replays_numpys_operator():
+    # `x ** 0.5` is np.sqrt (nan at -inf) in every NumPy; np.power(x, 0.5) gives inf there before NumPy 2.3
+    f = lambda x, n: x ** n  # noqa: E731
+    x = np.array([-np.inf, 4.0, 2.0, -0.0, -1.0])
+    jf = pb.jit(f)
+    with np.errstate(invalid="ignore"):
+        for n in (0.5, 2.0, 0.5, -0.5, 3.0):
+            got, want = jf(x, n), f(x, n)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    assert jf.cache_info().traces == 1
