@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from ._arrays import is_foreign_array, type_name
+from ._compat import qualname_of
 from ._registry import SERVED_BY, qualified_name
 from ._standins import is_traced
 
@@ -84,7 +85,7 @@ def _library_caller():
         package = ".".join(module.split(".")[:2])
         if package in _SUBCLASS_PACKAGES:
             return package
-        if module.startswith("numpy") and getattr(frame.f_code, "co_qualname", "").startswith("vectorize."):
+        if module.startswith("numpy") and qualname_of(frame).startswith("vectorize."):
             return "numpy.vectorize"
         top = module.partition(".")[0]
         if module.startswith(_NUMPY_WITHOUT_DISPATCH):  # NumPy's own Python code that NumPy does not dispatch

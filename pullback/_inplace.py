@@ -194,12 +194,18 @@ def _updated_by_a_number(value):
     if frame is None:
         return False
     steps = [i for i in dis.get_instructions(frame.f_code) if i.offset <= frame.f_lasti][-4:]
-    return (len(steps) == 4 and steps[0].opname == "BINARY_OP" and steps[0].argrepr.endswith("=")
-            and [(i.opname, i.arg) for i in steps[1:]] == [("SWAP", 3), ("SWAP", 2), ("STORE_SUBSCR", None)])
+    if len(steps) == 4 and steps[0].opname == "BINARY_OP":  # Python 3.11 and newer
+        return (steps[0].argrepr.endswith("=")
+                and [(i.opname, i.arg) for i in steps[1:]] == [("SWAP", 3), ("SWAP", 2), ("STORE_SUBSCR", None)])
+    # Python 3.10: INPLACE_ADD (or another INPLACE_ operator), ROT_THREE, STORE_SUBSCR
+    return (len(steps) == 4 and steps[1].opname.startswith("INPLACE_")
+            and [i.opname for i in steps[2:]] == ["ROT_THREE", "STORE_SUBSCR"])
 
 
 _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
-_CALLS = frozenset(dis.opmap[name] for name in ("CALL", "PRECALL", "CALL_FUNCTION_EX", "CALL_KW") if name in dis.opmap)
+# the call instructions of Python 3.11 and newer, and of 3.10 (CALL_FUNCTION, CALL_FUNCTION_KW, CALL_METHOD)
+_CALLS = frozenset(dis.opmap[name] for name in ("CALL", "PRECALL", "CALL_FUNCTION_EX", "CALL_KW", "CALL_FUNCTION",
+                                                "CALL_FUNCTION_KW", "CALL_METHOD") if name in dis.opmap)
 
 
 def c_call_site(frame):

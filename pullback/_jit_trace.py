@@ -19,7 +19,6 @@ reference; one the function writes later in the trace is replayed from a copy of
 """
 
 import functools
-import inspect
 import math
 import operator
 import sys
@@ -31,6 +30,7 @@ import zlib
 import numpy as np
 
 from . import _tangents
+from ._compat import POWER_OF_A_HALF_IS_SQRT, signature_of
 from ._inplace import c_call_site
 from ._standins import is_traced
 
@@ -67,6 +67,22 @@ _NUMBER_COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, 
 _NUMBER_UNARY = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs, "invert": operator.invert}
 # the ufunc each of Python's operators is on a NumPy operand
 _NUMBER_UFUNCS = {**{name: _OPERATORS[name] for name in _NUMBER_BINARY}, **_COMPARISONS, "divmod": np.divmod}
+
+
+def _power(x, exponent, **kwargs):
+    """`x ** exponent` of a traced array as NumPy 2.2's operator computes it: `x ** 0.5` of a float or complex
+    array is np.sqrt(x) there (nan at -inf), where its np.power gives C's pow (inf); else np.power."""
+    kind = type(exponent)  # (not isinstance: a Number argument says it is a float, and == on it is a guard)
+    if kind is Number and not kwargs and isinstance(x, Symbol):  # a Python float argument: chosen at each replay
+        return x.owner.call(_power, "power", (x, exponent), {}, elementwise=True)
+    if ((kind is float or issubclass(kind, np.floating)) and exponent == 0.5
+            and getattr(getattr(x, "dtype", None), "kind", None) in ("f", "c")):
+        return np.sqrt(x, **kwargs)
+    return np.power(x, exponent, **kwargs)
+
+
+# the operators of a Symbol: NumPy's ufuncs (np.power is `**` from NumPy 2.3)
+_SYMBOL_OPERATORS = _OPERATORS if POWER_OF_A_HALF_IS_SQRT else {**_OPERATORS, "pow": _power}
 
 
 # argument types that hold no traced value
@@ -1059,7 +1075,7 @@ class Symbol:
     for _name in _METHODS:
         if hasattr(np.ndarray, _name):  # NumPy 2's ndarray has no ptp
             locals()[_name] = _array_method(getattr(np, _name), _name)
-    for _name, _fn in _OPERATORS.items():
+    for _name, _fn in _SYMBOL_OPERATORS.items():
         locals()[f"__{_name}__"] = _forward(_fn, _name)
         locals()[f"__r{_name}__"] = (lambda f: lambda self, other: f(other, self))(_fn)
         locals()[f"__i{_name}__"] = (lambda f: lambda self, other: _in_place(f, self, other))(_fn)
@@ -1650,7 +1666,7 @@ def _out_apart(func, args, kwargs):
 def _positional_names(func):
     """The names of the parameters `func` takes by position (none after a `*args`)."""
     try:
-        parameters = inspect.signature(func).parameters.values()
+        parameters = signature_of(func).parameters.values()  # (np.dot's, np.concatenate's before NumPy 2.4 too)
     except (TypeError, ValueError):
         return ()
     names = []
@@ -1711,6 +1727,8 @@ def _copy_to_write(x, read_only_error=None):
 def _written_into_copy(func, out, *args, **kwargs):
     """`func(*args, out=out, **kwargs)` writing into a copy of `out`, which it returns (NumPy's casting
     and its errors included)."""
+    if isinstance(out, np.generic):  # a NumPy scalar: NumPy's own error, worded by function and version
+        func(*args, out=out, **kwargs)
     written = _copy_of_out(out)
     func(*args, out=written, **kwargs)
     return written

@@ -117,11 +117,17 @@ MIN_SPARE_SIZE = 1 << 16
 ELEMENTWISE_PULLBACKS: set[Any] = set()
 
 
+def _count_in_callee(g):
+    return sys.getrefcount(g) - 1
+
+
 def _count_of_one_reference():
+    """What `is_spare` counts for an array its caller's one local variable refers to, measured as it counts
+    (a call of a Python function: Python 3.10's caller keeps the argument on its stack too, 3.11's does not)."""
     held = [np.empty(1)]
     a = held[0]
     held[0] = None
-    return sys.getrefcount(a)
+    return _count_in_callee(a)
 
 
 # what sys.getrefcount reports for an array only one local variable refers to (CPython; a build

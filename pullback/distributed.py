@@ -12,6 +12,7 @@ concatenated batch. With ``reduction="sum"`` `loss_fn` returns a sum and the sha
 added as they are. See docs/distributed.md for fault tolerance and measured costs.
 """
 
+import asyncio
 import copy
 import functools
 import itertools
@@ -179,7 +180,7 @@ def _check_client(client):
     if not client.scheduler_info().get("workers"):
         try:  # workers that died are being restarted, or have not arrived yet
             client.wait_for_workers(1, timeout=_WAIT_FOR_WORKERS_S)
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # one class from Python 3.11; Dask raises asyncio's
             raise RuntimeError(f"pb.distributed.step: the Dask cluster has had no workers for {_WAIT_FOR_WORKERS_S} s "
                                "(start some, or check why they die)") from None
 

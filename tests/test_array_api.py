@@ -61,12 +61,21 @@ def test_scipy_functions_differentiate_through_their_array_api_code():
         "namespace": seen[0],
         "logsumexp": compare(lambda x: sp.logsumexp(x), x),
         "logsumexp_axis": compare(lambda m: np.sum(sp.logsumexp(m, axis=1) * np.array([1.0, 2.0, 3.0])), m),
-        "softmax": compare(lambda m: np.sum(sp.softmax(m, axis=0) * weights), m),
         "rosen": compare(so.rosen, x),
     }
+    import scipy
+    if np.lib.NumpyVersion(scipy.__version__) >= "1.16.0":  # softmax's array API code is SciPy 1.16's
+        found["softmax"] = compare(lambda m: np.sum(sp.softmax(m, axis=0) * weights), m)
+    else:  # SciPy 1.15 converts: pullback's error names the stand-in
+        found["softmax refused"] = False
+        try:
+            pb.gradient(lambda m: np.sum(sp.softmax(m, axis=0) * weights), m)
+        except TypeError as error:
+            found["softmax refused"] = "pullback.scipy.special.softmax" in str(error)
     print(json.dumps(found))
     """)
     assert results.pop("namespace") == "pullback._namespace"  # SciPy saw pullback's namespace, not NumPy's
+    assert results.pop("softmax refused", True)
     for name, found in results.items():
         assert found["type"] == "ndarray", name
         np.testing.assert_allclose(found["gradient"], found["differences"], rtol=1e-6, atol=1e-8, err_msg=name)

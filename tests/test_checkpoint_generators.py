@@ -333,6 +333,9 @@ class Halved(random.Random):
 class Scaled(random.Random):
     """A random.Random subclass with an attribute of its own, built with arguments."""
 
+    def __new__(cls, *args):  # Python 3.10's random.Random.__new__ takes one argument at most
+        return super().__new__(cls, *args[:1])
+
     def __init__(self, seed, scale):
         super().__init__(seed)
         self.scale = scale

@@ -12,6 +12,7 @@ import sys
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout  # the builtin TimeoutError from Python 3.11
 
 import numpy as np
 import pytest
@@ -505,7 +506,7 @@ def test_an_array_kept_read_only_by_a_call_ending_in_another_thread_stays_read_o
 
         def end_the_other_call():
             finish.set()
-            with contextlib.suppress(TimeoutError):  # where a fixed version holds the lock the call's end needs
+            with contextlib.suppress(FutureTimeout):  # where a fixed version holds the lock the call's end needs
                 first.result(timeout=PAUSE)
 
         original = values.GUARDED

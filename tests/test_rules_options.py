@@ -26,6 +26,7 @@ import options_numpy
 import options_scipy
 import pullback as pb
 from matrices import spd, well_conditioned
+from pullback._compat import signature_of
 from pullback._registry import FUNCTIONS, NONDIFF_UFUNCS, UFUNC_RULES
 from pullback.rules import _register, special
 from pullback.rules import linalg as sl
@@ -459,7 +460,7 @@ def test_every_registered_callable_has_samples():
 
 def test_exclusions_really_take_no_argument_both_ways():
     for fn, reason in NO_OPTIONS.items():
-        both_ways = [p.name for p in inspect.signature(fn).parameters.values()
+        both_ways = [p.name for p in signature_of(fn).parameters.values()  # (np.where's before NumPy 2.4 too)
                      if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
         assert not both_ways, f"{_name(fn)} ({reason}) takes {both_ways} by position or keyword: add samples"
     stale = [_name(fn) for fn in NO_OPTIONS if fn not in _register.ENTRIES]

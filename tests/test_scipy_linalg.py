@@ -4,6 +4,8 @@ differences and with each other; the matrix functions and Sylvester solves to se
 options SciPy reads (assume_a, lower, modes) are honoured, and what is not differentiable is refused
 with a clear error."""
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -128,6 +130,8 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_against_scipy_and_central_differences(name):
+    if name == "inv pos lower" and "assume_a" not in inspect.signature(L.inv).parameters:
+        pytest.skip("scipy.linalg.inv takes no assume_a in SciPy 1.15 (the newest for Python 3.10)")
     f, args = CASES[name]
     traced = pb.pullback(f, *args)[0]
     plain = f(*args)  # plain inputs: SciPy itself

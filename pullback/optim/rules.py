@@ -441,7 +441,9 @@ class ClipNorm(Rule):
     def apply(self, state: tuple[Any, ...], x: np.ndarray, dx: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
         # The norm stays an array (no float()): under pb.jit a float would fix its value by a guard,
         # tracing again at every step; the finiteness check is a guard whose outcome rarely changes.
-        norm = np.linalg.norm(np.ravel(dx).astype(np.complex128 if dx.dtype.kind == "c" else np.float64), ord=self.p)
+        flat = np.ravel(dx).astype(np.complex128 if dx.dtype.kind == "c" else np.float64)
+        # an empty gradient's p-norm is 0 for every p >= 1 (NumPy 2.2 raises for p = inf)
+        norm = np.linalg.norm(flat, ord=self.p) if flat.size else np.float64(0.0)
         if not np.isfinite(norm):
             raise ValueError(
                 f"ClipNorm: the gradient's {self.p:g}-norm is {float(traced_value(norm))}; it contains inf or nan. "

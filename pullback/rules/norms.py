@@ -7,6 +7,7 @@ written with abs, sums, max and min, and the singular values (see decompositions
 import numpy as np
 
 from .._arrays import speaks_nep18
+from .._compat import EMPTY_NORMS_ARE_ZERO
 from .._extend import primitive, rrule
 from .._values import stop_gradient
 from ._register import composite, forward_in_first, refuse_second_order_at_kink, with_numpy_value
@@ -84,8 +85,9 @@ def _negative_order_norm(x, ord, axis, keepdims):
 
 
 def _largest(y, axis, keepdims=False):
-    """`np.max` along `axis`, 0 for an empty axis (NumPy's norms take their maxima with initial=0)."""
-    if np.shape(y)[axis] == 0:
+    """`np.max` along `axis`, 0 for an empty axis (NumPy's norms take their maxima with initial=0 from NumPy
+    2.3; NumPy 2.2's raise there, and so does this)."""
+    if np.shape(y)[axis] == 0 and EMPTY_NORMS_ARE_ZERO:
         return np.max(y, axis=axis, keepdims=keepdims, initial=0.0)
     return np.max(y, axis=axis, keepdims=keepdims)
 

@@ -157,11 +157,13 @@ def _hermitian(a, lower):
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     """`scipy.linalg.inv`, differentiable (in the part of `a` that `assume_a` reads)."""
     linalg = _linalg()
+    # given only where set: SciPy 1.15's inv (the newest for Python 3.10) has neither, and raises its TypeError
+    options = {} if assume_a is None and lower is False else {"assume_a": assume_a, "lower": lower}
     if not _any_tracked(a):
-        return linalg.inv(a, overwrite_a, check_finite, assume_a=assume_a, lower=lower)
+        return linalg.inv(a, overwrite_a, check_finite, **options)
     if check_finite:
         check_finite_values(a)
-    exact = linalg.inv(stop_gradient(a), check_finite=check_finite, assume_a=assume_a, lower=lower)
+    exact = linalg.inv(stop_gradient(a), check_finite=check_finite, **options)
     return _agree(np.linalg.inv(_read(a, assume_a, lower)), exact, "inv")
 
 
@@ -817,6 +819,8 @@ def toeplitz(c, r=None):
     if not _any_tracked(c, r):
         return linalg.toeplitz(c, r)
     exact = linalg.toeplitz(_plain(c), _plain(r))
+    if np.ndim(exact) == 2 and max(np.ndim(_plain(c)), np.ndim(_plain(r))) > 1:  # SciPy 1.15 flattens them
+        c, r = np.ravel(c), (None if r is None else np.ravel(r))
     c = np.atleast_1d(c)
     r = np.conj(c) if r is None and np.iscomplexobj(exact) else c if r is None else np.atleast_1d(r)
     n, m = np.shape(stop_gradient(c))[-1], np.shape(stop_gradient(r))[-1]

@@ -20,6 +20,7 @@ array([3., 3.])
 
 import numpy as np
 
+from .._compat import qualname_of
 from .._errors import ufunc_name
 from .._extend import frule, primitive, rrule
 from .._registry import REVERSE_RULES, SERVED_BY, qualified_name
@@ -198,7 +199,7 @@ def _conversion_error(x, frame):
     """The error for SciPy's sparse code, running `frame`, converting the traced `x` into a plain array: SciPy
     computing with a sparse matrix whose values are being differentiated, or a sparse operation other than a
     product given a traced operand."""
-    where = f"{frame.f_globals.get('__name__')}.{getattr(frame.f_code, 'co_qualname', frame.f_code.co_name)}"
+    where = f"{frame.f_globals.get('__name__')}.{qualname_of(frame)}"
     head = f"SciPy's sparse code ({where}) converts a value being differentiated into a plain NumPy array, so the " \
            "gradient would be lost. "
     owner = frame.f_locals.get("self")

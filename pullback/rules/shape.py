@@ -9,6 +9,7 @@ All of these are linear, so each forward rule applies the same operation to the 
 import numpy as np
 
 from .._arrays import axis_index, like_input, size_of, speaks_nep18, type_name, values_deciding_shape, zeros_as
+from .._compat import PAD_TAKES_A_DICT
 from .._extend import primitive, rrule
 from .._inplace import concrete_of, plain_of, write_out
 from .._registry import FUNCTIONS
@@ -551,8 +552,8 @@ def pad(array, pad_width, mode="constant", **kwargs):
 
 def _pad_widths(pad_width, ndim):
     """`pad_width` as an `(ndim, 2)` array of (before, after), checked as `np.pad` checks it (a dict
-    maps axes to widths, as in NumPy 2.3 and later)."""
-    if isinstance(pad_width, dict):
+    maps axes to widths, as in NumPy 2.3 and later; NumPy 2.2 refuses it as a width that is not an integer)."""
+    if isinstance(pad_width, dict) and PAD_TAKES_A_DICT:
         widths = np.zeros((ndim, 2), dtype=np.intp)
         for axis, width in pad_width.items():
             widths[axis_index(axis, ndim)] = _pad_widths(width, 1)[0]

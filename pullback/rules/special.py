@@ -86,7 +86,8 @@ def _ufunc_named(sp, name):
     fn = sp
     for part in name.split("."):
         fn = getattr(fn, part)
-    return fn
+    # SciPy 1.15 with SCIPY_ARRAY_API=1 wraps some ufuncs (erf, gammaln, ...) in a Python function
+    return fn if isinstance(fn, np.ufunc) or not isinstance(getattr(fn, "__wrapped__", None), np.ufunc) else fn.__wrapped__
 
 
 def _nary(name, partials, args, notes="", row=None):
@@ -1651,8 +1652,8 @@ def register():
         frule(ufunc)(FORWARD[name])
         _row_for(name, ufunc)
     for name in NO_GRADIENT:
-        nondifferentiable(getattr(sp, name))
-        _row_for(name, getattr(sp, name))
+        nondifferentiable(_ufunc_named(sp, name))
+        _row_for(name, _ufunc_named(sp, name))
     _registered = True
 
 
