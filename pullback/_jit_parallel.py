@@ -139,9 +139,10 @@ class Scratch(threading.local):
     """A part function's block-sized arrays, one set per thread, kept from call to call (fresh memory
     costs page faults on every call). `scratch.take(n)` gives a list of arrays of `n` rows, which are
     the kept ones until `scratch.give_back(that list)`; a call that finds them taken in its own thread
-    (the same program run again from an error callback or a signal handler) gets arrays of its own.
+    (the same program run again from an error callback or a signal handler), or that asks for more
+    than `most` rows (a segment run whole), gets arrays of its own.
 
-    >>> scratch = Scratch([((3,), np.dtype(np.float32))])
+    >>> scratch = Scratch([((3,), np.dtype(np.float32))], most=4)
     >>> first = scratch.take(4)
     >>> [a.shape for a in first], scratch.take(4)[0] is first[0]  # taken: new arrays
     ([(4, 3)], False)
@@ -150,11 +151,12 @@ class Scratch(threading.local):
     True
     """
 
-    def __init__(self, specs):
-        self.specs, self.arrays, self.taken = specs, None, None  # specs: (shape of a row, dtype) for each array
+    def __init__(self, specs, most):
+        self.specs, self.most = specs, most  # specs: (shape of a row, dtype) for each array
+        self.arrays, self.taken = None, None
 
     def take(self, n):
-        if self.taken is not None:
+        if self.taken is not None or n > self.most:
             return [np.empty((n,) + shape, dtype) for shape, dtype in self.specs]
         arrays = self.arrays
         if arrays is None or arrays[0].shape[0] < n:

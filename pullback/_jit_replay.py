@@ -568,7 +568,7 @@ def _emit_segment(members, trace, namespace, body, parts_source, read_after):
     lines = ["    n = min(hi - lo, n) or 1"]
     indent = "    "
     if temps:
-        namespace[f"{name}_scratch"] = Scratch([(first.shape[1:], namespace[f"dtype_{t}"]) for t in temps])
+        namespace[f"{name}_scratch"] = Scratch([(first.shape[1:], namespace[f"dtype_{t}"]) for t in temps], block)
         lines += [f"    held = {name}_scratch.take(n)", f"    {', '.join(temps)}, = held", "    try:"]
         indent += "    "
     lines += [f"{indent}for a in range(lo, hi, n):", f"{indent}    z = a + n", f"{indent}    if z > hi:",

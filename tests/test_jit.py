@@ -1446,3 +1446,20 @@ def test_a_python_float_exponent_argument_replays_numpys_operator():
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(got, want)
     assert jf.cache_info().traces == 1
+
+
+def test_a_segment_run_whole_under_an_error_callback_keeps_only_block_sized_scratch():
+    from pullback.bench.workloads import chain
+
+    x = np.linspace(-1.0, 1.0, 21)
+    with parts_for_small_arrays(count=1, block_bytes=16):  # blocks of two rows
+        jf = pb.jit(lambda x: pb.gradient(lambda v: chain(v, 10, np), x)[0])
+        jf(x)
+        jf(x)
+        with np.errstate(all="call", call=lambda kind, flag: None):
+            g = jf(x * 0.5)  # one part, one block of 21 rows
+        jf(x)
+    np.testing.assert_array_equal(g, pb.gradient(lambda v: chain(v, 10, np), x * 0.5)[0])
+    program = next(iter(jf._cache.values()))[0][0].program
+    (scratch,) = [v for k, v in program.run.__globals__.items() if k.endswith("_scratch")]
+    assert [a.shape for a in scratch.arrays] == [(2,)] * len(scratch.arrays)
