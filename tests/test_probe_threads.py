@@ -27,6 +27,9 @@ PAUSE = 1.0  # how long a paused thread waits for another that a fixed version k
 
 @pytest.fixture(autouse=True)
 def _switch_often():
+    # first wait for the threads earlier tests' replays started to fuse kernels: the first one imports numba,
+    # which adds its own warnings filters at whatever moment the import runs, in the middle of a test here
+    _finish_fusing()
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-5)  # switch threads often, so that the calls interleave finely
     yield
@@ -719,17 +722,10 @@ def _guarded_loss(w, x, mode):
     return np.sum(z ** 2)
 
 
-def _settle_background_imports():
-    """Wait for the threads earlier tests' replays started to fuse kernels: the first one imports numba,
-    which adds its own warnings filters, at whatever moment the import runs."""
-    _finish_fusing()
-
-
 def test_calls_raising_or_catching_a_refusal_in_some_threads_leave_no_state_behind_in_others():
     rng = np.random.default_rng(4)
     cases = [(rng.standard_normal((3, 2)), rng.standard_normal((4, 3))) for _ in range(3)]
     want = [pb.withgradient(_guarded_loss, w, x, "plain") for w, x in cases]
-    _settle_background_imports()
     errors, filters = np.geterr(), list(warnings.filters)
     handed = set(values._HANDED_IDS)  # (what earlier tests' objects still hold)
     stuck = list(values._STUCK)
@@ -789,7 +785,6 @@ def _spaced(x):
 def test_gradients_through_composites_in_two_threads_leave_the_warnings_filters_as_they_were(monkeypatch):
     x = np.array([0.5, 2.0])
     want = pb.gradient(_spaced, x)
-    _settle_background_imports()
     before = list(warnings.filters)
     monkeypatch.setattr(warnings, "catch_warnings", _PausingCatch)
     for event in (_PausingCatch.a_leaving, _PausingCatch.b_in, _PausingCatch.a_out):
