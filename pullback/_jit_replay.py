@@ -251,15 +251,14 @@ def compile_trace(trace, output_slots, fuse=False):
     parts_source = []
     slabs = _jit_fuse.Slabs()
     # slots read by code outside the kernels: a kernel's stored result is then given a name
-    outside = set(output_slots) | {guard.slot for guard in trace.guards} | {
-        slot for index in live - set(kernel_of) for slot in trace.nodes[index].slots_read()} | \
-        _written_values(trace)  # read where a call raises
+    # the slots read outside any call: outputs, guards, and values written into an input (read where a call raises)
+    kept = set(output_slots) | {guard.slot for guard in trace.guards} | _written_values(trace)
+    outside = kept | {slot for index in live - set(kernel_of) for slot in trace.nodes[index].slots_read()}
     # a segment's results read by no call outside it, no guard, and no output live in its parts' scratch
     readers = {}
     for index in live:
         for slot in trace.nodes[index].slots_read():
             readers.setdefault(slot, set()).add(index)
-    kept = set(output_slots) | {guard.slot for guard in trace.guards} | _written_values(trace)
     # slots an output may share memory with: a slab row is copied out before it becomes one
     copied = {slot for out in output_slots for slot in planner.roots.get(out, {out})}
     for index, node in enumerate(trace.nodes):
@@ -631,12 +630,8 @@ def _typed_args(node, trace):
     if node.elementwise and not isinstance(node.outputs, tuple):
         dtype = getattr(trace.values[node.outputs], "dtype", None)
         if dtype is not None and dtype.kind == "f":
-            return tuple(_typed_float(v, dtype) if type(v) is float else v for v in node.args)
+            return tuple(dtype.type(v) if type(v) is float and holds(dtype, v) else v for v in node.args)
     return node.args
-
-
-def _typed_float(v, dtype):
-    return dtype.type(v) if holds(dtype, v) else v
 
 
 def _render(x, namespace, name):
