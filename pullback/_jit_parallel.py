@@ -105,6 +105,9 @@ class Parts:
             # NumPy calls the error callback (or logs, or prints) once per call that meets an error: one part, one block
             segment(0, rows, rows, *arrays)
             return
+        fused = getattr(segment, "fused", None)  # its fused loops (see `pullback._jit_blocks`), which miss underflow
+        if fused is not None and modes["under"] == "ignore" and fused.ready():
+            segment = fused.part
         met = None
         if "warn" in used:
             # each part and block would warn on its own: the errors they meet are warned once, after them
@@ -191,11 +194,11 @@ def _warn_once(met):
     call on the whole array warns."""
     seen = {}
     for error, line, code, where in met:
-        index = line - code.co_firstlineno - 1  # a part function makes one call a line
-        seen.setdefault((index, _ORDER.index(error) if error in _ORDER else 4, error), (line, code, where))
-    for (index, _, error), (line, code, where) in sorted(seen.items(), key=lambda item: item[0][:2]):
-        names = where.get(f"{code.co_name}_ufuncs", ())
-        name = names[index] if 0 <= index < len(names) else "ufunc"
+        calls = where.get(f"{code.co_name}_ufuncs", ())  # by line: (the call's place in the segment, its ufunc)
+        index = line - code.co_firstlineno - 1
+        position, name = calls[index] if 0 <= index < len(calls) and calls[index] else (index, "ufunc")
+        seen.setdefault((position, _ORDER.index(error) if error in _ORDER else 4, error, name), (line, code, where))
+    for (_, _, error, name), (line, code, where) in sorted(seen.items(), key=lambda item: item[0][:2]):
         warnings.warn_explicit(f"{error} encountered in {name}", RuntimeWarning, code.co_filename, line,
                                where.get("__name__", "<string>"), where.setdefault("__warningregistry__", {}), where)
 

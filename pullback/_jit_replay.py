@@ -27,7 +27,7 @@ import weakref
 
 import numpy as np
 
-from . import _jit_fuse, _jit_parallel
+from . import _jit_blocks, _jit_fuse, _jit_parallel
 from ._jit_parallel import PARTS, Scratch, holds, operand_kind, splittable
 from ._jit_trace import RaisesAgain, Ref, Retrace, collect, errors_token, index_check, setitem_copy, with_writeable
 from ._jit_watch import same_value
@@ -48,8 +48,10 @@ class Program:
     thread once it has run `FUSE_AFTER_CALLS` times, and from then on runs it (unfused under
     a raising `np.errstate`)."""
 
-    def __init__(self, run, source, n_nodes, n_in_place, arena_specs, fuse=None, n_kernels=0, versions=None):
+    def __init__(self, run, source, n_nodes, n_in_place, arena_specs, fuse=None, n_kernels=0, versions=None,
+                 fused_parts=()):
         self.run, self.source = run, source
+        self.fused_parts = fused_parts  # the fused versions of its segments' parts (see `pullback._jit_blocks`)
         self.versions = versions or {}  # written input slot -> the slots of the values written into it, in order
         self.n_nodes, self.n_in_place, self.n_kernels = n_nodes, n_in_place, n_kernels
         self._specs = arena_specs
@@ -93,7 +95,7 @@ class Program:
         except Exception as exc:  # the unfused replay goes on: slower, never wrong
             import warnings
 
-            warnings.warn(f"pb.jit: fusing a replay's small-array operations failed, so it stays unfused: "
+            warnings.warn(f"pb.jit: fusing a replay's operations failed, so it stays unfused: "
                           f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=1)
 
     def _new_arena(self):
@@ -249,6 +251,7 @@ def compile_trace(trace, output_slots, fuse=False):
                            _splittable_apart_from(_written_values(trace)))
     segments = {}  # first index -> [(index, node, buffer k or None)]
     parts_source = []
+    fused_parts = []  # (part name, its FusedPart)
     slabs = _jit_fuse.Slabs()
     # slots read by code outside the kernels: a kernel's stored result is then given a name
     # the slots read outside any call: outputs, guards, and values written into an input (read where a call raises)
@@ -286,7 +289,7 @@ def compile_trace(trace, output_slots, fuse=False):
                 members = {i for i, _, _ in segments[first]}
                 made = [trace.nodes[i].outputs for i in members]
                 read_after = {slot for slot in made if slot in kept or not readers.get(slot, set()) <= members}
-                _emit_segment(segments[first], trace, namespace, body, parts_source, read_after)
+                _emit_segment(segments[first], trace, namespace, body, parts_source, read_after, fused_parts)
             continue
         arguments = _call_arguments(node, trace, namespace, f"c{index}")
         if k is None:
@@ -320,14 +323,27 @@ def compile_trace(trace, output_slots, fuse=False):
     outs = ", ".join(_handed_out(trace, s, namespace, made, made_by) for s in output_slots)
     source = "\n".join(parts_source + head + body + [f"    return [{outs}]"])
     exec(compile(source, _SOURCE_NAME, "exec"), namespace)
+    for part_name, fused_part in fused_parts:
+        fused_part.part = namespace[f"{part_name}_fused"]
+        namespace[part_name].fused = fused_part
+        if fuse:  # (in the background thread making this fused version)
+            fused_part.compile()
     make_fused = None
-    if not fuse and _jit_fuse.available() and _jit_fuse.worth_keeping(trace):
-        def make_fused():  # None when nothing is fused
-            fused = compile_trace(trace, output_slots, fuse=True)
+    if not fuse and _jit_fuse.available() and (fused_parts or _jit_fuse.worth_keeping(trace)):
+        kept = trace if _jit_fuse.worth_keeping(trace) else None  # (a large trace is not kept alive)
+        loops_of = [fused_part for _, fused_part in fused_parts]
+
+        def make_fused():  # None when no fused Program is made
+            for fused_part in loops_of:
+                fused_part.compile()
+            if kept is None:
+                return None
+            fused = compile_trace(kept, output_slots, fuse=True)
             return fused if fused.n_kernels else None
     return Program(namespace["program"], source, len(live), n_in_place,
                    [planner.buffers[k] for k in arena] + slab_specs, make_fused,
-                   n_kernels=len({first for first, _ in kernel_of.values()}), versions=trace.versions)
+                   n_kernels=len({first for first, _ in kernel_of.values()}), versions=trace.versions,
+                   fused_parts=[fused_part for _, fused_part in fused_parts])
 
 
 def _errors_check(trace, namespace):
@@ -516,7 +532,7 @@ def _emit_kernel(members, trace, namespace, body, slabs, outside, copied):
             body.append(f"    s{slot} = {view}" + (".copy()" if slot in copied else ""))
 
 
-def _emit_segment(members, trace, namespace, body, parts_source, read_after):
+def _emit_segment(members, trace, namespace, body, parts_source, read_after, fused_parts):
     """The calls of one segment: its results' arrays made whole first, then `parts(part_j, rows, ...)`
     running a part function, defined in `parts_source`, over the rows in every core.
 
@@ -524,31 +540,34 @@ def _emit_segment(members, trace, namespace, body, parts_source, read_after):
     the segment, so that a value is read again while it is still in the core's cache. A result that
     nothing outside the segment reads (`read_after` holds the slots that something does) lives only in
     a block-sized scratch array of the part: a gradient's forward values, used by its backward pass in
-    the same segment, never reach main memory. Results that share a planned buffer share a scratch array."""
+    the same segment, never reach main memory. Results that share a planned buffer share a scratch array.
+    With numba, the part also gets a fused version (see `pullback._jit_blocks`), added to `fused_parts`."""
     name = f"part{members[0][0]}"
     first = trace.values[members[0][1].outputs]
     rows = first.shape[0]
     row_bytes = max(trace.values[node.outputs].itemsize for _, node, _ in members) * (first.size // rows or 1)
     block = max(1, _jit_parallel.BLOCK_BYTES // max(row_bytes, 1))
-    scratch, cut, params, calls, names = {}, {}, {}, [], []  # scratch: slot -> its array's name
+    scratch, cut, params, calls = {}, {}, {}, []  # scratch: slot -> its array's name
+    fusing = _jit_fuse.available()
 
     def cut_name(rendered):  # the block's rows of an array the segment reads or writes whole
         return cut.setdefault(rendered, f"x{len(cut)}")
 
-    for index, node, k in members:
+    for position, (index, node, k) in enumerate(members):
         result = trace.values[node.outputs]
-        reads = []
-        for position, arg in enumerate(_typed_args(node, trace)):
-            if isinstance(arg, Ref) and arg.slot in scratch:
-                reads.append(scratch[arg.slot])
+        reads, blocked = [], []
+        typed = _typed_args(node, trace)
+        for p, arg in enumerate(typed):
+            slot = arg.slot if isinstance(arg, Ref) else None
+            if slot in scratch:
+                reads.append((slot, scratch[slot]))
+                blocked.append(True)
                 continue
-            rendered = _render(arg, namespace, f"c{index}_{position}")
-            if isinstance(arg, Ref):
+            rendered = _render(arg, namespace, f"c{index}_{p}")
+            if slot is not None:
                 params[rendered] = None
-            if operand_kind(arg, trace, result) == "cut":
-                reads.append(cut_name(rendered))
-            else:
-                reads.append(rendered)
+            blocked.append(operand_kind(arg, trace, result) == "cut")
+            reads.append((slot, cut_name(rendered) if blocked[-1] else rendered))
         if node.outputs in read_after:
             out = f"s{node.outputs}"
             if k is None:
@@ -561,13 +580,31 @@ def _emit_segment(members, trace, namespace, body, parts_source, read_after):
         else:
             out = scratch[node.outputs] = f"t{k}" if k is not None else f"t_s{node.outputs}"
             namespace[f"dtype_{out}"] = result.dtype  # (one dtype for a buffer k's values)
-        calls.append(f"f{index}({', '.join(reads)}, {out if _positional_out(node) else 'out=' + out})")
-        names.append(node.fn.__name__)
-    temps = dict.fromkeys(scratch.values())
+        values = [trace.values[a.slot] if isinstance(a, Ref) else a for a in typed]
+        operands = _jit_blocks.operands_of(node.fn, typed, values, result, blocked) \
+            if fusing and _positional_out(node) else None
+        calls.append(_jit_blocks.Call(index, node.fn, reads, node.outputs, out, _positional_out(node), position,
+                                      operands, result.dtype, node.outputs in read_after))
+    temps = {t: namespace[f"dtype_{t}"] for t in dict.fromkeys(scratch.values())}
+    parameters = "".join(f", {p}" for p in params)
+    steps = [(f"{call.line({})}  # {call.fn.__name__}", (call.position, call.fn.__name__)) for call in calls]
+    parts_source += _part_function(name, parameters, temps, cut, steps, first.shape[1:], block, namespace)
+    fused = _fused_steps(f"{name}_fused", calls, read_after, temps, namespace) if fusing else None
+    if fused is not None:
+        steps, temps, loops = fused
+        parts_source += _part_function(f"{name}_fused", parameters, temps, cut, steps, first.shape[1:], block, namespace)
+        fused_parts.append((name, _jit_blocks.FusedPart(loops)))
+    namespace["parts"] = PARTS
+    body.append(f"    parts({name}, {rows}, {block}{parameters})")
+
+
+def _part_function(name, parameters, temps, cut, steps, row_shape, block, namespace):
+    """The source of part function `name(lo, hi, n, arrays...)`: the block loop around `steps`, lines with
+    what a warning they meet names ((position of the call in the segment, ufunc name), or None)."""
     lines = ["    n = min(hi - lo, n) or 1"]
     indent = "    "
     if temps:
-        namespace[f"{name}_scratch"] = Scratch([(first.shape[1:], namespace[f"dtype_{t}"]) for t in temps], block)
+        namespace[f"{name}_scratch"] = Scratch([(row_shape, dtype) for dtype in temps.values()], block)
         lines += [f"    held = {name}_scratch.take(n)", f"    {', '.join(temps)}, = held", "    try:"]
         indent += "    "
     lines += [f"{indent}for a in range(lo, hi, n):", f"{indent}    z = a + n", f"{indent}    if z > hi:",
@@ -575,14 +612,62 @@ def _emit_segment(members, trace, namespace, body, parts_source, read_after):
     lines += [f"{indent}        {t} = {t}[:z - a]" for t in temps]
     lines += [f"{indent}    {view} = {rendered}[a:z]" for rendered, view in cut.items()]
     head = len(lines)
-    lines += [f"{indent}    {call}  # {fn}" for call, fn in zip(calls, names)]
+    lines += [f"{indent}    {line}" for line, _ in steps]
     if temps:
         lines += ["    finally:", f"        {name}_scratch.give_back(held)"]
-    parameters = "".join(f", {p}" for p in params)
-    parts_source += [f"def {name}(lo, hi, n{parameters}):"] + lines + [""]
-    namespace[f"{name}_ufuncs"] = (None,) * head + tuple(names)  # by line: what a part's warnings name
-    namespace["parts"] = PARTS
-    body.append(f"    parts({name}, {rows}, {block}{parameters})")
+    namespace[f"{name}_ufuncs"] = (None,) * head + tuple(info for _, info in steps)  # by line: what warnings name
+    return [f"def {name}(lo, hi, n{parameters}):"] + lines + [""]
+
+
+def _fused_steps(name, calls, read_after, temps, namespace):
+    """The steps of a part's fused version (see `pullback._jit_blocks`): the calls in the order
+    `schedule` gives, each run of fusible calls as one loop over the block, which falls back to the
+    run's NumPy calls on a block where it computed a value that is not finite; with the scratch
+    arrays it needs (`temps` and one for each value a loop writes out) and its loops. None if
+    nothing fuses."""
+    order = _jit_blocks.schedule(calls)
+    runs = [item for item in order if type(item) is list]
+    if not runs:
+        return None
+    readers = {}  # slot -> the calls that read it
+    for call in calls:
+        for slot, _ in call.reads:
+            readers.setdefault(slot, set()).add(id(call))
+    last_read = {}  # slot -> the last step reading it
+    for step, item in enumerate(order):
+        for call in item if type(item) is list else [item]:
+            for slot, _ in call.reads:
+                last_read[slot] = step
+    temps = dict(temps)
+    names, free, steps, loops = {}, {}, [], []  # names: slot -> the scratch a loop wrote it into
+    for step, item in enumerate(order):
+        if type(item) is not list:
+            steps.append((f"{item.line(names)}  # {item.fn.__name__}", (item.position, item.fn.__name__)))
+        else:
+            inside = {id(call) for call in item}
+            stored = [call for call in item if call.out_slot in read_after or readers.get(call.out_slot, set()) - inside]
+            if not stored:
+                return None
+            for call in stored:
+                if not call.out_is_whole:  # into an array of its own: the loop's inputs stay as they were
+                    pool = free.setdefault(call.dtype, [])
+                    names[call.out_slot] = pool.pop() if pool else f"u{len([t for t in temps if t[0] == 'u'])}"
+                    temps.setdefault(names[call.out_slot], call.dtype)
+            loop = _jit_blocks.Loop(item, [call.out_slot for call in stored], names)
+            loops.append(loop)
+            loop_name = f"{name}_loop{len(loops)}"
+            namespace[loop_name] = loop
+            arguments = [f"flat_input({array})" for array in loop.inputs]
+            arguments += [f"flat_output({names.get(c.out_slot, c.out_name)})" for c in stored]
+            steps.append((f"if not {loop_name}.function({', '.join(arguments)}):  # fused: "
+                          + ", ".join(call.fn.__name__ for call in item), None))
+            steps += [(f"    {call.line(names)}  # {call.fn.__name__}", (call.position, call.fn.__name__))
+                      for call in item]
+        for slot, last in last_read.items():  # scratch a loop wrote into, read for the last time
+            if last == step and slot in names:
+                free.setdefault(temps[names[slot]], []).append(names.pop(slot))
+    namespace.update(flat_input=_jit_blocks.flat_input, flat_output=_jit_blocks.flat_output)
+    return steps, temps, loops
 
 
 def _writes_in_place(node, index, trace, planner):
