@@ -68,18 +68,26 @@ class Call:
         return f"f{self.index}({', '.join(reads)}, {out if self.positional else 'out=' + out})"
 
 
-def operands_of(fn, args, values, result, names):
+def operands_of(fn, values, constant, result, blocked):
     """The loop's view of a call's operands (see `Call`), or None if it cannot be fused: a listed ufunc
-    on float32 or float64 whose operands are arrays of the result's shape and dtype (`names[k]` says
-    whether operand k is read as a block of rows) or numbers the dtype holds exactly as NumPy casts them."""
-    if fn not in SOURCE or result.dtype not in _DTYPES or len(args) != fn.nin:
+    on float32 or float64 whose operands are arrays of the result's shape and dtype read as blocks of
+    rows (`blocked[k]`) or numbers the dtype holds exactly as NumPy casts them. A constant array
+    (`constant[k]`: the trace's own, as a gradient's seed of ones) whose elements are all the same
+    bits is read as that number.
+
+    >>> x = np.ones(4, np.float32)
+    >>> operands_of(np.multiply, [x, np.ones(4, np.float32)], [False, True], x, [True, True])
+    [('array', None), ('number', 'float32(1.0)')]
+    """
+    if fn not in SOURCE or result.dtype not in _DTYPES or len(values) != fn.nin:
         return None
     operands = []
-    for arg, value, blocked in zip(args, values, names):
+    for value, fixed, block in zip(values, constant, blocked):
         if type(value) is np.ndarray:
-            if not (blocked and value.shape == result.shape and value.dtype == result.dtype):
+            if not (block and value.shape == result.shape and value.dtype == result.dtype):
                 return None
-            operands.append(("array", None))
+            operands.append(("number", _literal(value.flat[0], result.dtype)) if fixed and _one_value(value)
+                            else ("array", None))
         elif type(value) is float or (isinstance(value, np.floating) and value.dtype == result.dtype):
             operands.append(("number", _literal(value, result.dtype)))
         elif type(value) is int and abs(value) <= 2 ** 24:  # exact in float32 and float64
@@ -87,6 +95,16 @@ def operands_of(fn, args, values, result, names):
         else:
             return None
     return operands
+
+
+def _one_value(array):
+    """Whether every element of a non-empty float array has the same bits (so -0.0 and 0.0 differ).
+
+    >>> _one_value(np.full(3, 2.5)), _one_value(np.array([0.0, -0.0]))
+    (True, False)
+    """
+    bits = array.view(np.dtype(f"u{array.itemsize}"))
+    return bits.size > 0 and bool(np.all(bits == bits.flat[0]))
 
 
 def _literal(value, dtype):

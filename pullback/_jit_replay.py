@@ -581,7 +581,8 @@ def _emit_segment(members, trace, namespace, body, parts_source, read_after, fus
             out = scratch[node.outputs] = f"t{k}" if k is not None else f"t_s{node.outputs}"
             namespace[f"dtype_{out}"] = result.dtype  # (one dtype for a buffer k's values)
         values = [trace.values[a.slot] if isinstance(a, Ref) else a for a in typed]
-        operands = _jit_blocks.operands_of(node.fn, typed, values, result, blocked) \
+        constant = [not isinstance(a, Ref) for a in typed]
+        operands = _jit_blocks.operands_of(node.fn, values, constant, result, blocked) \
             if fusing and _positional_out(node) else None
         calls.append(_jit_blocks.Call(index, node.fn, reads, node.outputs, out, _positional_out(node), position,
                                       operands, result.dtype, node.outputs in read_after))

@@ -183,6 +183,25 @@ def test_a_result_read_after_the_segment_is_written_by_the_loop():
     _compare(f, lambda: (np.linspace(-1.0, 1.0, 150),))
 
 
+@pytest.mark.parametrize("fill", [3.0, "signed zeros", "mixed"])
+def test_a_constant_array_read_in_a_loop_is_read_as_it_is_at_each_call(fill):
+    c = np.full(140, 3.0) if fill == 3.0 else np.where(np.arange(140) % 2, 0.0, -0.0)
+    if fill == "mixed":
+        c[7] = 2.0
+
+    def f(x):
+        return np.sin(x) * (x * c - c)  # c, a constant of the trace: all one value, or not
+
+    x = np.linspace(-2.0, 2.0, 140)
+    _compare(f, lambda: (x.copy(),), modes=("warn", "ignore"))
+    with parts_for_small_arrays(count=2, block_bytes=64):
+        jf, counted = _fused(f, x)
+        c[:] = 5.0  # a constant the trace read is written: the next call traces again, and reads 5
+        np.testing.assert_array_equal(jf(x), f(x))
+        jf.wait_for_fusion(start=True)
+        np.testing.assert_array_equal(jf(x), np.sin(x) * (x * 5.0 - 5.0))
+
+
 def test_mixed_dtypes_and_python_numbers_in_a_run():
     def f(x, i):
         a = x * 3 + 0.25  # a Python int and float, cast to float32 as NumPy casts them
