@@ -46,7 +46,7 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 class Call:
     """One call of a part: `f{index}(reads..., out)`. `reads` are (slot or None, name) pairs;
-    `operands`, for a fusible call, the loop's view of each read: ('array', slot) or ('number',
+    `operands`, for a fusible call, the loop's view of each read: ('array', None) or ('number',
     its literal); None for a call that is not fused. `out_is_whole` marks a result written into
     a whole array of the segment (read after it), not into a scratch array."""
 
