@@ -255,3 +255,22 @@ def test_blocked_im2col_gives_the_same_convolution_and_filter_gradient(block_byt
     np.testing.assert_allclose(pb.nn.conv2d(x, w, **geometry), direct_conv(x, w, **normal), rtol=1e-12, atol=1e-12)
     r = rng.standard_normal(direct_conv(x, w, **normal).shape)
     assert_gradient(lambda w: np.sum(pb.nn.conv2d(x, w, **geometry) * r), w, dense_up_to=None, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+def test_max_pool_gradient_under_jit_finds_the_offsets_in_one_call(padding):
+    # traced call by call, the offsets' search writes into views of its arrays, which a trace records as
+    # copies of the whole arrays, once per kernel offset
+    x = np.random.default_rng(0).standard_normal((2, 7, 7, 3))
+    x[0, 1, 1, 0] = x[0, 1, 2, 0]  # a tie: the first offset (row-major) takes the gradient
+
+    def grad(x):
+        return pb.gradient(lambda v: np.sum(pb.nn.max_pool2d(v, 3, stride=2, padding=padding) ** 2), x)[0]
+
+    jf = pb.jit(grad)
+    jf(x)
+    for scale in (1.0, -0.5):
+        np.testing.assert_array_equal(jf(x * scale), grad(x * scale))
+    (program,) = [program for variants in jf._cache.values() for program, *_ in variants]
+    calls = [line for line in program.source.splitlines() if line.startswith("    s")]
+    assert len(calls) == 3 and calls[0].startswith("    s1, s2 = f0(s0, kernel=(3, 3)")  # pool and offsets, 2 * y, scatter
