@@ -40,16 +40,25 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 class Call:
     """One call of a part: `f{index}(reads..., out)`. `reads` are (slot or None, name) pairs;
-    `operands`, for a fusible call, the loop's view of each read: ('array', None) or ('number',
-    its literal); None for a call that is not fused. `out_is_whole` marks a result written into
-    a whole array of the segment (read after it), not into a scratch array."""
+    `operands`, for a fusible call, the loop's view of each read: ('array', None), ('number', its
+    literal) or ('scalar', the source of a number read at each call); None for a call that is not
+    fused. `memory` maps a name to what its memory is (two names of one buffer: the same key).
+    `out_is_whole` marks a result written into a whole array of the segment (read after it), not
+    into a scratch array."""
 
     def __init__(self, index, fn, reads, out_slot, out_name, positional, position, operands=None, dtype=None,
-                 out_is_whole=False):
+                 out_is_whole=False, memory=None):
         self.index, self.fn, self.reads = index, fn, reads
         self.out_slot, self.out_name, self.positional = out_slot, out_name, positional
         self.position = position  # the call's place in the segment: the order its warnings come in
         self.operands, self.dtype, self.out_is_whole = operands, dtype, out_is_whole
+        self.memory = memory or {}
+        self.read_memory = frozenset().union(*(self.memory_of(name) for _, name in reads))
+        self.out_memory = self.memory_of(out_name)
+
+    def memory_of(self, name):
+        """The memory `name` is, as a set of keys: its planned buffers, or the name itself."""
+        return self.memory.get(name) or frozenset({name})
 
     @property
     def fusible(self):
@@ -62,43 +71,40 @@ class Call:
         return f"f{self.index}({', '.join(reads)}, {out if self.positional else 'out=' + out})"
 
 
-def operands_of(fn, values, constant, result, blocked):
+def operands_of(fn, values, traced, result, blocked, names):
     """The loop's view of a call's operands (see `Call`), or None if it cannot be fused: a listed ufunc
     on float32 or float64 whose operands are arrays of the result's shape and dtype read as blocks of
-    rows (`blocked[k]`) or numbers the dtype holds exactly as NumPy casts them. A constant array
-    (`constant[k]`: the trace's own, as a gradient's seed of ones) whose elements are all the same
-    bits is read as that number.
+    rows (`blocked[k]`, under `names[k]` in the part) or numbers cast to the dtype as NumPy casts
+    them. A number computed by the function or passed to it (`traced[k]`) is read at each call; one
+    written in the code is a literal. An array whose elements all share one memory place (a gradient's
+    seed of ones, broadcast) is read as a number, at each call.
 
     >>> x = np.ones(4, np.float32)
-    >>> operands_of(np.multiply, [x, np.ones(4, np.float32)], [False, True], x, [True, True])
-    [('array', None), ('number', 'float32(1.0)')]
+    >>> seed = np.broadcast_to(np.ones((), np.float32), 4)
+    >>> operands_of(np.multiply, [x, seed], [True, False], x, [True, True], ["x0", "x1"])
+    [('array', None), ('scalar', 'x1.item(0)')]
+    >>> operands_of(np.add, [x, 0.5], [True, False], x, [True, False], ["x0", "c1"])
+    [('array', None), ('number', 'float32(0.5)')]
+    >>> operands_of(np.add, [x, 0.5], [True, True], x, [True, False], ["x0", "s1"])
+    [('array', None), ('scalar', 's1')]
     """
     if fn not in SOURCE or result.dtype not in _DTYPES or len(values) != fn.nin:
         return None
     operands = []
-    for value, fixed, block in zip(values, constant, blocked):
+    for value, is_traced, block, name in zip(values, traced, blocked, names):
         if type(value) is np.ndarray:
             if not (block and value.shape == result.shape and value.dtype == result.dtype):
                 return None
-            operands.append(("number", _literal(value.flat[0], result.dtype)) if fixed and _one_value(value)
-                            else ("array", None))
+            # (a traced value's trace-time stand-in may be a broadcast placeholder: only constants are looked at)
+            one_place = not is_traced and value.size > 0 and not any(value.strides)
+            operands.append(("scalar", f"{name}.item(0)") if one_place else ("array", None))
         elif type(value) is float or (isinstance(value, np.floating) and value.dtype == result.dtype):
-            operands.append(("number", _literal(value, result.dtype)))
-        elif type(value) is int and abs(value) <= 2 ** 24:  # exact in float32 and float64
+            operands.append(("scalar", name) if is_traced else ("number", _literal(value, result.dtype)))
+        elif type(value) is int and abs(value) <= 2 ** 24 and not is_traced:  # exact in float32 and float64
             operands.append(("number", _literal(value, result.dtype)))
         else:
             return None
     return operands
-
-
-def _one_value(array):
-    """Whether every element of a non-empty float array has the same bits (so -0.0 and 0.0 differ).
-
-    >>> _one_value(np.full(3, 2.5)), _one_value(np.array([0.0, -0.0]))
-    (True, False)
-    """
-    bits = array.view(np.dtype(f"u{array.itemsize}"))
-    return bits.size > 0 and bool(np.all(bits == bits.flat[0]))
 
 
 def _literal(value, dtype):
@@ -145,19 +151,21 @@ def _inputs(run, names=None):
 
 def _joins(run, call):
     grown = run + [call]
-    inputs = _inputs(grown)
-    whole_outputs = {c.out_name for c in grown if c.out_is_whole}
-    return call.dtype == run[0].dtype and len(inputs) <= MAX_INPUTS and not whole_outputs & set(inputs)
+    made = {c.out_slot for c in grown}
+    read = frozenset().union(*(c.memory_of(name) for c in grown for (slot, name), (kind, _) in zip(c.reads, c.operands)
+                               if kind == "array" and (slot is None or slot not in made)))
+    whole_outputs = frozenset().union(*(c.out_memory for c in grown if c.out_is_whole))
+    return call.dtype == run[0].dtype and len(_inputs(grown)) <= MAX_INPUTS and not whole_outputs & read
 
 
 def _conflicts(call, run):
-    written = {c.out_name for c in run}
-    read = {name for c in run for _, name in c.reads}
-    return bool(written & {name for _, name in call.reads}) or call.out_name in written | read
+    written = frozenset().union(*(c.out_memory for c in run))
+    read = frozenset().union(*(c.read_memory for c in run))
+    return bool(written & call.read_memory or call.out_memory & (written | read))
 
 
 class Loop:
-    """One run as a numba function `loop(inputs..., outputs...) -> all finite`, compiled once per
+    """One run as a numba function `loop(inputs..., outputs..., numbers...) -> all finite`, compiled once per
     source and dtype (identical runs of a chain share it); `function` is None until compiled."""
 
     _compiled = {}  # (source, dtype) -> the numba function
@@ -167,13 +175,17 @@ class Loop:
         self.dtype = run[0].dtype
         self.inputs = _inputs(run, names)  # the arrays it reads, by their names in the part
         self.stored = stored  # the slots it writes out, in order
+        # the numbers it reads at each call, by their source in the part
+        self.scalars = list(dict.fromkeys(value for call in run for kind, value in call.operands if kind == "scalar"))
         local = {}  # slot -> the loop's name for its value
         lines = ["    ok = True", "    for k in range(o0.shape[0]):"]
         lines += [f"        v{j} = i{j}[k]" for j in range(len(self.inputs))]
         position = {name: j for j, name in enumerate(self.inputs)}
+        scalar = {source: f"p{j}" for j, source in enumerate(self.scalars)}
         for n, call in enumerate(run):
             operands = [local[slot] if kind == "array" and slot in local
-                        else f"v{position[names.get(slot, name)]}" if kind == "array" else value
+                        else f"v{position[names.get(slot, name)]}" if kind == "array"
+                        else scalar[value] if kind == "scalar" else value
                         for (slot, name), (kind, value) in zip(call.reads, call.operands)]
             local[call.out_slot] = f"r{n}"
             lines.append(f"        r{n} = {SOURCE[call.fn].format(*operands)}")
@@ -181,6 +193,7 @@ class Loop:
         checks = " & ".join(f"(abs(r{n}) <= most)" for n in range(len(run)))
         lines += [f"        ok = ok & {checks}", "    return ok"]
         parameters = [f"i{j}" for j in range(len(self.inputs))] + [f"o{m}" for m in range(len(stored))]
+        parameters += [f"p{j}" for j in range(len(self.scalars))]
         self.source = "\n".join([f"def loop({', '.join(parameters)}):"] + lines)
         self.function = Loop._compiled.get((self.source, self.dtype))
 
@@ -198,7 +211,7 @@ class Loop:
                 number = numba.from_dtype(self.dtype)
                 inputs = [types.Array(number, 1, "C", readonly=True)] * len(self.inputs)
                 outputs = [types.Array(number, 1, "C")] * len(self.stored)
-                signature = types.boolean(*inputs, *outputs)
+                signature = types.boolean(*inputs, *outputs, *[number] * len(self.scalars))
                 Loop._compiled[key] = numba.njit(signature, nogil=True, error_model="numpy")(namespace["loop"])
             self.function = Loop._compiled[key]
 

@@ -61,6 +61,9 @@ def splittable(node, trace):
     if result.dtype.kind == "f" and any(type(arg) is float and not holds(result.dtype, arg) for arg in node.args):
         return False  # NumPy warns of the cast of the number as well as of the ufunc's own overflow: a part's
         # error callback cannot tell the two apart
+    if result.dtype.kind == "f" and result.dtype.itemsize < 8 and any(
+            isinstance(arg, Ref) and type(trace.values[arg.slot]) is float for arg in node.args):
+        return False  # a Python float argument or result: at a later call, one the dtype cannot hold, as above
     return all(operand_kind(arg, trace, result) is not None for arg in node.args)
 
 

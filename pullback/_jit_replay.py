@@ -289,7 +289,7 @@ def compile_trace(trace, output_slots, fuse=False):
                 members = {i for i, _, _ in segments[first]}
                 made = [trace.nodes[i].outputs for i in members]
                 read_after = {slot for slot in made if slot in kept or not readers.get(slot, set()) <= members}
-                _emit_segment(segments[first], trace, namespace, body, parts_source, read_after, fused_parts)
+                _emit_segment(segments[first], trace, namespace, body, parts_source, read_after, fused_parts, planner)
             continue
         arguments = _call_arguments(node, trace, namespace, f"c{index}")
         if k is None:
@@ -532,7 +532,7 @@ def _emit_kernel(members, trace, namespace, body, slabs, outside, copied):
             body.append(f"    s{slot} = {view}" + (".copy()" if slot in copied else ""))
 
 
-def _emit_segment(members, trace, namespace, body, parts_source, read_after, fused_parts):
+def _emit_segment(members, trace, namespace, body, parts_source, read_after, fused_parts, planner):
     """The calls of one segment: its results' arrays made whole first, then `parts(part_j, rows, ...)`
     running a part function, defined in `parts_source`, over the rows in every core.
 
@@ -548,6 +548,11 @@ def _emit_segment(members, trace, namespace, body, parts_source, read_after, fus
     row_bytes = max(trace.values[node.outputs].itemsize for _, node, _ in members) * (first.size // rows or 1)
     block = max(1, _jit_parallel.BLOCK_BYTES // max(row_bytes, 1))
     scratch, cut, params, calls = {}, {}, {}, []  # scratch: slot -> its array's name
+    memory = {}  # a block's name -> the planned buffers it is memory of (two names may be one buffer's)
+
+    def buffers(slot):
+        return frozenset(("b", planner.buffer_of[root]) for root in planner.roots.get(slot, {slot})
+                         if root in planner.buffer_of)
     fusing = _jit_fuse.available()
 
     def cut_name(rendered):  # the block's rows of an array the segment reads or writes whole
@@ -568,6 +573,8 @@ def _emit_segment(members, trace, namespace, body, parts_source, read_after, fus
                 params[rendered] = None
             blocked.append(operand_kind(arg, trace, result) == "cut")
             reads.append((slot, cut_name(rendered) if blocked[-1] else rendered))
+            if slot is not None and buffers(slot):
+                memory[reads[-1][1]] = buffers(slot)
         if node.outputs in read_after:
             out = f"s{node.outputs}"
             if k is None:
@@ -577,15 +584,17 @@ def _emit_segment(members, trace, namespace, body, parts_source, read_after, fus
                 body.append(f"    {out} = b{k}")
             params[out] = None
             out = cut_name(out)
+            if k is not None:
+                memory[out] = frozenset({("b", k)})
         else:
             out = scratch[node.outputs] = f"t{k}" if k is not None else f"t_s{node.outputs}"
             namespace[f"dtype_{out}"] = result.dtype  # (one dtype for a buffer k's values)
         values = [trace.values[a.slot] if isinstance(a, Ref) else a for a in typed]
-        constant = [not isinstance(a, Ref) for a in typed]
-        operands = _jit_blocks.operands_of(node.fn, values, constant, result, blocked) \
+        traced = [isinstance(a, Ref) for a in typed]
+        operands = _jit_blocks.operands_of(node.fn, values, traced, result, blocked, [name for _, name in reads]) \
             if fusing and _positional_out(node) else None
         calls.append(_jit_blocks.Call(index, node.fn, reads, node.outputs, out, _positional_out(node), position,
-                                      operands, result.dtype, node.outputs in read_after))
+                                      operands, result.dtype, node.outputs in read_after, memory))
     temps = {t: namespace[f"dtype_{t}"] for t in dict.fromkeys(scratch.values())}
     parameters = "".join(f", {p}" for p in params)
     steps = [(f"{call.line({})}  # {call.fn.__name__}", (call.position, call.fn.__name__)) for call in calls]
@@ -660,6 +669,7 @@ def _fused_steps(name, calls, read_after, temps, namespace):
             namespace[loop_name] = loop
             arguments = [f"flat_input({array})" for array in loop.inputs]
             arguments += [f"flat_output({names.get(c.out_slot, c.out_name)})" for c in stored]
+            arguments += loop.scalars
             steps.append((f"if not {loop_name}.function({', '.join(arguments)}):  # fused: "
                           + ", ".join(call.fn.__name__ for call in item), None))
             steps += [(f"    {call.line(names)}  # {call.fn.__name__}", (call.position, call.fn.__name__))

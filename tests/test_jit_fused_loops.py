@@ -77,6 +77,20 @@ def test_a_chain_gradient_with_fused_loops_gives_eagers_bits(dtype):
     assert sum(c.calls for c in counted) > 0
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_arrays_the_trace_let_go_of_are_read_as_arrays(dtype):
+    # past 64 KiB a trace keeps a broadcast placeholder of a value no one holds any more: the loops must
+    # read the value itself, not the placeholder's one memory place
+    x = np.linspace(-1.0, 1.0, 20_011).astype(dtype)
+    assert x.nbytes > 1 << 16
+    grad = lambda x, s: pb.gradient(lambda v: np.sum(chain(v, 30, np) * s), x)[0]  # noqa: E731
+    with parts_for_small_arrays(count=2, block_bytes=1 << 14):
+        jf, counted = _fused(grad, x, 1.5)
+        for scale, s in ((0.5, 1.5), (0.9, -2.0)):
+            np.testing.assert_array_equal(jf(x * scale, s), grad(x * scale, s))
+    assert sum(c.calls for c in counted) > 0
+
+
 def test_the_loops_take_the_products_and_leave_the_transcendental_calls_to_numpy():
     x = np.linspace(-1.0, 1.0, 301, dtype=np.float32)
     with parts_for_small_arrays(count=2, block_bytes=256):
