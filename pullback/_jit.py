@@ -150,8 +150,7 @@ class Jitted:
                 program.start_fusing()
             if program.fusing is not None:
                 program.fusing.join(timeout)
-        return sum(program.fused is not None or bool(program.fused_parts and all(part.ready() for part in program.fused_parts))
-                   for program in programs)
+        return sum(program.runs_fused for program in programs)
 
     def __call__(self, *args, **kwargs):
         arrays, key, traced, containers = _signature(args, kwargs)

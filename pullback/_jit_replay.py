@@ -78,6 +78,11 @@ class Program:
         finally:
             self._lock.release()
 
+    @property
+    def runs_fused(self):
+        """Whether its fused version is ready: the kernels of small arrays, or its segments' loops."""
+        return self.fused is not None or bool(self.fused_parts and all(part.ready() for part in self.fused_parts))
+
     def start_fusing(self):
         """Make the fused version in a background thread (once); `self.fusing` is that thread."""
         with self._fusing_lock:

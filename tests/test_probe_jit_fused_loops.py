@@ -21,6 +21,26 @@ from test_probe_jit_segments import _assert_same, _run
 pytest.importorskip("numba")
 
 
+def _calls_in_threads(jf, inputs, wants, threads, rounds):
+    """`jf` called from `threads` threads at once, each `rounds` times over `inputs` in its own order; the
+    indices of the calls whose result was not `wants`' (NaN equal to NaN)."""
+    failures = []
+
+    def worker(start):
+        with np.errstate(all="ignore"):
+            for k in range(rounds):
+                j = (start + k) % len(inputs)
+                if not np.array_equal(jf(*inputs[j]), wants[j], equal_nan=True):
+                    failures.append(j)
+
+    started = [threading.Thread(target=worker, args=(s,)) for s in range(threads)]
+    for t in started:
+        t.start()
+    for t in started:
+        t.join()
+    return failures
+
+
 def _calls(counted):
     return sum(c.calls for c in counted)
 
@@ -403,23 +423,9 @@ def test_several_threads_call_one_jitted_function():
     wants = []
     with np.errstate(all="ignore"):
         wants = [f(*args) for args in inputs]
-    failures = []
     with parts_for_small_arrays(count=3, block_bytes=64):
         jf, counted = _fused(f, *inputs[0])
-
-        def worker(start):
-            with np.errstate(all="ignore"):
-                for k in range(40):
-                    j = (start + k) % len(inputs)
-                    got = jf(*inputs[j])
-                    if not np.array_equal(got, wants[j], equal_nan=True):
-                        failures.append(j)
-
-        threads = [threading.Thread(target=worker, args=(s,)) for s in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        failures = _calls_in_threads(jf, inputs, wants, threads=6, rounds=40)
     assert not failures
     assert _calls(counted) > 0
 
@@ -744,22 +750,9 @@ def test_threads_calling_while_the_loops_compile_after_twenty_calls():
     inputs[5][1][90] = np.inf
     with np.errstate(all="ignore"):
         wants = [f(*args) for args in inputs]
-    failures = []
     with parts_for_small_arrays(count=3, block_bytes=64):
         jf = pb.jit(f)
-
-        def worker(start):
-            with np.errstate(all="ignore"):
-                for k in range(30):
-                    j = (start + k) % len(inputs)
-                    if not np.array_equal(jf(*inputs[j]), wants[j], equal_nan=True):
-                        failures.append(j)
-
-        threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        failures = _calls_in_threads(jf, inputs, wants, threads=4, rounds=30)
         assert jf.wait_for_fusion() >= 1  # started by the calls themselves
         counted = _count_new(jf, [])
         with np.errstate(all="ignore"):

@@ -616,19 +616,13 @@ def _lowest(dtype):
 
 
 def _argmax_offsets(x, kernel, stride, padding):
-    return _max_offsets(stop_gradient(x), kernel=kernel, stride=stride, padding=padding)
-
-
-@primitive
-def _max_offsets(x, *, kernel, stride, padding):
-    """The offset `_max_and_argmax` gives each output: one call under pb.jit, which would otherwise
-    record each offset's writes into views of its arrays as copies of them."""
-    return _max_and_argmax(x, kernel, stride, padding)[1]
+    return _max_pool_and_offsets(stop_gradient(x), kernel=kernel, stride=stride, padding=padding)[1]
 
 
 @primitive
 def _max_pool_and_offsets(x, *, kernel, stride, padding):
-    """`_max_and_argmax` as one call under pb.jit (the pooled values and the offsets in one sweep)."""
+    """`_max_and_argmax` as one call under pb.jit, which would otherwise record each offset's writes into
+    views of its arrays as copies of them."""
     return _max_and_argmax(x, kernel, stride, padding)
 
 
@@ -655,9 +649,7 @@ def _pool_gather(z, arg, *, in_shape, kernel, stride, padding):
 
 @rrule(_max_pool)
 def _max_pool_rule(x, **geometry):
-    if type(x) is np.ndarray:
-        y, arg = _max_and_argmax(x, **geometry)
-    elif is_stand_in(x):  # under pb.jit: one recorded call
+    if type(x) is np.ndarray or is_stand_in(x):  # (under pb.jit: one recorded call)
         y, arg = _max_pool_and_offsets(x, **geometry)
     else:  # differentiated again: the output must be traced; the offsets come from plain values
         y, arg = _max_pool(x, **geometry), None
