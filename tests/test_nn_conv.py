@@ -257,6 +257,77 @@ def test_blocked_im2col_gives_the_same_convolution_and_filter_gradient(block_byt
     assert_gradient(lambda w: np.sum(pb.nn.conv2d(x, w, **geometry) * r), w, dense_up_to=None, rtol=1e-5, atol=1e-7)
 
 
+def _filter_gradient_by_hand(x, g, kernel, stride, padding):
+    """dL/dw for L = sum(conv(x, w) * g), stride and padding in normal form, groups 1: loops over taps."""
+    (sh, sw), ((pt, pb_), (pl, pr)) = stride, padding
+    n, h, wd, c = x.shape
+    xp = np.zeros((n, h + pt + pb_, wd + pl + pr, c))
+    xp[:, pt:pt + h, pl:pl + wd] = x
+    oh, ow = g.shape[1:3]
+    dw = np.zeros((*kernel, c, g.shape[3]))
+    for a in range(kernel[0]):
+        for b in range(kernel[1]):
+            patch = xp[:, a:a + sh * (oh - 1) + 1:sh, b:b + sw * (ow - 1) + 1:sw]  # (n, oh, ow, c)
+            dw[a, b] = np.einsum("nijc,nijo->co", patch, g)
+    return dw
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("block_bytes", [600, 5000, 10**9])
+def test_blocks_in_the_kept_scratch_buffers_give_the_convolution_and_filter_gradient(block_bytes, dtype, monkeypatch):
+    # groups 1: each block's columns and its part of the filter gradient are in the thread's scratch buffers,
+    # reused by the next block and the next call (of another shape and dtype in between)
+    monkeypatch.setattr(pb.nn.conv, "COLUMN_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(pb.nn.conv, "MIN_BLOCK_ROWS", 1)
+    x, w = rng.standard_normal((3, 7, 6, 4)).astype(dtype), rng.standard_normal((3, 3, 4, 5)).astype(dtype)
+    other = rng.standard_normal((2, 9, 9, 3))
+    normal = dict(stride=(2, 1), padding=((1, 1), (1, 1)), dilation=(1, 1), groups=1)
+    r = rng.standard_normal(direct_conv(x, w, **normal).shape).astype(dtype)
+    tolerance = dict(rtol=1e-12, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-5, atol=2e-5)
+    results = []
+    for _ in range(2):  # checked at the end: what a call handed out must not change with the calls after it
+        results.append((pb.nn.conv2d(x, w, stride=(2, 1), padding=1),
+                        pb.gradient(lambda w: np.sum(pb.nn.conv2d(x, w, stride=(2, 1), padding=1) * r), w)[0]))
+        pb.gradient(lambda v: np.sum(pb.nn.conv2d(other, v, padding=1)), rng.standard_normal((3, 3, 3, 7)))
+    for y, dw in results:
+        assert y.dtype == dw.dtype == dtype
+        np.testing.assert_allclose(y, direct_conv(x, w, **normal), **tolerance)
+        np.testing.assert_allclose(dw, _filter_gradient_by_hand(x, r, (3, 3), (2, 1), normal["padding"]), **tolerance)
+
+
+def test_a_block_too_big_for_the_kept_buffers_is_a_new_array(monkeypatch):
+    monkeypatch.setattr(pb.nn.conv, "KEPT_SCRATCH_BYTES", 64)
+    monkeypatch.setattr(pb.nn.conv, "COLUMN_BLOCK_BYTES", 5000)
+    monkeypatch.setattr(pb.nn.conv, "MIN_BLOCK_ROWS", 1)
+    x, w = rng.standard_normal((3, 7, 6, 4)), rng.standard_normal((3, 3, 4, 5))
+    normal = dict(stride=(1, 1), padding=((1, 1), (1, 1)), dilation=(1, 1), groups=1)
+    r = rng.standard_normal(direct_conv(x, w, **normal).shape)
+    (dw,) = pb.gradient(lambda w: np.sum(pb.nn.conv2d(x, w, padding=1) * r), w)
+    np.testing.assert_allclose(dw, _filter_gradient_by_hand(x, r, (3, 3), (1, 1), normal["padding"]), rtol=1e-12)
+
+
+def test_threads_convolving_at_once_each_use_their_own_scratch_buffers():
+    import threading
+
+    xs = [rng.standard_normal((4, 24, 24, 16)) for _ in range(2)]
+    w = rng.standard_normal((3, 3, 16, 16))
+    expected = [pb.gradient(lambda w: np.sum(pb.nn.conv2d(x, w, padding=1) ** 2), w)[0] for x in xs]
+    wrong = []
+
+    def run(k):
+        for _ in range(15):
+            (dw,) = pb.gradient(lambda w: np.sum(pb.nn.conv2d(xs[k], w, padding=1) ** 2), w)
+            if not np.array_equal(dw, expected[k]):
+                wrong.append(k)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+
+
 @pytest.mark.parametrize("padding", [0, 1])
 def test_max_pool_gradient_under_jit_finds_the_offsets_in_one_call(padding):
     # traced call by call, the offsets' search writes into views of its arrays, which a trace records as

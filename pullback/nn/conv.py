@@ -21,6 +21,7 @@ Geometry travels as keyword arguments in normal form: `stride=(sh, sw)`,
 `padding=((top, bottom), (left, right))`, `dilation=(dh, dw)`, `groups=int`.
 """
 
+import threading
 from typing import Any, Literal
 
 import numpy as np
@@ -158,12 +159,43 @@ COLUMN_BLOCK_BYTES = 4 * 2**20
 MIN_BLOCK_ROWS = 512
 
 
+# Each thread keeps two buffers (up to this size each) for the scratch arrays of its convolutions: one for
+# the block of columns being multiplied, one for a block's part of a filter's gradient. Fresh memory is
+# expensive: with a new array for each block, every page of it was a page fault, a third of ResNet-18's
+# gradient time at batch 1 in a process with the C library's default heap.
+KEPT_SCRATCH_BYTES = 32 * 2**20
+_scratch = threading.local()
+
+
+def _scratch_array(use, shape, dtype):
+    """A C-contiguous array of `shape` and `dtype` in this thread's buffer for `use` ("columns" or "filter")
+    when it fits there, else a new one. The next call for the same use overwrites it."""
+    size = int(np.prod(shape)) * dtype.itemsize
+    kept = getattr(_scratch, use, None)
+    if kept is None or kept.size < size:
+        if size > KEPT_SCRATCH_BYTES:
+            return np.empty(shape, dtype)
+        kept = np.empty(size, np.uint8)
+        setattr(_scratch, use, kept)
+    return kept[:size].view(dtype).reshape(shape)
+
+
+def _block_copy(window):
+    """`window` as a C-contiguous array: itself if it is one, else a copy in the thread's column buffer."""
+    if window.flags.c_contiguous:  # an unpadded 1x1, stride-1 convolution
+        return window
+    block = _scratch_array("columns", window.shape, window.dtype)
+    np.copyto(block, window)
+    return block
+
+
 def _column_blocks(x, kernel, stride, padding, dilation):
     """Yield `(cols, (images, rows))`: im2col of a block of outputs, and where they lie in the output.
 
     `cols` is `(outputs in the block, kh * kw * c)`; `images` and `rows` are slices of the
     output's first two axes. Blocks are whole images when an image's columns are small,
-    bands of output rows otherwise.
+    bands of output rows otherwise. Each block may be in the memory of the one before: use
+    it before asking for the next, and keep nothing that refers to it.
     """
     n, c = x.shape[0], x.shape[3]
     out_hw = _output_hw(x.shape, kernel, stride, padding, dilation)
@@ -175,14 +207,12 @@ def _column_blocks(x, kernel, stride, padding, dilation):
     if image_bytes <= budget:
         step = max(1, budget // image_bytes)
         for i in range(0, n, step):
-            block = np.ascontiguousarray(view[i:i + step])  # no copy for an unpadded 1x1, stride-1 convolution
-            yield block.reshape(-1, depth), (slice(i, i + step), slice(None))
+            yield _block_copy(view[i:i + step]).reshape(-1, depth), (slice(i, i + step), slice(None))
     else:
         step = max(1, budget // row_bytes)
         for i in range(n):
             for r in range(0, out_hw[0], step):
-                block = np.ascontiguousarray(view[i, r:r + step])
-                yield block.reshape(-1, depth), (slice(i, i + 1), slice(r, r + step))
+                yield _block_copy(view[i, r:r + step]).reshape(-1, depth), (slice(i, i + 1), slice(r, r + step))
 
 
 def _offsets(kernel, stride, dilation, out_hw):
@@ -242,12 +272,14 @@ def _apply_filter_transposed(g2, w, groups):
     return dcols.reshape(groups, m, kh * kw, cg).transpose(1, 2, 0, 3).reshape(m, kh * kw * cg * groups)
 
 
-def _filter_from_columns(cols, g2, w_shape, groups):
-    """Columns transposed times output cotangent: the filter's cotangent `(kh, kw, cg, o)`."""
+def _filter_from_columns(cols, g2, w_shape, groups, scratch=False):
+    """Columns transposed times output cotangent: the filter's cotangent `(kh, kw, cg, o)` (in the thread's
+    scratch buffer if `scratch`)."""
     if groups == 1:
         # Written into an array of the filter's shape, so the gradient handed out is not a
         # reshaped view (which would be copied once more on the way out).
-        dw = np.empty(w_shape, dtype=np.result_type(cols, g2))
+        dtype = np.result_type(cols, g2)
+        dw = _scratch_array("filter", w_shape, dtype) if scratch else np.empty(w_shape, dtype=dtype)
         np.matmul(cols.T, g2, out=dw.reshape(-1, w_shape[3]))
         return dw
     m, o = g2.shape
@@ -380,7 +412,7 @@ def _conv_filter(x, g, *, kernel, stride, padding, dilation, groups):
     w_shape = (kernel[0], kernel[1], x.shape[3] // groups, g.shape[3])
     dw = None
     for cols, (images, rows) in _column_blocks(x, kernel, stride, padding, dilation):
-        part = _filter_from_columns(cols, g[images, rows].reshape(-1, g.shape[3]), w_shape, groups)
+        part = _filter_from_columns(cols, g[images, rows].reshape(-1, g.shape[3]), w_shape, groups, dw is not None)
         dw = part if dw is None else np.add(dw, part, out=dw)
     return dw
 
