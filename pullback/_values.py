@@ -1514,6 +1514,11 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
         scan = _SCANS.get(ufunc)
         if scan is not None:
             kwargs.setdefault("axis", 0)
+            # NumPy's own errors (a 0-d array, axis=None, an axis out of range), from an empty array of as many axes
+            empty = np.empty((0,) * np.ndim(inputs[0]), dtype=dtype_of(stop_gradient(inputs[0])))
+            ufunc.accumulate(empty, axis=kwargs["axis"], **{k: v for k, v in kwargs.items() if k == "dtype"})
+            if isinstance(kwargs["axis"], tuple):  # NumPy takes one axis as a tuple too
+                kwargs["axis"] = kwargs["axis"][0]
             return FUNCTIONS[scan](*inputs, **kwargs)
     raise TypeError(f"{name}.{method} is not supported on tracked values: {_ufunc_method_fix(ufunc, method)}")
 

@@ -176,6 +176,14 @@ def _added_at(a, values):
     return a
 
 
+def _with_nans(x):
+    """`x` with NaNs on its anti-diagonal (every row and column keeps a number)."""
+    x = x.copy()
+    rows = np.arange(min(x.shape))
+    x[rows, x.shape[1] - 1 - rows] = np.nan
+    return x
+
+
 CASES = {
     # ufuncs whose derivative lives where the automatic case below never samples
     "ufuncs.heaviside_rule": [(np.heaviside, lambda rng: (np.array([[-1.0, 0.0], [0.0, 2.0]]), rng.normal(size=2)))],
@@ -188,6 +196,10 @@ CASES = {
     "reductions.mean_rule": [(lambda x: np.mean(x, axis=(0, 2), keepdims=True), normal((2, 3, 2)))],
     "reductions.max_rule": [(lambda x: np.max(x, 0), normal((4, 3))), (lambda x: np.amax(x), normal((5,)))],
     "reductions.min_rule": [(lambda x: np.min(x, axis=-1, keepdims=True), normal((3, 4)))],
+    "reductions.numpy.nanmax": [(lambda x: np.nanmax(x, 0), lambda rng: (_with_nans(rng.normal(size=(4, 3))),)),
+                                (np.nanmax, normal((5,)))],
+    "reductions.numpy.nanmin": [(lambda x: np.nanmin(x, axis=1, keepdims=True),
+                                 lambda rng: (_with_nans(rng.normal(size=(3, 4))),))],
     "reductions.prod_rule": [(lambda x: np.prod(x, axis=1), normal((3, 4))),
                              (lambda x: np.prod(x, 0), with_zeros((3, 2), [(0, 0), (1, 0), (2, 1)]))],
     # scans

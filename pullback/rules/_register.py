@@ -147,11 +147,11 @@ def _plain(arguments):
     return not (issubclass(t, Traced) or hasattr(t, "record_primitive") or is_foreign_array_type(t))
 
 
-def _pinned(y, plain):
+def pinned(y, plain):
     """`y` with each part holding the matching part of NumPy's result `plain`: its value, dtype and type (a
     NumPy scalar where NumPy gives one, not a 0-d array); a traced part keeps its derivative."""
     if isinstance(y, tuple) and isinstance(plain, tuple) and len(y) == len(plain):
-        parts = [_pinned(a, b) for a, b in zip(y, plain)]
+        parts = [pinned(a, b) for a, b in zip(y, plain)]
         return type(y)(*parts) if hasattr(y, "_fields") else type(y)(parts)
     if np.shape(stop_gradient(y)) != np.shape(plain) or not isinstance(plain, (np.ndarray, np.generic, float, complex)):
         return y
@@ -196,7 +196,7 @@ def valued_as_numpy(fn, impl):
             y = impl(*args, **kwargs)
         if any(y is a for a in args) and isinstance(stop_gradient(y), np.ndarray):  # the array itself, as NumPy gives it
             return y
-        return _pinned(y, plain)
+        return pinned(y, plain)
 
     return run
 
@@ -235,7 +235,7 @@ def with_numpy_value(result, fn, /, *args, **kwargs):
     plain_args, plain_kwargs = strip_all(args), strip_all(kwargs)
     if not (_plain(plain_args) and _plain(plain_kwargs)):
         return result
-    return _pinned(result, fn(*plain_args, **plain_kwargs))
+    return pinned(result, fn(*plain_args, **plain_kwargs))
 
 
 def without_gradient(*fns, notes=""):

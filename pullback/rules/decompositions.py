@@ -10,7 +10,7 @@ sees only its own cotangent.
 
 The forward rules are the classical perturbation formulas (the eigenvector and singular vector
 formulas with F_ij = 1 / (λ_j - λ_i), ...). Where a derivative does not exist (eigenvectors of a
-repeated eigenvalue, columns beyond the first min(M, N) with `full_matrices=True`), the reverse
+repeated eigenvalue, to within rounding; columns beyond the first min(M, N) with `full_matrices=True`), the reverse
 rule raises when a cotangent reaches it; the forward rule cannot know whether the tangent will
 be used, so it gives NaN there.
 """
@@ -146,32 +146,48 @@ def cholesky(a, /, *, upper=False):
 _EIGH = type(np.linalg.eigh(np.eye(1)))
 
 
-def _distinct_gaps(w, what):
-    """1 / (w_j - w_i) off the diagonal; a clear error where two values coincide exactly (NaN there for
-    a Dask array, whose values are not known until computed)."""
+def _tied(w):
+    """The off-diagonal pairs of values `w` (eigenvalues, or squared singular values) that count as tied: equal,
+    or within 1e3 units in the last place of the larger of the two (at least 1e-10 of it). Values that nearly
+    coincide are computed apart by rounding, and their vectors' derivative divides differences of rounded
+    numbers by that gap: it would come out wrong (by percents, or as large as 1 / eps), not as an error."""
+    plain = stop_gradient(w)
+    closeness = max(1e-10, 1e3 * float(np.finfo(dtype_of(plain)).eps))
+    size = np.abs(plain)
+    gap = np.abs(plain[..., None, :] - plain[..., :, None])
+    near = gap <= closeness * np.maximum(size[..., None, :], size[..., :, None])
+    return near & ~np.eye(np.shape(plain)[-1], dtype=bool)
+
+
+def _distinct_gaps(w, what, cotangent):
+    """1 / (w_j - w_i) off the diagonal, for the derivative of the vectors of values `w`, whose cotangent
+    `cotangent` has one column per vector. Where two values are tied (see `_tied`): 0 if both vectors' columns
+    of `cotangent` are zero (the function does not use them), else a clear error, as the derivative does not
+    exist there (the vectors jump as the values split) or cannot be found from the vectors' cotangents. NaN
+    where tied for a Dask array, whose values are not known until computed."""
     if _values_unreadable(w):
         return _gaps_or_nan(w)
-    gaps = w[..., None, :] - w[..., :, None]
-    n = np.shape(stop_gradient(w))[-1]
-    off = ~np.eye(n, dtype=bool)
-    if np.any((stop_gradient(gaps) == 0) & off):
-        raise ValueError(
-            f"{what} are not unique where two eigenvalues or singular values coincide, so this "
-            "derivative does not exist. Use a function of them that is invariant to the choice "
-            "(e.g. of the eigenvalues only, or of V @ diag(f(w)) @ V.T with f equal on ties), or "
-            "perturb the input."
-        )
-    return np.where(off, 1.0 / np.where(off, gaps, 1.0), 0.0)
+    tied = _tied(w)
+    if np.any(tied):
+        used = np.any(stop_gradient(cotangent) != 0, axis=-2)
+        if np.any(tied & (used[..., None, :] | used[..., :, None])):
+            raise ValueError(
+                f"{what} are not unique where two eigenvalues or singular values coincide (or lie within rounding "
+                "of each other), and this function depends on the vectors chosen for them, or on how those turn "
+                "as the values split: its derivative does not exist there, or cannot be found from the vectors. "
+                "Use a function of the values only (np.linalg.eigvalsh, np.linalg.svd(a, compute_uv=False)); for "
+                "a matrix function V @ diag(f(w)) @ V.T, pullback.scipy.linalg's sqrtm, expm, logm, cosm, ..., "
+                "fractional_matrix_power or matrix products (a @ a.T @ a); or perturb the input."
+            )
+    return _gaps_or_nan(w, fill=0.0, tied=tied)
 
 
-def _gaps_or_nan(w):
-    """1 / (w_j - w_i) off the diagonal, NaN where two values coincide exactly (no derivative)."""
+def _gaps_or_nan(w, fill=np.nan, tied=None):
+    """1 / (w_j - w_i) off the diagonal, `fill` (NaN: no derivative) where two values are tied (see `_tied`)."""
     gaps = w[..., None, :] - w[..., :, None]
-    n = np.shape(stop_gradient(w))[-1]
-    off = ~np.eye(n, dtype=bool)
-    tied = (stop_gradient(gaps) == 0) & off
-    distinct = off & ~tied
-    return np.where(distinct, 1.0 / np.where(distinct, gaps, 1.0), np.where(tied, np.nan, 0.0))
+    tied = _tied(w) if tied is None else tied
+    distinct = ~np.eye(np.shape(stop_gradient(w))[-1], dtype=bool) & ~tied
+    return np.where(distinct, 1.0 / np.where(distinct, gaps, 1.0), np.where(tied, fill, 0.0))
 
 
 @primitive
@@ -222,10 +238,9 @@ def _eigh_vectors_rule(a, once, lower):
     w, v = once(a)
 
     def back(g):
-        f = _distinct_gaps(w, "Eigenvectors")
         if np.iscomplexobj(v):
             _check_phase_invariant(g, v)
-        s = _conj(v) @ (f * (_t(v) @ g)) @ _t(v)
+        s = _conj(v) @ (_distinct_gaps(w, "Eigenvectors", g) * (_t(v) @ g)) @ _t(v)
         return (_triangle_gradient(s, lower), None, None)
 
     return v, back
@@ -266,8 +281,8 @@ def _eigh_vectors_any_phase_rule(a, once, lower):
     u = _phase_free_vectors(a, once, lower, v)  # v itself, with tangents under an outer forward level
 
     def back(g):
-        f = _distinct_gaps(w, "Eigenvectors")
         _check_phase_invariant(g, u)
+        f = _distinct_gaps(w, "Eigenvectors", g)
         return (_triangle_gradient(_conj(u) @ (f * (_t(u) @ g)) @ _t(u), lower), None, None)
 
     return u, back
@@ -281,8 +296,9 @@ def _eigh_vectors_any_phase_frule(t, a, once, lower):
 
 
 @composite(np.linalg.eigh, args="a", notes="""Reads the `UPLO` triangle. Eigenvalue gradients
-      exist everywhere; eigenvector gradients need distinct eigenvalues (exact ties raise,
-      near ties give large values; in forward mode their tangents are NaN). Each eigenvector is
+      exist everywhere; eigenvector gradients need distinct eigenvalues (values equal, or
+      within rounding of each other, raise where their vectors are used; in forward mode their
+      tangents are NaN). Each eigenvector is
       fixed up to sign, so use sign-invariant functions of them. Complex Hermitian input: each
       eigenvector is fixed up to a phase; reverse mode takes phase-invariant functions of them
       (others raise), forward mode gives NaN tangents for them.""")
@@ -401,7 +417,7 @@ def _eig_vectors_rule(a, once):
     w, v = once(a)
 
     def back(g):
-        gaps = _distinct_gaps(w, "Eigenvectors")
+        gaps = _distinct_gaps(w, "Eigenvectors", g)
         if np.iscomplexobj(v):
             mask = _largest(v)
             turn = np.real(1j * np.sum(g * v, axis=-2)) / np.real(_at_largest(v, mask))
@@ -419,9 +435,10 @@ def _eig_vectors_frule(t, a, once):
 
 
 @composite(np.linalg.eig, args="a", notes="""Real or complex input. Eigenvalue gradients need a
-      diagonalisable matrix; eigenvector gradients need distinct eigenvalues (exact ties raise, in
-      forward mode their tangents are NaN). The eigenvectors are differentiated as NumPy returns
-      them: unit norm, largest component (in modulus) real.""")
+      diagonalisable matrix; eigenvector gradients need distinct eigenvalues (ties, to within
+      rounding, raise where their vectors are used; in forward mode their tangents are NaN). The
+      eigenvectors are differentiated as NumPy returns them: unit norm, largest component (in
+      modulus) real.""")
 def eig(a):
     once = _Once(lambda m: tuple(np.linalg.eig(m)))
     return _EIG(eig_values(a, once), eig_vectors(a, once))
@@ -574,9 +591,8 @@ def _svd_u_rule(a, once):
         _check_unused_columns(g, k, -1, "Columns of U")
         u_k, vh_k = _thin(u, s, vh)
         g = g[..., :, :k]
-        f = _distinct_gaps(s * s, "Singular vectors")
         ut_g = _t(u_k) @ g
-        inner = (f * (ut_g - _t(ut_g))) * s[..., None, :]
+        inner = (_distinct_gaps(s * s, "Singular vectors", g) * (ut_g - _t(ut_g))) * s[..., None, :]
         grad = u_k @ inner @ vh_k
         if m > k:  # the part of g outside the span of U
             grad = grad + ((g - u_k @ ut_g) / _nonzero_singular(s)[..., None, :]) @ vh_k
@@ -602,9 +618,8 @@ def _svd_vh_rule(a, once):
         u_k, vh_k = _thin(u, s, vh)
         gv = _t(g[..., :k, :])
         v_k = _t(vh_k)
-        f = _distinct_gaps(s * s, "Singular vectors")
         vt_g = _t(v_k) @ gv
-        inner = s[..., :, None] * (f * (vt_g - _t(vt_g)))
+        inner = s[..., :, None] * (_distinct_gaps(s * s, "Singular vectors", gv) * (vt_g - _t(vt_g)))
         grad = u_k @ inner @ vh_k
         if n > k:
             grad = grad + u_k @ (_t(gv - v_k @ vt_g) / _nonzero_singular(s)[..., :, None])
@@ -633,7 +648,8 @@ def _nonzero_singular(s):
 
 
 @composite(np.linalg.svd, args="a", notes="""Singular values are differentiable everywhere;
-      singular vectors need distinct singular values (exact ties raise), and for a non-square
+      singular vectors need distinct singular values (ties, to within rounding, raise where
+      their vectors are used), and for a non-square
       matrix nonzero ones. With `full_matrices=True` only the first min(M, N) columns of U /
       rows of Vh may carry gradient. Use sign-invariant functions of the vectors (e.g.
       U @ diag(f(s)) @ Vh). In forward mode the tangents that do not exist are NaN.
@@ -665,7 +681,13 @@ def _qr_square_back(q, r, gq, gr):
     """Cotangent of X = Q R for X with M >= N (R square, invertible), from those of Q and R."""
     m = -(_t(gq) @ q) if gr is None else r @ _t(gr) - _t(gq) @ q
     b = gq + q @ _copy_lower_to_upper(m)
-    return _t(np.linalg.solve(r, _t(b)))
+    try:
+        return _t(np.linalg.solve(r, _t(b)))
+    except np.linalg.LinAlgError as e:
+        raise np.linalg.LinAlgError(
+            "The derivative of numpy.linalg.qr is taken here for a matrix of full column rank (R invertible); this "
+            "one is rank-deficient (a zero on R's diagonal), where Q is not unique. Perturb the matrix, or "
+            "differentiate a function of it that does not go through its QR factors.") from e
 
 
 def _qr_back(a, q, r, gq, gr):

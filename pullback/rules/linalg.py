@@ -24,7 +24,7 @@ from .._extend import primitive, rrule
 from .._standins import is_stand_in
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ._register import add_tangents, composite, describe, forward_in_first, forward_rule, rule, without_gradient
+from ._register import add_tangents, as_array, composite, describe, forward_in_first, forward_rule, rule, without_gradient
 from .reductions import refuse_out
 from .special import RecordedModule, scipy_call, scipy_valued
 
@@ -348,7 +348,7 @@ def _lstsq_rule(a, b, rcond):
     x = least_squares(a, b, rcond)
 
     def back(g):
-        p = Thunk(lambda: np.linalg.pinv(a))
+        p = Thunk(lambda: _solving_pinv(a, rcond))
 
         def da():
             gp = g[:, None] * b[None, :] if np.ndim(g) == 1 else g @ _t(b)
@@ -366,13 +366,24 @@ def _lstsq_frule(primals, tangents):
     x = least_squares(a, b, rcond)
     if ta is None and tb is None:
         return x, None
-    p = np.linalg.pinv(a)
+    p = _solving_pinv(a, rcond)
     return x, add_tangents(None if ta is None else _pinv_tangent(a, p, ta) @ b, None if tb is None else p @ tb)
+
+
+def _solving_pinv(a, rcond):
+    """The pseudo-inverse that `lstsq(a, b, rcond)` solves with: singular values up to `rcond` times the largest
+    count as zero (machine precision for a negative `rcond`, as LAPACK reads it; NumPy's default for None)."""
+    if rcond is None:
+        return np.linalg.pinv(a)
+    if rcond < 0:
+        rcond = float(np.finfo(np.result_type(stop_gradient(a).dtype, np.float32)).eps)
+    return np.linalg.pinv(a, rcond=rcond)
 
 
 @composite(np.linalg.lstsq, args="a, b", numpy_value=True, notes="""`x` through pinv(a) @ b, exact for full-rank `a`;
       residuals and singular values are differentiable too, `rank` is an int.""")
 def lstsq(a, b, rcond=None):
+    b = as_array(b)  # (a list, as NumPy reads it)
     x = least_squares(a, b, rcond)
     # The rank, from NumPy's own solve of the plain values (an int: inside pb.jit, a guard), decides
     # whether there are residuals, as in NumPy: a full column rank and more rows than columns.
@@ -574,6 +585,8 @@ def unit_scale(E):
     """(E / s, s) with s = max |E| over each matrix (1 where that is 0 or not finite): the block form of a
     Fréchet derivative is linear in E, but its scaling and squaring reads the norm of the whole block, so a
     large E would cost A's digits (relative error 0.9 for |E| = 1e20)."""
+    if size_of(stop_gradient(E)) == 0:  # (no maximum to take)
+        return E, 1.0
     s = np.max(np.abs(stop_gradient(E)), axis=(-2, -1), keepdims=True)
     s = np.where(np.isfinite(s) & (s > 0), s, 1.0)
     return E / s, s

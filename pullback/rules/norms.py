@@ -9,6 +9,7 @@ import numpy as np
 from .._arrays import speaks_nep18
 from .._compat import EMPTY_NORMS_ARE_ZERO
 from .._extend import primitive, rrule
+from .._standins import is_traced
 from .._values import stop_gradient
 from ._register import composite, forward_in_first, refuse_second_order_at_kink, with_numpy_value
 from .reductions import expand_to
@@ -51,6 +52,8 @@ def _euclidean_frule(t, x, axis, keepdims, vector=False):
 
 
 def _vector_norm(x, ord, axis, keepdims, vector=False):
+    if is_traced(ord):  # a learned order: the general formula, whose derivative in the order the others lack
+        return _learned_order_norm(x, ord, axis, keepdims)
     if ord is None or ord == 2:
         return euclidean_norm(x, axis, keepdims, vector)
     if ord == np.inf:
@@ -64,6 +67,11 @@ def _vector_norm(x, ord, axis, keepdims, vector=False):
         return np.sum(np.abs(x), axis=axis, keepdims=keepdims)
     if isinstance(ord, str):
         raise ValueError(f"Invalid norm order '{ord}' for vectors")
+    return _power_norm(x, ord, axis, keepdims)
+
+
+def _power_norm(x, ord, axis, keepdims):
+    """(sum |x|^ord)^(1/ord) for a finite, nonzero `ord`."""
     if ord < 0:
         return _negative_order_norm(x, ord, axis, keepdims)
     total = np.sum(np.abs(x) ** ord, axis=axis, keepdims=keepdims)
@@ -72,6 +80,15 @@ def _vector_norm(x, ord, axis, keepdims, vector=False):
     # at a zero vector, total^(1/p - 1) is inf and |x|^(p-1) is 0: the subgradient 0, as the 2-norm's
     zero = stop_gradient(total) == 0
     return (total + zero) ** (1.0 / ord) * ~zero  # arithmetic, not np.where: a number stays a NumPy scalar
+
+
+def _learned_order_norm(x, ord, axis, keepdims):
+    """The p-norm of `x` for an order `ord` being differentiated (as in generalized-mean pooling)."""
+    p = stop_gradient(ord)
+    if np.ndim(p) != 0 or not np.isfinite(p) or p == 0:
+        raise ValueError(f"A norm's order being differentiated must be one finite, nonzero number, not {p!r}: "
+                         "the norms of order inf, -inf and 0 do not vary smoothly with the order.")
+    return _power_norm(x, ord, axis, keepdims)
 
 
 def _negative_order_norm(x, ord, axis, keepdims):
@@ -93,6 +110,10 @@ def _largest(y, axis, keepdims=False):
 
 
 def _matrix_norm(x, ord, axes, keepdims):
+    if is_traced(ord):
+        raise ValueError("A matrix norm's order takes one of a few values (1, 2, inf, -1, -2, -inf, 'fro', 'nuc'), "
+                         "so it has no derivative: pass it as a plain number, or take a vector norm (axis=...) for "
+                         "an order being differentiated.")
     row, col = (k % np.ndim(x) for k in axes)
     if row == col:
         raise ValueError("Duplicate axes given.")
@@ -119,9 +140,15 @@ def _matrix_norm(x, ord, axes, keepdims):
       2-norm gets gradient 0 (a subgradient), and a Hessian through it raises. Orders 2, -2 and 'nuc'
       go through the singular values (see svd); ord=0 counts nonzeros and has no gradient.""")
 def norm(x, ord=None, axis=None, keepdims=False):
+    if is_traced(ord):  # a learned order: NumPy's value, and the formula's derivative (in the order too)
+        return with_numpy_value(_norm(x, ord, axis, keepdims), np.linalg.norm, x, ord, axis, keepdims)
+    return _norm(x, ord, axis, keepdims)
+
+
+def _norm(x, ord, axis, keepdims):
     ndim = np.ndim(x)
     if axis is None:
-        if ord is None or (ord in ("f", "fro") and ndim == 2) or (ord == 2 and ndim == 1):
+        if ord is None or (not is_traced(ord) and ((ord in ("f", "fro") and ndim == 2) or (ord == 2 and ndim == 1))):
             return euclidean_norm(x, None, keepdims)
         axis = tuple(range(ndim))
         if ndim not in (1, 2):
@@ -145,7 +172,14 @@ def _as_axis(axis):
 
 @composite(np.linalg.vector_norm, args="x", notes="As `norm` for vectors; `axis` may be a tuple.")
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
-    if ord in (None, 2):
+    if is_traced(ord):  # a learned order: NumPy's value, and the formula's derivative (in the order too)
+        return with_numpy_value(_vector_norm_of(x, axis, keepdims, ord), np.linalg.vector_norm, x, axis=axis,
+                                keepdims=keepdims, ord=ord)
+    return _vector_norm_of(x, axis, keepdims, ord)
+
+
+def _vector_norm_of(x, axis, keepdims, ord):
+    if ord is None or (not is_traced(ord) and ord == 2):
         return euclidean_norm(x, axis, keepdims, True)
     if axis is None:
         result = _vector_norm(np.ravel(x), ord, 0, False, True)

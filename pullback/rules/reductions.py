@@ -12,7 +12,16 @@ from .._arrays import holds_foreign_array
 from .._standins import dtype_of, is_stand_in
 from .._tangents import Thunk
 from .._values import Traced, stop_gradient
-from ._register import add_tangents, composite, forward_rule, linear_forward, numpy_valued, rule, without_gradient
+from ._register import (
+    add_tangents,
+    composite,
+    forward_in_first,
+    forward_rule,
+    linear_forward,
+    numpy_valued,
+    rule,
+    without_gradient,
+)
 
 _NO = np._NoValue
 
@@ -374,27 +383,38 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=
 without_gradient(np.all, np.any, np.count_nonzero, np.allclose, np.array_equal, np.array_equiv)
 
 
-def _nan_extreme(reduce, fill, name):
-    def run(a, axis=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
+def _nan_extreme(numpy_fn, name):
+    """The rules of np.nanmax / np.nanmin: NumPy's value; the cotangent shared by the elements equal to it,
+    NaNs left out (filled with -inf, a NaN would tie with an infinite maximum and take a share)."""
+
+    def hits(a, y, axis, keep):
+        plain = stop_gradient(a)
+        hit = (plain == expand_to(stop_gradient(y), np.shape(plain), axis, keep, like=plain)) & ~np.isnan(plain)
+        return hit, np.maximum(np.sum(hit, axis=axis, keepdims=True, dtype=dtype_of(plain)), 1)
+
+    @rule(numpy_fn, args="a", notes="NaNs are left out and get zero gradient; ties share it, as in max.")
+    def reverse(a, axis=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
         refuse_out(name, out, where, initial)
         keep = keeps_dims(keepdims)
-        missing = np.isnan(a)
-        y = reduce(np.where(missing, fill, a), axis=axis, keepdims=keep)
-        empty = np.all(missing, axis=axis, keepdims=keep)
-        if holds_foreign_array(empty):  # no branch on a Dask array's values, which would compute it
-            return np.where(empty, np.nan, y)
-        if np.any(empty):
-            np.nanmax(np.where(missing, np.nan, 0.0), axis=axis)  # NumPy's warning for an all-NaN slice
-            y = np.where(empty, np.nan, y)
-        return y
+        y = numpy_fn(a, axis=axis, keepdims=keep)
 
-    return run
+        def back(g):
+            hit, share = hits(a, y, axis, keep)
+            return (np.where(hit, expand_to(g, np.shape(a), axis, keep, like=a) / share, 0.0),)
+
+        return y, back
+
+    @forward_in_first(numpy_fn)
+    def forward(t, a, axis=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
+        y = reverse(a, axis, out, keepdims, initial, where)[0]
+        keep = keeps_dims(keepdims)
+        hit, share = hits(a, y, axis, keep)
+        dot = np.sum(np.where(hit, t, 0.0), axis=axis, keepdims=True) / share
+        return y, dot if keep else np.reshape(dot, np.shape(y))
 
 
-composite(np.nanmax, args="a", numpy_value=True, notes="NaNs are left out and get zero gradient; ties share it, as in max.")(
-    _nan_extreme(np.max, -np.inf, "nanmax"))
-composite(np.nanmin, args="a", numpy_value=True, notes="NaNs are left out and get zero gradient; ties share it, as in min.")(
-    _nan_extreme(np.min, np.inf, "nanmin"))
+_nan_extreme(np.nanmax, "nanmax")
+_nan_extreme(np.nanmin, "nanmin")
 
 
 @composite(np.nanprod, args="a", numpy_value=True, notes="NaNs count as one and get zero gradient.")

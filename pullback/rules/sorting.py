@@ -6,7 +6,7 @@ import numpy as np
 
 from .._arrays import axis_index, is_dask_array
 from .._values import stop_gradient
-from ._register import composite, without_gradient
+from ._register import composite, pinned, without_gradient
 from .indexing import take_along_axis
 
 
@@ -17,7 +17,12 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None):
         raise TypeError("numpy.sort(order=...) sorts structured arrays, which are never tracked")
     if axis is None:
         a, axis = np.ravel(a), -1
-    return take_along_axis(a, argsort(stop_gradient(a), axis, kind=kind, stable=stable), axis)
+    plain = stop_gradient(a)
+    result = take_along_axis(a, argsort(plain, axis, kind=kind, stable=stable), axis)
+    if type(plain) is np.ndarray and plain.dtype.kind in "fc" and np.any(plain == 0):
+        # NumPy's sort and argsort order tied zeros differently: -0.0 and 0.0 would swap places
+        return pinned(result, np.sort(plain, axis, kind=kind, stable=stable))
+    return result
 
 
 def argsort(plain, axis, **options):
@@ -44,7 +49,9 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
         order = np.empty_like(order)
         np.put_along_axis(order, np.argsort(want, axis=axis, kind="stable"),
                           np.argsort(plain, axis=axis, kind="stable"), axis)
-    return take_along_axis(a, order, axis)
+    # NumPy's values (its tied zeros keep their signs where partition put them)
+    return pinned(take_along_axis(a, order, axis), want) if type(plain) is np.ndarray else \
+        take_along_axis(a, order, axis)
 
 
 @composite(np.unique, args="ar", notes="""Each unique value takes its gradient from its first
@@ -56,10 +63,20 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     # options only where not the defaults: Dask's unique takes none of them, NumPy < 2.3 no `sorted`
     options = {name: value for name, value, default in (("axis", axis, None), ("equal_nan", equal_nan, True),
                                                         ("sorted", sorted, True)) if value is not default}
-    found = np.unique(stop_gradient(ar), True, return_inverse, return_counts, **options)
+    plain = stop_gradient(ar)
+    found = np.unique(plain, True, return_inverse, return_counts, **options)
     first = found[1]
     values = np.take(ar, first, axis=axis)  # ar flattened when axis is None, as np.unique does
     extras = ((first,) if return_index else ()) + tuple(found[2:])
+    if type(plain) is np.ndarray and plain.dtype.kind in "fc" and not return_index and (
+            not sorted or np.any(plain == 0)):
+        # NumPy's own values where they differ from the first occurrences': asked for no index, it keeps
+        # another of tied zeros (-0.0, 0.0), and asked for nothing else, it gives unsorted values in its own order
+        want = np.unique(plain, False, return_inverse, return_counts, **options)
+        want = want[0] if isinstance(want, tuple) else want
+        if np.shape(want) == np.shape(found[0]) and not np.array_equal(want, found[0], equal_nan=True):
+            values = values[np.searchsorted(found[0], want)]
+        values = pinned(values, want)
     return (values,) + extras if extras else values
 
 

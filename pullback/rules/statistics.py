@@ -8,7 +8,7 @@ import numpy as np
 
 from .._arrays import copy_laid_out_as, holds_foreign_array, like_input, of_another_library, size_of, zeros_as
 from .._inplace import concrete_of, plain_of
-from .._standins import is_stand_in
+from .._standins import dtype_of, is_stand_in
 from .._values import Traced, stop_gradient
 from ._register import as_array, composite, forward_in_first, rule
 from .reductions import expand_to, given_options, keeps_dims, mask_of, masked, reduced_size, refuse_out, selected_count
@@ -20,6 +20,8 @@ _NO = np._NoValue
       1-D along `axis`, as in NumPy.""")
 def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
     keep = keeps_dims(keepdims)
+    if isinstance(axis, list):  # NumPy reads a list of axes as a tuple
+        axis = tuple(axis)
     if weights is None:
         avg = np.mean(a, axis=axis, keepdims=keep)
         if not returned:
@@ -73,15 +75,34 @@ def _conj_if_complex(v):
 
 
 def _centred(a, axis, ddof, where):
-    """`(c, inverse)`: conj(a - mean) over the elements `where` selects (zero elsewhere), and
-    1 / (selected count - ddof) of each slice (a number without a mask, keepdims-shaped with
-    one; NaN where no degree of freedom is left, as NumPy's variance is then NaN or inf)."""
+    """`(c, inverse, mean)`: conj(a - mean) over the elements `where` selects (zero elsewhere), 1 / (selected
+    count - ddof) of each slice (a number without a mask, keepdims-shaped with one; NaN where no degree of
+    freedom is left, as NumPy's variance is then NaN or inf), and the mean (keepdims-shaped)."""
     if where is True:
         n = reduced_size(np.shape(a), axis) - ddof
-        return _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True)), (1.0 / n if n > 0 else np.nan)
-    centred = np.where(where, _conj_if_complex(a - np.mean(a, axis=axis, keepdims=True, where=where)), 0.0)
+        mean = np.mean(a, axis=axis, keepdims=True)
+        return _conj_if_complex(a - mean), (1.0 / n if n > 0 else np.nan), mean
+    mean = np.mean(a, axis=axis, keepdims=True, where=where)
+    centred = np.where(where, _conj_if_complex(a - mean), 0.0)
     n = selected_count(where, np.shape(a), axis) - ddof
-    return centred, 1.0 / np.where(n > 0, n, np.nan)
+    return centred, 1.0 / np.where(n > 0, n, np.nan), mean
+
+
+def _times(g, factor):
+    """`g * factor`, 0 where `g` is 0 also where `factor` is NaN (a slice with no degree of freedom left, whose
+    NaN value a cotangent of 0 leaves out, as after np.nan_to_num: it sends nothing, not NaN)."""
+    product = g * factor
+    plain = stop_gradient(factor)
+    if holds_foreign_array(plain) or np.any(np.isnan(plain)):  # (a Dask array's values are not looked at)
+        return np.where(g == 0, 0.0, product)
+    return product
+
+
+def _flat(spread, mean, y):
+    """Where the standard deviation `spread` is zero, or no more than the rounding of the `mean` it was measured
+    from (equal values whose mean rounds leave residues of a few units in the last place): there its derivative
+    does not exist, and dividing those residues by their own spread would give one of about -1/n per element."""
+    return spread <= 8 * float(np.finfo(dtype_of(y)).eps) * np.abs(mean)
 
 
 def _real_if_complex_dtype(g, dtype):
@@ -109,9 +130,9 @@ def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
     shape = np.shape(a)
 
     def back(g):
-        centred, inverse = _centred(a, axis, ddof, where)
+        centred, inverse, _ = _centred(a, axis, ddof, where)
         g = _real_if_complex_dtype(g, dtype)
-        return (masked(expand_to(g, shape, axis, keep) * centred * (2.0 * inverse), where),)
+        return (masked(_times(expand_to(g, shape, axis, keep), 2.0 * inverse) * centred, where),)
 
     return y, back
 
@@ -120,9 +141,9 @@ def var_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
 def var_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **options):
     y = var_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
     ddof = _ddof("var", ddof, options.get("correction", _NO), _NO)
-    centred, inverse = _centred(a, axis, ddof, mask_of("var", options.get("where", _NO)))
+    centred, inverse, _ = _centred(a, axis, ddof, mask_of("var", options.get("where", _NO)))
     dot = _real_part_of_pairing(np.sum(centred * t, axis=axis, keepdims=True), a, t)
-    return y, _reduced_like(dot * (2.0 * inverse), y, keeps_dims(keepdims))
+    return y, _reduced_like(_times(dot, 2.0 * inverse), y, keeps_dims(keepdims))
 
 
 @rule(np.std, args="a", notes="Where the spread is zero the gradient is taken as 0 (the derivative does not exist).")
@@ -135,11 +156,11 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
     shape = np.shape(a)
 
     def back(g):
-        centred, inverse = _centred(a, axis, ddof, where)
+        centred, inverse, mean = _centred(a, axis, ddof, where)
         spread = expand_to(y, shape, axis, keep)
-        flat = spread == 0
+        flat = _flat(spread, mean, y)
         g = _real_if_complex_dtype(g, dtype)
-        share = np.where(flat, 0.0, expand_to(g, shape, axis, keep) * inverse / np.where(flat, 1.0, spread))
+        share = np.where(flat, 0.0, _times(expand_to(g, shape, axis, keep), inverse / np.where(flat, 1.0, spread)))
         return (masked(share * centred, where),)
 
     return y, back
@@ -149,11 +170,12 @@ def std_rule(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=
 def std_frule(t, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, **options):
     y = std_rule(a, axis, dtype, out, ddof, keepdims, **options)[0]
     ddof = _ddof("std", ddof, options.get("correction", _NO), _NO)
-    centred, inverse = _centred(a, axis, ddof, mask_of("std", options.get("where", _NO)))
+    centred, inverse, mean = _centred(a, axis, ddof, mask_of("std", options.get("where", _NO)))
     pairing = _real_part_of_pairing(np.sum(centred * t, axis=axis, keepdims=True), a, t)
     spread = np.reshape(y, np.shape(pairing))
-    flat = spread == 0
-    return y, _reduced_like(np.where(flat, 0.0, pairing * inverse / np.where(flat, 1.0, spread)), y, keeps_dims(keepdims))
+    flat = _flat(spread, mean, y)
+    tangent = np.where(flat, 0.0, _times(pairing, inverse / np.where(flat, 1.0, spread)))
+    return y, _reduced_like(tangent, y, keeps_dims(keepdims))
 
 
 @composite(np.ptp, args="a", notes="max - min; ties share the gradient equally.")
@@ -205,6 +227,9 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_N
 @composite(np.cov, args="m, y, aweights", numpy_value=True, notes="""`rowvar`, `bias`, `ddof`, `fweights` (integers)
            and `aweights` (differentiable) as in NumPy. Float32 input gives float64, as in NumPy.""")
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
+    if isinstance(fweights, Traced):
+        raise TypeError("numpy.cov: fweights are whole counts of repetitions, which have no derivative; pass them as "
+                        "a plain array (pb.stop_gradient(fweights)), or weights to differentiate as aweights.")
     plain = np.cov(stop_gradient(m), stop_gradient(y), rowvar, bias, ddof, fweights, stop_gradient(aweights),
                    dtype=dtype)  # NumPy checks the arguments (and warns where it warns)
     dtype = plain.dtype
@@ -252,18 +277,25 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None):
     c = cov(x, y, rowvar, dtype=dtype)
     if np.ndim(c) == 0:
         return c / c
-    d = np.sqrt(np.real(np.diagonal(c)))
+    variance = np.real(np.diagonal(c))
+    # A constant variable (variance 0) has NaN correlations, as in NumPy, which send no gradient: through its
+    # zero standard deviation the others' would get 0 * inf = NaN.
+    constant = stop_gradient(variance) == 0
+    d = np.sqrt(np.where(constant, 1.0, variance))
     c = c / d[:, None] / d[None, :]
+    if holds_foreign_array(constant) or np.any(constant):  # (a Dask array's values are not looked at)
+        c = np.where(constant[:, None] | constant[None, :], np.nan, c)
     if np.iscomplexobj(c):  # NumPy clips each part (np.clip would order complex values lexicographically)
         return np.clip(np.real(c), -1.0, 1.0) + 1j * np.clip(np.imag(c), -1.0, 1.0)
     return np.clip(c, -1.0, 1.0)
 
 
 # --- order statistics: median, percentile, quantile and their NaN-ignoring forms -------------------
-def _positions(count, q, method):
-    """Where each quantile lies among `count` sorted values: NumPy's own answer on 0, 1, ..., count - 1
-    (for every method the result is one order statistic or a mix of two neighbours)."""
-    return np.quantile(np.arange(count, dtype=np.float64), q, method=method)
+def _positions(count, q, method, percent):
+    """Where each quantile (percentile if `percent`) lies among `count` sorted values: NumPy's own answer on
+    0, 1, ..., count - 1 (for every method one order statistic or a mix of two neighbours), reached as NumPy
+    reaches it, in the dtype of `q` (a float32 level is not a float64 one)."""
+    return (np.percentile if percent else np.quantile)(np.arange(count, dtype=np.float64), q, method=method)
 
 
 def _or(option, default):
@@ -271,10 +303,10 @@ def _or(option, default):
     return default if option is _NO else option
 
 
-def _order_statistics(a, q, axis, method, skip_nan, plain):
+def _order_statistics(a, q, axis, method, skip_nan, plain, percent=False):
     if size_of(a) == 0:
         return plain  # NaNs (or an empty result): nothing to differentiate
-    q = np.asarray(q, dtype=np.float64)
+    q = np.asarray(q)
     ndim = np.ndim(a)
     axes = tuple(range(ndim)) if axis is None else tuple(
         k % max(ndim, 1) for k in (axis if isinstance(axis, (tuple, list)) else (axis,)))
@@ -295,12 +327,15 @@ def _order_statistics(a, q, axis, method, skip_nan, plain):
         if c == 0:
             continue
         at = counts == c
-        pos = np.ravel(_positions(int(c), q, method))
+        pos = np.ravel(_positions(int(c), q, method, percent))
         low[at] = np.floor(pos).astype(np.intp)
         weight[at] = pos - np.floor(pos)
     high = np.minimum(low + 1, np.maximum(counts, 1)[..., None] - 1)
-    y = (np.take_along_axis(values, low, axis=-1) * (1.0 - weight)
-         + np.take_along_axis(values, high, axis=-1) * weight)
+    below = np.take_along_axis(values, low, axis=-1)
+    # the neighbour above only where it has weight (an infinite one would make inf * 0, NaN, and a warning)
+    alone = weight == 0
+    above = np.where(alone, 0.0, np.take_along_axis(values, high, axis=-1))
+    y = np.where(alone, below, below * (1.0 - weight) + above * weight)
     undefined = counts == 0 if skip_nan else np.any(missing, axis=-1)
     if holds_foreign_array(undefined) or np.any(undefined):  # a Dask array's NaNs are not looked for: that computes
         y = np.where(undefined[..., None], np.nan, y)
@@ -380,8 +415,7 @@ def _quantile_like(name, scale, skip_nan):
             raise TypeError(f"numpy.{name}: the levels q carry no gradient in pullback; pass them as plain values.")
         given = _given(axis=axis, method=method, keepdims=keepdims)
         plain, moved = _plain_and_arrangement(lambda v, **over: numpy_fn(v, q, **over, **given), a, overwrite_input)
-        y = _order_statistics(a, np.asarray(q, dtype=np.float64) / scale, _or(axis, None), _or(method, "linear"),
-                              skip_nan, plain)
+        y = _order_statistics(a, q, _or(axis, None), _or(method, "linear"), skip_nan, plain, percent=scale == 100.0)
         _rearrange(a, moved)
         return y
 

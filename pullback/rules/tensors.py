@@ -20,11 +20,11 @@ def svdvals(x, /):
            norm(x, p) * norm(inv(x), p) for the other norms.""")
 def cond(x, p=None):
     plain = np.linalg.cond(stop_gradient(x), p)  # NumPy checks the argument (and its shape)
+    if p != -2 and np.any(np.isinf(plain)):
+        return singular_cond(x, p)  # NumPy's inf, where the inverse does not exist
     if p is None or p == 2 or p == -2:
         s = np.linalg.svd(x, compute_uv=False)
         r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
-    elif np.any(np.isinf(plain)):
-        return singular_cond(x, p)  # NumPy's inf, where the inverse does not exist
     else:
         r = np.linalg.norm(x, p, axis=(-2, -1)) * np.linalg.norm(np.linalg.inv(x), p, axis=(-2, -1))
     r = np.where(np.isnan(plain), plain, r) if np.any(np.isnan(plain)) else r
