@@ -641,9 +641,6 @@ def test_scipy_expm_gradient_of_an_empty_matrix(linalg):
     assert g is None or g.shape == (0, 0)
 
 
-@pytest.mark.xfail(strict=True, reason="pullback.scipy.linalg.lu_solve of a stack of factors with a 2-D b of the "
-                   "wrong height raises IndexError 'index 2 is out of bounds' where SciPy raises ValueError "
-                   "'Shapes of lu (3, 3) and b (2, 3) are incompatible'")
 def test_scipy_lu_solve_of_a_stack_with_a_mismatched_b_raises_scipys_error(linalg):
     stack, b = np.stack([A, A.T]), np.ones((2, 3))
     with pytest.raises(ValueError, match="incompatible"):

@@ -377,13 +377,7 @@ def _finite_part(f):
     return lambda a: np.sum(np.nan_to_num(f(a), nan=0.0, posinf=0.0))
 
 
-_COV_OF_ONE = pytest.mark.xfail(strict=True, reason="""np.cov of one observation (the cov composite in
-    pullback/rules/statistics.py divides by fact = 0): after np.nan_to_num, whose derivative there is 0, the gradient
-    is 0 / 0 = NaN in that column, where central differences give 0""")
-
-
-@pytest.mark.parametrize("name", [pytest.param(name, marks=[_COV_OF_ONE] if name.startswith("cov") else [])
-                                  for name in NO_DEGREES_LEFT])
+@pytest.mark.parametrize("name", list(NO_DEGREES_LEFT))
 def test_var_and_std_without_degrees_of_freedom_send_no_nan(name):
     loss = _finite_part(NO_DEGREES_LEFT[name])
     with warnings.catch_warnings():

@@ -341,6 +341,8 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     if check_finite:
         check_finite_values(b)  # (SciPy checks b alone)
     shapes = [np.shape(_plain(v)) for v in (lu, piv, b)]
+    if shapes[2][-core] != shapes[0][-1]:  # SciPy's error
+        raise ValueError(f"Shapes of lu {shapes[0][-2:]} and b {shapes[2][-core:]} are incompatible")
     batch = _batch("lu_solve", shapes[0][:-2], shapes[1][:-1], shapes[2][:-core])
     lu, piv, b = (np.broadcast_to(v, batch + shape[len(shape) - k:])
                   for v, shape, k in zip((lu, piv, b), shapes, (2, 1, core)))

@@ -7,6 +7,7 @@ Every backward and forward rule is written with NumPy calls, so it can be differ
 import numpy as np
 
 from .._arrays import copy_laid_out_as, holds_foreign_array, like_input, of_another_library, size_of, zeros_as
+from .._extend import primitive, rrule
 from .._inplace import concrete_of, plain_of
 from .._standins import dtype_of, is_stand_in
 from .._values import Traced, stop_gradient
@@ -258,12 +259,33 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         fact = w_sum - ddof
     else:
         fact = w_sum - ddof * np.sum(w * aweights) / w_sum
-    if stop_gradient(fact) <= 0:
-        fact = 0.0
     X = X - avg[:, None]
     X_T = (X * w).T if w is not None else X.T
-    c = (X @ (np.conjugate(X_T) if np.iscomplexobj(X_T) else X_T)) / fact  # NumPy conjugates complex values
+    product = X @ (np.conjugate(X_T) if np.iscomplexobj(X_T) else X_T)  # NumPy conjugates complex values
+    c = _no_degrees_left(product) if stop_gradient(fact) <= 0 else product / fact
     return _as_float(np.reshape(c, np.shape(plain)), dtype)
+
+
+@primitive
+def _no_degrees_left(product):
+    """A covariance with no degree of freedom left: `product` divided by 0, NumPy's inf and NaN."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return product * np.inf
+
+
+def _nothing_or_nan(g):
+    """What inf and NaN values send back: nothing for a cotangent of 0 (as after np.nan_to_num), else NaN."""
+    return np.where(g == 0, 0.0, g * np.nan)
+
+
+@rrule(_no_degrees_left)
+def _no_degrees_left_rule(product):
+    return _no_degrees_left(product), lambda g: (_nothing_or_nan(g),)
+
+
+@forward_in_first(_no_degrees_left)
+def _no_degrees_left_frule(t, product):
+    return _no_degrees_left(product), _nothing_or_nan(t)
 
 
 def _as_float(x, dtype):
