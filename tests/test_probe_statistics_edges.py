@@ -873,10 +873,6 @@ def test_casting_warnings_of_reductions_as_numpy_in_both_modes(f):
         _same(got, want)
 
 
-@pytest.mark.xfail(strict=True, reason="""forward mode repeats NumPy's ComplexWarning: the tangent of np.sum(z, dtype=
-    np.float64) of complex z (sum_frule in pullback/rules/reductions.py; np.mean and np.cumsum through linear_forward)
-    is summed with the same dtype=, which casts the complex tangent and warns 'Casting complex values to real discards
-    the imaginary part' a second time (NumPy, and reverse mode, warn once)""")
 @pytest.mark.parametrize("f", [lambda a: np.sum(a * 1j, dtype=np.float64), lambda a: np.cumsum(a * 1j, dtype=np.float64),
                                lambda a: np.mean(a * 1j, axis=0, dtype=np.float64)], ids=["sum", "cumsum", "mean"])
 def test_casting_warnings_of_complex_sums_once_in_forward_mode(f):

@@ -307,11 +307,26 @@ def linear_forward(fn, tangent_map=None):
     `tangent_map(tangent, *other_args, **kwargs)` (`tangent_map` is `fn` itself by default)."""
     tangent_map = fn if tangent_map is None else tangent_map
 
+    try:
+        names = list(inspect.signature(REVERSE_RULES[fn]).parameters)
+    except (TypeError, ValueError, KeyError):
+        names = []
+    at = names.index("dtype") if "dtype" in names else None  # where a positional dtype= lies in the call
+
     @forward_in_first(fn)
     def forward(t, *args, **kwargs):
-        return REVERSE_RULES[fn](*args, **kwargs)[0], tangent_map(t, *args[1:], **kwargs)
+        dtype = kwargs.get("dtype", args[at] if at is not None and at < len(args) else None)
+        return REVERSE_RULES[fn](*args, **kwargs)[0], tangent_map(real_for_dtype(t, dtype), *args[1:], **kwargs)
 
     return forward
+
+
+def real_for_dtype(t, dtype):
+    """The tangent `t` of a call with `dtype=`: its real part for a real `dtype` (the cast takes that part,
+    and NumPy warned of it when the value was computed; casting again would warn again)."""
+    if dtype is not None and np.iscomplexobj(t) and np.dtype(dtype).kind != "c":
+        return np.real(t)
+    return t
 
 
 def bilinear_forward(fn):

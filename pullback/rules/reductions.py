@@ -19,6 +19,7 @@ from ._register import (
     forward_rule,
     linear_forward,
     numpy_valued,
+    real_for_dtype,
     rule,
     without_gradient,
 )
@@ -179,7 +180,8 @@ def forward_in_a_and_initial(*fns):
 @forward_in_a_and_initial(np.sum)
 def sum_frule(t, t_initial, x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     y = sum_rule(x, axis, dtype, out, keepdims, initial, where)[0]
-    dot = None if t is None else np.sum(t, axis=axis, dtype=dtype, keepdims=keepdims, **given_options(where=where))
+    dot = None if t is None else np.sum(real_for_dtype(t, dtype), axis=axis, dtype=dtype, keepdims=keepdims,
+                                        **given_options(where=where))
     return y, add_tangents(dot, t_initial)  # initial is added to every result element
 
 
