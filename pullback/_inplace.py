@@ -571,6 +571,10 @@ class FlatView:
     def __iter__(self):
         return iter(self.base.flatten())
 
+    def copy(self):
+        """A 1-D copy of the array, as `flatiter.copy()`."""
+        return self.base.flatten()
+
 
 def write_flat(x, positions, value, cycle=None, reads_as_written=False):
     """`x.flat[positions] = value` for traced array `x` (positions plain ints), seen through every view.

@@ -1898,6 +1898,11 @@ class _Flat:
     def copy(self):
         return np.ravel(self.array).copy()
 
+    @property
+    def base(self):
+        """The array it iterates over, as `flatiter.base`."""
+        return self.array
+
     def __array__(self, dtype=None, copy=None):
         return self.array.__array__()  # refused, naming the fix
 

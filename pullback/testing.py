@@ -476,10 +476,14 @@ class _Moves:
 
     def at(self, f, key, step):
         def move(index, x):
-            if index == key:  # a 0-d array stays one (x + step would be a NumPy scalar)
+            if index == key and isinstance(x, np.ndarray) and np.result_type(x, step) == x.dtype:
+                moved = x.copy(order="K")  # laid out as x (f may read the layout, as ravel(order="A")), and a 0-d
+                moved += step  # array stays one (x + step would be a NumPy scalar)
+                x = moved
+            elif index == key:
                 x = np.asarray(x + step) if isinstance(x, np.ndarray) else x + step
             elif isinstance(x, np.ndarray):
-                x = x.copy()  # f may write into its arguments
+                x = x.copy(order="K")  # f may write into its arguments
             return as_type_of(x, self.arguments.leaves[index].primal)  # an array API leaf is read as NumPy's: back
 
         return f(*_replace_leaves(self.arguments, move))

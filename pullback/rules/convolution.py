@@ -36,7 +36,11 @@ def convolve_full_frule(primals, tangents):
                                              None if tv is None else convolve_full(a, tv))
 
 
+_MODES_BY_NUMBER = {0: "valid", 1: "same", 2: "full"}
+
+
 def _mode_window(full, m, n, mode, flipped):
+    mode = _MODES_BY_NUMBER.get(mode, mode) if isinstance(mode, int) else mode  # NumPy takes 0, 1, 2 too
     short = min(m, n)
     if mode == "full":
         return full

@@ -29,7 +29,7 @@ from .._arrays import (
 from .._extend import primitive, rrule
 from .._inplace import mark_view, names_each_once, plain_of, write_out
 from .._registry import FUNCTIONS, METHODS
-from .._standins import getitem, index_update, is_stand_in
+from .._standins import dtype_of, getitem, index_update, is_stand_in
 from .._tangents import InplaceableThunk, Thunk
 from .._values import Traced, stop_gradient, strip_all
 from ._register import composite, forward_rule, linear_forward, rule, without_gradient, zeros_if_none
@@ -521,7 +521,25 @@ def where(condition, x=None, y=None):
     condition = stop_gradient(condition)
     if x is None and y is None:
         return np.nonzero(condition)
+    if x is None or y is None:
+        raise ValueError("either both or neither of x and y should be given")  # NumPy's error
     return select(condition, x, y)
+
+
+def _integer_positions(indices):
+    """Indices as NumPy's take and choose read them: booleans as the integers 0 and 1 (not a mask), and an empty
+    list as no positions (np.asarray would make it float64)."""
+    if isinstance(indices, (list, tuple)):
+        indices = np.asarray(indices)
+        if indices.size == 0:
+            return indices.astype(np.intp)
+    return indices.astype(np.intp) if dtype_of(indices).kind == "b" else indices
+
+
+def _check_integer_array(indices):
+    """take_along_axis and put_along_axis take integer indices only (a boolean array is no mask there)."""
+    if dtype_of(indices).kind not in "iu":
+        raise IndexError("`indices` must be an integer array")  # NumPy's error
 
 
 def _along(axis, ndim, index):
@@ -534,7 +552,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     if out is not None:  # computed, then written into out
         return write_out("numpy.take", out, take(a, indices, axis, None, mode),
                          lambda buffer: np.take(plain_of(a), plain_of(indices), axis, buffer, mode))
-    indices = stop_gradient(indices)
+    indices = _integer_positions(stop_gradient(indices))
     if axis is None:
         a, axis = np.ravel(a), 0
     n = np.shape(a)[axis]
@@ -548,6 +566,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
 @composite(np.take_along_axis, args="arr", notes="Indexing; repeated indices add up their gradients.")
 def take_along_axis(arr, indices, axis=-1):
     indices = stop_gradient(indices)
+    _check_integer_array(indices)
     if axis is None:
         arr, axis = np.ravel(arr), 0
     ndim = np.ndim(arr)
@@ -747,6 +766,8 @@ def compress(condition, a, axis=None, out=None):
     if out is not None:  # computed, then written into out
         return write_out("numpy.compress", out, compress(condition, a, axis),
                          lambda buffer: np.compress(plain_of(condition), plain_of(a), axis, buffer))
+    if np.ndim(stop_gradient(condition)) != 1:
+        raise ValueError("condition must be a 1-d array")  # NumPy's error
     if axis is None:
         a, axis = np.ravel(a), 0
     n = np.shape(a)[axis]
@@ -766,7 +787,7 @@ def choose(a, choices, out=None, mode="raise"):
     if out is not None:  # computed, then written into out
         return write_out("numpy.choose", out, choose(a, choices, None, mode),
                          lambda buffer: np.choose(plain_of(a), [plain_of(c) for c in choices], buffer, mode))
-    index = as_array_of_its_library(stop_gradient(a))
+    index = _integer_positions(as_array_of_its_library(stop_gradient(a)))
     plain_choices = [stop_gradient(c) for c in choices]
     plain = np.choose(index, plain_choices) if mode == "raise" else np.choose(index, plain_choices, mode=mode)  # Dask's takes no mode
     n = len(choices)
@@ -830,6 +851,7 @@ def assign_into(y, mask, values):
            the tracked `arr` (earlier uses keep their gradient). Writing one element twice is refused.""")
 def put_along_axis(arr, indices, values, axis):
     indices = as_array_of_its_library(stop_gradient(indices))
+    _check_integer_array(indices)
     if axis is None:
         if np.ndim(indices) != 1:
             raise ValueError("when axis=None, `indices` must have a single dimension.")
@@ -842,7 +864,11 @@ def put_along_axis(arr, indices, values, axis):
                           for k, n in enumerate(np.shape(arr)))
         target = None
     if target is not None:
-        positions = np.unravel_index(np.mod(positions, np.size(target)), np.shape(arr))
+        size = np.size(target)
+        if type(positions) is np.ndarray and np.any((positions >= size) | (positions < -size)):
+            bad = positions[(positions >= size) | (positions < -size)][0]
+            raise IndexError(f"index {bad} is out of bounds for axis 0 with size {size}")  # as NumPy's
+        positions = np.unravel_index(np.mod(positions, size), np.shape(arr))  # (negative positions count back)
     arr[positions] = values
 
 

@@ -75,9 +75,10 @@ def put(a, ind, v, mode="raise"):
 
 
 def _refuse_unsafe_values(name, values, target):
-    """NumPy's `place` and `putmask` cast an array of values with casting='safe' (Python numbers are weak)."""
+    """NumPy's `place` and `putmask` cast an array of values with casting='safe' (0-d too; Python numbers and
+    NumPy scalars are cast as they are)."""
     plain = stop_gradient(values)
-    if isinstance(plain, (np.ndarray, np.generic)) and not np.can_cast(plain.dtype, target.dtype, "safe"):
+    if isinstance(plain, np.ndarray) and not np.can_cast(plain.dtype, target.dtype, "safe"):
         raise TypeError(f"{name}: cannot cast array data from {plain.dtype!r} to {target.dtype!r} according to "
                         "the rule 'safe', as NumPy's own refuses; convert the values with .astype first")
 

@@ -58,9 +58,12 @@ def _interp_rule(x, xp, fp, left, right):
         n = np.shape(stop_gradient(xp))[0]
         xp_, fp_ = indexable_by(xp, j), indexable_by(fp, j)
         lo_x, hi_x, lo_f, hi_f = xp_[j], xp_[j + 1], fp_[j], fp_[j + 1]
-        width = hi_x - lo_x
+        # Points outside the knots send nothing through a segment: they stand at its start, on a width of 1, so
+        # that an infinite x (or a zero-width end segment) gives 0, not 0 * inf = NaN
+        width = np.where(inside, hi_x - lo_x, 1.0)
+        x_in = np.where(inside, x, lo_x)
         slope = (hi_f - lo_f) / width
-        t = (x - lo_x) / width
+        t = (x_in - lo_x) / width
         g_in = np.where(inside, g, 0.0)
 
         def d_fp():
@@ -73,7 +76,7 @@ def _interp_rule(x, xp, fp, left, right):
 
         def d_xp():
             weight = g_in * slope / width
-            return unindex(weight * (x - hi_x), j, (n,)) - unindex(weight * (x - lo_x), j + 1, (n,))
+            return unindex(weight * (x_in - hi_x), j, (n,)) - unindex(weight * (x_in - lo_x), j + 1, (n,))
 
         return (
             Thunk(lambda: g_in * slope),

@@ -10,7 +10,7 @@ import numpy as np
 from .._extend import primitive, rrule
 from .._standins import is_stand_in
 from .._tangents import Thunk
-from .._values import Traced, stop_gradient
+from .._values import Traced, stop_gradient, strip_all
 from ._register import as_array, composite, forward_in_first
 
 
@@ -164,7 +164,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
 @composite(np.poly, args="seq_of_zeros", numpy_value=True, notes="""From real roots: a product of (x - r). From a square
            matrix: refused (its eigenvalues may be complex).""")
 def poly(seq_of_zeros):
-    plain = np.poly(stop_gradient(seq_of_zeros))  # NumPy's checks
+    plain = np.poly(strip_all(seq_of_zeros))  # NumPy's checks (of plain values: a list may hold traced ones)
     if np.ndim(seq_of_zeros) != 1:
         raise NotImplementedError("numpy.poly of a tracked matrix is not supported: pass its (real) eigenvalues.")
     y = np.ones(1)
@@ -187,6 +187,10 @@ def _root_sensitivity(p, r):
     """-r_i ** (N-1-k) / p'(r_i): how root i moves with coefficient k (the implicit function theorem)."""
     n = np.shape(p)[0]
     slope = np.polyval(np.polyder(p), r)
+    if np.any(stop_gradient(slope) == 0):
+        raise ValueError("numpy.roots: a repeated root has no derivative (it moves as the square root of a change of "
+                         "the coefficients). Symmetric functions of the roots have one: their sum is -p[1] / p[0], "
+                         "their product (-1)**n * p[n] / p[0]; compute those from the coefficients.")
     return -np.vander(r, n) / slope[:, None]
 
 
@@ -203,7 +207,7 @@ def real_roots_frule(t, p):
 
 
 @composite(np.roots, args="p", notes="""Real, simple roots: dr = -(Σ r^(n-k) dp_k) / p'(r). Complex roots
-           are refused; at a repeated root the derivative does not exist (inf or nan).""")
+           are refused; at a repeated root the derivative does not exist (an error).""")
 def roots(p):
     p = _coefficients(p)
     if np.ndim(p) != 1:

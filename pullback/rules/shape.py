@@ -280,8 +280,7 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if out is not None:
         return _joined_into(np.concatenate, join, arrays, axis, out, dtype, casting)
     _check_casting(arrays, dtype, casting)
-    y = join(*arrays, axis=axis)
-    return y if dtype is None else FUNCTIONS[astype](y, dtype)
+    return join(*_each_cast(arrays, dtype), axis=axis)
 
 
 @primitive
@@ -310,8 +309,16 @@ def stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if out is not None:
         return _joined_into(np.stack, stack_along, arrays, axis, out, dtype, casting)
     _check_casting(arrays, dtype, casting)
-    y = stack_along(*arrays, axis=axis)
-    return y if dtype is None else FUNCTIONS[astype](y, dtype)
+    return stack_along(*_each_cast(arrays, dtype), axis=axis)
+
+
+def _each_cast(arrays, dtype):
+    """`arrays`, each cast to `dtype` (once, as NumPy casts them: joined first in their common type, an int64
+    beside a float32 would round to float64 and then again to float32)."""
+    if dtype is None:
+        return arrays
+    return [FUNCTIONS[astype](a, dtype) if isinstance(a, Traced) or is_stand_in(a)
+            else (a if hasattr(a, "astype") else np.asarray(a)).astype(dtype) for a in arrays]  # (Dask's: lazily)
 
 
 def _check_casting(arrays, dtype, casting):
