@@ -188,9 +188,6 @@ def test_fft_jit_replays_equal_eager():
     same_replay(lambda x: np.fft.hfft(np.fft.ifftshift(x), 9, norm="forward"), lambda: rng.normal(size=5))
 
 
-@pytest.mark.xfail(strict=True, reason="pullback/rules/fft.py _cook: NumPy 2 warns (DeprecationWarning) when fftn, "
-                   "rfftn or irfftn get s= without axes=, or s with a None entry; the traced call gives no warning, "
-                   "so code under differentiation does not warn as it does without it")
 def test_fftn_with_s_and_no_axes_warns_as_numpy():
     x = np.random.default_rng(9).normal(size=(3, 4))
     for fn in (lambda x: np.fft.fftn(x, s=(3, 4)), lambda x: np.fft.rfftn(x, s=(3, 4)),
@@ -274,12 +271,6 @@ def test_fftconvolve_broadcasting_in1_full_and_valid():
             check(lambda a, b: signal.fftconvolve(a, b, mode, axes), a, b, rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.xfail(strict=True, reason="pullback/rules/scipy_signal.py convolution_rule/_input_cotangent: SciPy's "
-                   "fftconvolve(a (1,6), b (3,4), 'same', axes=1) crops the broadcast axis to in1's size 1 (it keeps "
-                   "row 1 of the (3, 9) full result); the reverse rule pads the cotangent only along `axes`, so b's "
-                   "cotangent comes out (1, 4) and the gradient call fails with the internal 'A cotangent of shape "
-                   "(1, 4) was given for a value of shape (3, 4) ... check the rules registered with pb.rrule' "
-                   "(the right gradient of b is nonzero in row 1 only)")
 def test_fftconvolve_same_with_a_broadcast_first_input():
     pytest.importorskip("scipy.signal")
     from pullback.scipy import signal
@@ -400,10 +391,6 @@ def test_roots_at_a_repeated_root_raise_or_are_right():
         np.testing.assert_allclose(g, [-2.0, -1.0, 0.0])  # sum of the roots is -p[1] / p[0]
 
 
-@pytest.mark.xfail(strict=True, reason="pullback/rules/polynomials.py polyval: with a traced p and a np.poly1d x "
-                   "(NumPy returns a poly1d) the rule calls np.result_type on the poly1d and fails with the internal "
-                   "TypeError \"Cannot interpret 'poly1d([1., 1., 0.])' as a data type\", naming neither polyval "
-                   "nor a fix")
 def test_polyval_of_a_poly1d_point_works_or_is_refused_by_name():
     c = np.array([1.0, -3.0, 2.0])
     try:

@@ -528,10 +528,6 @@ def test_put_along_axis_none_with_an_index_out_of_range_raises_as_numpy():
         pb.pullback(f, v)
 
 
-@pytest.mark.xfail(strict=True, reason="np.pad(x, 1, mode='edge' or 'wrap', reflect_type='even'): NumPy raises "
-                   "ValueError('unsupported keyword arguments for mode ...'); pullback's pad composite in "
-                   "pullback/rules/shape.py lets reflect_type through for every gather mode and returns a padded "
-                   "array (and a gradient) for a call NumPy refuses")
 @pytest.mark.parametrize("mode", ["edge", "wrap"])
 def test_pad_refuses_reflect_type_for_modes_that_take_none_as_numpy(mode):
     with pytest.raises(ValueError, match="unsupported keyword"):
@@ -540,10 +536,6 @@ def test_pad_refuses_reflect_type_for_modes_that_take_none_as_numpy(mode):
         pb.pullback(lambda x: np.pad(x, 1, mode=mode, reflect_type="even"), V)
 
 
-@pytest.mark.xfail(strict=True, reason="np.pad errors differ from NumPy's: mode='constant' with reflect_type "
-                   "raises TypeError ('takes only a plain constant_values') and mode='nope' NotImplementedError, "
-                   "where NumPy raises ValueError ('unsupported keyword arguments', 'mode ... is not supported'); "
-                   "pad composite in pullback/rules/shape.py")
 @pytest.mark.parametrize("kwargs", [{"reflect_type": "even"}, {"mode": "nope"}])
 def test_pad_raises_numpys_value_error_for_bad_options(kwargs):
     with pytest.raises(ValueError):
@@ -711,11 +703,6 @@ def test_jit_of_the_gradient_through_put_at_traced_indices_matches_eager():
     np.testing.assert_array_equal(pb.jit(lambda a: pb.gradient(scalar, a)[0])(M), pb.gradient(scalar, M)[0])
 
 
-@pytest.mark.xfail(strict=True, reason="np.piecewise(x, [x < 0], [lambda t: t * s, lambda t: t]) with x and a slope s "
-                   "both differentiated (a learnable leaky ReLU) raises the generic 'Cannot convert a value that is "
-                   "being differentiated into a plain NumPy array': pullback's piecewise composite in "
-                   "pullback/rules/indexing.py first runs np.piecewise on the plain x with the user's functions, which "
-                   "return traced values through s; the gradient is ([s, 1, s, 1], sum(x[x < 0]) = -4)")
 def test_piecewise_whose_functions_close_over_a_differentiated_value():
     x = np.array([-1.0, 2.0, -3.0, 4.0])
 

@@ -22,6 +22,8 @@ hfft and ihfft are written, as NumPy writes them, with these.
 array([12., 20., 20., 28.])
 """
 
+import warnings
+
 import numpy as np
 
 from .._arrays import like_input
@@ -139,12 +141,22 @@ def _cook(a, s, axes, inverse_real=False):
         s = list(shape) if axes is None else [shape[ax] for ax in axes]
     s = list(s)
     if axes is None:
+        if given:  # NumPy's deprecation warnings, as its own _cook_nd_args gives them
+            warnings.warn("`axes` should not be `None` if `s` is not `None` (Deprecated in NumPy 2.0). In a future "
+                          "version of NumPy, this will raise an error and `s[i]` will correspond to the size along "
+                          "the transformed axis specified by `axes[i]`. To retain current behaviour, pass a sequence "
+                          "[0, ..., k-1] to `axes` for an array of dimension k.", DeprecationWarning, stacklevel=4)
         axes = list(range(-len(s), 0))
     axes = list(axes)
     if len(s) != len(axes):
         raise ValueError("Shape and axes have different lengths.")
     if inverse_real and not given:
         s[-1] = (shape[axes[-1]] - 1) * 2
+    if None in s:
+        warnings.warn("Passing an array containing `None` values to `s` is deprecated in NumPy 2.0 and will raise an "
+                      "error in a future version of NumPy. To use the default behaviour of the corresponding 1-D "
+                      "transform, pass the value matching the default for its `n` parameter. To use the default "
+                      "behaviour for every axis, the `s` argument can be omitted.", DeprecationWarning, stacklevel=4)
     return [shape[ax] if n == -1 else n for n, ax in zip(s, axes)], axes
 
 

@@ -816,7 +816,10 @@ def choose(a, choices, out=None, mode="raise"):
 def piecewise(x, condlist, funclist, *args, **kw):
     plain_x = stop_gradient(x)
     plain_x = plain_x if is_foreign_array(plain_x) else np.asarray(plain_x)  # Dask's stays lazy
-    plain = np.piecewise(plain_x, strip_all(condlist), funclist, *args, **kw)  # NumPy checks the lists
+    # NumPy checks the lists (and gives the value) with functions whose results are plain: one may close over
+    # another value being differentiated (a learned slope, `lambda t: t * s`)
+    plain_functions = [_plain_results(f) if callable(f) else f for f in funclist]
+    plain = np.piecewise(plain_x, strip_all(condlist), plain_functions, *args, **kw)
     if np.isscalar(condlist) or (not isinstance(condlist[0], (list, np.ndarray)) and not is_foreign_array(condlist[0])
                                  and np.ndim(plain_x) != 0):
         condlist = [condlist]
@@ -840,6 +843,10 @@ def piecewise(x, condlist, funclist, *args, **kw):
         elif np.any(condition):
             y = assign_into(y, condition, f(x[condition], *args, **kw))
     return y if y.dtype == plain.dtype else y.astype(plain.dtype)
+
+
+def _plain_results(f):
+    return lambda *args, **kwargs: strip_all(f(*args, **kwargs))
 
 
 def assign_into(y, mask, values):

@@ -34,6 +34,10 @@ def _plain_polynomial(*args):
 def polyval(p, x):
     if _plain_polynomial(p):
         p = np.asarray(p.coeffs)
+    if isinstance(x, np.poly1d):
+        raise TypeError("numpy.polyval(p, x) of an np.poly1d x (a composition of polynomials) is not differentiated "
+                        "by pullback: evaluate at an array of points, or compose with np.polymul and np.polyadd of "
+                        "the coefficients.")
     plain = np.polyval(_plain(p), stop_gradient(x))
     y = np.zeros(np.shape(plain), dtype=np.result_type(plain))
     for k in range(np.shape(p)[0]):

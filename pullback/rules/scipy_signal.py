@@ -83,6 +83,11 @@ def _input_cotangent(g, a, b, mode, axes, kind, first):
     pad = [(0, 0)] * np.ndim(stop_gradient(g))
     for axis, (start, length), p, q in zip(axes, windows, na, nb):
         pad[axis] = (start, p + q - 1 - start - length)
+    if mode == "same":  # SciPy crops the axes the inputs broadcast along too, centred, to the first input's length
+        for axis, length in enumerate(np.shape(stop_gradient(g))):
+            full = max(shape_a[axis], shape_b[axis])
+            if axis not in axes and length != full:
+                pad[axis] = ((full - length) // 2, full - length - (full - length) // 2)
     full_g = np.pad(g, pad)
     other, own, n_other = (b, na, nb) if first else (a, nb, na)
     reversed_other = np.flip(other, axis=axes)

@@ -540,6 +540,12 @@ def pad(array, pad_width, mode="constant", **kwargs):
         np.pad(np.zeros((), np.result_type(stop_gradient(array))), strip_all(pad_width), mode, **strip_all(kwargs))
         return np.copy(array)
     widths = _pad_widths(strip_all(pad_width), len(shape))
+    if isinstance(mode, str):  # NumPy's errors for a mode it does not know, or options another mode takes
+        if mode not in _PAD_OPTIONS:
+            raise ValueError(f"mode '{mode}' is not supported")
+        unsupported = set(kwargs) - set(_PAD_OPTIONS[mode])
+        if unsupported:
+            raise ValueError(f"unsupported keyword arguments for mode '{mode}': {unsupported}")
     if mode == "constant":
         values = kwargs.pop("constant_values", 0)
         if kwargs or stop_gradient(values) is not values:
@@ -555,6 +561,12 @@ def pad(array, pad_width, mode="constant", **kwargs):
         "'constant', 'edge', 'reflect', 'symmetric' and 'wrap' (reflect_type='even')."
     )
 
+
+
+# np.pad's modes and the options each takes
+_PAD_OPTIONS = {"constant": ("constant_values",), "edge": (), "empty": (), "linear_ramp": ("end_values",),
+                "maximum": ("stat_length",), "mean": ("stat_length",), "median": ("stat_length",),
+                "minimum": ("stat_length",), "reflect": ("reflect_type",), "symmetric": ("reflect_type",), "wrap": ()}
 
 
 def _pad_widths(pad_width, ndim):
