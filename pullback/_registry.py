@@ -58,3 +58,7 @@ def qualified_name(fn):
 # that a value being differentiated answers with a rule
 METHODS = {}
 
+# what the values' own attributes need of the rules, registered by them: "complex" -> (real, imag, dtype) ->
+# the complex array of those parts (for `z.real = v` and `z.imag = v`)
+BUILDERS = {}
+

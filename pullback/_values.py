@@ -51,7 +51,7 @@ from ._inplace import (
     set_item,
     write_elementwise,
 )
-from ._registry import FUNCTIONS, METHODS, NONDIFF_UFUNCS, NUMBER_OPERAND_RULES, REVERSE_RULES, UFUNC_RULES
+from ._registry import BUILDERS, FUNCTIONS, METHODS, NONDIFF_UFUNCS, NUMBER_OPERAND_RULES, REVERSE_RULES, UFUNC_RULES
 from ._standins import (
     as_numpy_number,
     astype,
@@ -269,19 +269,21 @@ class Traced:
 
     @real.setter
     def real(self, value):
-        """`z.real = v`, as the write `z[...] = v + 1j * z.imag` (the array itself, for a real one)."""
+        """`z.real = v`, as the write of the complex array of parts v and z.imag (the array itself, for a real one)."""
         if not holds_array(self):
             raise AttributeError("attribute 'real' of a NumPy scalar is not writable")
-        self[...] = value + 1j * FUNCTIONS[np.imag](self) if self.dtype.kind == "c" else value
+        if self.dtype.kind == "c":
+            value = BUILDERS["complex"](value, FUNCTIONS[np.imag](self), self.dtype)
+        self[...] = value
 
     @imag.setter
     def imag(self, value):
-        """`z.imag = v`, as the write `z[...] = z.real + 1j * v`."""
+        """`z.imag = v`, as the write of the complex array of parts z.real and v."""
         if not holds_array(self):
             raise AttributeError("attribute 'imag' of a NumPy scalar is not writable")
         if self.dtype.kind != "c":
             raise TypeError("array does not have imaginary part to set")
-        self[...] = FUNCTIONS[np.real](self) + 1j * value
+        self[...] = BUILDERS["complex"](FUNCTIONS[np.real](self), value, self.dtype)
 
     @property
     def T(self):
@@ -316,6 +318,8 @@ class Traced:
                 "x.view(dtype) reinterprets the bytes of a value being differentiated, which has no gradient; "
                 "use x.astype(dtype) to convert the values."
             )
+        if not holds_array(self):  # a NumPy scalar's view is a NumPy scalar (an immutable one: itself)
+            return self
         return FUNCTIONS[getitem](self, Ellipsis)
 
     def fill(self, value):
@@ -774,7 +778,7 @@ def _install_methods():
         "dot": np.dot, "trace": np.trace, "diagonal": np.diagonal, "repeat": np.repeat,
         "take": np.take, "argmax": np.argmax, "argmin": np.argmin, "argsort": np.argsort,
         "nonzero": np.nonzero, "round": np.round,
-        "all": np.all, "any": np.any, "ptp": np.ptp,
+        "all": np.all, "any": np.any,
         "argpartition": np.argpartition, "searchsorted": np.searchsorted,
     }
     for name, fn in names.items():
@@ -791,6 +795,8 @@ def _install_methods():
         return FUNCTIONS[np.transpose](self, axes or None)
 
     def copy(self, order="C"):  # C order by default, where np.copy keeps the layout ("K")
+        if not holds_array(self):  # a NumPy scalar's copy is a NumPy scalar (an immutable one: itself)
+            return self
         return FUNCTIONS[np.copy](self, order=order)
 
     def flatten(self, order="C"):
@@ -800,6 +806,9 @@ def _install_methods():
         return np.conjugate(self) if dtype_of(self).kind == "c" else self  # NumPy's x.conj() of a real x is x
 
     def astype_method(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        if not np.can_cast(dtype_of(self), dtype, casting):  # NumPy's error
+            raise TypeError(f"Cannot cast array data from {dtype_of(self)!r} to {np.dtype(dtype)!r} according to the "
+                            f"rule {casting!r}")
         if not copy and np.dtype(dtype) == self.dtype:
             return self  # NumPy returns the array itself, so later writes are seen through both
         return FUNCTIONS[astype](self, dtype)

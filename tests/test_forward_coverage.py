@@ -22,7 +22,7 @@ import pullback as pb
 from forward_cases_numpy import CASES as NUMPY_CASES
 from matrices import spd, well_conditioned
 from pullback._registry import FORWARD_RULES, REVERSE_RULES, UFUNC_RULES, forward_rule_of
-from pullback.rules import _register, indexing, shape, special
+from pullback.rules import _register, indexing, shape, special, ufuncs
 from pullback.rules import linalg as sl
 from pullback.testing import check_transpose
 from rule_checks import seeds
@@ -315,6 +315,8 @@ CASES = {
     "ufuncs.sign": [(lambda x, y: parts(np.sign(x + 1j * y)), normal((3,), (3,)))],
     "ufuncs._real_part_rule": [(lambda x, y: np.real((x + 1j * y) ** 2), normal((3,), (3,)))],
     "ufuncs._imag_part_rule": [(lambda x, y: np.imag((x + 1j * y) ** 2), normal((3,), (3,)))],
+    "ufuncs._complex_from_parts_rule": [(lambda x, y: ufuncs.complex_from_parts(x, y ** 2, np.complex128) ** 2,
+                                         normal((3,), (3,)))],
     "ufuncs._add_at_rule": [(_added_at, normal((4, 2), (5, 2)))],
     "linalg._det_phase_rule": [(lambda a, b: parts(np.linalg.slogdet(a + 1j * b)[0]), matrices((3, 3), (3, 3)))],
     "decompositions._eig_values_rule": [(lambda a: parts(np.linalg.eig(a)[0]), matrices((3, 3))),

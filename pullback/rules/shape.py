@@ -11,7 +11,7 @@ import numpy as np
 from .._arrays import axis_index, like_input, size_of, speaks_nep18, type_name, values_deciding_shape, zeros_as
 from .._compat import PAD_TAKES_A_DICT
 from .._extend import primitive, rrule
-from .._inplace import concrete_of, plain_of, write_out
+from .._inplace import concrete_of, holds_array, plain_of, write_out
 from .._registry import FUNCTIONS
 from .._standins import astype, dtype_of, is_stand_in, is_traced
 from .._values import Dual, Traced, stop_gradient, strip_all
@@ -699,7 +699,9 @@ def unstack(x, /, *, axis=0):
 @composite(np.broadcast_arrays, args="*args", notes="Each result is `np.broadcast_to` of its argument.")
 def broadcast_arrays(*args, subok=False):
     shape = np.broadcast_shapes(*(np.shape(a) for a in args))
-    return tuple(a if np.shape(a) == shape and isinstance(a, Traced) else np.broadcast_to(a, shape) for a in args)
+    # (an array of that shape as it is; anything else, a number too, as the array NumPy makes of it)
+    return tuple(a if np.shape(a) == shape and isinstance(a, Traced) and holds_array(a) else np.broadcast_to(a, shape)
+                 for a in args)
 
 
 def _labels(shape):

@@ -197,7 +197,13 @@ def _safe_ratio(x, y):
     return np.where(zero, 0.0, x / np.where(zero, 1.0, y))
 
 
-_binary("xlogy", lambda g, x, y, out, sp: g * np.log(y), lambda g, x, y, out, sp: g * _safe_ratio(x, y),
+def _log_at_zero_quietly(y):
+    """log y, -inf at 0 without NumPy's divide-by-zero warning (xlogy itself gives none there)."""
+    with np.errstate(divide="ignore"):
+        return np.log(y)
+
+
+_binary("xlogy", lambda g, x, y, out, sp: g * _log_at_zero_quietly(y), lambda g, x, y, out, sp: g * _safe_ratio(x, y),
         "x, y", "x·log(y), with 0 where x == 0; d/dy is 0 there.")
 _binary("xlog1py", lambda g, x, y, out, sp: g * np.log1p(y),
         lambda g, x, y, out, sp: g * _safe_ratio(x, 1.0 + y), "x, y")

@@ -17,10 +17,10 @@ import types
 
 import numpy as np
 
-from .._arrays import zeros_as
+from .._arrays import holds_foreign_array, zeros_as
 from .._extend import primitive, rrule
 from .._inplace import ViewLink, holds_array, register_view
-from .._registry import NUMBER_OPERAND_RULES
+from .._registry import BUILDERS, NUMBER_OPERAND_RULES
 from .._standins import as_numpy_number, converted, dtype_of, is_jit_float_or_complex, is_number_stand_in, is_stand_in, power
 from .._tangents import ELEMENTWISE_PULLBACKS, SPARE, PerOperand, Thunk, scaled, unthunk
 from .._values import UFUNC_AT, Traced, stop_gradient
@@ -497,6 +497,15 @@ binary(np.fmin, lambda g, a, b: _balanced(g, _lt(a, b) | _only_nan(b, a), _eq(a,
 def _arctan2_derivative(g, a, b, side):
     """`g * side / (a² + b²)` for `side` a or b, with both scaled by max(|a|, |b|) first (by 1 where that is
     infinite), so that the squares neither overflow (|a| near 1e200) nor underflow (near 1e-200)."""
+    # Where one operand is infinite the angle is flat (0 or ±pi/2 whatever the other): derivative 0, computed at
+    # (0, 1), not inf / inf. (A Dask array's values are not looked at.)
+    plain = [stop_gradient(v) for v in (a, b)]
+    dtype = np.result_type(*(v if isinstance(v, (int, float, complex)) else dtype_of(v) for v in plain))
+    with np.errstate(over="ignore"):  # (a Python number past the dtype's range, 1e300 beside float32, is inf there)
+        a_in, b_in = (v.astype(dtype) if hasattr(v, "astype") else np.asarray(v, dtype) for v in plain)
+    one_infinite = np.isinf(a_in) != np.isinf(b_in)
+    if holds_foreign_array(one_infinite) or np.any(one_infinite):
+        a, b, side = (np.where(one_infinite, v, w) for v, w in ((0.0, a), (1.0, b), (0.0, side)))
     scale = np.maximum(abs(a), abs(b))  # builtin abs keeps a Python number weak beside float32
     scale = np.where(np.isinf(scale), 1.0, scale)
     a, b, side = a / scale, b / scale, side / scale
@@ -650,6 +659,34 @@ def _real_part_frule(primals, tangents):
 @forward_rule(imag_part)
 def _imag_part_frule(primals, tangents):
     return imag_part(primals[0]), None if tangents[0] is None else np.imag(tangents[0])
+
+
+@primitive
+def complex_from_parts(real, imag, dtype):
+    """The complex array of `dtype` with real part `real` and imaginary part `imag`, written as NumPy's
+    `z.real = v` writes a part: no arithmetic, so an infinite part and a signed zero stay as they are
+    (`re + 1j * im` makes 1j * inf nan+infj, and -0.0 + 0.0 is 0.0)."""
+    out = np.empty(np.broadcast_shapes(np.shape(real), np.shape(imag)), dtype)
+    out.real = real
+    out.imag = imag
+    return out
+
+
+@rrule(complex_from_parts)
+def _complex_from_parts_rule(real, imag, dtype):
+    return complex_from_parts(real, imag, dtype), lambda g: (np.real(g), -np.imag(g), None)  # dL = Re(g dz)
+
+
+@forward_rule(complex_from_parts)
+def _complex_from_parts_frule(primals, tangents):
+    (real, imag, dtype), (t_real, t_imag) = primals, tangents[:2]
+    y = complex_from_parts(real, imag, dtype)
+    if t_real is None and t_imag is None:
+        return y, None
+    return y, complex_from_parts(0.0 if t_real is None else t_real, 0.0 if t_imag is None else t_imag, dtype)
+
+
+BUILDERS["complex"] = complex_from_parts
 
 
 class _PartLink(ViewLink):
