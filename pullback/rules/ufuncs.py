@@ -665,7 +665,10 @@ def _imag_part_frule(primals, tangents):
 def complex_from_parts(real, imag, dtype):
     """The complex array of `dtype` with real part `real` and imaginary part `imag`, written as NumPy's
     `z.real = v` writes a part: no arithmetic, so an infinite part and a signed zero stay as they are
-    (`re + 1j * im` makes 1j * inf nan+infj, and -0.0 + 0.0 is 0.0)."""
+    (`re + 1j * im` makes 1j * inf nan+infj, and -0.0 + 0.0 is 0.0). Another library's arrays (which take no
+    writes into a part) are combined by that arithmetic."""
+    if holds_foreign_array(real) or holds_foreign_array(imag):
+        return real + imag * 1j
     out = np.empty(np.broadcast_shapes(np.shape(real), np.shape(imag)), dtype)
     out.real = real
     out.imag = imag
