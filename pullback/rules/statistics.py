@@ -273,19 +273,14 @@ def _no_degrees_left(product):
         return product * np.inf
 
 
-def _nothing_or_nan(g):
-    """What inf and NaN values send back: nothing for a cotangent of 0 (as after np.nan_to_num), else NaN."""
-    return np.where(g == 0, 0.0, g * np.nan)
-
-
 @rrule(_no_degrees_left)
 def _no_degrees_left_rule(product):
-    return _no_degrees_left(product), lambda g: (_nothing_or_nan(g),)
+    return _no_degrees_left(product), lambda g: (_times(g, np.nan),)  # nothing for a cotangent of 0, else NaN
 
 
 @forward_in_first(_no_degrees_left)
 def _no_degrees_left_frule(t, product):
-    return _no_degrees_left(product), _nothing_or_nan(t)
+    return _no_degrees_left(product), _times(t, np.nan)
 
 
 def _as_float(x, dtype):
@@ -421,7 +416,7 @@ _ORDER_NOTES = """Every `method` (NumPy's default 'linear' and the ones that sel
     (refused under `pb.jit`)."""
 
 
-def _quantile_like(name, scale, skip_nan):
+def _quantile_like(name, percent, skip_nan):
     numpy_fn = getattr(np, name)
 
     def run(a, q, axis=_NO, out=None, overwrite_input=False, method=_NO, keepdims=_NO, *, weights=None,
@@ -437,16 +432,16 @@ def _quantile_like(name, scale, skip_nan):
             raise TypeError(f"numpy.{name}: the levels q carry no gradient in pullback; pass them as plain values.")
         given = _given(axis=axis, method=method, keepdims=keepdims)
         plain, moved = _plain_and_arrangement(lambda v, **over: numpy_fn(v, q, **over, **given), a, overwrite_input)
-        y = _order_statistics(a, q, _or(axis, None), _or(method, "linear"), skip_nan, plain, percent=scale == 100.0)
+        y = _order_statistics(a, q, _or(axis, None), _or(method, "linear"), skip_nan, plain, percent)
         _rearrange(a, moved)
         return y
 
     return run
 
 
-for _name, _scale, _skip in (("quantile", 1.0, False), ("percentile", 100.0, False), ("nanquantile", 1.0, True),
-                             ("nanpercentile", 100.0, True)):
-    composite(getattr(np, _name), args="a", numpy_value=True, notes=_ORDER_NOTES)(_quantile_like(_name, _scale, _skip))
+for _name, _percent, _skip in (("quantile", False, False), ("percentile", True, False), ("nanquantile", False, True),
+                               ("nanpercentile", True, True)):
+    composite(getattr(np, _name), args="a", numpy_value=True, notes=_ORDER_NOTES)(_quantile_like(_name, _percent, _skip))
 
 
 def _median_like(name, skip_nan):

@@ -502,7 +502,7 @@ def _arctan2_derivative(g, a, b, side):
     plain = [stop_gradient(v) for v in (a, b)]
     dtype = np.result_type(*(v if isinstance(v, (int, float, complex)) else dtype_of(v) for v in plain))
     with np.errstate(over="ignore"):  # (a Python number past the dtype's range, 1e300 beside float32, is inf there)
-        a_in, b_in = (v.astype(dtype) if hasattr(v, "astype") else np.asarray(v, dtype) for v in plain)
+        a_in, b_in = (v.astype(dtype, copy=False) if hasattr(v, "astype") else np.asarray(v, dtype) for v in plain)
     one_infinite = np.isinf(a_in) != np.isinf(b_in)
     if holds_foreign_array(one_infinite) or np.any(one_infinite):
         a, b, side = (np.where(one_infinite, v, w) for v, w in ((0.0, a), (1.0, b), (0.0, side)))
